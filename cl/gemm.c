@@ -1,0 +1,302 @@
+/* GEMM front end: argument checks, the tuning table (device -> architecture/vendor -> default)
+ * and dispatch to the packed, tiled or CLBlast backend. */
+#include "cl/gemm_internal.h"
+#include "cl/runtime_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char *const backend_names[CLP_GEMM_BACKEND_COUNT] = {
+	[CLP_GEMM_AUTO] = "auto",
+	[CLP_GEMM_PACKED] = "packed",
+	[CLP_GEMM_TILED] = "tiled",
+	[CLP_GEMM_CLBLAST] = "clblast",
+};
+
+const char *clp_gemm_backend_name(clp_gemm_backend b)
+{
+	return (unsigned)b < CLP_GEMM_BACKEND_COUNT ? backend_names[b] : "?";
+}
+
+clp_status clp_gemm_backend_parse(const char *name, clp_gemm_backend *out)
+{
+	for (int i = 0; i < CLP_GEMM_BACKEND_COUNT; i++)
+		if (strcasecmp(name, backend_names[i]) == 0) {
+			*out = (clp_gemm_backend)i;
+			return CLP_OK;
+		}
+	return clp_error(CLP_ERR_INVALID,
+			 "unknown GEMM backend '%s' (expected auto, packed, tiled or clblast)", name);
+}
+
+void clp_gemm_defines(const clp_gemm_tuning *t, char *buf, size_t n)
+{
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (int i = 0; i < t->nparams && used < n; i++)
+		used += (size_t)snprintf(buf + used, n - used, "#define %s %ld\n", t->params[i].name,
+					 t->params[i].value);
+}
+
+long clp_gemm_param_get(const clp_gemm_tuning *t, const char *name, long dflt)
+{
+	for (int i = 0; i < t->nparams; i++)
+		if (strcmp(t->params[i].name, name) == 0)
+			return t->params[i].value;
+	return dflt;
+}
+
+/* ---- the tuning table ------------------------------------------------------------------------ */
+
+/* The instruction set of a CPU device, for table matching ("avx512", "avx2", "sse", "other"). */
+static const char *cpu_isa(const clp_cl_devinfo *dev)
+{
+	if (strcmp(dev->type, "cpu") != 0)
+		return "";
+#if defined(__x86_64__) || defined(__i386__)
+	/* A CPU OpenCL device runs on this host; PoCL compiles for the host's ISA. */
+	if (__builtin_cpu_supports("avx512f"))
+		return "avx512";
+	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+		return "avx2";
+	return "sse";
+#else
+	return "other";
+#endif
+}
+
+static int match_str(json_t *m, const char *key, const char *value)
+{
+	json_t *v = json_object_get(m, key);
+	const char *want;
+	size_t wl;
+
+	if (!v)
+		return 1;
+	want = json_string_value(v);
+	if (!want)
+		return 0;
+	wl = strlen(want);
+	for (const char *p = value; *p; p++)
+		if (strncasecmp(p, want, wl) == 0)
+			return 1;
+	return wl == 0;
+}
+
+static int entry_matches(json_t *e, const clp_cl_devinfo *dev)
+{
+	json_t *m = json_object_get(e, "match");
+
+	if (!m)
+		return 1;
+	return match_str(m, "name", dev->name) && match_str(m, "vendor", dev->vendor) &&
+	       match_str(m, "platform", dev->platform) && match_str(m, "driver", dev->driver) &&
+	       match_str(m, "type", dev->type) && match_str(m, "isa", cpu_isa(dev));
+}
+
+static clp_status read_params(json_t *obj, clp_gemm_param *dst, int *n, const char *where)
+{
+	const char *key;
+	json_t *val;
+
+	*n = 0;
+	if (!obj)
+		return CLP_OK;
+	if (!json_is_object(obj))
+		return clp_error(CLP_ERR_FORMAT, "%s: parameters must be an object", where);
+	json_object_foreach(obj, key, val) {
+		if (*n == CLP_GEMM_MAX_PARAMS)
+			return clp_error(CLP_ERR_FORMAT, "%s: more than %d parameters", where,
+					 CLP_GEMM_MAX_PARAMS);
+		if (!json_is_integer(val) || strlen(key) >= sizeof(dst[0].name))
+			return clp_error(CLP_ERR_FORMAT, "%s: parameter '%s' must be an integer "
+					 "with a short name", where, key);
+		snprintf(dst[*n].name, sizeof(dst[*n].name), "%s", key);
+		dst[*n].value = (long)json_integer_value(val);
+		(*n)++;
+	}
+	return CLP_OK;
+}
+
+/* Fill *out from the first entry of root["entries"] that matches dev (and want, unless AUTO). */
+static clp_status table_pick(json_t *root, const char *where, const clp_cl_devinfo *dev,
+			     clp_gemm_backend want, clp_gemm_tuning *out, int *found)
+{
+	json_t *entries = json_object_get(root, "entries");
+	size_t i;
+	json_t *e;
+
+	*found = 0;
+	if (!json_is_array(entries))
+		return clp_error(CLP_ERR_FORMAT, "%s: no \"entries\" array", where);
+	json_array_foreach(entries, i, e) {
+		const char *bname = json_string_value(json_object_get(e, "backend"));
+		const char *label = json_string_value(json_object_get(e, "label"));
+		clp_gemm_backend b = CLP_GEMM_AUTO;
+		char ewhere[512];
+
+		if (!entry_matches(e, dev))
+			continue;
+		snprintf(ewhere, sizeof(ewhere), "%s entry %zu", where, i);
+		if (!bname)
+			return clp_error(CLP_ERR_FORMAT, "%s: missing \"backend\"", ewhere);
+		CLP_TRY(clp_gemm_backend_parse(bname, &b));
+		if (want != CLP_GEMM_AUTO && b != want)
+			continue;
+		memset(out, 0, sizeof(*out));
+		out->backend = b;
+		snprintf(out->source, sizeof(out->source), "%s '%s'", where, label ? label : "?");
+		CLP_TRY(read_params(json_object_get(e, "params"), out->params, &out->nparams, ewhere));
+		CLP_TRY(read_params(json_object_get(e, "clblast_xgemm"), out->clblast, &out->nclblast,
+				    ewhere));
+		CLP_TRY(read_params(json_object_get(e, "clblast_xgemm_direct"), out->clblast_direct,
+				    &out->nclblast_direct, ewhere));
+		*found = 1;
+		return CLP_OK;
+	}
+	return CLP_OK;
+}
+
+void clp_gemm_tuning_path(const clp_cl_devinfo *dev, char *path, size_t n)
+{
+	char key[256];
+	size_t j = 0;
+
+	/* A file name from device name and driver; unsafe characters become '_'. */
+	for (const char *p = dev->name; *p && j < 120; p++)
+		key[j++] = (char)((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+					  (*p >= '0' && *p <= '9') || *p == '-' ? *p : '_');
+	key[j++] = '_';
+	for (const char *p = dev->driver; *p && j < 200; p++)
+		key[j++] = (char)((*p >= '0' && *p <= '9') || *p == '.' ? *p : '_');
+	if (dev->sub_index >= 0)
+		j += (size_t)snprintf(key + j, sizeof(key) - j, "_cu%u", dev->compute_units);
+	key[j] = '\0';
+	snprintf(path, n, "%s/gemm-tuning-%s.json", clp_cl_cache_dir(), key);
+}
+
+clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend want,
+				  clp_gemm_tuning *out)
+{
+	char path[4096];
+	const char *user = getenv("CLPIPE_GEMM_TUNING");
+	const char *text;
+	json_error_t jerr;
+	json_t *root;
+	int found = 0;
+	clp_status s;
+
+	/* 1. A tuned file: CLPIPE_GEMM_TUNING, else the one `clpipe tune gemm` wrote. */
+	if (user && *user)
+		snprintf(path, sizeof(path), "%s", user);
+	else
+		clp_gemm_tuning_path(dev, path, sizeof(path));
+	root = json_load_file(path, 0, &jerr);
+	if (!root && user && *user)
+		return clp_error(CLP_ERR_FORMAT, "CLPIPE_GEMM_TUNING=%s: %s (line %d)", path,
+				 jerr.text, jerr.line);
+	if (root) {
+		s = table_pick(root, path, dev, want, out, &found);
+		json_decref(root);
+		if (s != CLP_OK || found)
+			return s;
+	}
+	/* 2. The built-in table, ordered from specific to general. */
+	text = clp_cl_kernel_source("gemm.json", NULL);
+	if (!text)
+		return clp_error(CLP_ERR_NOT_FOUND, "the built-in GEMM tuning table is missing");
+	root = json_loads(text, 0, &jerr);
+	if (!root)
+		return clp_error(CLP_ERR_FORMAT, "built-in cl/tuning/gemm.json: %s (line %d)",
+				 jerr.text, jerr.line);
+	s = table_pick(root, "built-in table", dev, want, out, &found);
+	json_decref(root);
+	if (s == CLP_OK && !found)
+		s = clp_error(CLP_ERR_NOT_FOUND, "no GEMM tuning entry for device '%s'%s%s", dev->name,
+			      want ? " with backend " : "", want ? clp_gemm_backend_name(want) : "");
+	return s;
+}
+
+clp_status clp_cl_gemm_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning **out)
+{
+	if (!ctx->gemm_tuned) {
+		clp_gemm_tuning t;
+		const char *env = getenv("CLPIPE_GEMM_BACKEND");
+		clp_gemm_backend want = CLP_GEMM_AUTO;
+
+		if (env && *env)
+			CLP_TRY(clp_gemm_backend_parse(env, &want));
+		CLP_TRY(clp_gemm_tuning_lookup(&ctx->info, want, &t));
+		CLP_TRY(clp_cl_gemm_set_tuning(ctx, &t));
+	}
+	*out = &ctx->gemm_tuning;
+	return CLP_OK;
+}
+
+clp_status clp_cl_gemm_set_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning *t)
+{
+	if (t->backend == CLP_GEMM_CLBLAST)
+		CLP_TRY(clp_gemm_clblast_apply(ctx, t));
+	ctx->gemm_tuning = *t;
+	ctx->gemm_tuned = 1;
+	return CLP_OK;
+}
+
+/* ---- the call -------------------------------------------------------------------------------- */
+
+clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,
+			       size_t lda, size_t ldb, size_t ldc)
+{
+	size_t acols = ta ? m : k, bcols = tb ? k : n;
+
+	if (m > 0x7fffffff || n > 0x7fffffff || k > 0x7fffffff)
+		return clp_error(CLP_ERR_INVALID, "gemm: sizes m=%zu n=%zu k=%zu over 2^31", m, n,
+				 k);
+	if ((ta && (ta != CLP_T)) || (tb && (tb != CLP_T)))
+		return clp_error(CLP_ERR_INVALID, "gemm: transpose flags must be CLP_N or CLP_T");
+	if (lda < (acols ? acols : 1))
+		return clp_error(CLP_ERR_INVALID, "gemm: lda=%zu < %zu columns of A (%s)", lda,
+				 acols, ta ? "T" : "N");
+	if (ldb < (bcols ? bcols : 1))
+		return clp_error(CLP_ERR_INVALID, "gemm: ldb=%zu < %zu columns of B (%s)", ldb,
+				 bcols, tb ? "T" : "N");
+	if (ldc < (n ? n : 1))
+		return clp_error(CLP_ERR_INVALID, "gemm: ldc=%zu < n=%zu", ldc, n);
+	return CLP_OK;
+}
+
+clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
+			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
+			       size_t ldc, size_t stride_c, size_t batch)
+{
+	const clp_gemm_tuning *t;
+	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+				  stride_a, stride_b, stride_c, batch};
+
+	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, lda, ldb, ldc));
+	if (m == 0 || n == 0 || batch == 0)
+		return CLP_OK;
+	CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
+	switch (t->backend) {
+	case CLP_GEMM_PACKED:
+		return clp_gemm_packed_run(ctx, t, &g);
+	case CLP_GEMM_CLBLAST:
+		return clp_gemm_clblast_run(ctx, t, &g);
+	case CLP_GEMM_TILED:
+	default:
+		return clp_gemm_tiled_run(ctx, t, &g);
+	}
+}
+
+clp_status clp_cl_gemm(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,
+		       float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb, float beta,
+		       clp_buf c, size_t ldc)
+{
+	return clp_cl_gemm_batched(ctx, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc,
+				   0, 1);
+}

@@ -1,0 +1,72 @@
+/* GEMM: C = alpha * op(A) * op(B) + beta * C, row-major, op = N or T, with element offsets and
+ * leading dimensions, and a strided-batched form.
+ *
+ * Backends behind one call:
+ *   packed   the engine's CPU-shaped kernels (pack A and B into strips, register-blocked
+ *            micro-kernel, one work-item per work-group): fast through PoCL
+ *   tiled    the engine's GPU-shaped kernel (work-group tiles staged in local memory)
+ *   clblast  CLBlast, optionally with parameters overridden through CLBlastOverrideParameters
+ * Which runs, and with which parameters, comes from the tuning table (cl/tuning/gemm.json, then
+ * the user's tuned file; see docs/OPENCL.md), looked up device -> architecture/vendor -> default.
+ * beta == 0 never reads C. Work is enqueued; nothing waits. */
+#ifndef CLP_CL_GEMM_H
+#define CLP_CL_GEMM_H
+
+#include "cl/runtime.h"
+
+typedef enum clp_trans { CLP_N = 0, CLP_T = 1 } clp_trans;
+
+typedef enum clp_gemm_backend {
+	CLP_GEMM_AUTO = 0,
+	CLP_GEMM_PACKED,
+	CLP_GEMM_TILED,
+	CLP_GEMM_CLBLAST,
+	CLP_GEMM_BACKEND_COUNT
+} clp_gemm_backend;
+
+const char *clp_gemm_backend_name(clp_gemm_backend b);
+clp_status clp_gemm_backend_parse(const char *name, clp_gemm_backend *out);
+
+/* Tuned parameters: which backend, the defines of the engine's kernel, CLBlast overrides. */
+#define CLP_GEMM_MAX_PARAMS 24
+typedef struct clp_gemm_param {
+	char name[24];
+	long value;
+} clp_gemm_param;
+
+typedef struct clp_gemm_tuning {
+	clp_gemm_backend backend;
+	char source[128];  /* where it came from: "tuned file X", "table entry 'avx2'" */
+	int nparams;       /* defines for the engine kernel of that backend */
+	clp_gemm_param params[CLP_GEMM_MAX_PARAMS];
+	int nclblast;      /* CLBlast Xgemm parameter overrides (empty: CLBlast's own) */
+	clp_gemm_param clblast[CLP_GEMM_MAX_PARAMS];
+	int nclblast_direct; /* CLBlast XgemmDirect overrides */
+	clp_gemm_param clblast_direct[CLP_GEMM_MAX_PARAMS];
+} clp_gemm_tuning;
+
+/* The tuning the context uses (looked up on first use). */
+clp_status clp_cl_gemm_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning **out);
+/* Replace it (benchmarks, tuner, tests). The tuning's CLBlast overrides are applied here. */
+clp_status clp_cl_gemm_set_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning *t);
+/* Look up the table for a device without a context (also used by `clpipe tune`). */
+clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend want,
+				  clp_gemm_tuning *out);
+/* Path of the per-device tuned file written by `clpipe tune gemm`. */
+void clp_gemm_tuning_path(const clp_cl_devinfo *dev, char *path, size_t n);
+
+clp_status clp_cl_gemm(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,
+		       float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb, float beta,
+		       clp_buf c, size_t ldc);
+
+/* batch products; operand i starts at off + i * stride (elements). */
+clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
+			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
+			       size_t ldc, size_t stride_c, size_t batch);
+
+/* Check the arguments the way every backend needs them (sizes, leading dimensions). */
+clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,
+			       size_t lda, size_t ldb, size_t ldc);
+
+#endif

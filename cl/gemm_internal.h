@@ -1,0 +1,29 @@
+/* Backend entry points behind clp_cl_gemm_batched; arguments already checked. */
+#ifndef CLP_CL_GEMM_INTERNAL_H
+#define CLP_CL_GEMM_INTERNAL_H
+
+#include "cl/gemm.h"
+
+struct clp_gemm_call {
+	clp_trans ta, tb;
+	size_t m, n, k;
+	float alpha, beta;
+	clp_buf a, b, c;
+	size_t lda, ldb, ldc;
+	size_t sa, sb, sc;
+	size_t batch;
+};
+
+/* "#define NAME value\n" for each parameter into buf. */
+void clp_gemm_defines(const clp_gemm_tuning *t, char *buf, size_t n);
+long clp_gemm_param_get(const clp_gemm_tuning *t, const char *name, long dflt);
+
+clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			       const struct clp_gemm_call *g);
+clp_status clp_gemm_tiled_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			      const struct clp_gemm_call *g);
+clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+				const struct clp_gemm_call *g);
+clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t);
+
+#endif

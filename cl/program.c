@@ -1,0 +1,360 @@
+/* Program builds: embedded sources with per-device defines prepended, an on-disk binary cache
+ * keyed by (platform, device, driver, source, defines, options), and kernels cached per context. */
+#include "cl/runtime_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define BUILD_OPTIONS "-cl-std=CL1.2 -cl-mad-enable"
+
+/* Generated at build time from cl/kernels/ (cmake/embed_kernels.cmake). */
+struct clp_embedded_source {
+	const char *name;
+	const char *text;
+	size_t len;
+};
+extern const struct clp_embedded_source clp_embedded_sources[];
+extern const int clp_embedded_nsources;
+
+static char *dev_sources[64]; /* sources read from CLPIPE_KERNEL_DIR, kept for the process */
+
+const char *clp_cl_kernel_source(const char *file, size_t *len)
+{
+	const char *dir = getenv("CLPIPE_KERNEL_DIR");
+
+	if (dir && *dir) {
+		char path[4096];
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, file);
+		f = fopen(path, "rb");
+		if (f) {
+			char *buf = NULL;
+			long n;
+
+			if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 &&
+			    fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n + 1)) &&
+			    fread(buf, 1, (size_t)n, f) == (size_t)n) {
+				buf[n] = '\0';
+				fclose(f);
+				for (int i = 0; i < 64; i++)
+					if (!dev_sources[i]) {
+						dev_sources[i] = buf;
+						break;
+					}
+				if (len)
+					*len = (size_t)n;
+				return buf;
+			}
+			free(buf);
+			fclose(f);
+		}
+	}
+	for (int i = 0; i < clp_embedded_nsources; i++)
+		if (strcmp(clp_embedded_sources[i].name, file) == 0) {
+			if (len)
+				*len = clp_embedded_sources[i].len;
+			return clp_embedded_sources[i].text;
+		}
+	return NULL;
+}
+
+const char *const *clp_cl_kernel_files(void)
+{
+	static const char *names[128];
+
+	if (!names[0])
+		for (int i = 0; i < clp_embedded_nsources && i < 127; i++)
+			names[i] = clp_embedded_sources[i].name;
+	return names;
+}
+
+/* ---- the on-disk cache ---------------------------------------------------------------------- */
+
+static int mkdir_p(const char *path)
+{
+	char tmp[4096];
+
+	snprintf(tmp, sizeof(tmp), "%s", path);
+	for (char *p = tmp + 1; *p; p++)
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+const char *clp_cl_cache_dir(void)
+{
+	static char dir[4096];
+	const char *e;
+
+	if (dir[0])
+		return dir;
+	if ((e = getenv("CLPIPE_CACHE_DIR")) && *e)
+		snprintf(dir, sizeof(dir), "%s", e);
+	else if ((e = getenv("XDG_CACHE_HOME")) && *e)
+		snprintf(dir, sizeof(dir), "%s/clpipe", e);
+	else if ((e = getenv("HOME")) && *e)
+		snprintf(dir, sizeof(dir), "%s/.cache/clpipe", e);
+	else
+		snprintf(dir, sizeof(dir), "/tmp/clpipe-cache");
+	mkdir_p(dir);
+	return dir;
+}
+
+/* Two independent 64-bit FNV-1a streams give a 128-bit key. */
+struct hash128 {
+	uint64_t a, b;
+};
+
+static void hash_add(struct hash128 *h, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+
+	for (size_t i = 0; i < n; i++) {
+		h->a = (h->a ^ p[i]) * 0x100000001b3ULL;
+		h->b = (h->b ^ p[i]) * 0x100000001b3ULL ^ (h->b >> 29);
+	}
+	/* separator so ("ab","c") and ("a","bc") differ */
+	h->a = (h->a ^ 0xff) * 0x100000001b3ULL;
+	h->b = (h->b ^ 0xfe) * 0x100000001b3ULL;
+}
+
+static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts, char *path,
+		       size_t n)
+{
+	struct hash128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
+	const clp_cl_devinfo *d = &ctx->info;
+
+	hash_add(&h, d->platform, strlen(d->platform));
+	hash_add(&h, d->platform_version, strlen(d->platform_version));
+	hash_add(&h, d->name, strlen(d->name));
+	hash_add(&h, d->vendor, strlen(d->vendor));
+	hash_add(&h, d->driver, strlen(d->driver));
+	hash_add(&h, d->version, strlen(d->version));
+	hash_add(&h, &d->compute_units, sizeof(d->compute_units));
+	hash_add(&h, src, strlen(src));
+	hash_add(&h, opts, strlen(opts));
+	snprintf(path, n, "%s/%016llx%016llx.clbin", clp_cl_cache_dir(), (unsigned long long)h.a,
+		 (unsigned long long)h.b);
+}
+
+static unsigned char *read_file(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *buf = NULL;
+	long len;
+
+	if (!f)
+		return NULL;
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+		buf = malloc((size_t)len);
+		if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+			free(buf);
+			buf = NULL;
+		}
+		*n = (size_t)len;
+	}
+	fclose(f);
+	return buf;
+}
+
+/* Write to a temporary name, fsync, rename: a crash never leaves a half-written binary. */
+static void write_cache(const char *path, const unsigned char *data, size_t n)
+{
+	char tmp[4400];
+	FILE *f;
+	int ok;
+
+	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
+	f = fopen(tmp, "wb");
+	if (!f)
+		return; /* an unwritable cache only costs time */
+	ok = fwrite(data, 1, n, f) == n;
+	ok = (fflush(f) == 0) && ok;
+	ok = (fsync(fileno(f)) == 0) && ok;
+	ok = (fclose(f) == 0) && ok;
+	if (!ok || rename(tmp, path) != 0)
+		unlink(tmp);
+}
+
+static clp_status build_log_error(clp_cl_ctx *ctx, cl_program p, const char *label, cl_int err)
+{
+	size_t n = 0;
+	char *log;
+	clp_status s;
+
+	clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
+	log = malloc(n + 1);
+	if (!log)
+		return clp_error(CLP_ERR_BUILD, "building %s for device '%s' failed: %s", label,
+				 ctx->info.name, clp_cl_errname(err));
+	log[0] = '\0';
+	clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+	log[n] = '\0';
+	s = clp_error(CLP_ERR_BUILD, "building %s for device '%s' failed (%s); build log:\n%s",
+		      label, ctx->info.name, clp_cl_errname(err), log);
+	free(log);
+	return s;
+}
+
+static clp_status build(clp_cl_ctx *ctx, const char *label, const char *full, cl_program *out)
+{
+	char path[4300];
+	unsigned char *bin;
+	size_t nbin = 0;
+	cl_program p;
+	cl_int err, st;
+
+	cache_path(ctx, full, BUILD_OPTIONS, path, sizeof(path));
+	bin = read_file(path, &nbin);
+	if (bin) {
+		const unsigned char *bp = bin;
+
+		p = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &nbin, &bp, &st, &err);
+		free(bin);
+		if (err == CL_SUCCESS && st == CL_SUCCESS &&
+		    clBuildProgram(p, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
+			*out = p;
+			return CLP_OK;
+		}
+		if (err == CL_SUCCESS)
+			clReleaseProgram(p);
+		unlink(path); /* stale or corrupt: rebuild from source */
+	}
+	p = clCreateProgramWithSource(ctx->context, 1, &full, NULL, &err);
+	if (err != CL_SUCCESS)
+		return clp_cl_fail(ctx, err, "creating program %s", label);
+	err = clBuildProgram(p, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL);
+	if (err != CL_SUCCESS) {
+		clp_status s = build_log_error(ctx, p, label, err);
+
+		clReleaseProgram(p);
+		return s;
+	}
+	if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof(nbin), &nbin, NULL) == CL_SUCCESS &&
+	    nbin > 0 && (bin = malloc(nbin))) {
+		unsigned char *bins[1] = {bin};
+
+		if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) == CL_SUCCESS)
+			write_cache(path, bin, nbin);
+		free(bin);
+	}
+	*out = p;
+	return CLP_OK;
+}
+
+static char *dupstr(const char *s)
+{
+	size_t n = strlen(s) + 1;
+	char *d = malloc(n);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *source,
+			      const char *defines, int *index)
+{
+	char *full;
+	size_t n;
+	cl_program p;
+	clp_status s;
+
+	if (!defines)
+		defines = "";
+	for (int i = 0; i < ctx->nprograms; i++)
+		if (!strcmp(ctx->programs[i].file, label) && !strcmp(ctx->programs[i].defines, defines)) {
+			*index = i;
+			return CLP_OK;
+		}
+	if (ctx->nprograms == CLP_MAX_PROGRAMS)
+		return clp_error(CLP_ERR_NOMEM, "too many programs in one context (%d)",
+				 CLP_MAX_PROGRAMS);
+	n = strlen(ctx->defines) + strlen(defines) + strlen(source) + 64;
+	full = malloc(n);
+	if (!full)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory building %s", label);
+	snprintf(full, n, "%s%s#line 1\n%s", ctx->defines, defines, source);
+	s = build(ctx, label, full, &p);
+	free(full);
+	if (s != CLP_OK)
+		return s;
+	ctx->programs[ctx->nprograms].file = dupstr(label);
+	ctx->programs[ctx->nprograms].defines = dupstr(defines);
+	ctx->programs[ctx->nprograms].program = p;
+	*index = ctx->nprograms++;
+	return CLP_OK;
+}
+
+clp_status clp_cl_program_source(clp_cl_ctx *ctx, const char *label, const char *source,
+				 const char *defines, cl_program *out)
+{
+	int i;
+
+	CLP_TRY(program_get(ctx, label, source, defines, &i));
+	*out = ctx->programs[i].program;
+	return CLP_OK;
+}
+
+clp_status clp_cl_kernel(clp_cl_ctx *ctx, const char *file, const char *defines, const char *name,
+			 cl_kernel *out)
+{
+	const char *src;
+	int pi = -1;
+	cl_int err;
+	cl_kernel k;
+
+	if (!defines)
+		defines = "";
+	for (int i = 0; i < ctx->nkernels; i++) {
+		struct clp_program_entry *pe = &ctx->programs[ctx->kernels[i].program];
+
+		if (!strcmp(ctx->kernels[i].name, name) && !strcmp(pe->file, file) &&
+		    !strcmp(pe->defines, defines)) {
+			*out = ctx->kernels[i].kernel;
+			return CLP_OK;
+		}
+	}
+	src = clp_cl_kernel_source(file, NULL);
+	if (!src)
+		return clp_error(CLP_ERR_NOT_FOUND, "no kernel file '%s' is embedded in clpipe", file);
+	CLP_TRY(program_get(ctx, file, src, defines, &pi));
+	if (ctx->nkernels == CLP_MAX_KERNELS)
+		return clp_error(CLP_ERR_NOMEM, "too many kernels in one context (%d)",
+				 CLP_MAX_KERNELS);
+	k = clCreateKernel(ctx->programs[pi].program, name, &err);
+	if (err != CL_SUCCESS)
+		return clp_cl_fail(ctx, err, "creating kernel '%s' from %s", name, file);
+	ctx->kernels[ctx->nkernels].program = pi;
+	ctx->kernels[ctx->nkernels].name = dupstr(name);
+	ctx->kernels[ctx->nkernels].kernel = k;
+	ctx->nkernels++;
+	*out = k;
+	return CLP_OK;
+}
+
+void clp_cl_programs_release(clp_cl_ctx *ctx)
+{
+	for (int i = 0; i < ctx->nkernels; i++) {
+		clReleaseKernel(ctx->kernels[i].kernel);
+		free(ctx->kernels[i].name);
+	}
+	ctx->nkernels = 0;
+	for (int i = 0; i < ctx->nprograms; i++) {
+		clReleaseProgram(ctx->programs[i].program);
+		free(ctx->programs[i].file);
+		free(ctx->programs[i].defines);
+	}
+	ctx->nprograms = 0;
+}

@@ -1,0 +1,197 @@
+/* The OpenCL runtime: devices, contexts with a profiling queue, program builds with per-device
+ * defines and an on-disk binary cache, kernel launches with per-kernel timings, and memory that
+ * respects the device's largest single allocation.
+ *
+ * Lifecycle: clp_cl_ctx_create() -> clp_cl_kernel() / clp_cl_run() / clp_cl_buffer() ... ->
+ * clp_cl_ctx_free(). One context owns one device and one in-order queue. Not thread-safe: one
+ * thread drives a context. */
+#ifndef CLP_CL_RUNTIME_H
+#define CLP_CL_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <CL/cl.h>
+
+#include "cl/status.h"
+
+/* What clpipe knows of one OpenCL device. Plain data: also built from description files so that
+ * topology and placement can be tested without the hardware. */
+typedef struct clp_cl_devinfo {
+	int index;          /* position among root devices, in clp_cl_devices() order */
+	int platform_index; /* position of its platform */
+	int sub_index;      /* -1 for a root device, else the sub-device's position in its split */
+	int sub_count;      /* number of parts the root device was split into (0 for root) */
+	char platform[128];
+	char platform_version[128];
+	char name[256];
+	char vendor[128];
+	char driver[64];
+	char version[128];   /* CL_DEVICE_VERSION */
+	char c_version[64];  /* CL_DEVICE_OPENCL_C_VERSION */
+	char type[16];       /* "cpu", "gpu", "accelerator", "other" */
+	uint32_t vendor_id;
+	uint32_t compute_units;
+	uint32_t max_clock_mhz;
+	uint64_t global_mem;  /* bytes */
+	uint64_t max_alloc;   /* bytes, largest single buffer */
+	uint64_t local_mem;   /* bytes */
+	uint64_t max_wg_size;
+	uint32_t pref_vec_float; /* preferred float vector width */
+	uint32_t mem_align;      /* CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes */
+	uint32_t max_subdevices; /* 0 or 1 if it cannot be partitioned */
+	int fp64;
+	int fp16;
+	int unified_memory;      /* host-unified memory (CPU devices, integrated GPUs) */
+	char extensions[4096];
+} clp_cl_devinfo;
+
+/* Enumerate the root devices of every platform. *out is malloc()ed; free() it. A machine with no
+ * OpenCL platform gives *n = 0 and CLP_OK. */
+clp_status clp_cl_devices(clp_cl_devinfo **out, int *n);
+
+/* Parse a device selector and return the root-device index and sub-device split it names.
+ * Selector grammar (also read from CLPIPE_DEVICE when selector is NULL or ""):
+ *   ""/"default"       the first GPU, else the first device
+ *   "N"                root device N
+ *   "N.J"              sub-device J of device N split into single-compute-unit parts
+ *   "N.J/P"            sub-device J of device N split equally into P parts
+ *   "cpu"|"gpu"|"accelerator"   first device of that type
+ *   anything else      first device whose name, vendor or platform contains it (case-insensitive)
+ * On no match the error lists the devices there are. */
+typedef struct clp_cl_selection {
+	int index;     /* root device */
+	int sub_index; /* -1: the whole device */
+	int sub_parts; /* number of parts when sub_index >= 0 */
+} clp_cl_selection;
+clp_status clp_cl_select(const clp_cl_devinfo *devs, int n, const char *selector,
+			 clp_cl_selection *sel);
+
+typedef struct clp_cl_ctx clp_cl_ctx;
+
+/* Create a context and profiling queue on the device the selector names (see clp_cl_select). */
+clp_status clp_cl_ctx_create(clp_cl_ctx **out, const char *selector);
+void clp_cl_ctx_free(clp_cl_ctx *ctx);
+
+const clp_cl_devinfo *clp_cl_ctx_device(const clp_cl_ctx *ctx);
+cl_context clp_cl_ctx_context(const clp_cl_ctx *ctx);
+cl_command_queue clp_cl_ctx_queue(const clp_cl_ctx *ctx);
+cl_device_id clp_cl_ctx_device_id(const clp_cl_ctx *ctx);
+
+/* Lower the largest single buffer this context will create (tests, or to leave room). 0 restores
+ * the device's own limit. */
+void clp_cl_ctx_set_max_alloc(clp_cl_ctx *ctx, uint64_t bytes);
+uint64_t clp_cl_ctx_max_alloc(const clp_cl_ctx *ctx);
+
+/* Turn an OpenCL error code into a status with a message naming the call and the device. */
+clp_status clp_cl_fail(const clp_cl_ctx *ctx, cl_int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+const char *clp_cl_errname(cl_int err);
+
+/* ---- programs and kernels ------------------------------------------------------------------ */
+
+/* Source of an embedded kernel file ("gemm_cpu.cl"); CLPIPE_KERNEL_DIR, when set, is read first
+ * so kernels can be edited without rebuilding. Returns NULL if unknown. *len excludes the NUL. */
+const char *clp_cl_kernel_source(const char *file, size_t *len);
+/* Names of all embedded kernel files, NULL-terminated. */
+const char *const *clp_cl_kernel_files(void);
+
+/* Get a kernel from a program built for this context's device with the given extra defines
+ * ("#define MR 6\n..." text, may be NULL). Programs and kernels are built once per context and
+ * cached on disk (see docs/OPENCL.md). The kernel is owned by the context. */
+clp_status clp_cl_kernel(clp_cl_ctx *ctx, const char *file, const char *defines, const char *name,
+			 cl_kernel *out);
+/* Build a program from explicit source (tests, tuning). Owned by the context. */
+clp_status clp_cl_program_source(clp_cl_ctx *ctx, const char *label, const char *source,
+				 const char *defines, cl_program *out);
+/* The device-dependent defines every program gets (CLP_DEV_CPU, CLP_VW, ...). */
+const char *clp_cl_ctx_defines(const clp_cl_ctx *ctx);
+
+/* Directory of the engine's on-disk cache (CLPIPE_CACHE_DIR, else $XDG_CACHE_HOME/clpipe, else
+ * ~/.cache/clpipe). Created on first use. */
+const char *clp_cl_cache_dir(void);
+
+/* Set kernel arguments: n pairs of (size_t size, const void *ptr). Use CLP_ARG(x). */
+#define CLP_ARG(x) sizeof(x), (const void *)&(x)
+clp_status clp_cl_args(clp_cl_ctx *ctx, cl_kernel k, int n, ...);
+
+/* Enqueue a kernel. The label (a string that outlives the profile, e.g. a literal) names it in
+ * errors and in the profile. Global sizes are rounded
+ * up to multiples of the local sizes, which must always be given (PoCL compiles once per local
+ * size). */
+clp_status clp_cl_run(clp_cl_ctx *ctx, cl_kernel k, const char *label, cl_uint dims,
+		      const size_t *global, const size_t *local);
+clp_status clp_cl_finish(clp_cl_ctx *ctx);
+
+/* ---- per-kernel timings ------------------------------------------------------------------- */
+
+typedef struct clp_cl_timing {
+	char label[64];
+	uint64_t count;
+	double total_ms;
+	double max_ms;
+} clp_cl_timing;
+
+/* Start recording the device time of every clp_cl_run. */
+void clp_cl_profile_start(clp_cl_ctx *ctx);
+/* Finish the queue, stop recording and return per-label totals, sorted by total time (malloc()ed
+ * array in *out, *n entries). */
+clp_status clp_cl_profile_stop(clp_cl_ctx *ctx, clp_cl_timing **out, int *n);
+/* Device time between start and end of an event, in milliseconds (profiling queue). */
+clp_status clp_cl_event_ms(cl_event ev, double *ms);
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+/* A device buffer of bytes (<= the max allocation). Allocation is forced at creation (the buffer
+ * is zero-filled), so a failure is reported here, with the size and device, not at first use. */
+clp_status clp_cl_buffer(clp_cl_ctx *ctx, size_t bytes, const char *what, cl_mem *out);
+clp_status clp_cl_write(clp_cl_ctx *ctx, cl_mem m, size_t offset, size_t bytes, const void *src);
+clp_status clp_cl_read(clp_cl_ctx *ctx, cl_mem m, size_t offset, size_t bytes, void *dst);
+
+/* Scratch buffers owned by the context, one per slot, grown on demand and kept. Valid until the
+ * next call with the same slot; the in-order queue makes reuse across kernels safe. */
+enum clp_cl_scratch_slot {
+	CLP_SCRATCH_REDUCE = 0,
+	CLP_SCRATCH_GEMM_A,
+	CLP_SCRATCH_GEMM_B,
+	CLP_SCRATCH_GEMM_C,
+	CLP_SCRATCH_USER0,
+	CLP_SCRATCH_COUNT = 8
+};
+clp_status clp_cl_scratch(clp_cl_ctx *ctx, int slot, size_t bytes, cl_mem *out);
+
+/* A float buffer and an element offset into it: how kernels address tensors. */
+typedef struct clp_buf {
+	cl_mem mem;
+	size_t off; /* elements */
+} clp_buf;
+
+static inline clp_buf clp_buf_at(cl_mem mem, size_t off)
+{
+	clp_buf b = {mem, off};
+	return b;
+}
+
+/* A view: a range of one device buffer. Kernels take (buffer, element offset). */
+typedef struct clp_cl_view {
+	cl_mem mem;
+	size_t offset; /* bytes, aligned to the block's alignment */
+	size_t bytes;
+} clp_cl_view;
+
+/* A block: one logical allocation of named views, laid out in order and spread over as many device
+ * buffers as the max allocation needs. No view crosses two buffers. */
+typedef struct clp_cl_block clp_cl_block;
+clp_status clp_cl_block_create(clp_cl_ctx *ctx, const char *name, int nviews,
+			       const char *const *names, const size_t *bytes, clp_cl_block **out);
+void clp_cl_block_free(clp_cl_block *b);
+static inline clp_buf clp_buf_view(const clp_cl_view *v)
+{
+	return clp_buf_at(v->mem, v->offset / sizeof(float));
+}
+int clp_cl_block_nviews(const clp_cl_block *b);
+const clp_cl_view *clp_cl_block_view(const clp_cl_block *b, int i);
+int clp_cl_block_nbuffers(const clp_cl_block *b);
+size_t clp_cl_block_bytes(const clp_cl_block *b); /* sum of buffer sizes */
+
+#endif

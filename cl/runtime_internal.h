@@ -1,0 +1,59 @@
+/* Internals of the OpenCL runtime shared by its .c files; not part of the public API. */
+#ifndef CLP_CL_RUNTIME_INTERNAL_H
+#define CLP_CL_RUNTIME_INTERNAL_H
+
+#include "cl/gemm.h"
+#include "cl/runtime.h"
+
+#define CLP_MAX_PROGRAMS 64
+#define CLP_MAX_KERNELS 256
+
+struct clp_program_entry {
+	char *file;    /* kernel file name or label */
+	char *defines; /* extra defines ("" if none) */
+	cl_program program;
+};
+
+struct clp_kernel_entry {
+	int program; /* index into programs */
+	char *name;
+	cl_kernel kernel;
+};
+
+struct clp_profile_rec {
+	cl_event ev;
+	const char *label; /* interned in the kernel entry or a static string */
+};
+
+struct clp_cl_ctx {
+	clp_cl_devinfo info;
+	cl_platform_id platform;
+	cl_device_id root;   /* root device */
+	cl_device_id device; /* the device used (root or sub-device) */
+	int is_sub;
+	cl_context context;
+	cl_command_queue queue;
+	uint64_t max_alloc; /* effective limit */
+	char defines[512];
+
+	struct clp_program_entry programs[CLP_MAX_PROGRAMS];
+	int nprograms;
+	struct clp_kernel_entry kernels[CLP_MAX_KERNELS];
+	int nkernels;
+
+	cl_mem scratch[CLP_SCRATCH_COUNT];
+	size_t scratch_bytes[CLP_SCRATCH_COUNT];
+
+	clp_gemm_tuning gemm_tuning;
+	int gemm_tuned;
+
+	int profiling;
+	struct clp_profile_rec *prof;
+	size_t nprof, capprof;
+};
+
+void clp_cl_describe(cl_device_id d, clp_cl_devinfo *o);
+clp_status clp_cl_root_devices(clp_cl_devinfo **out, cl_device_id **ids, int *n);
+void clp_cl_programs_release(clp_cl_ctx *ctx);
+
+#endif

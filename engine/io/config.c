@@ -1,0 +1,459 @@
+/* The config reader and writer (see config.h and docs/CONFIG.md). */
+#include "engine/io/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key)
+{
+	for (int i = 0; i < s->nfields; i++)
+		if (strcmp(s->fields[i].key, key) == 0)
+			return &s->fields[i];
+	return NULL;
+}
+
+static const char *skip_ws(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p;
+}
+
+static int in_range(const clp_cfg_field *f, double v)
+{
+	return !(f->min < f->max) || (v >= f->min && v <= f->max);
+}
+
+static int choice_ok(const char *choices, const char *v)
+{
+	size_t vl = strlen(v);
+
+	for (const char *p = choices; p && *p;) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (len == vl && strncmp(p, v, len) == 0)
+			return 1;
+		p = bar ? bar + 1 : NULL;
+	}
+	return 0;
+}
+
+/* Parse a quoted string (after the opening quote); returns pointer past the closing quote. */
+static const char *parse_quoted(const char *p, char quote, char *out, size_t cap, int *ok)
+{
+	size_t n = 0;
+
+	*ok = 0;
+	while (*p && *p != quote) {
+		char c = *p++;
+
+		if (c == '\\' && quote == '"') {
+			switch (*p++) {
+			case 'n': c = '\n'; break;
+			case 't': c = '\t'; break;
+			case '\\': c = '\\'; break;
+			case '"': c = '"'; break;
+			default: return p;
+			}
+		}
+		if (n + 1 >= cap)
+			return p;
+		out[n++] = c;
+	}
+	if (*p != quote)
+		return p;
+	out[n] = '\0';
+	*ok = 1;
+	return p + 1;
+}
+
+static clp_status bad(const clp_cfg_field *f, const char *origin, const char *value,
+		      const char *what)
+{
+	return clp_error(CLP_ERR_INVALID, "%s: %s = %s: %s", origin, f->key, value, what);
+}
+
+static int parse_long(const char *s, long *v)
+{
+	char *e;
+
+	errno = 0;
+	*v = strtol(s, &e, 0);
+	e = (char *)skip_ws(e);
+	return errno == 0 && e != s && *e == '\0';
+}
+
+clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
+		       const char *origin)
+{
+	const clp_cfg_field *f = clp_cfg_find(s, key);
+	char *dst;
+	char buf[4096];
+
+	if (!f)
+		return clp_error(CLP_ERR_INVALID, "%s: unknown %s setting '%s' (see --help for the "
+				 "list)", origin, s->name, key);
+	dst = (char *)obj + f->offset;
+	value = skip_ws(value);
+	snprintf(buf, sizeof(buf), "%s", value);
+	for (size_t n = strlen(buf); n && isspace((unsigned char)buf[n - 1]);)
+		buf[--n] = '\0';
+	switch (f->type) {
+	case CLP_CFG_INT: {
+		long v;
+
+		if (!parse_long(buf, &v))
+			return bad(f, origin, buf, "expected an integer");
+		if (!in_range(f, (double)v))
+			return clp_error(CLP_ERR_INVALID, "%s: %s = %ld is out of range [%g, %g]",
+					 origin, f->key, v, f->min, f->max);
+		*(long *)dst = v;
+		return CLP_OK;
+	}
+	case CLP_CFG_FLOAT: {
+		char *e;
+		double v;
+
+		errno = 0;
+		v = strtod(buf, &e);
+		if (errno || e == buf || *skip_ws(e) || !isfinite(v))
+			return bad(f, origin, buf, "expected a finite number");
+		if (!in_range(f, v))
+			return clp_error(CLP_ERR_INVALID, "%s: %s = %g is out of range [%g, %g]",
+					 origin, f->key, v, f->min, f->max);
+		*(double *)dst = v;
+		return CLP_OK;
+	}
+	case CLP_CFG_BOOL:
+		if (!strcmp(buf, "true") || !strcmp(buf, "1") || !strcmp(buf, "yes"))
+			*(int *)dst = 1;
+		else if (!strcmp(buf, "false") || !strcmp(buf, "0") || !strcmp(buf, "no"))
+			*(int *)dst = 0;
+		else
+			return bad(f, origin, buf, "expected true or false");
+		return CLP_OK;
+	case CLP_CFG_STRING: {
+		char tmp[4096];
+		const char *src = buf;
+		int ok = 1;
+
+		if (buf[0] == '"' || buf[0] == '\'') {
+			const char *end = parse_quoted(buf + 1, buf[0], tmp, sizeof(tmp), &ok);
+
+			if (!ok || *skip_ws(end))
+				return bad(f, origin, buf, "unterminated or malformed string");
+			src = tmp;
+		}
+		if (strlen(src) >= f->size)
+			return clp_error(CLP_ERR_INVALID, "%s: %s is longer than %zu characters",
+					 origin, f->key, f->size - 1);
+		if (f->choices && !choice_ok(f->choices, src))
+			return clp_error(CLP_ERR_INVALID, "%s: %s = \"%s\": expected one of %s",
+					 origin, f->key, src, f->choices);
+		memcpy(dst, src, strlen(src) + 1);
+		return CLP_OK;
+	}
+	case CLP_CFG_INTS: {
+		clp_cfg_ints v = {0};
+		char *p = buf;
+
+		if (*p == '[')
+			p++;
+		for (;;) {
+			char *e;
+			long x;
+
+			p = (char *)skip_ws(p);
+			if (*p == ']' || *p == '\0')
+				break;
+			errno = 0;
+			x = strtol(p, &e, 0);
+			if (e == p || errno)
+				return bad(f, origin, buf, "expected a list of integers like [1, 2]");
+			if (v.n == CLP_CFG_MAX_INTS)
+				return bad(f, origin, buf, "too many values");
+			if (!in_range(f, (double)x))
+				return clp_error(CLP_ERR_INVALID, "%s: %s: value %ld is out of range "
+						 "[%g, %g]", origin, f->key, x, f->min, f->max);
+			v.v[v.n++] = x;
+			p = (char *)skip_ws(e);
+			if (*p == ',')
+				p++;
+		}
+		if (buf[0] == '[' && *p != ']')
+			return bad(f, origin, buf, "missing ']'");
+		*(clp_cfg_ints *)dst = v;
+		return CLP_OK;
+	}
+	}
+	return clp_error(CLP_ERR_INVALID, "%s: field %s has an unknown type", origin, key);
+}
+
+clp_status clp_cfg_defaults(const clp_cfg_schema *s, void *obj)
+{
+	for (int i = 0; i < s->nfields; i++)
+		CLP_TRY(clp_cfg_set(s, obj, s->fields[i].key, s->fields[i].dflt, "default"));
+	return CLP_OK;
+}
+
+/* Strip a trailing comment that is not inside a string. */
+static void strip_comment(char *line)
+{
+	char q = 0;
+
+	for (char *p = line; *p; p++) {
+		if (q) {
+			if (*p == '\\' && q == '"' && p[1])
+				p++;
+			else if (*p == q)
+				q = 0;
+		} else if (*p == '"' || *p == '\'') {
+			q = *p;
+		} else if (*p == '#') {
+			*p = '\0';
+			return;
+		}
+	}
+}
+
+clp_status clp_cfg_load_string(const clp_cfg_schema *s, void *obj, const char *text,
+			       const char *origin)
+{
+	char section[128] = "";
+	int lineno = 0;
+
+	while (*text) {
+		char line[4096], where[512], key[256];
+		const char *nl = strchr(text, '\n');
+		size_t len = nl ? (size_t)(nl - text) : strlen(text);
+		char *p, *eq, *end;
+
+		lineno++;
+		snprintf(where, sizeof(where), "%s:%d", origin, lineno);
+		if (len >= sizeof(line))
+			return clp_error(CLP_ERR_FORMAT, "%s: line too long", where);
+		memcpy(line, text, len);
+		line[len] = '\0';
+		text += len + (nl ? 1 : 0);
+		strip_comment(line);
+		p = (char *)skip_ws(line);
+		end = p + strlen(p);
+		while (end > p && isspace((unsigned char)end[-1]))
+			*--end = '\0';
+		if (*p == '\0')
+			continue;
+		if (*p == '[') {
+			if (end[-1] != ']' || end - p < 3 || end - p > (long)sizeof(section))
+				return clp_error(CLP_ERR_FORMAT, "%s: malformed section header '%s'",
+						 where, p);
+			end[-1] = '\0';
+			snprintf(section, sizeof(section), "%s", skip_ws(p + 1));
+			for (char *q = section + strlen(section); q > section && q[-1] == ' ';)
+				*--q = '\0';
+			continue;
+		}
+		eq = strchr(p, '=');
+		if (!eq)
+			return clp_error(CLP_ERR_FORMAT, "%s: expected 'key = value', got '%s'", where,
+					 p);
+		*eq = '\0';
+		for (char *q = eq; q > p && isspace((unsigned char)q[-1]);)
+			*--q = '\0';
+		if (section[0])
+			snprintf(key, sizeof(key), "%s.%s", section, p);
+		else
+			snprintf(key, sizeof(key), "%s", p);
+		CLP_TRY(clp_cfg_set(s, obj, key, eq + 1, where));
+	}
+	return CLP_OK;
+}
+
+clp_status clp_cfg_load_file(const clp_cfg_schema *s, void *obj, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+	clp_status st;
+
+	if (!f)
+		return clp_error(CLP_ERR_IO, "config %s: cannot open: %s", path, strerror(errno));
+	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+		fclose(f);
+		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
+	}
+	buf = malloc((size_t)n + 1);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
+	}
+	fclose(f);
+	buf[n] = '\0';
+	if (memchr(buf, '\0', (size_t)n)) {
+		free(buf);
+		return clp_error(CLP_ERR_FORMAT, "config %s: contains NUL bytes (not a text file)",
+				 path);
+	}
+	st = clp_cfg_load_string(s, obj, buf, path);
+	free(buf);
+	return st;
+}
+
+clp_status clp_cfg_args(const clp_cfg_schema *s, void *obj, int *argc, char **argv)
+{
+	int out = 1;
+
+	/* --config first, so command-line values override the file wherever they appear. */
+	for (int i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--config") || !strncmp(a, "--config=", 9)) {
+			const char *path = a[8] == '=' ? a + 9 : (i + 1 < *argc ? argv[i + 1] : NULL);
+
+			if (!path)
+				return clp_error(CLP_ERR_INVALID, "--config needs a file name");
+			CLP_TRY(clp_cfg_load_file(s, obj, path));
+		}
+	}
+	for (int i = 1; i < *argc; i++) {
+		char key[256];
+		const char *a = argv[i], *eq, *val;
+		char origin[300];
+
+		if (!strcmp(a, "--config")) {
+			i++;
+			continue;
+		}
+		if (!strncmp(a, "--config=", 9))
+			continue;
+		if (strncmp(a, "--", 2) != 0 || !strchr(a, '.')) {
+			argv[out++] = argv[i];
+			continue;
+		}
+		eq = strchr(a, '=');
+		snprintf(key, sizeof(key), "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2), a + 2);
+		if (!clp_cfg_find(s, key)) {
+			argv[out++] = argv[i];
+			continue;
+		}
+		if (eq) {
+			val = eq + 1;
+		} else {
+			if (i + 1 >= *argc)
+				return clp_error(CLP_ERR_INVALID, "--%s needs a value", key);
+			val = argv[++i];
+		}
+		snprintf(origin, sizeof(origin), "command line --%s", key);
+		CLP_TRY(clp_cfg_set(s, obj, key, val, origin));
+	}
+	argv[out] = NULL;
+	*argc = out;
+	return CLP_OK;
+}
+
+static void write_value(const clp_cfg_field *f, const void *obj, FILE *out)
+{
+	const char *src = (const char *)obj + f->offset;
+
+	switch (f->type) {
+	case CLP_CFG_INT:
+		fprintf(out, "%ld", *(const long *)src);
+		break;
+	case CLP_CFG_FLOAT: {
+		double v = *(const double *)src;
+
+		/* shortest text that reads back to the same double */
+		for (int prec = 6; prec <= 17; prec++) {
+			char b[64];
+
+			snprintf(b, sizeof(b), "%.*g", prec, v);
+			if (strtod(b, NULL) == v || prec == 17) {
+				fputs(b, out);
+				if (!strpbrk(b, ".eEn"))
+					fputs(".0", out);
+				break;
+			}
+		}
+		break;
+	}
+	case CLP_CFG_BOOL:
+		fputs(*(const int *)src ? "true" : "false", out);
+		break;
+	case CLP_CFG_STRING:
+		fputc('"', out);
+		for (const char *p = src; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				fputc('\\', out);
+			if (*p == '\n')
+				fputs("\\n", out);
+			else if (*p == '\t')
+				fputs("\\t", out);
+			else
+				fputc(*p, out);
+		}
+		fputc('"', out);
+		break;
+	case CLP_CFG_INTS: {
+		const clp_cfg_ints *v = (const clp_cfg_ints *)src;
+
+		fputc('[', out);
+		for (int i = 0; i < v->n; i++)
+			fprintf(out, "%s%ld", i ? ", " : "", v->v[i]);
+		fputc(']', out);
+		break;
+	}
+	}
+}
+
+void clp_cfg_write(const clp_cfg_schema *s, const void *obj, FILE *out, int comments)
+{
+	char cur[128] = "";
+
+	for (int i = 0; i < s->nfields; i++) {
+		const clp_cfg_field *f = &s->fields[i];
+		const char *dot = strrchr(f->key, '.');
+		size_t sl = dot ? (size_t)(dot - f->key) : 0;
+
+		if (sl != strlen(cur) || strncmp(cur, f->key, sl) != 0) {
+			snprintf(cur, sizeof(cur), "%.*s", (int)sl, f->key);
+			fprintf(out, "%s[%s]\n", i ? "\n" : "", cur);
+		}
+		if (comments && f->help)
+			fprintf(out, "# %s\n", f->help);
+		fprintf(out, "%s = ", dot ? dot + 1 : f->key);
+		write_value(f, obj, out);
+		fputc('\n', out);
+	}
+}
+
+char *clp_cfg_to_string(const clp_cfg_schema *s, const void *obj)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	if (!f)
+		return NULL;
+	clp_cfg_write(s, obj, f, 0);
+	fclose(f);
+	return buf;
+}
+
+void clp_cfg_help(const clp_cfg_schema *s, FILE *out)
+{
+	static const char *const tn[] = {"int", "float", "bool", "string", "ints"};
+
+	for (int i = 0; i < s->nfields; i++) {
+		const clp_cfg_field *f = &s->fields[i];
+
+		fprintf(out, "  --%-28s %-6s %s (default %s", f->key, tn[f->type],
+			f->help ? f->help : "", f->dflt);
+		if (f->choices)
+			fprintf(out, "; one of %s", f->choices);
+		fprintf(out, ")\n");
+	}
+}

@@ -1,0 +1,24 @@
+/* Shared helpers of the clpipe subcommands: option parsing and error reporting. */
+#ifndef CLP_TOOLS_CLI_H
+#define CLP_TOOLS_CLI_H
+
+#include <stdio.h>
+
+#include "cl/status.h"
+
+/* If argv[*i] is "--name" (value in argv[*i+1]) or "--name=value", store the value, advance *i
+ * past it and return 1; return -1 if the value is missing; 0 if argv[*i] is another option. */
+int cli_value(int argc, char **argv, int *i, const char *name, const char **value);
+/* argv[i] is "-h" or "--help". */
+int cli_is_help(const char *arg);
+/* Print "clpipe <cmd>: <message from the library>" and return the exit code 1. */
+int cli_fail(const char *cmd, clp_status s);
+/* Print a usage error and return exit code 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_devices(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
+int cmd_kernels(int argc, char **argv);
+
+#endif

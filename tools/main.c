@@ -1,0 +1,48 @@
+/* clpipe: the command line. Git-style subcommands, each with --help. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/cli.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct command commands[] = {
+	{"devices", cmd_devices, "list OpenCL devices"},
+	{"bench", cmd_bench, "measure devices and kernels (bench gemm, ...)"},
+	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},
+	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: clpipe <command> [options]   (clpipe <command> --help for details)\n\n"
+		   "commands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nenvironment:\n"
+		   "  CLPIPE_DEVICE       default device selector (see clpipe devices --help)\n"
+		   "  CLPIPE_CACHE_DIR    engine cache (compiled kernels, tuning files)\n"
+		   "  CLPIPE_KERNEL_DIR   read kernel sources from here instead of the embedded ones\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || cli_is_help(argv[1])) {
+		usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("clpipe %s\n", CLPIPE_VERSION);
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(argv[1], commands[i].name))
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "clpipe: unknown command '%s'\n\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
