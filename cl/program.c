@@ -263,10 +263,82 @@ static char *dupstr(const char *s)
 	return d;
 }
 
+/* Replace lines `#include "name.clh"` with the embedded header of that name (recursively, each
+ * header once), so kernels can share code such as the counter-based generator. The result is
+ * what gets hashed for the cache, so editing a header rebuilds its users. */
+static clp_status expand_into(const char *label, const char *src, char **buf, size_t *len,
+			      size_t *cap, const char **seen, int *nseen, int depth)
+{
+	const char *p = src;
+
+	if (depth > 8)
+		return clp_error(CLP_ERR_BUILD, "%s: #include nested too deeply", label);
+	while (*p) {
+		const char *nl = strchr(p, '\n');
+		size_t ll = nl ? (size_t)(nl - p + 1) : strlen(p);
+		const char *q = p;
+		char name[128];
+
+		while (*q == ' ' || *q == '\t')
+			q++;
+		if (!strncmp(q, "#include \"", 10) && sscanf(q + 10, "%127[^\"]", name) == 1) {
+			const char *inc = clp_cl_kernel_source(name, NULL);
+			int dup = 0;
+
+			if (!inc)
+				return clp_error(CLP_ERR_BUILD, "%s: #include \"%s\": no such embedded "
+						 "kernel header", label, name);
+			for (int i = 0; i < *nseen; i++)
+				dup |= !strcmp(seen[i], inc);
+			if (!dup && *nseen < 32) {
+				seen[(*nseen)++] = inc;
+				CLP_TRY(expand_into(name, inc, buf, len, cap, seen, nseen, depth + 1));
+			}
+			p += ll;
+			continue;
+		}
+		if (*len + ll + 1 > *cap) {
+			size_t nc = (*cap + ll + 1) * 2;
+			char *nb = realloc(*buf, nc);
+
+			if (!nb)
+				return clp_error(CLP_ERR_NOMEM, "out of host memory expanding %s",
+						 label);
+			*buf = nb;
+			*cap = nc;
+		}
+		memcpy(*buf + *len, p, ll);
+		*len += ll;
+		(*buf)[*len] = '\0';
+		p += ll;
+	}
+	return CLP_OK;
+}
+
+static clp_status expand_includes(const char *label, const char *src, char **out)
+{
+	const char *seen[32];
+	int nseen = 0;
+	size_t len = 0, cap = strlen(src) + 1;
+	char *buf = malloc(cap);
+	clp_status s;
+
+	if (!buf)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory expanding %s", label);
+	buf[0] = '\0';
+	s = expand_into(label, src, &buf, &len, &cap, seen, &nseen, 0);
+	if (s != CLP_OK) {
+		free(buf);
+		return s;
+	}
+	*out = buf;
+	return CLP_OK;
+}
+
 static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *source,
 			      const char *defines, int *index)
 {
-	char *full;
+	char *full, *expanded;
 	size_t n;
 	cl_program p;
 	clp_status s;
@@ -281,11 +353,15 @@ static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *so
 	if (ctx->nprograms == CLP_MAX_PROGRAMS)
 		return clp_error(CLP_ERR_NOMEM, "too many programs in one context (%d)",
 				 CLP_MAX_PROGRAMS);
-	n = strlen(ctx->defines) + strlen(defines) + strlen(source) + 64;
+	CLP_TRY(expand_includes(label, source, &expanded));
+	n = strlen(ctx->defines) + strlen(defines) + strlen(expanded) + 64;
 	full = malloc(n);
-	if (!full)
+	if (!full) {
+		free(expanded);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory building %s", label);
-	snprintf(full, n, "%s%s#line 1\n%s", ctx->defines, defines, source);
+	}
+	snprintf(full, n, "%s%s#line 1\n%s", ctx->defines, defines, expanded);
+	free(expanded);
 	s = build(ctx, label, full, &p);
 	free(full);
 	if (s != CLP_OK)

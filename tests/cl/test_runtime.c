@@ -127,6 +127,8 @@ static void test_build_error(void)
 		return;
 	CHECK_ERR(clp_cl_program_source(ctx, "broken.cl", src, NULL, &p), CLP_ERR_BUILD,
 		  "broken.cl", clp_cl_ctx_device(ctx)->name, "build log");
+	CHECK_ERR(clp_cl_program_source(ctx, "inc.cl", "#include \"missing.clh\"\n", NULL, &p),
+		  CLP_ERR_BUILD, "inc.cl", "missing.clh");
 	CHECK_ERR(clp_cl_kernel(ctx, "no-such-file.cl", NULL, "k", &(cl_kernel){0}),
 		  CLP_ERR_NOT_FOUND, "no-such-file.cl");
 	CHECK_ERR(clp_cl_kernel(ctx, "elementwise.cl", "#define EW_CHUNK 8192\n", "no_such_kernel",
