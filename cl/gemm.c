@@ -1,6 +1,7 @@
 /* GEMM front end: argument checks, the tuning table (device -> architecture/vendor -> default)
  * and dispatch to the packed, tiled or CLBlast backend. */
 #include "cl/gemm_internal.h"
+#include "cl/ops.h"
 #include "cl/runtime_internal.h"
 
 #include <jansson.h>
@@ -269,6 +270,21 @@ clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, s
 	return CLP_OK;
 }
 
+static clp_status scale_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g)
+{
+	if (g->beta == 1.0f)
+		return CLP_OK;
+	for (size_t z = 0; z < g->batch; z++)
+		for (size_t i = 0; i < g->m; i++) {
+			clp_buf row = clp_buf_at(g->c.mem, g->c.off + z * g->sc + i * g->ldc);
+
+			/* beta = 0 must clear even NaN, so fill rather than scale */
+			CLP_TRY(g->beta == 0.0f ? clp_cl_fill(ctx, row, 0.0f, g->n)
+						: clp_cl_scale(ctx, row, g->beta, g->n));
+		}
+	return CLP_OK;
+}
+
 clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
 			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
 			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
@@ -281,6 +297,8 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, lda, ldb, ldc));
 	if (m == 0 || n == 0 || batch == 0)
 		return CLP_OK;
+	if (k == 0) /* no products: C = beta * C, which backends (CLBlast) may refuse */
+		return scale_c(ctx, &g);
 	CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
 	switch (t->backend) {
 	case CLP_GEMM_PACKED:

@@ -1,6 +1,5 @@
 /* CLBlast backend: row-major SGEMM and strided-batched SGEMM, with parameter overrides. */
 #include "cl/gemm_internal.h"
-#include "cl/ops.h"
 
 #include <clblast_c.h>
 
@@ -39,20 +38,6 @@ clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t)
 	return override(ctx, "XgemmDirect", t->clblast_direct, t->nclblast_direct);
 }
 
-/* CLBlast computes beta * C even when beta == 0, so NaN in C would survive; clear C first. */
-static clp_status zero_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g)
-{
-	size_t batch = g->batch;
-
-	if (g->ldc == g->n && (g->sc == g->m * g->n || batch == 1))
-		return clp_cl_fill(ctx, g->c, 0.0f, g->m * g->n * batch);
-	for (size_t z = 0; z < batch; z++)
-		for (size_t i = 0; i < g->m; i++)
-			CLP_TRY(clp_cl_fill(ctx, clp_buf_at(g->c.mem, g->c.off + z * g->sc +
-							       i * g->ldc), 0.0f, g->n));
-	return CLP_OK;
-}
-
 clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 				const struct clp_gemm_call *g)
 {
@@ -62,13 +47,6 @@ clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	CLBlastStatusCode st;
 
 	(void)t;
-	if (g->beta == 0.0f)
-		CLP_TRY(zero_c(ctx, g));
-	if (g->k == 0) /* CLBlast rejects k = 0; C = beta * C is what remains */
-		return g->beta == 0.0f || g->beta == 1.0f
-			       ? CLP_OK
-			       : clp_error(CLP_ERR_UNSUPPORTED, "CLBlast gemm with k = 0 and beta "
-					   "other than 0 or 1");
 	if (g->batch == 1)
 		st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha,
 				  g->a.mem, g->a.off, g->lda, g->b.mem, g->b.off, g->ldb, g->beta,

@@ -1,0 +1,209 @@
+/* GEMM against the double-precision reference: every backend, all transpose combinations, odd
+ * sizes, offsets, padded leading dimensions, alpha/beta, beta = 0 over NaN, strided batches. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/gemm.h"
+#include "cl/ref/ref.h"
+#include "tests/harness.h"
+
+struct shape {
+	size_t m, n, k;
+};
+
+/* The elementwise error bound: a few ulps times sqrt(k) of sum |a||b|, plus |beta c|. */
+static void tolerance(int ta, int tb, size_t m, size_t n, size_t k, float alpha, const float *a,
+		      size_t lda, const float *b, size_t ldb, float beta, const float *c0,
+		      size_t ldc, double *tol)
+{
+	const double u = 1.0 / 16777216.0;
+
+	for (size_t i = 0; i < m; i++)
+		for (size_t j = 0; j < n; j++) {
+			double s = 0;
+
+			for (size_t p = 0; p < k; p++)
+				s += fabs(ta ? a[p * lda + i] : a[i * lda + p]) *
+				     fabs(tb ? b[j * ldb + p] : b[p * ldb + j]);
+			tol[i * n + j] = (4 * sqrt((double)k) + 8) * u *
+						 (fabs(alpha) * s + fabs(beta * c0[i * ldc + j])) +
+					 1e-30;
+		}
+}
+
+/* One product on the device vs the reference; returns 1 if it matched. */
+static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struct shape s,
+		     float alpha, float beta, size_t batch, th_rng *r)
+{
+	size_t pad = 3, aoff = 5, boff = 7, coff = 11;
+	size_t arows = ta ? s.k : s.m, acols = ta ? s.m : s.k;
+	size_t brows = tb ? s.n : s.k, bcols = tb ? s.k : s.n;
+	size_t lda = acols + pad, ldb = bcols + pad, ldc = s.n + pad;
+	size_t sa = arows * lda + 13, sb = brows * ldb + 17, sc = s.m * ldc + 19;
+	size_t na = aoff + batch * sa, nb = boff + batch * sb, nc = coff + batch * sc;
+	float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *got = malloc(nc * 4);
+	float *cref = malloc(s.m * s.n * 4);
+	double *ref = malloc(s.m * s.n * 8 + 8), *tol = malloc(s.m * s.n * 8 + 8);
+	cl_mem da = NULL, db = NULL, dc = NULL;
+	char what[160];
+	int ok = 1;
+
+	if (!a || !b || !c || !got || !cref || !ref || !tol) {
+		CHECK(0, "out of host memory");
+		ok = 0;
+		goto out;
+	}
+	th_fill_uniform(r, a, na, -1, 1);
+	th_fill_uniform(r, b, nb, -1, 1);
+	if (beta == 0.0f)
+		th_poison(c, nc); /* beta = 0 must not read C */
+	else
+		th_fill_uniform(r, c, nc, -1, 1);
+	CHECK_OK(clp_cl_buffer(ctx, na * 4, "A", &da));
+	CHECK_OK(clp_cl_buffer(ctx, nb * 4, "B", &db));
+	CHECK_OK(clp_cl_buffer(ctx, nc * 4, "C", &dc));
+	if (!da || !db || !dc) {
+		ok = 0;
+		goto out;
+	}
+	CHECK_OK(clp_cl_write(ctx, da, 0, na * 4, a));
+	CHECK_OK(clp_cl_write(ctx, db, 0, nb * 4, b));
+	CHECK_OK(clp_cl_write(ctx, dc, 0, nc * 4, c));
+	CHECK_OK(clp_cl_gemm_batched(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k, alpha,
+				     clp_buf_at(da, aoff), lda, sa, clp_buf_at(db, boff), ldb, sb,
+				     beta, clp_buf_at(dc, coff), ldc, sc, batch));
+	CHECK_OK(clp_cl_read(ctx, dc, 0, nc * 4, got));
+	for (size_t z = 0; z < batch; z++) {
+		const float *az = a + aoff + z * sa, *bz = b + boff + z * sb;
+		const float *cz = c + coff + z * sc;
+
+		for (size_t i = 0; i < s.m; i++)
+			for (size_t j = 0; j < s.n; j++)
+				cref[i * s.n + j] = beta == 0.0f ? 0.0f : cz[i * ldc + j];
+		clp_ref_gemm(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta, cref, s.n);
+		tolerance(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta == 0.0f ? 0 : beta,
+			  beta == 0.0f ? cref : cz, beta == 0.0f ? s.n : ldc, tol);
+		for (size_t i = 0; i < s.m * s.n; i++)
+			ref[i] = cref[i];
+		/* gather the device result of this batch entry, then check the padding */
+		for (size_t i = 0; i < s.m; i++)
+			memcpy(cref + i * s.n, got + coff + z * sc + i * ldc, s.n * 4);
+		snprintf(what, sizeof(what), "%s %c%c m=%zu n=%zu k=%zu alpha=%g beta=%g batch %zu/%zu",
+			 backend, ta ? 'T' : 'N', tb ? 'T' : 'N', s.m, s.n, s.k, alpha, beta, z, batch);
+		ok &= th_close_tol(what, cref, ref, tol, s.m * s.n);
+		for (size_t i = 0; i < s.m; i++)
+			for (size_t j = s.n; j < ldc && i * ldc + j < sc; j++) {
+				float g = got[coff + z * sc + i * ldc + j];
+				float w = c[coff + z * sc + i * ldc + j];
+
+				if (!(g == w || (isnan(g) && isnan(w)))) {
+					CHECK(0, "%s: wrote padding C[%zu][%zu]", what, i, j);
+					ok = 0;
+					i = s.m;
+					break;
+				}
+			}
+	}
+out:
+	if (da)
+		clReleaseMemObject(da);
+	if (db)
+		clReleaseMemObject(db);
+	if (dc)
+		clReleaseMemObject(dc);
+	free(a);
+	free(b);
+	free(c);
+	free(got);
+	free(cref);
+	free(ref);
+	free(tol);
+	return ok;
+}
+
+static int use_backend(clp_cl_ctx *ctx, clp_gemm_backend want)
+{
+	clp_gemm_tuning t;
+	clp_status s = clp_gemm_tuning_lookup(clp_cl_ctx_device(ctx), want, &t);
+
+	if (s == CLP_ERR_NOT_FOUND) { /* no table entry for this device: the backend's defaults */
+		memset(&t, 0, sizeof(t));
+		t.backend = want;
+		snprintf(t.source, sizeof(t.source), "defaults");
+	} else if (s != CLP_OK) {
+		CHECK_OK(s);
+		return 0;
+	}
+	CHECK_OK(clp_cl_gemm_set_tuning(ctx, &t));
+	return 1;
+}
+
+static void run_backend(clp_gemm_backend be, const struct shape *shapes, int nshapes)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(42 + be);
+	const char *name = clp_gemm_backend_name(be);
+
+	if (!ctx || !use_backend(ctx, be))
+		return;
+	for (int si = 0; si < nshapes; si++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++) {
+				check_one(ctx, name, ta, tb, shapes[si], 1.0f, 0.0f, 1, &r);
+				check_one(ctx, name, ta, tb, shapes[si], -1.5f, 0.5f, 1, &r);
+			}
+	/* strided batches, both beta modes */
+	check_one(ctx, name, 0, 1, (struct shape){33, 7, 127}, 0.125f, 0.0f, 3, &r);
+	check_one(ctx, name, 1, 0, (struct shape){7, 33, 1}, 1.0f, 1.0f, 4, &r);
+	/* k = 0: C = beta C */
+	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 0.0f, 1, &r);
+	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 1.0f, 1, &r);
+}
+
+static const struct shape odd[] = {
+	{1, 1, 1}, {7, 33, 127}, {33, 7, 1}, {127, 1, 33}, {1, 127, 7}, {1000, 33, 7}, {7, 1000, 33},
+};
+#define NODD ((int)(sizeof(odd) / sizeof(odd[0])))
+
+static void test_packed(void)
+{
+	static const struct shape more[] = {{33, 1000, 127}, {257, 129, 300}, {96, 48, 1000}};
+
+	run_backend(CLP_GEMM_PACKED, odd, NODD);
+	run_backend(CLP_GEMM_PACKED, more, 3);
+}
+
+static void test_tiled(void)
+{
+	run_backend(CLP_GEMM_TILED, odd, NODD);
+}
+
+static void test_clblast(void)
+{
+	static const struct shape few[] = {{1, 1, 1}, {7, 33, 127}, {127, 7, 33}};
+
+	run_backend(CLP_GEMM_CLBLAST, few, 3);
+}
+
+static void test_errors(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	clp_gemm_backend b;
+	cl_mem m;
+
+	CHECK_ERR(clp_gemm_check_args(CLP_N, CLP_N, 4, 5, 6, 5, 5, 5), CLP_ERR_INVALID, "lda=5");
+	CHECK_ERR(clp_gemm_check_args(CLP_T, CLP_N, 4, 5, 6, 3, 5, 5), CLP_ERR_INVALID, "lda=3");
+	CHECK_ERR(clp_gemm_check_args(CLP_N, CLP_T, 4, 5, 6, 6, 5, 5), CLP_ERR_INVALID, "ldb=5");
+	CHECK_ERR(clp_gemm_check_args(CLP_N, CLP_N, 4, 5, 6, 6, 5, 4), CLP_ERR_INVALID, "ldc=4");
+	CHECK_ERR(clp_gemm_backend_parse("cublas", &b), CLP_ERR_INVALID, "cublas");
+	if (!ctx)
+		return;
+	CHECK_OK(clp_cl_buffer(ctx, 64, "m", &m));
+	CHECK_ERR(clp_cl_gemm(ctx, CLP_N, CLP_N, 2, 2, 2, 1, clp_buf_at(m, 0), 1, clp_buf_at(m, 0),
+			      2, 0, clp_buf_at(m, 0), 2), CLP_ERR_INVALID, "lda");
+	clReleaseMemObject(m);
+}
+
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_clblast), TH_TEST(test_errors))
