@@ -57,7 +57,15 @@ clp_status clp_error_context(clp_status s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(ctx, sizeof(ctx), fmt, ap);
 	va_end(ap);
-	snprintf(errbuf, sizeof(errbuf), "%s%s", ctx, old);
+	{
+		size_t cl = strlen(ctx);
+
+		if (cl >= sizeof(errbuf))
+			cl = sizeof(errbuf) - 1;
+		memcpy(errbuf, ctx, cl);
+		memcpy(errbuf + cl, old, sizeof(errbuf) - cl - 1);
+		errbuf[sizeof(errbuf) - 1] = '\0';
+	}
 	return s;
 }
 

@@ -1,11 +1,18 @@
-/* clpipe bench: placeholder dispatch; subcommands follow. */
+/* clpipe bench: dispatch to the benchmarks. */
 #include <stdio.h>
+#include <string.h>
 
 #include "tools/cli.h"
 
 int cmd_bench(int argc, char **argv)
 {
-	return cli_usage_error("bench", "not built yet");
+	if (argc >= 2 && !strcmp(argv[1], "gemm"))
+		return cmd_bench_gemm(argc - 1, argv + 1);
+	if (argc >= 2 && cli_is_help(argv[1])) {
+		printf("usage: clpipe bench gemm [options]   GEMM backends against OpenBLAS\n");
+		return 0;
+	}
+	return cli_usage_error("bench", "expected a benchmark name (gemm)");
 }
 
 int cmd_tune(int argc, char **argv)

@@ -1,0 +1,143 @@
+/* The config format: parsing, overrides, printing round trips, and errors that name the file,
+ * line and field. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/io/config.h"
+#include "tests/harness.h"
+
+struct demo {
+	long n_layer;
+	double lr;
+	int tied;
+	char preset[16];
+	char data[256];
+	clp_cfg_ints split;
+};
+
+#define F(member, key, type, dflt, help, lo, hi, ch)                                               \
+	CLP_CFG_FIELD(struct demo, member, key, type, dflt, help, lo, hi, ch)
+static const clp_cfg_field fields[] = {
+	F(n_layer, "model.n_layer", CLP_CFG_INT, "12", "layers", 1, 1000, NULL),
+	F(preset, "model.preset", CLP_CFG_STRING, "\"gpt2\"", "preset", 0, 0, "gpt2|llama|bert"),
+	F(tied, "model.tied", CLP_CFG_BOOL, "true", "tied embeddings", 0, 0, NULL),
+	F(lr, "optim.lr", CLP_CFG_FLOAT, "3e-4", "learning rate", 0, 10, NULL),
+	F(data, "data.path", CLP_CFG_STRING, "\"\"", "corpus", 0, 0, NULL),
+	F(split, "pipeline.layers", CLP_CFG_INTS, "[]", "layers per stage", 0, 1000, NULL),
+};
+static const clp_cfg_schema schema = {"demo", fields, sizeof(fields) / sizeof(fields[0])};
+
+static void test_defaults_and_file(void)
+{
+	struct demo d;
+	const char *text = "# a comment\n"
+			   "[model]\n"
+			   "n_layer = 4   # trailing comment\n"
+			   "preset = \"llama\"\n"
+			   "\n"
+			   "[optim]\n"
+			   "lr = 1.5e-3\n"
+			   "[data]\n"
+			   "path = \"/tmp/a # not a comment.txt\"\n";
+
+	memset(&d, 0x55, sizeof(d));
+	CHECK_OK(clp_cfg_defaults(&schema, &d));
+	CHECK(d.n_layer == 12 && d.lr == 3e-4 && d.tied == 1 && !strcmp(d.preset, "gpt2") &&
+	      d.data[0] == '\0' && d.split.n == 0, "defaults");
+	CHECK_OK(clp_cfg_load_string(&schema, &d, text, "demo.toml"));
+	CHECK(d.n_layer == 4, "n_layer %ld", d.n_layer);
+	CHECK(!strcmp(d.preset, "llama"), "preset %s", d.preset);
+	CHECK(d.lr == 1.5e-3, "lr %g", d.lr);
+	CHECK(!strcmp(d.data, "/tmp/a # not a comment.txt"), "data %s", d.data);
+	/* a dotted key inside [data] is data.pipeline.layers: unknown */
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[data]\npipeline.layers = [1]\n", "x.toml"),
+		  CLP_ERR_INVALID, "x.toml:2", "data.pipeline.layers");
+	CHECK_OK(clp_cfg_load_string(&schema, &d, "pipeline.layers = [3, 3, 2]\n", "y.toml"));
+	CHECK(d.split.n == 3 && d.split.v[0] == 3 && d.split.v[2] == 2, "list %d", d.split.n);
+}
+
+static void test_round_trip(void)
+{
+	struct demo a, b;
+	char *text;
+
+	CHECK_OK(clp_cfg_defaults(&schema, &a));
+	CHECK_OK(clp_cfg_set(&schema, &a, "optim.lr", "0.1", "test"));
+	CHECK_OK(clp_cfg_set(&schema, &a, "data.path", "\"quote \\\" and \\\\ back\"", "test"));
+	CHECK_OK(clp_cfg_set(&schema, &a, "pipeline.layers", "[1,2, 3]", "test"));
+	CHECK_OK(clp_cfg_set(&schema, &a, "model.tied", "false", "test"));
+	text = clp_cfg_to_string(&schema, &a);
+	CHECK(text != NULL, "printed");
+	if (!text)
+		return;
+	CHECK_OK(clp_cfg_defaults(&schema, &b));
+	CHECK_OK(clp_cfg_load_string(&schema, &b, text, "printed"));
+	CHECK(a.lr == b.lr && a.tied == b.tied && !strcmp(a.data, b.data) && a.split.n == b.split.n &&
+	      a.split.v[2] == b.split.v[2] && a.n_layer == b.n_layer, "round trip:\n%s", text);
+	CHECK(strstr(text, "[optim]\nlr = 0.1\n") != NULL, "sections and values:\n%s", text);
+	free(text);
+}
+
+static void test_args(void)
+{
+	struct demo d;
+	char path[] = "/tmp/clpipe-test-config-XXXXXX";
+	int fd = mkstemp(path);
+	char *argv[] = {"train", "--model.n_layer=6", "--device", "0", "--config", path,
+			"--optim.lr", "0.25", "extra", NULL};
+	int argc = 9;
+
+	CHECK(fd >= 0, "temp file");
+	if (fd < 0)
+		return;
+	CHECK(write(fd, "[model]\nn_layer = 2\npreset = 'bert'\n", 36) == 36, "write");
+	close(fd);
+	CHECK_OK(clp_cfg_defaults(&schema, &d));
+	CHECK_OK(clp_cfg_args(&schema, &d, &argc, argv));
+	CHECK(d.n_layer == 6, "command line beats the file: %ld", d.n_layer);
+	CHECK(!strcmp(d.preset, "bert"), "file applied: %s", d.preset);
+	CHECK(d.lr == 0.25, "lr %g", d.lr);
+	CHECK(argc == 4 && !strcmp(argv[1], "--device") && !strcmp(argv[2], "0") &&
+	      !strcmp(argv[3], "extra"), "other arguments stay in order (argc %d)", argc);
+	unlink(path);
+}
+
+static void test_errors(void)
+{
+	struct demo d;
+	char *argv1[] = {"x", "--config", "/nonexistent/dir/c.toml", NULL};
+	char *argv2[] = {"x", "--model.n_layer", NULL};
+	int argc;
+
+	CHECK_OK(clp_cfg_defaults(&schema, &d));
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layers = 3\n", "c.toml"),
+		  CLP_ERR_INVALID, "c.toml:2", "model.n_layers", "unknown");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layer = three\n", "c.toml"),
+		  CLP_ERR_INVALID, "c.toml:2", "model.n_layer", "integer");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "\n\n[model]\nn_layer = 0\n", "c.toml"),
+		  CLP_ERR_INVALID, "c.toml:4", "out of range");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[optim]\nlr = nan\n", "c.toml"),
+		  CLP_ERR_INVALID, "optim.lr", "finite");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\npreset = \"gpt3\"\n", "c.toml"),
+		  CLP_ERR_INVALID, "model.preset", "gpt2|llama|bert");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\npreset = \"gpt2\n", "c.toml"),
+		  CLP_ERR_INVALID, "c.toml:2", "unterminated");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model\nn_layer = 1\n", "c.toml"),
+		  CLP_ERR_FORMAT, "c.toml:1", "section");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layer\n", "c.toml"),
+		  CLP_ERR_FORMAT, "c.toml:2", "key = value");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "pipeline.layers = [1, x]\n", "c.toml"),
+		  CLP_ERR_INVALID, "pipeline.layers");
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "model.tied = maybe\n", "c.toml"),
+		  CLP_ERR_INVALID, "model.tied", "true or false");
+	argc = 3;
+	CHECK_ERR(clp_cfg_args(&schema, &d, &argc, argv1), CLP_ERR_IO, "/nonexistent/dir/c.toml");
+	argc = 2;
+	CHECK_ERR(clp_cfg_args(&schema, &d, &argc, argv2), CLP_ERR_INVALID, "needs a value");
+	CHECK(d.n_layer == 12, "a rejected value is not stored: %ld", d.n_layer);
+}
+
+TH_MAIN(TH_TEST(test_defaults_and_file), TH_TEST(test_round_trip), TH_TEST(test_args),
+	TH_TEST(test_errors))

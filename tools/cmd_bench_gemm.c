@@ -1,0 +1,321 @@
+/* clpipe bench gemm: the engine's GEMM (each backend) against CLBlast's defaults and OpenBLAS on
+ * the host, on the products a transformer trains with. Medians of >= 7 runs, engine and OpenBLAS
+ * alternating, with the spread. */
+#include <cblas.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/gemm.h"
+#include "tools/cli.h"
+#include "tools/stats.h"
+
+struct bshape {
+	int ta, tb;
+	size_t m, n, k;
+	const char *what;
+};
+
+/* Linear layers of a d_model 768 transformer, 4096 tokens: Y = X W^T (NT), dX = dY W (NN),
+ * dW = dY^T X (TN); then square NN products. */
+#define LAYER(in, out, name)                                                                       \
+	{0, 1, 4096, out, in, name " fwd Y=XW^T"}, {0, 0, 4096, in, out, name " bwd dX=dYW"},     \
+	{1, 0, out, in, 4096, name " bwd dW=dY^TX"}
+static const struct bshape default_shapes[] = {
+	LAYER(768, 2304, "qkv"), LAYER(768, 768, "attn-out"), LAYER(768, 3072, "mlp-up"),
+	LAYER(3072, 768, "mlp-down"),
+	{0, 0, 512, 512, 512, "square"}, {0, 0, 1024, 1024, 1024, "square"},
+	{0, 0, 2048, 2048, 2048, "square"},
+};
+static const struct bshape quick_shapes[] = {
+	{0, 1, 1024, 768, 768, "quick fwd"}, {0, 0, 1024, 768, 768, "quick bwd dX"},
+	{1, 0, 768, 768, 1024, "quick bwd dW"},
+};
+
+#define MAX_BACKENDS 4
+struct bench_backend {
+	char name[32];
+	clp_gemm_tuning tuning;
+};
+
+static void help(void)
+{
+	printf("usage: clpipe bench gemm [--device SPEC] [--backends LIST] [--shapes LIST] [--reps N]\n"
+	       "                         [--quick] [--json FILE]\n\n"
+	       "Times C = op(A) op(B) on the device for each GEMM backend and, on the same shapes,\n"
+	       "OpenBLAS cblas_sgemm on the host, alternating; prints GFLOP/s (median of N >= 7\n"
+	       "runs, with min..max) and the ratio to OpenBLAS.\n\n"
+	       "  --backends LIST  comma list of packed, tiled, clblast (as tuned), clblast-default\n"
+	       "                   (CLBlast's own parameters). Default: the tuned backend and\n"
+	       "                   clblast-default; on CPU devices also packed (tiled is GPU-shaped\n"
+	       "                   and very slow on a CPU: ask for it explicitly).\n"
+	       "  --shapes LIST    comma list of MxNxK[:TT] (TT = NN, NT, TN, TT); default: the three\n"
+	       "                   training products of each linear layer of a d_model 768\n"
+	       "                   transformer with 4096 tokens, plus square 512/1024/2048 NN\n"
+	       "  --quick          three small shapes, 7 runs (a smoke run)\n"
+	       "  --reps N         runs per figure (default 7, minimum 7)\n"
+	       "  --json FILE      one record per (backend, m, n, k, transposes) with gflops and\n"
+	       "                   ratio_to_openblas\n");
+}
+
+static int parse_shapes(const char *list, struct bshape **out, int *n)
+{
+	int cap = 1;
+
+	for (const char *p = list; *p; p++)
+		cap += *p == ',';
+	*out = calloc((size_t)cap, sizeof(**out));
+	*n = 0;
+	for (const char *p = list; p && *p;) {
+		struct bshape s = {0, 0, 0, 0, 0, "user"};
+		char t[3] = "NN";
+		int used = 0;
+
+		if (sscanf(p, "%zux%zux%zu%n", &s.m, &s.n, &s.k, &used) != 3 || !s.m || !s.n)
+			return -1;
+		p += used;
+		if (*p == ':') {
+			if (sscanf(p + 1, "%2[NTnt]", t) != 1 || strlen(t) != 2)
+				return -1;
+			p += 3;
+		}
+		s.ta = t[0] == 'T' || t[0] == 't';
+		s.tb = t[1] == 'T' || t[1] == 't';
+		(*out)[(*n)++] = s;
+		if (*p == ',')
+			p++;
+		else if (*p)
+			return -1;
+	}
+	return 0;
+}
+
+static int add_backend(clp_cl_ctx *ctx, struct bench_backend *bk, int *nb, const char *name)
+{
+	const clp_cl_devinfo *dev = clp_cl_ctx_device(ctx);
+	struct bench_backend *b = &bk[*nb];
+	clp_gemm_backend be;
+	int dflt = !strcmp(name, "clblast-default");
+
+	if (*nb == MAX_BACKENDS)
+		return 0;
+	if (clp_gemm_backend_parse(dflt ? "clblast" : name, &be) != CLP_OK || be == CLP_GEMM_AUTO)
+		return -1;
+	memset(b, 0, sizeof(*b));
+	snprintf(b->name, sizeof(b->name), "%s", name);
+	if (dflt || clp_gemm_tuning_lookup(dev, be, &b->tuning) != CLP_OK) {
+		memset(&b->tuning, 0, sizeof(b->tuning));
+		b->tuning.backend = be;
+		snprintf(b->tuning.source, sizeof(b->tuning.source), "%s defaults",
+			 clp_gemm_backend_name(be));
+	}
+	for (int i = 0; i < *nb; i++) /* the same thing twice is measured once */
+		if (!memcmp(&bk[i].tuning.backend, &b->tuning.backend, sizeof(b->tuning.backend)) &&
+		    bk[i].tuning.nparams == b->tuning.nparams &&
+		    bk[i].tuning.nclblast == b->tuning.nclblast &&
+		    !memcmp(bk[i].tuning.params, b->tuning.params, sizeof(b->tuning.params)) &&
+		    !memcmp(bk[i].tuning.clblast, b->tuning.clblast, sizeof(b->tuning.clblast)))
+			return 0;
+	(*nb)++;
+	return 0;
+}
+
+static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, cl_mem a, cl_mem b, cl_mem c,
+			     double *secs)
+{
+	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
+	double t0 = clp_now_s();
+
+	CLP_TRY(clp_cl_gemm(ctx, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f,
+			    clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f, clp_buf_at(c, 0),
+			    s->n));
+	CLP_TRY(clp_cl_finish(ctx));
+	*secs = clp_now_s() - t0;
+	return CLP_OK;
+}
+
+static double run_openblas(const struct bshape *s, const float *a, const float *b, float *c)
+{
+	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
+	double t0 = clp_now_s();
+
+	cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+		    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n, (int)s->k, 1.0f, a,
+		    (int)lda, b, (int)ldb, 0.0f, c, (int)s->n);
+	return clp_now_s() - t0;
+}
+
+static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct bshape *shapes,
+		 int nshapes, int reps, json_t *records)
+{
+	printf("%-22s %-4s %5s %5s %5s %-16s %9s %19s %7s\n", "shape", "op", "m", "n", "k",
+	       "backend", "GFLOP/s", "(min..max)", "ratio");
+	for (int si = 0; si < nshapes; si++) {
+		const struct bshape *s = &shapes[si];
+		size_t na = s->m * s->k, nbb = s->k * s->n, nc = s->m * s->n;
+		float *ha = malloc(na * 4), *hb = malloc(nbb * 4), *hc = malloc(nc * 4);
+		double *tob = calloc((size_t)reps, sizeof(double));
+		double *te = calloc((size_t)reps * nb, sizeof(double));
+		double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+		cl_mem da = NULL, db = NULL, dc = NULL;
+		clp_stats ob;
+		clp_status st = CLP_OK;
+
+		if (!ha || !hb || !hc || !tob || !te) {
+			fprintf(stderr, "clpipe bench gemm: out of host memory\n");
+			return 1;
+		}
+		for (size_t i = 0; i < na; i++)
+			ha[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
+		for (size_t i = 0; i < nbb; i++)
+			hb[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
+		if ((st = clp_cl_buffer(ctx, na * 4, "A", &da)) == CLP_OK &&
+		    (st = clp_cl_buffer(ctx, nbb * 4, "B", &db)) == CLP_OK &&
+		    (st = clp_cl_buffer(ctx, nc * 4, "C", &dc)) == CLP_OK &&
+		    (st = clp_cl_write(ctx, da, 0, na * 4, ha)) == CLP_OK)
+			st = clp_cl_write(ctx, db, 0, nbb * 4, hb);
+		/* warm-up: build kernels, fault in pages, start OpenBLAS threads */
+		run_openblas(s, ha, hb, hc);
+		for (int b = 0; b < nb && st == CLP_OK; b++) {
+			double t;
+
+			st = clp_cl_gemm_set_tuning(ctx, &bk[b].tuning);
+			if (st == CLP_OK)
+				st = run_engine(ctx, s, da, db, dc, &t);
+		}
+		for (int r = 0; r < reps && st == CLP_OK; r++) {
+			tob[r] = run_openblas(s, ha, hb, hc);
+			for (int b = 0; b < nb && st == CLP_OK; b++) {
+				st = clp_cl_gemm_set_tuning(ctx, &bk[b].tuning);
+				if (st == CLP_OK)
+					st = run_engine(ctx, s, da, db, dc, &te[b * reps + r]);
+			}
+		}
+		if (st != CLP_OK)
+			return cli_fail("bench gemm", st);
+		ob = clp_stats_of(tob, reps);
+		for (int b = -1; b < nb; b++) {
+			clp_stats e = b < 0 ? ob : clp_stats_of(te + b * reps, reps);
+			double gf = flop / e.median * 1e-9, ratio = ob.median / e.median;
+			const char *name = b < 0 ? "openblas" : bk[b].name;
+
+			printf("%-22s %c%c   %5zu %5zu %5zu %-16s %9.1f  (%7.1f..%7.1f) %6.0f%%\n",
+			       b < 0 ? s->what : "", s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n,
+			       s->k, name, gf, flop / e.max * 1e-9, flop / e.min * 1e-9, 100 * ratio);
+			json_array_append_new(records,
+				json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:f, "
+					  "s:f, s:i}", "backend", name, "shape", s->what, "m",
+					  (json_int_t)s->m, "n", (json_int_t)s->n, "k",
+					  (json_int_t)s->k, "ta", s->ta ? "T" : "N", "tb",
+					  s->tb ? "T" : "N", "gflops", gf, "gflops_min",
+					  flop / e.max * 1e-9, "gflops_max", flop / e.min * 1e-9,
+					  "ratio_to_openblas", ratio, "openblas_gflops",
+					  flop / ob.median * 1e-9, "reps", reps));
+		}
+		fflush(stdout);
+		clReleaseMemObject(da);
+		clReleaseMemObject(db);
+		clReleaseMemObject(dc);
+		free(ha);
+		free(hb);
+		free(hc);
+		free(tob);
+		free(te);
+	}
+	return 0;
+}
+
+int cmd_bench_gemm(int argc, char **argv)
+{
+	const char *device = NULL, *json_path = NULL, *backends = NULL, *shapes_arg = NULL;
+	const char *reps_arg = NULL;
+	const struct bshape *shapes = default_shapes;
+	struct bshape *user = NULL;
+	int nshapes = sizeof(default_shapes) / sizeof(default_shapes[0]), reps = 7, quick = 0;
+	struct bench_backend bk[MAX_BACKENDS];
+	int nb = 0, rc;
+	clp_cl_ctx *ctx;
+	clp_status s;
+	json_t *root, *records;
+	const clp_gemm_tuning *t;
+
+	for (int i = 1; i < argc; i++) {
+		int r = 0;
+
+		if (cli_is_help(argv[i])) {
+			help();
+			return 0;
+		}
+		if (!strcmp(argv[i], "--quick")) {
+			quick = 1;
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--device", &device)) ||
+		    (r = cli_value(argc, argv, &i, "--json", &json_path)) ||
+		    (r = cli_value(argc, argv, &i, "--backends", &backends)) ||
+		    (r = cli_value(argc, argv, &i, "--shapes", &shapes_arg)) ||
+		    (r = cli_value(argc, argv, &i, "--reps", &reps_arg))) {
+			if (r < 0)
+				return cli_usage_error("bench gemm", "%s needs a value", argv[i]);
+			continue;
+		}
+		return cli_usage_error("bench gemm", "unknown option '%s'", argv[i]);
+	}
+	if (reps_arg && ((reps = atoi(reps_arg)) < 7))
+		return cli_usage_error("bench gemm", "--reps must be at least 7");
+	if (quick) {
+		shapes = quick_shapes;
+		nshapes = sizeof(quick_shapes) / sizeof(quick_shapes[0]);
+	}
+	if (shapes_arg) {
+		if (parse_shapes(shapes_arg, &user, &nshapes) != 0)
+			return cli_usage_error("bench gemm", "bad --shapes '%s' (want MxNxK[:NT],...)",
+					       shapes_arg);
+		shapes = user;
+	}
+	s = clp_cl_ctx_create(&ctx, device);
+	if (s != CLP_OK)
+		return cli_fail("bench gemm", s);
+	if (backends) {
+		char list[256];
+
+		snprintf(list, sizeof(list), "%s", backends);
+		for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
+			if (add_backend(ctx, bk, &nb, tok) != 0) {
+				clp_cl_ctx_free(ctx);
+				return cli_usage_error("bench gemm", "unknown backend '%s'", tok);
+			}
+	} else {
+		/* clblast-default first: measuring it after a tuned override would not be defaults */
+		add_backend(ctx, bk, &nb, "clblast-default");
+		if (clp_cl_gemm_tuning(ctx, &t) == CLP_OK)
+			add_backend(ctx, bk, &nb, clp_gemm_backend_name(t->backend));
+		if (!strcmp(clp_cl_ctx_device(ctx)->type, "cpu"))
+			add_backend(ctx, bk, &nb, "packed");
+	}
+	printf("device: %s (%s)\nOpenBLAS: %s, %d threads\nbackends:", clp_cl_ctx_device(ctx)->name,
+	       clp_cl_ctx_device(ctx)->platform, openblas_get_config(), openblas_get_num_threads());
+	for (int b = 0; b < nb; b++)
+		printf(" %s [%s]", bk[b].name, bk[b].tuning.source);
+	printf("\nfigures: median of %d runs (host wall clock around enqueue + finish, packing "
+	       "included), min..max in brackets\n\n", reps);
+	records = json_array();
+	rc = bench(ctx, bk, nb, shapes, nshapes, reps, records);
+	if (rc == 0 && json_path) {
+		root = json_pack("{s:s, s:s, s:s, s:i, s:o}", "device", clp_cl_ctx_device(ctx)->name,
+				 "platform", clp_cl_ctx_device(ctx)->platform, "openblas",
+				 openblas_get_config(), "openblas_threads",
+				 openblas_get_num_threads(), "records", records);
+		if (json_dump_file(root, json_path, JSON_INDENT(1)) != 0) {
+			fprintf(stderr, "clpipe bench gemm: cannot write %s\n", json_path);
+			rc = 1;
+		}
+		json_decref(root);
+	} else {
+		json_decref(records);
+	}
+	free(user);
+	clp_cl_ctx_free(ctx);
+	return rc;
+}

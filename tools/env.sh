@@ -1,0 +1,14 @@
+# Sourced by the scripts in tools/: one engine cache and one PoCL cache per checkout, shared by
+# every build tree (PoCL compiles each kernel once; CLBlast's first calls take 10-30 s).
+root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+export CLPIPE_CACHE_DIR=${CLPIPE_CACHE_DIR:-$root/.cache/engine}
+export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/.cache/pocl}
+mkdir -p "$CLPIPE_CACHE_DIR" "$POCL_CACHE_DIR"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+# configure and build one tree: build_tree DIR [cmake args...]
+build_tree() {
+  local dir=$1; shift
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs" >/dev/null
+}

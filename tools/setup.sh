@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what clpipe needs from Debian's packages, only what is missing; quiet when all is there.
+# Run as root (CI) or with sudo available. Benchmark-only packages (clpeak, PyTorch) are
+# installed by the benchmarks that use them, not here.
+set -euo pipefail
+
+pkgs=(
+  cmake gcc make pkg-config           # build
+  ocl-icd-opencl-dev opencl-headers   # OpenCL ICD loader and headers
+  pocl-opencl-icd                     # the default device: PoCL on the CPU
+  libclblast-dev                      # CLBlast GEMM backend
+  libopenmpi-dev openmpi-bin          # MPI between pipeline stages
+  libhwloc-dev hwloc                  # device locality
+  libopenblas-dev                     # reference GEMM for benchmarks
+  libjansson-dev                      # JSON
+  fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}" >&2
+sudo=""
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Set up, build and run every test: the normal build (all labels), then the unit tests and a
+# small OpenCL subset under AddressSanitizer + UndefinedBehaviorSanitizer.
+# Usage: tools/test.sh [extra ctest arguments, e.g. -L unit]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/tools/setup.sh"
+. "$root/tools/env.sh"
+
+start=$(date +%s)
+echo "== build (RelWithDebInfo)"
+build_tree "$root/build"
+echo "== tests"
+(cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 1200 "$@")
+
+echo "== build (address + undefined sanitizers)"
+build_tree "$root/build-asan" -DCLPIPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+echo "== sanitizer tests (unit, smoke)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd "$root/build-asan" && ctest --output-on-failure -j"$jobs" --timeout 1200 -L 'unit|smoke' "$@")
+echo "== all tests passed in $(( $(date +%s) - start )) s"
