@@ -1,6 +1,7 @@
 /* GEMM front end: argument checks, the tuning table (device -> architecture/vendor -> default)
  * and dispatch to the packed, tiled or CLBlast backend. */
 #include "cl/gemm_internal.h"
+#include "cl/gemm_tune.h"
 #include "cl/ops.h"
 #include "cl/runtime_internal.h"
 
@@ -123,6 +124,47 @@ static clp_status read_params(json_t *obj, clp_gemm_param *dst, int *n, const ch
 	return CLP_OK;
 }
 
+clp_status clp_gemm_tuning_from_json(json_t *e, const char *where, clp_gemm_tuning *out)
+{
+	const char *bname = json_string_value(json_object_get(e, "backend"));
+	clp_gemm_backend b = CLP_GEMM_AUTO;
+
+	if (!bname)
+		return clp_error(CLP_ERR_FORMAT, "%s: missing \"backend\"", where);
+	CLP_TRY(clp_gemm_backend_parse(bname, &b));
+	memset(out, 0, sizeof(*out));
+	out->backend = b;
+	snprintf(out->source, sizeof(out->source), "%s", where);
+	CLP_TRY(read_params(json_object_get(e, "params"), out->params, &out->nparams, where));
+	CLP_TRY(read_params(json_object_get(e, "clblast_xgemm"), out->clblast, &out->nclblast,
+			    where));
+	return read_params(json_object_get(e, "clblast_xgemm_direct"), out->clblast_direct,
+			   &out->nclblast_direct, where);
+}
+
+static json_t *params_json(const clp_gemm_param *p, int n)
+{
+	json_t *o = json_object();
+
+	for (int i = 0; i < n; i++)
+		json_object_set_new(o, p[i].name, json_integer(p[i].value));
+	return o;
+}
+
+json_t *clp_gemm_tuning_to_json(const clp_gemm_tuning *t, const char *label)
+{
+	json_t *e = json_pack("{s:s, s:s}", "label", label, "backend",
+			      clp_gemm_backend_name(t->backend));
+
+	json_object_set_new(e, "params", params_json(t->params, t->nparams));
+	if (t->nclblast)
+		json_object_set_new(e, "clblast_xgemm", params_json(t->clblast, t->nclblast));
+	if (t->nclblast_direct)
+		json_object_set_new(e, "clblast_xgemm_direct",
+				    params_json(t->clblast_direct, t->nclblast_direct));
+	return e;
+}
+
 /* Fill *out from the first entry of root["entries"] that matches dev (and want, unless AUTO). */
 static clp_status table_pick(json_t *root, const char *where, const clp_cl_devinfo *dev,
 			     clp_gemm_backend want, clp_gemm_tuning *out, int *found)
@@ -148,14 +190,8 @@ static clp_status table_pick(json_t *root, const char *where, const clp_cl_devin
 		CLP_TRY(clp_gemm_backend_parse(bname, &b));
 		if (want != CLP_GEMM_AUTO && b != want)
 			continue;
-		memset(out, 0, sizeof(*out));
-		out->backend = b;
+		CLP_TRY(clp_gemm_tuning_from_json(e, ewhere, out));
 		snprintf(out->source, sizeof(out->source), "%s '%s'", where, label ? label : "?");
-		CLP_TRY(read_params(json_object_get(e, "params"), out->params, &out->nparams, ewhere));
-		CLP_TRY(read_params(json_object_get(e, "clblast_xgemm"), out->clblast, &out->nclblast,
-				    ewhere));
-		CLP_TRY(read_params(json_object_get(e, "clblast_xgemm_direct"), out->clblast_direct,
-				    &out->nclblast_direct, ewhere));
 		*found = 1;
 		return CLP_OK;
 	}

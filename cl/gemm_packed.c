@@ -10,3 +10,9 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	tt.backend = CLP_GEMM_TILED;
 	return clp_gemm_tiled_run(ctx, &tt, g);
 }
+
+int clp_gemm_packed_candidates(const clp_cl_devinfo *dev, unsigned seed, clp_gemm_tuning *out,
+			       int max)
+{
+	return 0;
+}

@@ -14,8 +14,3 @@ int cmd_bench(int argc, char **argv)
 	}
 	return cli_usage_error("bench", "expected a benchmark name (gemm)");
 }
-
-int cmd_tune(int argc, char **argv)
-{
-	return cli_usage_error("tune", "not built yet");
-}
