@@ -175,6 +175,7 @@ clp_status clp_dataset_open_text(clp_dataset **out, const char *path, clp_tok *t
 static clp_status add_shards(clp_dataset *ds, const char *pattern, const char *what)
 {
 	glob_t g;
+	char *one[2] = {(char *)pattern, NULL};
 	int rc;
 	clp_status s = CLP_OK;
 
@@ -182,7 +183,7 @@ static clp_status add_shards(clp_dataset *ds, const char *pattern, const char *w
 		return clp_error(CLP_ERR_INVALID, "no %s shard pattern given", what);
 	if (!strpbrk(pattern, "*?[")) {
 		g.gl_pathc = 1;
-		g.gl_pathv = (char *[]){(char *)pattern, NULL};
+		g.gl_pathv = one;
 		rc = 0;
 	} else {
 		rc = glob(pattern, 0, NULL, &g);
