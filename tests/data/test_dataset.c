@@ -6,6 +6,7 @@
 
 #include "engine/data/dataset.h"
 #include "engine/data/mask.h"
+#include "engine/data/rand.h"
 #include "engine/data/shard.h"
 #include "tests/data/testutil.h"
 
@@ -382,5 +383,40 @@ static void test_mask(void)
 	CHECK_ERR(clp_data_mask_bert(&o, 0, 0, tok2, tg2, N), CLP_ERR_INVALID, "mask id");
 }
 
-TH_MAIN(TH_TEST(test_shards), TH_TEST(test_split_and_sequences), TH_TEST(test_shuffle_and_resume),
+/* Keyed permutations are bijections for any n, differ by key, and clp_data_below stays below. */
+static void test_perm(void)
+{
+	static const uint64_t sizes[] = {1, 2, 3, 7, 100, 1000, 65537};
+	static unsigned char seen[65537];
+
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		uint64_t n = sizes[k], fixed = 0;
+		clp_data_perm p, q;
+		int differ = 0;
+
+		clp_data_perm_init(&p, n, 5, CLP_DATA_PURPOSE_SHUFFLE, 0);
+		clp_data_perm_init(&q, n, 5, CLP_DATA_PURPOSE_SHUFFLE, 1);
+		memset(seen, 0, sizeof(seen));
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t j = clp_data_perm_at(&p, i);
+
+			CHECK(j < n && !seen[j], "n=%llu: %llu -> %llu repeated or out of range",
+			      (unsigned long long)n, (unsigned long long)i, (unsigned long long)j);
+			if (j < n)
+				seen[j] = 1;
+			fixed += j == i;
+			differ |= j != clp_data_perm_at(&q, i);
+		}
+		CHECK(n < 100 || (fixed < n / 10 && differ), "n=%llu: %llu fixed points",
+		      (unsigned long long)n, (unsigned long long)fixed);
+	}
+	for (uint64_t i = 0; i < 10000; i++) {
+		uint64_t r = clp_data_rand(1, 2, 3, 4, i);
+
+		CHECK(clp_data_below(r, 7) < 7 && clp_data_below(r, 1) == 0, "below");
+		CHECK(clp_data_below(UINT64_MAX, 1000) == 999, "top of the range");
+	}
+}
+
+TH_MAIN(TH_TEST(test_perm), TH_TEST(test_shards), TH_TEST(test_split_and_sequences), TH_TEST(test_shuffle_and_resume),
 	TH_TEST(test_sources), TH_TEST(test_mask))
