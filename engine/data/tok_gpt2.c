@@ -1,0 +1,465 @@
+/* GPT-2 byte-level BPE: loading vocab.json and merges.txt, the pre-tokeniser, the rank-based
+ * merge loop with a cache (see tokenizer.h and docs/DATA.md). */
+#include "engine/data/tok_internal.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "engine/data/unicode.h"
+#include "engine/io/durable.h"
+
+enum {
+	CACHE_MAX_PIECE = 256,       /* longer pieces are merged every time */
+	CACHE_MAX_ENTRIES = 1 << 16, /* then the cache starts over */
+};
+
+/* GPT-2's bytes_to_unicode(): printable Latin-1 bytes stand for themselves, the other 68 bytes
+ * are mapped in order to U+0100 ... U+0143, so every token is a printable string. */
+static int32_t byte_to_cp(int b)
+{
+	int n = 0;
+
+	if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff))
+		return b;
+	for (int c = 0; c < b; c++)
+		if (!((c >= 0x21 && c <= 0x7e) || (c >= 0xa1 && c <= 0xac) || (c >= 0xae && c <= 0xff)))
+			n++;
+	return 256 + n;
+}
+
+static int inv_map[324];
+static pthread_once_t inv_once = PTHREAD_ONCE_INIT;
+
+static void inv_init(void)
+{
+	for (int i = 0; i < 324; i++)
+		inv_map[i] = -1;
+	for (int b = 0; b < 256; b++)
+		inv_map[byte_to_cp(b)] = b;
+}
+
+/* Inverse of byte_to_cp over GPT-2's alphabet; -1 for any other code point. */
+static int cp_to_byte(int32_t cp)
+{
+	pthread_once(&inv_once, inv_init);
+	return cp >= 0 && cp < 324 ? inv_map[cp] : -1;
+}
+
+/* Map a token string in GPT-2's alphabet to raw bytes (out holds at least len bytes). Returns the
+ * byte count, or -1 with *bad set to the offending code point. */
+static long unmap(const char *s, size_t len, unsigned char *out, int32_t *bad)
+{
+	long n = 0;
+
+	for (size_t i = 0; i < len;) {
+		int32_t cp;
+		int l = clp_utf8_decode((const unsigned char *)s + i, len - i, &cp);
+		int b = cp_to_byte(cp);
+
+		if (b < 0) {
+			*bad = cp;
+			return -1;
+		}
+		out[n++] = (unsigned char)b;
+		i += (size_t)l;
+	}
+	return n;
+}
+
+static clp_status check_file(const char *path, const char *what)
+{
+	struct stat st;
+
+	if (!path || !path[0])
+		return clp_error(CLP_ERR_INVALID, "gpt2 tokenizer: no %s path given", what);
+	if (stat(path, &st) != 0)
+		return clp_error(CLP_ERR_IO, "%s: cannot open %s: %s", path, what, strerror(errno));
+	if (st.st_size == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: the %s file is empty", path, what);
+	return CLP_OK;
+}
+
+static clp_status load_vocab(clp_tok *t, const char *path)
+{
+	json_error_t je;
+	json_t *root, *val;
+	const char *key;
+	unsigned char **tok = NULL;
+	size_t *len = NULL, n, pool = 0;
+	clp_status s = CLP_OK;
+
+	CLP_TRY(check_file(path, "vocab"));
+	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+	if (!root)
+		return clp_error(CLP_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, je.line,
+				 je.column, je.text);
+	if (!json_is_object(root) || json_object_size(root) == 0) {
+		s = clp_error(CLP_ERR_FORMAT, "%s: expected a JSON object of token -> id", path);
+		goto free_root;
+	}
+	n = json_object_size(root);
+	if (n > (size_t)INT32_MAX / 2) {
+		s = clp_error(CLP_ERR_FORMAT, "%s: %zu tokens is too many", path, n);
+		goto free_root;
+	}
+	tok = calloc(n, sizeof(*tok));
+	len = calloc(n, sizeof(*len));
+	if (!tok || !len) {
+		s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+		goto free_tok;
+	}
+	json_object_foreach(root, key, val) {
+		size_t klen = strlen(key);
+		json_int_t id = json_is_integer(val) ? json_integer_value(val) : -1;
+		int32_t bad = 0;
+		long bl;
+
+		if (id < 0 || (size_t)id >= n) {
+			s = clp_error(CLP_ERR_FORMAT, "%s: token \"%s\" has id %s; ids must be "
+				      "integers 0..%zu (the vocabulary has %zu tokens)", path, key,
+				      json_is_integer(val) ? "out of range" : "that is not an integer",
+				      n - 1, n);
+			goto free_tok;
+		}
+		if (tok[id]) {
+			s = clp_error(CLP_ERR_FORMAT, "%s: id %lld is given to two tokens (one is "
+				      "\"%s\")", path, (long long)id, key);
+			goto free_tok;
+		}
+		tok[id] = malloc(klen ? klen : 1);
+		if (!tok[id]) {
+			s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+			goto free_tok;
+		}
+		bl = unmap(key, klen, tok[id], &bad);
+		if (bl <= 0) {
+			s = bl == 0 ? clp_error(CLP_ERR_FORMAT, "%s: the empty token (id %lld) is "
+						"not allowed", path, (long long)id)
+				    : clp_error(CLP_ERR_FORMAT, "%s: token \"%s\" (id %lld) has the "
+						"character U+%04X, which is not in GPT-2's byte "
+						"alphabet", path, key, (long long)id, (unsigned)bad);
+			goto free_tok;
+		}
+		len[id] = (size_t)bl;
+		pool += (size_t)bl;
+		if (!strcmp(key, "<|endoftext|>")) {
+			t->special = malloc(sizeof(*t->special));
+			if (!t->special) {
+				s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+				goto free_tok;
+			}
+			t->special[0] = (int32_t)id;
+			t->nspecial = 1;
+		}
+	}
+	t->vocab = (int)n;
+	t->pool = malloc(pool ? pool : 1);
+	t->off = malloc((n + 1) * sizeof(*t->off));
+	if (!t->pool || !t->off) {
+		s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+		goto free_tok;
+	}
+	for (int b = 0; b < 256; b++)
+		t->byte_id[b] = -1;
+	t->off[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(t->pool + t->off[i], tok[i], len[i]);
+		t->off[i + 1] = t->off[i] + len[i];
+		if (len[i] == 1)
+			t->byte_id[tok[i][0]] = (int32_t)i;
+		if (clp_smap_put(&t->tok2id, tok[i], len[i], (int64_t)i) != 0) {
+			s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+			goto free_tok;
+		}
+	}
+	if (t->tok2id.n != n)
+		s = clp_error(CLP_ERR_FORMAT, "%s: two tokens stand for the same bytes", path);
+free_tok:
+	if (tok)
+		for (size_t i = 0; i < n; i++)
+			free(tok[i]);
+	free(tok);
+	free(len);
+free_root:
+	json_decref(root);
+	return s;
+}
+
+/* One field of a merges line as a vocabulary id. */
+static clp_status merge_field(clp_tok *t, const char *path, int line, const char *f, size_t fl,
+			      unsigned char *buf, int32_t *id, size_t *blen)
+{
+	int32_t bad = 0;
+	long bl = unmap(f, fl, buf, &bad);
+	int64_t v;
+
+	if (bl < 0)
+		return clp_error(CLP_ERR_FORMAT, "%s:%d: \"%.*s\" has the character U+%04X, which "
+				 "is not in GPT-2's byte alphabet", path, line, (int)fl, f,
+				 (unsigned)bad);
+	if (!clp_smap_get(&t->tok2id, buf, (size_t)bl, &v))
+		return clp_error(CLP_ERR_FORMAT, "%s:%d: \"%.*s\" is not a token of %s", path, line,
+				 (int)fl, f, t->vocab_path);
+	*id = (int32_t)v;
+	*blen = (size_t)bl;
+	return CLP_OK;
+}
+
+static clp_status load_merges(clp_tok *t, const char *path)
+{
+	char *text, *p;
+	size_t n;
+	unsigned char *buf = NULL;
+	int line = 0;
+	uint64_t rank = 0;
+	clp_status s;
+
+	CLP_TRY(check_file(path, "merges"));
+	CLP_TRY(clp_io_read_file(path, &text, &n));
+	buf = malloc(2 * n + 2);
+	if (!buf) {
+		free(text);
+		return clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+	}
+	s = CLP_OK;
+	for (p = text; s == CLP_OK && p < text + n;) {
+		char *eol = memchr(p, '\n', (size_t)(text + n - p));
+		char *end = eol ? eol : text + n;
+		const char *f[3];
+		size_t fl[3];
+		int nf = 0;
+		int32_t a, b;
+		size_t la, lb;
+		int64_t merged;
+		uint64_t old;
+
+		line++;
+		if (end > p && end[-1] == '\r')
+			end--;
+		if (line == 1 && end - p >= 8 && !memcmp(p, "#version", 8))
+			goto next;
+		for (char *q = p; q < end && nf < 3;) {
+			while (q < end && (*q == ' ' || *q == '\t'))
+				q++;
+			if (q == end)
+				break;
+			f[nf] = q;
+			while (q < end && *q != ' ' && *q != '\t')
+				q++;
+			fl[nf] = (size_t)(q - f[nf]);
+			nf++;
+		}
+		if (nf == 0)
+			goto next;
+		if (nf != 2) {
+			s = clp_error(CLP_ERR_FORMAT, "%s:%d: expected two tokens separated by a "
+				      "space, found \"%.*s\"", path, line, (int)(end - p), p);
+			break;
+		}
+		s = merge_field(t, path, line, f[0], fl[0], buf, &a, &la);
+		if (s == CLP_OK)
+			s = merge_field(t, path, line, f[1], fl[1], buf + la, &b, &lb);
+		if (s != CLP_OK)
+			break;
+		if (!clp_smap_get(&t->tok2id, buf, la + lb, &merged)) {
+			s = clp_error(CLP_ERR_FORMAT, "%s:%d: the merge of \"%.*s\" and \"%.*s\" is "
+				      "not a token of %s", path, line, (int)fl[0], f[0], (int)fl[1],
+				      f[1], t->vocab_path);
+			break;
+		}
+		if (clp_umap_get(&t->merges, (uint64_t)a << 32 | (uint32_t)b, &old)) {
+			s = clp_error(CLP_ERR_FORMAT, "%s:%d: the pair \"%.*s %.*s\" was listed "
+				      "before (rank %llu)", path, line, (int)fl[0], f[0], (int)fl[1],
+				      f[1], (unsigned long long)(old >> 32));
+			break;
+		}
+		if (clp_umap_put(&t->merges, (uint64_t)a << 32 | (uint32_t)b,
+				 rank << 32 | (uint64_t)merged) != 0)
+			s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
+		rank++;
+next:
+		p = eol ? eol + 1 : text + n;
+	}
+	free(buf);
+	free(text);
+	return s;
+}
+
+clp_status clp_tok_gpt2_load(clp_tok **out, const char *vocab_path, const char *merges_path)
+{
+	clp_tok *t = calloc(1, sizeof(*t));
+	clp_status s;
+
+	*out = NULL;
+	if (!t)
+		return clp_error(CLP_ERR_NOMEM, "out of memory");
+	t->kind = CLP_TOK_GPT2;
+	t->vocab_path = strdup(vocab_path ? vocab_path : "");
+	if (!t->vocab_path) {
+		clp_tok_free(t);
+		return clp_error(CLP_ERR_NOMEM, "out of memory");
+	}
+	s = load_vocab(t, vocab_path);
+	if (s == CLP_OK)
+		s = load_merges(t, merges_path);
+	if (s != CLP_OK) {
+		clp_tok_free(t);
+		return s;
+	}
+	*out = t;
+	return CLP_OK;
+}
+
+void clp_tok_gpt2_release(clp_tok *t)
+{
+	free(t->vocab_path);
+	clp_smap_clear(&t->tok2id);
+	clp_umap_clear(&t->merges);
+	clp_smap_clear(&t->cache);
+	clp_ids_free(&t->cache_ids);
+	clp_ids_free(&t->word);
+	clp_ids_free(&t->next);
+}
+
+enum { C_SPACE, C_LETTER, C_NUMBER, C_OTHER };
+
+static int char_class(const unsigned char *s, size_t n, size_t i, size_t *next)
+{
+	int32_t cp;
+
+	*next = i + (size_t)clp_utf8_decode(s + i, n - i, &cp);
+	if (clp_uni_is_letter(cp))
+		return C_LETTER;
+	if (clp_uni_is_number(cp))
+		return C_NUMBER;
+	if (cp >= 0 && clp_uni_is_space(cp))
+		return C_SPACE;
+	return C_OTHER;
+}
+
+size_t clp_tok_gpt2_split(const char *text, size_t n, size_t i)
+{
+	static const char *const contr[] = {"s", "t", "re", "ve", "m", "ll", "d"};
+	const unsigned char *s = (const unsigned char *)text;
+	size_t j, k, last;
+	int cls;
+
+	if (s[i] == '\'')
+		for (int c = 0; c < 7; c++) {
+			size_t l = strlen(contr[c]);
+
+			if (n - i - 1 >= l && !memcmp(s + i + 1, contr[c], l))
+				return i + 1 + l;
+		}
+	cls = char_class(s, n, i, &j);
+	if (s[i] == ' ' && j < n) { /* " ?X+": a single leading space joins the run after it */
+		size_t after;
+		int c2 = char_class(s, n, j, &after);
+
+		if (c2 != C_SPACE) {
+			cls = c2;
+			j = after;
+		}
+	}
+	if (cls != C_SPACE) {
+		for (k = j; k < n;) {
+			size_t after;
+
+			if (char_class(s, n, k, &after) != cls)
+				break;
+			k = after;
+		}
+		return k;
+	}
+	/* "\s+(?!\S)|\s+": a whitespace run, less its last character when a non-space follows
+	 * (that character then leads the next piece), unless the run is a single character */
+	last = i;
+	for (k = j; k < n;) {
+		size_t after;
+
+		if (char_class(s, n, k, &after) != C_SPACE)
+			break;
+		last = k;
+		k = after;
+	}
+	if (k == n || last == i)
+		return k;
+	return last;
+}
+
+static clp_status bpe_piece(clp_tok *t, const unsigned char *p, size_t n, size_t at,
+			    clp_ids *out)
+{
+	int64_t v;
+
+	if (n <= CACHE_MAX_PIECE && clp_smap_get(&t->cache, p, n, &v)) {
+		for (int64_t k = 0; k < (v & 0xffff); k++)
+			CLP_TRY(clp_ids_push(out, t->cache_ids.v[(v >> 16) + k]));
+		return CLP_OK;
+	}
+	t->word.n = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (t->byte_id[p[k]] < 0)
+			return clp_error(CLP_ERR_INVALID, "byte 0x%02x at offset %zu has no token in "
+					 "%s", p[k], at + k, t->vocab_path);
+		CLP_TRY(clp_ids_push(&t->word, t->byte_id[p[k]]));
+	}
+	for (;;) {
+		uint64_t best = UINT64_MAX, m;
+		size_t bi = 0;
+		int32_t *w = t->word.v, a, b;
+		clp_ids tmp;
+
+		for (size_t k = 0; k + 1 < t->word.n; k++)
+			if (clp_umap_get(&t->merges, (uint64_t)w[k] << 32 | (uint32_t)w[k + 1], &m) &&
+			    m < best) {
+				best = m;
+				bi = k;
+			}
+		if (best == UINT64_MAX)
+			break;
+		a = w[bi];
+		b = w[bi + 1];
+		t->next.n = 0;
+		for (size_t k = 0; k < t->word.n;) {
+			if (k + 1 < t->word.n && w[k] == a && w[k + 1] == b) {
+				CLP_TRY(clp_ids_push(&t->next, (int32_t)(best & 0xffffffffu)));
+				k += 2;
+			} else {
+				CLP_TRY(clp_ids_push(&t->next, w[k++]));
+			}
+		}
+		tmp = t->word;
+		t->word = t->next;
+		t->next = tmp;
+	}
+	for (size_t k = 0; k < t->word.n; k++)
+		CLP_TRY(clp_ids_push(out, t->word.v[k]));
+	if (n <= CACHE_MAX_PIECE) {
+		if (t->cache.n >= CACHE_MAX_ENTRIES) {
+			clp_smap_clear(&t->cache);
+			t->cache_ids.n = 0;
+		}
+		v = (int64_t)t->cache_ids.n << 16 | (int64_t)t->word.n;
+		for (size_t k = 0; k < t->word.n; k++)
+			CLP_TRY(clp_ids_push(&t->cache_ids, t->word.v[k]));
+		if (clp_smap_put(&t->cache, p, n, v) != 0)
+			return clp_error(CLP_ERR_NOMEM, "out of memory in the BPE cache");
+	}
+	return CLP_OK;
+}
+
+clp_status clp_tok_gpt2_encode(clp_tok *t, const char *text, size_t len, clp_ids *out)
+{
+	for (size_t i = 0; i < len;) {
+		size_t e = clp_tok_gpt2_split(text, len, i);
+
+		CLP_TRY(bpe_piece(t, (const unsigned char *)text + i, e - i, i, out));
+		i = e;
+	}
+	return CLP_OK;
+}
