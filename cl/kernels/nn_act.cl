@@ -16,19 +16,22 @@
 
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
+/* tanh form as sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), without the cancellation of
+ * 1 + tanh(u) for negative u. */
 static inline float gelu_f(float x, int kind)
 {
 	if (kind == 0)
-		return 0.5f * x * (1.0f + tanh(GELU_K * (x + 0.044715f * x * x * x)));
+		return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));
 	return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));
 }
 
 static inline float gelu_df(float x, int kind)
 {
 	if (kind == 0) {
-		float t = tanh(GELU_K * (x + 0.044715f * x * x * x));
-		float du = GELU_K * (1.0f + 3.0f * 0.044715f * x * x);
-		return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du;
+		const float e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));
+		const float s = 1.0f / (1.0f + e), s1 = e > 1e30f ? 1.0f : e * s; /* 1 - s */
+		const float du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);
+		return fma(2.0f * x * s * s1, du, s);
 	}
 	return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +
 	       x * 0.3989422804014327f * exp(-0.5f * x * x);
