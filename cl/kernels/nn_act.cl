@@ -17,25 +17,28 @@
 #define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
 
 /* tanh form as sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), without the cancellation of
- * 1 + tanh(u) for negative u. */
-static inline float gelu_f(float x, int kind)
-{
-	if (kind == 0)
-		return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));
-	return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));
-}
-
-static inline float gelu_df(float x, int kind)
-{
-	if (kind == 0) {
-		const float e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));
-		const float s = 1.0f / (1.0f + e), s1 = e > 1e30f ? 1.0f : e * s; /* 1 - s */
-		const float du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);
-		return fma(2.0f * x * s * s1, du, s);
+ * 1 + tanh(u) for negative u; 1 - s as e s (e = exp(-2u)) likewise. One definition for float
+ * and float8 (builtins are overloaded). */
+#define DEF_GELU(T, SUF)                                                                           \
+	static inline T gelu_f##SUF(T x, int kind)                                                 \
+	{                                                                                          \
+		if (kind == 0)                                                                     \
+			return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));    \
+		return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));                           \
+	}                                                                                          \
+	static inline T gelu_df##SUF(T x, int kind)                                                \
+	{                                                                                          \
+		if (kind == 0) {                                                                   \
+			const T e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));            \
+			const T s = 1.0f / (1.0f + e), s1 = select(e * s, (T)(1.0f), e > 1e30f);  \
+			const T du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);                  \
+			return fma(2.0f * x * s * s1, du, s);                                      \
+		}                                                                                  \
+		return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +                              \
+		       x * 0.3989422804014327f * exp(-0.5f * x * x);                               \
 	}
-	return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +
-	       x * 0.3989422804014327f * exp(-0.5f * x * x);
-}
+DEF_GELU(float, )
+DEF_GELU(float8, 8)
 
 __kernel void clp_gelu_forward(__global float *out, ulong oo, __global const float *inp, ulong io,
 			       ulong n, int kind)
@@ -43,7 +46,10 @@ __kernel void clp_gelu_forward(__global float *out, ulong oo, __global const flo
 	EW_RANGE(n);
 	out += oo;
 	inp += io;
-	for (ulong i = i0; i < i1; i++)
+	ulong i = i0;
+	for (; i + 8 <= i1; i += 8)
+		vstore8(gelu_f8(vload8(0, inp + i), kind), 0, out + i);
+	for (; i < i1; i++)
 		out[i] = gelu_f(inp[i], kind);
 }
 
@@ -54,7 +60,11 @@ __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const 
 	dinp += dio;
 	dout += doo;
 	inp += io;
-	for (ulong i = i0; i < i1; i++)
+	ulong i = i0;
+	for (; i + 8 <= i1; i += 8)
+		vstore8(fma(gelu_df8(vload8(0, inp + i), kind), vload8(0, dout + i), vload8(0, dinp + i)),
+			0, dinp + i);
+	for (; i < i1; i++)
 		dinp[i] = fma(gelu_df(inp[i], kind), dout[i], dinp[i]);
 }
 
@@ -118,12 +128,22 @@ __kernel void clp_dropout(__global float *out, ulong oo, __global const float *x
 			  ulong n, uint thr, float scale, uint2 rk, uint4 rc, int mode)
 {
 	EW_RANGE(n);
-	phx_u32 b[4];
+	phx_u32 b[32];
+	ulong i = i0;
 
 	out += oo;
 	x += xo;
-	for (ulong i = i0; i < i1; i++) {
-		if ((i & 3) == 0 || i == i0)
+	/* whole groups of 32 (eight Philox blocks in vector lanes), then one block at a time */
+	for (; (i & 31) == 0 && i + 32 <= i1; i += 32) {
+		phx_block8(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
+		for (int k = 0; k < 4; k++) {
+			const uint8 u = vload8(k, b);
+			const float8 v = select((float8)(0.0f), vload8(k, x + i) * scale, u >= thr);
+			vstore8(mode ? vload8(k, out + i) + v : v, k, out + i);
+		}
+	}
+	for (; i < i1; i++) {
+		if ((i & 3) == 0 || i == i0 || (i & 31) == 0)
 			phx_block(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
 		float v = b[i & 3] >= thr ? x[i] * scale : 0.0f;
 		out[i] = mode ? out[i] + v : v;

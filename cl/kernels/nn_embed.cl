@@ -86,13 +86,24 @@ __kernel void clp_embed_pos_backward(__global float *dw, ulong dwo, __global con
 
 	if (t >= T || c0 >= C)
 		return;
-	__global float *d = dw + dwo + (size_t)t * C;
-	dout += doo + (size_t)t * C;
-	for (uint c = c0; c < c1; c++) {
-		float a = 0.0f;
+	__global float *d = dw + dwo + (size_t)t * C + c0;
+	dout += doo + (size_t)t * C + c0;
+	if (c1 - c0 == EMB_COLS) {
+		float8 a[EMB_COLS / 8];
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			a[k] = 0;
 		for (uint b = 0; b < B; b++)
-			a += dout[(size_t)b * T * C + c];
-		d[c] += a;
+			for (int k = 0; k < EMB_COLS / 8; k++)
+				a[k] += vload8(k, dout + (size_t)b * T * C);
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			vstore8(vload8(k, d) + a[k], k, d);
+	} else {
+		for (uint c = 0; c < c1 - c0; c++) {
+			float a = 0.0f;
+			for (uint b = 0; b < B; b++)
+				a += dout[(size_t)b * T * C + c];
+			d[c] += a;
+		}
 	}
 }
 
