@@ -164,7 +164,7 @@ typedef struct clp_nn_attn {
 clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				    clp_buf k, clp_buf v, const clp_nn_attn *a);
 /* dq, dk, dv += gradients, recomputing the probabilities from q, k and the saved lse
- * (D = rowsum(dout * out) first). Deterministic: dq is summed per query row, dk and dv per key
+ * (D = rowsum(dout * out) first). dout has the layout of out (row stride ldo). Deterministic: dq is summed per query row, dk and dv per key
  * row (over the query heads sharing it), each by one work-item in a fixed order. */
 clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,
 				     clp_buf dout, clp_buf q, clp_buf k, clp_buf v, clp_buf out,
@@ -173,7 +173,7 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 /* ---- loss ---------------------------------------------------------------------------------- */
 
 /* Softmax cross-entropy fused with the output projection: logits = h (N,C) w^T, w (V,C) (the
- * tied token embedding for GPT-2), never materialised whole: vocabulary chunks of vchunk
+ * tied token embedding for GPT-2; h, w, dh, dw dense), never materialised whole: chunks of vchunk
  * columns (0: chosen from N) go through clp_cl_gemm into scratch while a running max, sum and
  * target logit are kept per row. targets: int32 (N), -1 = ignore (BERT MLM). Writes losses (N):
  * -log softmax(logits)[target], 0 for ignored rows (NaN for a target outside [-1, V)); saves

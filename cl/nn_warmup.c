@@ -23,7 +23,7 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	clp_nn_index *idx = NULL;
 	clp_rng_stream rs;
 	clp_nn_adamw_hp hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
-	clp_nn_attn at = {1, 8, 2, 1, 8, 16, 8, 8, 16, 1, 0.0f, {NULL, 0}};
+	clp_nn_attn at = {1, 8, 2, 1, 64, 128, 64, 64, 128, 1, 0.0f, {NULL, 0}};
 	clp_buf a = clp_buf_at(f[0], 0), b = clp_buf_at(f[1], 0), c = clp_buf_at(f[2], 0),
 		d = clp_buf_at(f[3], 0), e = clp_buf_at(f[4], 0), g = clp_buf_at(f[5], 0),
 		none = {NULL, 0}, ib = clp_buf_at(ids, 0);
@@ -69,9 +69,9 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	if (log)
 		fprintf(log, "  nn_embed.cl                 %6.2f s\n", now_s() - t0);
 	t0 = now_s();
-	/* attention B = 1, T = 8, H = 2, KVH = 1, hd = 8, fused layout ld 16 */
-	CLP_TRY(clp_nn_attention_forward(ctx, c, d, a, clp_buf_at(f[0], 8), b, &at));
-	CLP_TRY(clp_nn_attention_backward(ctx, e, g, g, c, a, clp_buf_at(f[0], 8), b, c, d, &at));
+	/* attention B = 1, T = 8, H = 2, KVH = 1, hd = 64 (the GPU shape builds per head-dim class) */
+	CLP_TRY(clp_nn_attention_forward(ctx, c, d, a, clp_buf_at(f[0], 64), b, &at));
+	CLP_TRY(clp_nn_attention_backward(ctx, e, g, g, c, a, clp_buf_at(f[0], 64), b, c, d, &at));
 	CLP_TRY(clp_cl_finish(ctx));
 	if (log)
 		fprintf(log, "  nn_attn%-4s.cl               %6.2f s\n",
