@@ -21,5 +21,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
+int cmd_bench_nn(int argc, char **argv);
 
 #endif

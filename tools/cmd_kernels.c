@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cl/nn.h"
 #include "cl/runtime.h"
 #include "cl/warmup.h"
 #include "tools/cli.h"
@@ -39,6 +40,8 @@ int cmd_kernels(int argc, char **argv)
 	printf("building kernels for %s (cache %s)\n", clp_cl_ctx_device(ctx)->name,
 	       clp_cl_cache_dir());
 	s = clp_cl_warmup(ctx, stdout);
+	if (s == CLP_OK)
+		s = clp_nn_warmup(ctx, stdout);
 	clp_cl_ctx_free(ctx);
 	if (s != CLP_OK)
 		return cli_fail("kernels", s);

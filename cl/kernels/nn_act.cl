@@ -1,0 +1,168 @@
+/* Elementwise layer kernels: GELU (tanh and erf), SwiGLU, residual backward, dropout with masks
+ * drawn again from Philox instead of stored, and the device side of the random fills.
+ *
+ * Each work-item handles NN_EW_CHUNK consecutive elements (large on a CPU device, local size 1;
+ * small on a GPU). NN_EW_CHUNK is a multiple of 4 so one Philox block serves four elements.
+ * Streams arrive as (uint2 key, uint4 counter words), see philox.clh. */
+#include "philox.clh"
+
+#ifndef NN_EW_CHUNK
+#define NN_EW_CHUNK 8192
+#endif
+
+#define EW_RANGE(n)                                                                                \
+	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK;                                    \
+	const ulong i1 = min((ulong)(n), i0 + NN_EW_CHUNK)
+
+#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
+
+/* tanh form as sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), without the cancellation of
+ * 1 + tanh(u) for negative u; 1 - s as e s (e = exp(-2u)) likewise. One definition for float
+ * and float8 (builtins are overloaded). */
+#define DEF_GELU(T, SUF)                                                                           \
+	static inline T gelu_f##SUF(T x, int kind)                                                 \
+	{                                                                                          \
+		if (kind == 0)                                                                     \
+			return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));    \
+		return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));                           \
+	}                                                                                          \
+	static inline T gelu_df##SUF(T x, int kind)                                                \
+	{                                                                                          \
+		if (kind == 0) {                                                                   \
+			const T e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));            \
+			const T s = 1.0f / (1.0f + e), s1 = select(e * s, (T)(1.0f), e > 1e30f);  \
+			const T du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);                  \
+			return fma(2.0f * x * s * s1, du, s);                                      \
+		}                                                                                  \
+		return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +                              \
+		       x * 0.3989422804014327f * exp(-0.5f * x * x);                               \
+	}
+DEF_GELU(float, )
+DEF_GELU(float8, 8)
+
+__kernel void clp_gelu_forward(__global float *out, ulong oo, __global const float *inp, ulong io,
+			       ulong n, int kind)
+{
+	EW_RANGE(n);
+	out += oo;
+	inp += io;
+	ulong i = i0;
+	for (; i + 8 <= i1; i += 8)
+		vstore8(gelu_f8(vload8(0, inp + i), kind), 0, out + i);
+	for (; i < i1; i++)
+		out[i] = gelu_f(inp[i], kind);
+}
+
+__kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const float *dout,
+				ulong doo, __global const float *inp, ulong io, ulong n, int kind)
+{
+	EW_RANGE(n);
+	dinp += dio;
+	dout += doo;
+	inp += io;
+	ulong i = i0;
+	for (; i + 8 <= i1; i += 8)
+		vstore8(fma(gelu_df8(vload8(0, inp + i), kind), vload8(0, dout + i), vload8(0, dinp + i)),
+			0, dinp + i);
+	for (; i < i1; i++)
+		dinp[i] = fma(gelu_df(inp[i], kind), dout[i], dinp[i]);
+}
+
+/* 2-D: dim 0 over column chunks, dim 1 over rows. out rows are dense (F), gate/up use ld. */
+__kernel void clp_swiglu_forward(__global float *out, ulong oo, __global const float *gate,
+				 ulong go, __global const float *up, ulong uo, ulong ld, uint N,
+				 uint F)
+{
+	const ulong n = get_global_id(1);
+	EW_RANGE(F);
+	if (n >= N)
+		return;
+	out += oo + n * F;
+	gate += go + n * ld;
+	up += uo + n * ld;
+	for (ulong i = i0; i < i1; i++) {
+		float g = gate[i];
+		out[i] = g / (1.0f + exp(-g)) * up[i];
+	}
+}
+
+__kernel void clp_swiglu_backward(__global float *dgate, ulong dgo, __global float *dup, ulong duo,
+				  __global const float *dout, ulong doo,
+				  __global const float *gate, ulong go, __global const float *up,
+				  ulong uo, ulong ld, uint N, uint F)
+{
+	const ulong n = get_global_id(1);
+	EW_RANGE(F);
+	if (n >= N)
+		return;
+	dgate += dgo + n * ld;
+	dup += duo + n * ld;
+	dout += doo + n * F;
+	gate += go + n * ld;
+	up += uo + n * ld;
+	for (ulong i = i0; i < i1; i++) {
+		float g = gate[i], s = 1.0f / (1.0f + exp(-g)), d = dout[i];
+		dup[i] += d * g * s;
+		dgate[i] = fma(d * up[i], s * (1.0f + g * (1.0f - s)), dgate[i]);
+	}
+}
+
+/* da += dout; db += dout (da may be db: both updates happen, in order). */
+__kernel void clp_residual_backward(__global float *da, ulong dao, __global float *db, ulong dbo,
+				    __global const float *dout, ulong doo, ulong n)
+{
+	EW_RANGE(n);
+	da += dao;
+	db += dbo;
+	dout += doo;
+	for (ulong i = i0; i < i1; i++) {
+		float d = dout[i];
+		da[i] += d;
+		db[i] += d;
+	}
+}
+
+/* mode 0: out = keep ? x * scale : 0 (forward, out may be x); mode 1: out += keep ? x * scale : 0
+ * (backward). keep: number i of the stream >= thr. */
+__kernel void clp_dropout(__global float *out, ulong oo, __global const float *x, ulong xo,
+			  ulong n, uint thr, float scale, uint2 rk, uint4 rc, int mode)
+{
+	EW_RANGE(n);
+	phx_u32 b[32];
+	ulong i = i0;
+
+	out += oo;
+	x += xo;
+	/* whole groups of 32 (eight Philox blocks in vector lanes), then one block at a time */
+	for (; (i & 31) == 0 && i + 32 <= i1; i += 32) {
+		phx_block8(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
+		for (int k = 0; k < 4; k++) {
+			const uint8 u = vload8(k, b);
+			const float8 v = select((float8)(0.0f), vload8(k, x + i) * scale, u >= thr);
+			vstore8(mode ? vload8(k, out + i) + v : v, k, out + i);
+		}
+	}
+	for (; i < i1; i++) {
+		if ((i & 3) == 0 || i == i0 || (i & 31) == 0)
+			phx_block(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
+		float v = b[i & 3] >= thr ? x[i] * scale : 0.0f;
+		out[i] = mode ? out[i] + v : v;
+	}
+}
+
+/* Random fills of number (first + i): mode 0 normal (a + b z), 1 uniform (a + b u), 2 raw bits. */
+__kernel void clp_rng_fill(__global float *out, ulong oo, ulong n, ulong first, float a, float b,
+			   uint2 rk, uint4 rc, int mode)
+{
+	EW_RANGE(n);
+	out += oo;
+	for (ulong i = i0; i < i1; i++) {
+		ulong idx = first + i;
+		if (mode == 0)
+			out[i] = PHX_FMA(b, phx_normal_at(rk.x, rk.y, rc.y, rc.z, rc.w, idx), a);
+		else if (mode == 1)
+			out[i] = PHX_FMA(b, phx_uniform(phx_u32_at(rk.x, rk.y, rc.y, rc.z, rc.w, idx)), a);
+		else
+			((__global uint *)out)[i] = phx_u32_at(rk.x, rk.y, rc.y, rc.z, rc.w, idx);
+	}
+}

@@ -1,0 +1,204 @@
+/* Fused multi-head attention, GPU shape: a work-group of ATG_WG work-items handles ATG_WG query
+ * rows (forward, dQ) or key rows (dK, dV) of one head; the other operand streams through local
+ * memory in tiles of ATG_TK rows. Each work-item keeps its row, and its accumulators, in private
+ * arrays of ATG_HD (>= hd; the host picks it) so loops have compile-time bounds. Same maths and
+ * the same per-row order as the CPU shape's (nn_attn.cl, which also provides the D / lse
+ * pre-pass); sizes are arguments. */
+#ifndef ATG_WG
+#define ATG_WG 64
+#endif
+#ifndef ATG_TK
+#define ATG_TK 16
+#endif
+#ifndef ATG_HD
+#define ATG_HD 64
+#endif
+#define LOG2E_F 1.4426950408889634f
+#define LN2_F 0.6931471805599453f
+
+static inline uint kv_limit_g(__global const int *kvlen, ulong klo, int has, uint b, uint T)
+{
+	return has ? (uint)clamp(kvlen[klo + b], 0, (int)T) : T;
+}
+
+/* Stage rows r0 .. r0+ATG_TK of a (B,T) x heads operand into a local tile, zero padded. */
+static inline void stage(__local float *tile, const __global float *base, ulong ld, uint r0,
+			 uint T, uint hd)
+{
+	for (uint x = get_local_id(0); x < ATG_TK * ATG_HD; x += ATG_WG) {
+		const uint rr = x / ATG_HD, d = x % ATG_HD;
+		tile[x] = (r0 + rr < T && d < hd) ? base[(size_t)(r0 + rr) * ld + d] : 0.0f;
+	}
+}
+
+__kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
+void clp_attng_forward(__global float *out, ulong oo, ulong ldo, __global float *lse, ulong lo,
+		       __global const float *q, ulong qo, ulong ldq, __global const float *k,
+		       ulong ko, ulong ldk, __global const float *v, ulong vo, ulong ldv,
+		       __global const int *kvlen, ulong klo, int has_kvlen, uint T, uint H,
+		       uint KVH, uint hd, int causal, float scale)
+{
+	__local float ks[ATG_TK * ATG_HD], vs[ATG_TK * ATG_HD];
+	const uint gi0 = get_group_id(0) * ATG_WG, i = gi0 + get_local_id(0);
+	const uint h = get_group_id(1), b = get_group_id(2), g = h / (H / KVH);
+	const uint L = kv_limit_g(kvlen, klo, has_kvlen, b, T);
+	const uint kend = causal ? min(min(T, gi0 + ATG_WG), L) : L;
+	const uint lim = causal ? min(i + 1, L) : L;
+	const float sl2 = scale * LOG2E_F;
+	const __global float *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
+	const __global float *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
+	float qr[ATG_HD], o[ATG_HD], m = -INFINITY, l = 0.0f;
+
+	for (uint d = 0; d < ATG_HD; d++) {
+		qr[d] = (i < T && d < hd) ? q[qo + ((size_t)b * T + i) * ldq + (size_t)h * hd + d] : 0.0f;
+		o[d] = 0.0f;
+	}
+	for (uint j0 = 0; j0 < kend; j0 += ATG_TK) {
+		float s[ATG_TK], mx = m;
+		barrier(CLK_LOCAL_MEM_FENCE);
+		stage(ks, kb, ldk, j0, T, hd);
+		stage(vs, vb, ldv, j0, T, hd);
+		barrier(CLK_LOCAL_MEM_FENCE);
+		for (uint jj = 0; jj < ATG_TK; jj++) {
+			float a = 0.0f;
+			for (uint d = 0; d < ATG_HD; d++)
+				a = fma(qr[d], ks[jj * ATG_HD + d], a);
+			s[jj] = j0 + jj < lim ? a * sl2 : -INFINITY;
+			mx = fmax(mx, s[jj]);
+		}
+		if (mx == -INFINITY)
+			continue;
+		const float corr = exp2(m - mx);
+		l *= corr;
+		for (uint d = 0; d < ATG_HD; d++)
+			o[d] *= corr;
+		for (uint jj = 0; jj < ATG_TK; jj++) {
+			const float p = exp2(s[jj] - mx);
+			l += p;
+			for (uint d = 0; d < ATG_HD; d++)
+				o[d] = fma(p, vs[jj * ATG_HD + d], o[d]);
+		}
+		m = mx;
+	}
+	if (i >= T)
+		return;
+	const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+	for (uint d = 0; d < hd; d++)
+		out[oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d] = o[d] * inv;
+	lse[lo + ((size_t)b * H + h) * T + i] = l > 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
+}
+
+/* dq += scale * sum_j P (dP - D) k_j; dd, l2 from clp_attn_bwd_pre ((B,H,Tp) rows). */
+__kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
+void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const float *q, ulong qo,
+		      __global const float *k, ulong ko, ulong ldk, __global const float *v,
+		      ulong vo, ulong ldv, __global const float *dout, ulong doo, ulong ldo,
+		      __global const float *dd, ulong ddo, __global const float *l2, ulong l2o,
+		      __global const int *kvlen, ulong klo, int has_kvlen, uint T, uint Tp,
+		      uint H, uint KVH, uint hd, int causal, float scale)
+{
+	__local float ks[ATG_TK * ATG_HD], vs[ATG_TK * ATG_HD];
+	const uint gi0 = get_group_id(0) * ATG_WG, i = gi0 + get_local_id(0);
+	const uint h = get_group_id(1), b = get_group_id(2), g = h / (H / KVH);
+	const uint L = kv_limit_g(kvlen, klo, has_kvlen, b, T);
+	const uint kend = causal ? min(min(T, gi0 + ATG_WG), L) : L;
+	const uint lim = causal ? min(i + 1, L) : L;
+	const float sl2 = scale * LOG2E_F;
+	const __global float *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
+	const __global float *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
+	const size_t qrow = ((size_t)b * T + i) * ldq + (size_t)h * hd;
+	const size_t grow = ((size_t)b * T + i) * ldo + (size_t)h * hd;
+	const size_t ri = ((size_t)b * H + h) * Tp + min(i, Tp - 1);
+	const float lr = l2[l2o + ri], dr = dd[ddo + ri];
+	float qr[ATG_HD], gr[ATG_HD], acc[ATG_HD];
+
+	for (uint d = 0; d < ATG_HD; d++) {
+		qr[d] = (i < T && d < hd) ? q[qo + qrow + d] : 0.0f;
+		gr[d] = (i < T && d < hd) ? dout[doo + grow + d] : 0.0f;
+		acc[d] = 0.0f;
+	}
+	for (uint j0 = 0; j0 < kend; j0 += ATG_TK) {
+		barrier(CLK_LOCAL_MEM_FENCE);
+		stage(ks, kb, ldk, j0, T, hd);
+		stage(vs, vb, ldv, j0, T, hd);
+		barrier(CLK_LOCAL_MEM_FENCE);
+		for (uint jj = 0; jj < ATG_TK; jj++) {
+			float s = 0.0f, dp = 0.0f;
+			for (uint d = 0; d < ATG_HD; d++) {
+				s = fma(qr[d], ks[jj * ATG_HD + d], s);
+				dp = fma(gr[d], vs[jj * ATG_HD + d], dp);
+			}
+			const float p = j0 + jj < lim ? exp2(s * sl2 - lr) : 0.0f;
+			const float ds = p * (dp - dr) * scale;
+			for (uint d = 0; d < ATG_HD; d++)
+				acc[d] = fma(ds, ks[jj * ATG_HD + d], acc[d]);
+		}
+	}
+	if (i >= T)
+		return;
+	for (uint d = 0; d < hd; d++)
+		dq[dqo + qrow + d] += acc[d];
+}
+
+/* dk, dv += over the query heads of key/value head g and all query tiles. */
+__kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
+void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float *dv, ulong dvo,
+		       ulong ldv, __global const float *q, ulong qo, ulong ldq,
+		       __global const float *k, ulong ko, __global const float *v, ulong vo,
+		       __global const float *dout, ulong doo, ulong ldo, __global const float *dd,
+		       ulong ddo, __global const float *l2, ulong l2o, __global const int *kvlen,
+		       ulong klo, int has_kvlen, uint T, uint Tp, uint H, uint KVH, uint hd,
+		       int causal, float scale)
+{
+	__local float qs[ATG_TK * ATG_HD], gs[ATG_TK * ATG_HD], ls[ATG_TK], dsr[ATG_TK];
+	const uint gj0 = get_group_id(0) * ATG_WG, j = gj0 + get_local_id(0);
+	const uint g = get_group_id(1), b = get_group_id(2), grp = H / KVH;
+	const uint L = kv_limit_g(kvlen, klo, has_kvlen, b, T);
+	const float sl2 = scale * LOG2E_F;
+	const int live = j < L;
+	const size_t krow = ((size_t)b * T + j) * ldk + (size_t)g * hd;
+	const size_t vrow = ((size_t)b * T + j) * ldv + (size_t)g * hd;
+	float kr[ATG_HD], vr[ATG_HD], ak[ATG_HD], av[ATG_HD];
+
+	for (uint d = 0; d < ATG_HD; d++) {
+		kr[d] = (live && d < hd) ? k[ko + krow + d] : 0.0f;
+		vr[d] = (live && d < hd) ? v[vo + vrow + d] : 0.0f;
+		ak[d] = av[d] = 0.0f;
+	}
+	for (uint hh = 0; hh < grp; hh++) {
+		const uint h = g * grp + hh;
+		const size_t bh = (size_t)b * H + h;
+		const __global float *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
+		const __global float *gb = dout + doo + (size_t)b * T * ldo + (size_t)h * hd;
+		for (uint i0 = causal ? gj0 / ATG_TK * ATG_TK : 0; i0 < T; i0 += ATG_TK) {
+			barrier(CLK_LOCAL_MEM_FENCE);
+			stage(qs, qb, ldq, i0, T, hd);
+			stage(gs, gb, ldo, i0, T, hd);
+			for (uint x = get_local_id(0); x < ATG_TK; x += ATG_WG) {
+				ls[x] = i0 + x < T ? l2[l2o + bh * Tp + i0 + x] : INFINITY;
+				dsr[x] = i0 + x < T ? dd[ddo + bh * Tp + i0 + x] : 0.0f;
+			}
+			barrier(CLK_LOCAL_MEM_FENCE);
+			for (uint ii = 0; ii < ATG_TK; ii++) {
+				float s = 0.0f, dp = 0.0f;
+				for (uint d = 0; d < ATG_HD; d++) {
+					s = fma(kr[d], qs[ii * ATG_HD + d], s);
+					dp = fma(vr[d], gs[ii * ATG_HD + d], dp);
+				}
+				const int vis = live && !(causal && i0 + ii < j);
+				const float p = vis ? exp2(s * sl2 - ls[ii]) : 0.0f;
+				const float ds = p * (dp - dsr[ii]) * scale;
+				for (uint d = 0; d < ATG_HD; d++) {
+					av[d] = fma(p, gs[ii * ATG_HD + d], av[d]);
+					ak[d] = fma(ds, qs[ii * ATG_HD + d], ak[d]);
+				}
+			}
+		}
+	}
+	if (!live)
+		return;
+	for (uint d = 0; d < hd; d++) {
+		dk[dko + krow + d] += ak[d];
+		dv[dvo + vrow + d] += av[d];
+	}
+}

@@ -1,0 +1,130 @@
+/* Embeddings (token, learned position, token type) and RoPE, CPU shape.
+ *
+ * Forward: one work-item per row (b,t). Backward of a table: one work-item per (id, chunk of
+ * EMB_COLS columns) sums the dout rows listed for that id in position order (the index built on
+ * the host, see nn_embed.c), so the result is the same bits every run. Position gradients sum
+ * over the batch in order b = 0..B-1. Index layout (int32): ids[nu], offsets[nu + 1],
+ * positions[n]. */
+#ifndef EMB_COLS
+#define EMB_COLS 64
+#endif
+
+__kernel void clp_embed_forward(__global float *out, ulong oo, __global const int *tok, ulong to,
+				__global const int *typ, ulong yo, __global const float *wte,
+				ulong weo, __global const float *wpe, ulong wpo,
+				__global const float *wtt, ulong wto, uint N, uint T, uint C,
+				uint V, uint ntypes, int has_pos, int has_types)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	__global float *y = out + oo + n * C;
+	const int id = tok[to + n];
+	const int ty = has_types ? typ[yo + n] : 0;
+	if (id < 0 || (uint)id >= V || (has_types && (ty < 0 || (uint)ty >= ntypes))) {
+		for (c = 0; c < C; c++)
+			y[c] = NAN;
+		return;
+	}
+	const __global float *e = wte + weo + (size_t)id * C;
+	const __global float *p = wpe + wpo + (size_t)(n % T) * C;
+	const __global float *q = wtt + wto + (size_t)ty * C;
+	for (c = 0; c + 8 <= C; c += 8) {
+		float8 v = vload8(0, e + c);
+		if (has_pos)
+			v += vload8(0, p + c);
+		if (has_types)
+			v += vload8(0, q + c);
+		vstore8(v, 0, y + c);
+	}
+	for (; c < C; c++)
+		y[c] = e[c] + (has_pos ? p[c] : 0.0f) + (has_types ? q[c] : 0.0f);
+}
+
+/* dw[ids[u]] += sum of dout rows positions[offsets[u] .. offsets[u+1]); dim 0 column chunk,
+ * dim 1 unique id u. */
+__kernel void clp_embed_backward(__global float *dw, ulong dwo, __global const float *dout,
+				 ulong doo, __global const int *idx, uint nu, uint C)
+{
+	const uint c0 = get_global_id(0) * EMB_COLS, u = get_global_id(1);
+	const uint c1 = min(C, c0 + EMB_COLS);
+
+	if (u >= nu || c0 >= C)
+		return;
+	const __global int *off = idx + nu, *pos = idx + 2 * nu + 1;
+	__global float *d = dw + dwo + (size_t)idx[u] * C;
+	dout += doo;
+	if (c1 - c0 == EMB_COLS) {
+		float8 a[EMB_COLS / 8];
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			a[k] = 0;
+		for (int p = off[u]; p < off[u + 1]; p++) {
+			const __global float *row = dout + (size_t)pos[p] * C + c0;
+			for (int k = 0; k < EMB_COLS / 8; k++)
+				a[k] += vload8(k, row);
+		}
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			vstore8(vload8(k, d + c0) + a[k], k, d + c0);
+	} else {
+		for (uint c = c0; c < c1; c++) {
+			float a = 0.0f;
+			for (int p = off[u]; p < off[u + 1]; p++)
+				a += dout[(size_t)pos[p] * C + c];
+			d[c] += a;
+		}
+	}
+}
+
+/* dwpe[t] += sum over b of dout[b,t]; dim 0 column chunk, dim 1 position t. */
+__kernel void clp_embed_pos_backward(__global float *dw, ulong dwo, __global const float *dout,
+				     ulong doo, uint B, uint T, uint C)
+{
+	const uint c0 = get_global_id(0) * EMB_COLS, t = get_global_id(1);
+	const uint c1 = min(C, c0 + EMB_COLS);
+
+	if (t >= T || c0 >= C)
+		return;
+	__global float *d = dw + dwo + (size_t)t * C + c0;
+	dout += doo + (size_t)t * C + c0;
+	if (c1 - c0 == EMB_COLS) {
+		float8 a[EMB_COLS / 8];
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			a[k] = 0;
+		for (uint b = 0; b < B; b++)
+			for (int k = 0; k < EMB_COLS / 8; k++)
+				a[k] += vload8(k, dout + (size_t)b * T * C);
+		for (int k = 0; k < EMB_COLS / 8; k++)
+			vstore8(vload8(k, d) + a[k], k, d);
+	} else {
+		for (uint c = 0; c < c1 - c0; c++) {
+			float a = 0.0f;
+			for (uint b = 0; b < B; b++)
+				a += dout[(size_t)b * T * C + c];
+			d[c] += a;
+		}
+	}
+}
+
+/* In-place rotation of every head of row n = (b,t) by table row t (+sin forward, -sin
+ * backward). */
+__kernel void clp_rope(__global float *x, ulong xo, ulong ld, __global const float *tab,
+		       ulong tbo, uint N, uint T, uint nh, uint hd, float sign)
+{
+	const size_t n = get_global_id(0);
+	const uint h2 = hd / 2;
+
+	if (n >= N)
+		return;
+	const __global float *cs = tab + tbo + (size_t)(n % T) * hd;
+	__global float *row = x + xo + n * ld;
+	for (uint h = 0; h < nh; h++) {
+		__global float *a = row + (size_t)h * hd, *b = a + h2;
+		for (uint j = 0; j < h2; j++) {
+			float c = cs[2 * j], s = sign * cs[2 * j + 1], u = a[j], v = b[j];
+			a[j] = u * c - v * s;
+			b[j] = v * c + u * s;
+		}
+	}
+}

@@ -1,0 +1,102 @@
+/* Optimiser kernels: gradient statistics (global norm, non-finite check, clip factor) over many
+ * tensors, and AdamW. Partial sums of squares are compensated (Neumaier), GS_CHUNK elements per
+ * work-item, eight lanes at a time; the final pass adds the partials of all tensors in order. */
+#ifndef GS_CHUNK
+#define GS_CHUNK 16384
+#endif
+#ifndef NN_EW_CHUNK
+#define NN_EW_CHUNK 8192
+#endif
+
+/* part[3 (base + g) ..] = (sum of squares, compensation, 1 if any element is NaN/Inf). */
+__kernel void clp_gstat_partial(__global float *part, ulong base, __global const float *x,
+				ulong xo, ulong n)
+{
+	const ulong g = get_global_id(0), c0 = g * GS_CHUNK, c1 = min(n, c0 + GS_CHUNK);
+	float8 s8 = 0.0f, k8 = 0.0f;
+	int8 ok8 = (int8)(-1);
+	float s = 0.0f, k = 0.0f;
+	int ok = 1;
+	ulong i = c0;
+
+	x += xo;
+	for (; i + 8 <= c1; i += 8) {
+		const float8 v = vload8(0, x + i);
+		const float8 sq = v * v, t = s8 + sq;
+		ok8 &= isfinite(v);
+		k8 += select((sq - t) + s8, (s8 - t) + sq, isgreaterequal(fabs(s8), sq));
+		s8 = t;
+	}
+	for (int l = 0; l < 8; l++) {
+		const float v = s8[l], t = s + v;
+		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + k8[l];
+		s = t;
+		ok &= ok8[l] != 0;
+	}
+	for (; i < c1; i++) {
+		const float v = x[i] * x[i], t = s + v;
+		ok &= isfinite(x[i]);
+		k += fabs(s) >= v ? (s - t) + v : (v - t) + s;
+		s = t;
+	}
+	part[3 * (base + g)] = s;
+	part[3 * (base + g) + 1] = k;
+	part[3 * (base + g) + 2] = ok ? 0.0f : 1.0f;
+}
+
+/* stats = (sumsq, nonfinite, norm, clip scale) from ng partial triples. */
+__kernel void clp_gstat_final(__global float *stats, ulong so, __global const float *part,
+			      ulong ng, float max_norm)
+{
+	float s = 0.0f, k = 0.0f, bad = 0.0f;
+
+	if (get_global_id(0) != 0)
+		return;
+	for (ulong g = 0; g < ng; g++) {
+		const float v = part[3 * g], t = s + v;
+		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + part[3 * g + 1];
+		s = t;
+		bad = fmax(bad, part[3 * g + 2]);
+	}
+	s += k;
+	if (!isfinite(s))
+		bad = 1.0f;
+	const float norm = sqrt(s);
+	stats += so;
+	stats[0] = s;
+	stats[1] = bad;
+	stats[2] = norm;
+	stats[3] = bad != 0.0f ? 0.0f : max_norm > 0.0f ? fmin(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
+}
+
+/* AdamW in PyTorch's order: p *= 1 - lr wd; m = lerp(m, g, 1 - b1); v = b2 v + (1 - b2) g^2;
+ * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps). g is scaled by gscale (and the clip factor
+ * from stats); a set non-finite flag in stats makes the whole update a no-op. */
+__kernel void clp_adamw(__global float *p, ulong po, __global float *m, ulong mo,
+			__global float *v, ulong vo, __global const float *g, ulong go, ulong n,
+			float decay_mul, float b1, float b2, float eps, float step_size,
+			float bc2_sqrt, float gscale, __global const float *stats, ulong so,
+			int has_stats)
+{
+	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n, i0 + NN_EW_CHUNK);
+	float gs = gscale;
+
+	if (has_stats) {
+		if (stats[so + 1] != 0.0f)
+			return;
+		gs *= stats[so + 3];
+	}
+	p += po;
+	m += mo;
+	v += vo;
+	g += go;
+	for (ulong i = i0; i < i1; i++) {
+		const float gr = g[i] * gs;
+		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
+		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
+		const float denom = sqrt(vi) / bc2_sqrt + eps;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = fma(-step_size, mi / denom, p[i] * decay_mul);
+	}
+}

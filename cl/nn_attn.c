@@ -1,0 +1,157 @@
+/* Host wrappers of the fused attention kernels (nn_attn.cl, CPU shape; nn_attn_gpu.cl, GPU
+ * shape). Scratch (slot NN_SCRATCH_ATTN): transposed K (forward), transposed K, V, Q, dO and
+ * the D and lse rows (backward). */
+#include "cl/nn_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ATT_FILE "nn_attn.cl"
+#define ATT_QB 4
+#define ATT_KB 4
+
+static const char *att_defines(void)
+{
+	return "#define ATT_QB 4\n#define ATT_KB 4\n";
+}
+
+static clp_status check(const clp_nn_attn *a, const char *what)
+{
+	if (!a->B || !a->T || !a->H || !a->KVH || !a->hd || a->H % a->KVH)
+		return clp_error(CLP_ERR_INVALID, "%s: bad shape B=%zu T=%zu H=%zu KVH=%zu hd=%zu "
+				 "(KVH must divide H)", what, a->B, a->T, a->H, a->KVH, a->hd);
+	if (a->ldq < a->H * a->hd || a->ldk < a->KVH * a->hd || a->ldv < a->KVH * a->hd ||
+	    a->ldo < a->H * a->hd)
+		return clp_error(CLP_ERR_INVALID, "%s: row strides ldq=%zu ldk=%zu ldv=%zu ldo=%zu "
+				 "smaller than the heads they hold", what, a->ldq, a->ldk, a->ldv,
+				 a->ldo);
+	if (a->T > 0x7fffffff || a->B * a->H > 0xffffffffu)
+		return clp_error(CLP_ERR_INVALID, "%s: T=%zu too long", what, a->T);
+	return CLP_OK;
+}
+
+static float att_scale(const clp_nn_attn *a)
+{
+	return a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->hd));
+}
+
+static size_t padded(size_t T)
+{
+	return (T + 7) / 8 * 8;
+}
+
+/* dst (scratch + dso) = transpose of nh heads of src rows. */
+static clp_status transpose(clp_cl_ctx *ctx, cl_mem dst, size_t dso, clp_buf src, size_t ld,
+			    size_t nh, const clp_nn_attn *a)
+{
+	cl_kernel k;
+	cl_ulong d0 = dso, so = src.off, l = ld;
+	cl_uint T = (cl_uint)a->T, Tp = (cl_uint)padded(a->T), n = (cl_uint)nh,
+		hd = (cl_uint)a->hd;
+	size_t g[3] = {Tp / 8, nh, a->B}, lo[3] = {1, 1, 1};
+
+	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_transpose", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(dst), CLP_ARG(d0), CLP_ARG(src.mem), CLP_ARG(so),
+			    CLP_ARG(l), CLP_ARG(T), CLP_ARG(Tp), CLP_ARG(n), CLP_ARG(hd)));
+	return clp_cl_run(ctx, k, "attn_transpose", 3, g, lo);
+}
+
+
+clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
+				    clp_buf k, clp_buf v, const clp_nn_attn *a)
+{
+	cl_kernel kr;
+	cl_mem scr;
+	size_t Tp = padded(a->T);
+	size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B}, lo[3] = {1, 1, 1};
+	cl_ulong oo = out.off, ldo = a->ldo, lso = lse.off, qo = q.off, ldq = a->ldq, kto = 0,
+		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off;
+	cl_int has = a->kv_len.mem != NULL, causal = a->causal != 0;
+	cl_uint T = (cl_uint)a->T, tp = (cl_uint)Tp, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH,
+		hd = (cl_uint)a->hd;
+	float scale = att_scale(a);
+
+	CLP_TRY(check(a, "attention_forward"));
+	if (clp_nn_gpu_shape(ctx))
+		return clp_nn_attn_gpu_forward(ctx, out, lse, q, k, v, a);
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, a->B * a->KVH * a->hd * Tp * sizeof(float),
+			       &scr));
+	CLP_TRY(transpose(ctx, scr, 0, k, a->ldk, a->KVH, a));
+	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_forward", &kr));
+	CLP_TRY(clp_cl_args(ctx, kr, 23, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo),
+			    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
+			    CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(ldv),
+			    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
+			    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
+			    CLP_ARG(scale)));
+	return clp_cl_run(ctx, kr, "attn_fwd", 3, g, lo);
+}
+
+clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,
+				     clp_buf dout, clp_buf q, clp_buf k, clp_buf v, clp_buf out,
+				     clp_buf lse, const clp_nn_attn *a)
+{
+	cl_kernel kp, kq, kkv;
+	cl_mem scr;
+	const size_t Tp = padded(a->T), kvsz = a->B * a->KVH * a->hd * Tp,
+		     qsz = a->B * a->H * a->hd * Tp, rsz = a->B * a->H * Tp;
+	/* scratch layout: Kt, Vt, Qt, dOt, D, L2 */
+	const cl_ulong kto = 0, vto = kvsz, qto = 2 * kvsz, gto = 2 * kvsz + qsz,
+		       ddo = 2 * kvsz + 2 * qsz, l2o = ddo + rsz;
+	cl_ulong doo = dout.off, oo = out.off, ldo = a->ldo, lso = lse.off, dqo = dq.off,
+		 ldq = a->ldq, qo = q.off, ko = k.off, ldk = a->ldk, dko = dk.off, dvo = dv.off,
+		 ldv = a->ldv, vo = v.off, klo = a->kv_len.off;
+	cl_int has = a->kv_len.mem != NULL, causal = a->causal != 0;
+	cl_uint T = (cl_uint)a->T, tp = (cl_uint)Tp, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH,
+		hd = (cl_uint)a->hd;
+	float scale = att_scale(a);
+	size_t lo[3] = {1, 1, 1};
+
+	CLP_TRY(check(a, "attention_backward"));
+	if (clp_nn_gpu_shape(ctx))
+		return clp_nn_attn_gpu_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, a);
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, (l2o + rsz) * sizeof(float), &scr));
+	CLP_TRY(transpose(ctx, scr, kto, k, a->ldk, a->KVH, a));
+	CLP_TRY(transpose(ctx, scr, vto, v, a->ldv, a->KVH, a));
+	CLP_TRY(transpose(ctx, scr, qto, q, a->ldq, a->H, a));
+	CLP_TRY(transpose(ctx, scr, gto, dout, a->ldo, a->H, a));
+	{
+		size_t g[3] = {Tp / 8, a->H, a->B};
+
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_pre", &kp));
+		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
+				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),
+				    CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(lse.mem), CLP_ARG(lso),
+				    CLP_ARG(T), CLP_ARG(tp), CLP_ARG(H), CLP_ARG(hd)));
+		CLP_TRY(clp_cl_run(ctx, kp, "attn_bwd_pre", 3, g, lo));
+	}
+	{
+		size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B};
+
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_dq", &kq));
+		CLP_TRY(clp_cl_args(ctx, kq, 29, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
+				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
+				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
+				    CLP_ARG(vto), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(ldo),
+				    CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr), CLP_ARG(l2o),
+				    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
+				    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
+				    CLP_ARG(scale)));
+		CLP_TRY(clp_cl_run(ctx, kq, "attn_bwd_dq", 3, g, lo));
+	}
+	{
+		size_t g[3] = {nn_cdiv(a->T, ATT_KB), a->KVH, a->B};
+
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_dkv", &kkv));
+		CLP_TRY(clp_cl_args(ctx, kkv, 34, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
+				    CLP_ARG(dv.mem), CLP_ARG(dvo), CLP_ARG(ldv), CLP_ARG(q.mem),
+				    CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(k.mem), CLP_ARG(ko),
+				    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(scr), CLP_ARG(qto),
+				    CLP_ARG(scr), CLP_ARG(gto), CLP_ARG(dout.mem), CLP_ARG(doo),
+				    CLP_ARG(ldo), CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
+				    CLP_ARG(l2o), CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has),
+				    CLP_ARG(T), CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd),
+				    CLP_ARG(causal), CLP_ARG(scale)));
+		return clp_cl_run(ctx, kkv, "attn_bwd_dkv", 3, g, lo);
+	}
+}

@@ -1,0 +1,54 @@
+/* Shared pieces of the nn wrappers: kernel shape, geometry, ordered column sums. */
+#include "cl/nn_internal.h"
+
+#include <string.h>
+
+static clp_nn_shape forced_shape = CLP_NN_SHAPE_AUTO;
+
+void clp_nn_set_shape(clp_nn_shape s)
+{
+	forced_shape = s;
+}
+
+int clp_nn_gpu_shape(const clp_cl_ctx *ctx)
+{
+	if (forced_shape != CLP_NN_SHAPE_AUTO)
+		return forced_shape == CLP_NN_SHAPE_GPU;
+	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") != 0;
+}
+
+static int is_cpu(const clp_cl_ctx *ctx)
+{
+	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") == 0;
+}
+
+void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local)
+{
+	*chunk = is_cpu(ctx) ? 8192 : 4;
+	*local = is_cpu(ctx) ? 1 : 256;
+}
+
+const char *clp_nn_ew_defines(const clp_cl_ctx *ctx)
+{
+	return is_cpu(ctx) ? "#define NN_EW_CHUNK 8192\n" : "#define NN_EW_CHUNK 4\n";
+}
+
+clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
+{
+	size_t one = 1;
+
+	return clp_cl_run(ctx, k, label, 1, &n, &one);
+}
+
+clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
+			     size_t stride, size_t nblocks, size_t C)
+{
+	cl_kernel k;
+	cl_ulong dso = dst.off, po = part_off;
+	cl_uint st = (cl_uint)stride, nb = (cl_uint)nblocks, cc = (cl_uint)C;
+
+	CLP_TRY(clp_cl_kernel(ctx, "nn_norm.cl", NULL, "clp_nn_colsum", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dst.mem), CLP_ARG(dso), CLP_ARG(part), CLP_ARG(po),
+			    CLP_ARG(st), CLP_ARG(nb), CLP_ARG(cc)));
+	return clp_nn_run_rows(ctx, k, "nn_colsum", nn_cdiv(C, 64));
+}

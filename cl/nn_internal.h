@@ -1,0 +1,45 @@
+/* Internals shared by the nn_*.c wrappers: geometry, scratch slots, argument helpers. */
+#ifndef CLP_CL_NN_INTERNAL_H
+#define CLP_CL_NN_INTERNAL_H
+
+#include "cl/nn.h"
+
+/* Scratch slots of the context these wrappers use (valid within one call). */
+enum {
+	NN_SCRATCH_ATTN = CLP_SCRATCH_USER0,     /* transposed operands, D, lse */
+	NN_SCRATCH_XENT = CLP_SCRATCH_USER0 + 1, /* logits chunk, row state */
+	NN_SCRATCH_PART = CLP_SCRATCH_USER0 + 2, /* row-block partial column sums */
+	NN_SCRATCH_OPT = CLP_SCRATCH_USER0 + 3   /* gradient-norm partials */
+};
+
+/* Rows per block for parameter-gradient partial sums: fixed (not per device) so that the
+ * summation order, and so the bits, depend only on the shape. */
+#define NN_ROWS_PER_BLOCK 32
+
+/* 1 when the kernels should take their GPU shape on this context. */
+int clp_nn_gpu_shape(const clp_cl_ctx *ctx);
+
+/* Elementwise geometry: elements per work-item and local size. */
+void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local);
+const char *clp_nn_ew_defines(const clp_cl_ctx *ctx);
+
+/* Launch a 1-D kernel over n work-items with local size 1 (CPU shape). */
+clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
+
+/* dst[c] += sum over nblocks of part[blk * stride + c], c < C, blocks in order. */
+clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
+			     size_t stride, size_t nblocks, size_t C);
+
+/* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. */
+clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
+				   clp_buf k, clp_buf v, const clp_nn_attn *a);
+clp_status clp_nn_attn_gpu_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,
+				    clp_buf dout, clp_buf q, clp_buf k, clp_buf v, clp_buf out,
+				    clp_buf lse, const clp_nn_attn *a);
+
+static inline size_t nn_cdiv(size_t a, size_t b)
+{
+	return (a + b - 1) / b;
+}
+
+#endif

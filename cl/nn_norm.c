@@ -1,0 +1,122 @@
+/* Host wrappers of nn_norm.cl: LayerNorm, RMSNorm, bias add and bias gradient. */
+#include "cl/nn_internal.h"
+
+#define NORM_FILE "nn_norm.cl"
+
+static clp_status check_rows(const char *what, size_t N, size_t C)
+{
+	if (N > 0xffffffffu || C == 0 || C > 0xffffffffu || N * C / C != N)
+		return clp_error(CLP_ERR_INVALID, "%s: bad shape N=%zu C=%zu", what, N, C);
+	return CLP_OK;
+}
+
+clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, clp_buf rstd,
+				    clp_buf inp, clp_buf w, clp_buf b, size_t N, size_t C,
+				    float eps)
+{
+	cl_kernel k;
+	cl_ulong oo = out.off, mo = mean.off, ro = rstd.off, io = inp.off, wo = w.off, bo = b.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+
+	CLP_TRY(check_rows("layernorm_forward", N, C));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_ln_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 15, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(mean.mem),
+			    CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(inp.mem),
+			    CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(b.mem), CLP_ARG(bo),
+			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
+	return clp_nn_run_rows(ctx, k, "layernorm_fwd", N);
+}
+
+clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf db,
+				     clp_buf dout, clp_buf inp, clp_buf w, clp_buf mean,
+				     clp_buf rstd, size_t N, size_t C)
+{
+	cl_kernel k;
+	cl_mem part;
+	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
+	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, mo = mean.off,
+		 ro = rstd.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+
+	CLP_TRY(check_rows("layernorm_backward", N, C));
+	if (N == 0)
+		return CLP_OK;
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_ln_backward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
+			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
+			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
+	CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
+	CLP_TRY(clp_nn_colsum_acc(ctx, dw, part, 0, 2 * C, nb, C));
+	return clp_nn_colsum_acc(ctx, db, part, C, 2 * C, nb, C);
+}
+
+clp_status clp_nn_rmsnorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf rstd, clp_buf inp,
+				  clp_buf w, size_t N, size_t C, float eps)
+{
+	cl_kernel k;
+	cl_ulong oo = out.off, ro = rstd.off, io = inp.off, wo = w.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+
+	CLP_TRY(check_rows("rmsnorm_forward", N, C));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rms_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 11, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(rstd.mem),
+			    CLP_ARG(ro), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo),
+			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
+	return clp_nn_run_rows(ctx, k, "rmsnorm_fwd", N);
+}
+
+clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf dout,
+				   clp_buf inp, clp_buf w, clp_buf rstd, size_t N, size_t C)
+{
+	cl_kernel k;
+	cl_mem part;
+	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
+	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, ro = rstd.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+
+	CLP_TRY(check_rows("rmsnorm_backward", N, C));
+	if (N == 0)
+		return CLP_OK;
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rms_backward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
+			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
+			    CLP_ARG(c), CLP_ARG(r)));
+	CLP_TRY(clp_nn_run_rows(ctx, k, "rmsnorm_bwd", nb));
+	return clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C);
+}
+
+clp_status clp_nn_bias_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf bias, size_t N, size_t C)
+{
+	cl_kernel k;
+	cl_ulong oo = out.off, bo = bias.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+
+	CLP_TRY(check_rows("bias_forward", N, C));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(bias.mem),
+			    CLP_ARG(bo), CLP_ARG(n), CLP_ARG(c)));
+	return clp_nn_run_rows(ctx, k, "bias_fwd", N);
+}
+
+clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, size_t N, size_t C)
+{
+	cl_kernel k;
+	cl_mem part;
+	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
+	cl_ulong xo = dout.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+
+	CLP_TRY(check_rows("bias_backward", N, C));
+	if (N == 0)
+		return CLP_OK;
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rowblock_sum", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(part), CLP_ARG(dout.mem), CLP_ARG(xo), CLP_ARG(n),
+			    CLP_ARG(c), CLP_ARG(r)));
+	CLP_TRY(clp_nn_run_rows(ctx, k, "bias_bwd", nb));
+	return clp_nn_colsum_acc(ctx, dbias, part, 0, C, nb, C);
+}

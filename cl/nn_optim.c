@@ -1,0 +1,71 @@
+/* Host wrappers of nn_optim.cl: gradient statistics over many tensors, AdamW. Scratch (slot
+ * NN_SCRATCH_OPT): the partial triples of clp_nn_grad_stats. */
+#include "cl/nn_internal.h"
+
+#include <math.h>
+
+#define OPT_FILE "nn_optim.cl"
+#define GS_CHUNK 16384
+
+clp_status clp_nn_grad_stats(clp_cl_ctx *ctx, clp_buf stats, const clp_buf *grads,
+			     const size_t *n, int count, float max_norm)
+{
+	size_t ng = 0, one = 1;
+	cl_kernel kp, kf;
+	cl_mem part;
+	cl_ulong so = stats.off, total;
+
+	if (count < 0)
+		return clp_error(CLP_ERR_INVALID, "grad_stats: %d tensors", count);
+	for (int i = 0; i < count; i++)
+		ng += nn_cdiv(n[i], GS_CHUNK);
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_OPT, (3 * ng + 3) * sizeof(float), &part));
+	CLP_TRY(clp_cl_kernel(ctx, OPT_FILE, clp_nn_ew_defines(ctx), "clp_gstat_partial", &kp));
+	ng = 0;
+	for (int i = 0; i < count; i++) {
+		cl_ulong base = ng, xo = grads[i].off, nn = n[i];
+		size_t groups = nn_cdiv(n[i], GS_CHUNK);
+
+		if (!groups)
+			continue;
+		CLP_TRY(clp_cl_args(ctx, kp, 5, CLP_ARG(part), CLP_ARG(base), CLP_ARG(grads[i].mem),
+				    CLP_ARG(xo), CLP_ARG(nn)));
+		CLP_TRY(clp_cl_run(ctx, kp, "gstat_partial", 1, &groups, &one));
+		ng += groups;
+	}
+	total = ng;
+	CLP_TRY(clp_cl_kernel(ctx, OPT_FILE, clp_nn_ew_defines(ctx), "clp_gstat_final", &kf));
+	CLP_TRY(clp_cl_args(ctx, kf, 5, CLP_ARG(stats.mem), CLP_ARG(so), CLP_ARG(part),
+			    CLP_ARG(total), CLP_ARG(max_norm)));
+	return clp_cl_run(ctx, kf, "gstat_final", 1, &one, &one);
+}
+
+clp_status clp_nn_adamw_update(clp_cl_ctx *ctx, clp_buf param, clp_buf m, clp_buf v, clp_buf grad,
+			       size_t n, const clp_nn_adamw_hp *hp, int decay, clp_buf stats,
+			       float gscale)
+{
+	cl_kernel k;
+	size_t chunk, local, global;
+	cl_ulong po = param.off, mo = m.off, vo = v.off, go = grad.off, nn = n, so = stats.off;
+	cl_int has = stats.mem != NULL;
+	float decay_mul, step_size, bc2_sqrt;
+	double bc1, bc2;
+
+	if (hp->step < 1 || !(hp->beta1 >= 0 && hp->beta1 < 1) || !(hp->beta2 >= 0 && hp->beta2 < 1))
+		return clp_error(CLP_ERR_INVALID, "adamw: step %ld must be >= 1 and betas (%g, %g) in "
+				 "[0, 1)", hp->step, hp->beta1, hp->beta2);
+	bc1 = 1.0 - pow((double)hp->beta1, (double)hp->step);
+	bc2 = 1.0 - pow((double)hp->beta2, (double)hp->step);
+	decay_mul = decay ? (float)(1.0 - (double)hp->lr * hp->weight_decay) : 1.0f;
+	step_size = (float)(hp->lr / bc1);
+	bc2_sqrt = (float)sqrt(bc2);
+	CLP_TRY(clp_cl_kernel(ctx, OPT_FILE, clp_nn_ew_defines(ctx), "clp_adamw", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(param.mem), CLP_ARG(po), CLP_ARG(m.mem), CLP_ARG(mo),
+			    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(grad.mem), CLP_ARG(go), CLP_ARG(nn),
+			    CLP_ARG(decay_mul), CLP_ARG(hp->beta1), CLP_ARG(hp->beta2),
+			    CLP_ARG(hp->eps), CLP_ARG(step_size), CLP_ARG(bc2_sqrt), CLP_ARG(gscale),
+			    CLP_ARG(stats.mem), CLP_ARG(so), CLP_ARG(has)));
+	clp_nn_ew_geometry(ctx, &chunk, &local);
+	global = nn_cdiv(n, chunk);
+	return clp_cl_run(ctx, k, "adamw", 1, &global, &local);
+}

@@ -1,0 +1,109 @@
+/* Host wrapper of the fused, vocabulary-chunked softmax cross-entropy (nn_xent.cl + GEMM).
+ * Scratch (slot NN_SCRATCH_XENT): one logits chunk (N, vc) and the row state (N, 3). */
+#include "cl/nn_internal.h"
+
+#include "cl/gemm.h"
+#include "cl/ops.h"
+
+#define XENT_FILE "nn_xent.cl"
+
+/* Columns per chunk: about 4M logits in scratch, a multiple of 64, at most V. */
+static size_t chunk_cols(size_t N, size_t V, size_t vchunk)
+{
+	size_t vc = vchunk ? vchunk : (4u << 20) / (N ? N : 1) / 64 * 64;
+
+	if (vc < 64 && !vchunk)
+		vc = 64;
+	return vc < V ? vc : V;
+}
+
+static clp_status check(const char *what, size_t N, size_t C, size_t V)
+{
+	if (!C || !V || N > 0x7fffffff || V > 0x7fffffff || C > 0x7fffffff)
+		return clp_error(CLP_ERR_INVALID, "%s: bad shape N=%zu C=%zu V=%zu", what, N, C, V);
+	return CLP_OK;
+}
+
+clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp_buf h, clp_buf w,
+			       clp_buf targets, size_t N, size_t C, size_t V, size_t vchunk)
+{
+	const size_t vc = chunk_cols(N, V, vchunk);
+	cl_kernel ks, kf;
+	cl_mem scr;
+	cl_ulong tgo = targets.off, lo = losses.off, lso = lse.off;
+	cl_uint n = (cl_uint)N, v = (cl_uint)V;
+
+	CLP_TRY(check("xent_forward", N, C, V));
+	if (!N)
+		return CLP_OK;
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, (N * vc + 3 * N) * sizeof(float), &scr));
+	{
+		cl_ulong so = N * vc; /* the row state lives after the logits */
+		clp_status s = CLP_OK;
+
+		CLP_TRY(clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_stats", &ks));
+		for (size_t c0 = 0; c0 < V && s == CLP_OK; c0 += vc) {
+			size_t cw = V - c0 < vc ? V - c0 : vc;
+			cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;
+			cl_int first = c0 == 0;
+
+			s = clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C,
+					clp_buf_at(w.mem, w.off + c0 * C), C, 0.0f,
+					clp_buf_at(scr, 0), cw);
+			if (s == CLP_OK)
+				s = clp_cl_args(ctx, ks, 9, CLP_ARG(scr), CLP_ARG(so), CLP_ARG(scr),
+						CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n),
+						CLP_ARG(cwu), CLP_ARG(c0u), CLP_ARG(first));
+			if (s == CLP_OK)
+				s = clp_nn_run_rows(ctx, ks, "xent_stats", N);
+		}
+		if (s == CLP_OK)
+			s = clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_final", &kf);
+		if (s == CLP_OK)
+			s = clp_cl_args(ctx, kf, 10, CLP_ARG(losses.mem), CLP_ARG(lo),
+					CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(scr), CLP_ARG(so),
+					CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n), CLP_ARG(v));
+		if (s == CLP_OK)
+			s = clp_nn_run_rows(ctx, kf, "xent_final", N);
+		return s;
+	}
+}
+
+clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf h, clp_buf w,
+				clp_buf targets, clp_buf lse, float scale, size_t N, size_t C,
+				size_t V, size_t vchunk)
+{
+	const size_t vc = chunk_cols(N, V, vchunk);
+	cl_kernel kg;
+	cl_mem scr;
+	cl_ulong tgo = targets.off, lso = lse.off;
+	cl_uint n = (cl_uint)N;
+
+	CLP_TRY(check("xent_backward", N, C, V));
+	if (!N)
+		return CLP_OK;
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, (N * vc + 3 * N) * sizeof(float), &scr));
+	CLP_TRY(clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_grad", &kg));
+	for (size_t c0 = 0; c0 < V; c0 += vc) {
+		size_t cw = V - c0 < vc ? V - c0 : vc;
+		cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;
+		clp_buf wc = clp_buf_at(w.mem, w.off + c0 * C), dl = clp_buf_at(scr, 0);
+
+		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C, wc, C, 0.0f, dl, cw));
+		CLP_TRY(clp_cl_args(ctx, kg, 9, CLP_ARG(scr), CLP_ARG(targets.mem), CLP_ARG(tgo),
+				    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(n), CLP_ARG(cwu),
+				    CLP_ARG(c0u), CLP_ARG(scale)));
+		CLP_TRY(clp_nn_run_rows(ctx, kg, "xent_grad", N));
+		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cw, C, N, 1.0f, dl, cw, h, C, 1.0f,
+				    clp_buf_at(dw.mem, dw.off + c0 * C), C));
+		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, N, C, cw, 1.0f, dl, cw, wc, C, 1.0f, dh, C));
+	}
+	return CLP_OK;
+}
+
+clp_status clp_nn_xent_mean(clp_cl_ctx *ctx, clp_buf loss, clp_buf losses, size_t N,
+			    float inv_count)
+{
+	CLP_TRY(clp_cl_sum(ctx, loss, losses, N));
+	return clp_cl_scale(ctx, loss, inv_count, 1);
+}

@@ -1,0 +1,129 @@
+/* AdamW against the double reference over several steps (with and without decay, with a
+ * gradient scale and the clip factor from the statistics), the gradient statistics over
+ * several tensors (sum of squares, norm, clip factor, non-finite flag), and a skipped step. */
+#include "tests/nn/nn_test.h"
+
+static void test_grad_stats(void)
+{
+	static const size_t sizes[] = {1, 7, 33, 40000, 16384};
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(51);
+	float *x[5], st[4];
+	cl_mem m[5], ms;
+	clp_buf bufs[5];
+	double ss = 0, want[4];
+
+	if (!ctx)
+		return;
+	for (int i = 0; i < 5; i++) {
+		x[i] = tn_rand(&r, sizes[i], -1, 1);
+		m[i] = tn_buf(NULL, sizes[i] + 3);
+		CHECK_OK(clp_cl_write(ctx, m[i], 12, sizes[i] * 4, x[i]));
+		bufs[i] = clp_buf_at(m[i], 3);
+		for (size_t j = 0; j < sizes[i]; j++)
+			ss += (double)x[i][j] * x[i][j];
+	}
+	ms = tn_buf(NULL, 5);
+	CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms, 1), bufs, sizes, 5, 1.0f));
+	tn_get(ms, 1, st, 4);
+	want[0] = ss, want[1] = 0, want[2] = sqrt(ss), want[3] = 1.0 / (sqrt(ss) + 1e-6);
+	th_close("grad stats (clipped)", st, want, 4, 1e-7, 1e-6);
+	CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms, 1), bufs, sizes, 5, 0.0f));
+	tn_get(ms, 1, st, 4);
+	want[3] = 1;
+	th_close("grad stats (no clipping)", st, want, 4, 1e-7, 1e-6);
+	CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms, 1), bufs, sizes, 5, 1e6f));
+	tn_get(ms, 1, st, 4);
+	CHECK(st[3] == 1.0f, "clip factor above 1: %g", st[3]);
+	/* one NaN, and separately one Inf, anywhere: flagged, factor 0 */
+	for (int k = 0; k < 2; k++) {
+		float bad = k ? INFINITY : NAN;
+
+		CHECK_OK(clp_cl_write(ctx, m[3], (3 + 39999 - k * 5000) * 4, 4, &bad));
+		CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms, 1), bufs, sizes, 5, 1.0f));
+		tn_get(ms, 1, st, 4);
+		CHECK(st[1] == 1.0f && st[3] == 0.0f, "%s: non-finite flag %g, factor %g",
+		      k ? "Inf" : "NaN", st[1], st[3]);
+		CHECK_OK(clp_cl_write(ctx, m[3], 12, sizes[3] * 4, x[3]));
+	}
+	for (int i = 0; i < 5; i++) {
+		clReleaseMemObject(m[i]);
+		free(x[i]);
+	}
+	clReleaseMemObject(ms);
+}
+
+static void test_adamw(void)
+{
+	static const size_t sizes[] = {1, 7, 1000, 20001};
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(52);
+
+	if (!ctx)
+		return;
+	for (size_t t = 0; t < 4; t++)
+		for (int decay = 0; decay < 2; decay++) {
+			size_t n = sizes[t];
+			float *p = tn_rand(&r, n, -1, 1), *m = tn_rand(&r, n, -0.1f, 0.1f);
+			float *v = tn_rand(&r, n, 0, 0.01f), *g = malloc(n * 4), *got = malloc(n * 4);
+			double *ref = malloc(n * 8);
+			cl_mem mp = tn_buf(p, n), mm = tn_buf(m, n), mv = tn_buf(v, n), mg, ms;
+			clp_nn_adamw_hp hp = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+			const float stats[4] = {4.0f, 0.0f, 2.0f, 0.5f};
+			char what[64];
+
+			mg = tn_buf(NULL, n);
+			ms = tn_buf(stats, 4);
+			snprintf(what, sizeof(what), "adamw n=%zu decay=%d", n, decay);
+			for (int step = 1; step <= 3; step++) {
+				th_fill_uniform(&r, g, n, -2, 2);
+				CHECK_OK(clp_cl_write(ctx, mg, 0, n * 4, g));
+				hp.step = step;
+				hp.lr = 3e-3f * (float)step;
+				/* step 2 applies the clip factor 0.5 from the stats */
+				CHECK_OK(clp_nn_adamw_update(ctx, clp_buf_at(mp, 0), clp_buf_at(mm, 0),
+							     clp_buf_at(mv, 0), clp_buf_at(mg, 0), n,
+							     &hp, decay,
+							     step == 2 ? clp_buf_at(ms, 0)
+								       : clp_buf_at(NULL, 0),
+							     0.75f));
+				clp_ref_adamw(p, m, v, g, n, &hp, decay, step == 2 ? 0.375f : 0.75f);
+			}
+			tn_get(mp, 0, got, n);
+			for (size_t i = 0; i < n; i++)
+				ref[i] = p[i];
+			th_close(what, got, ref, n, 1e-6, 1e-5);
+			tn_get(mv, 0, got, n);
+			for (size_t i = 0; i < n; i++)
+				ref[i] = v[i];
+			th_close(what, got, ref, n, 1e-9, 1e-5);
+			/* a non-finite flag in the stats skips the update entirely */
+			{
+				const float skip[4] = {NAN, 1.0f, NAN, 0.0f};
+				float *before = malloc(n * 4);
+
+				tn_get(mp, 0, before, n);
+				CHECK_OK(clp_cl_write(ctx, ms, 0, 16, skip));
+				CHECK_OK(clp_nn_adamw_update(ctx, clp_buf_at(mp, 0), clp_buf_at(mm, 0),
+							     clp_buf_at(mv, 0), clp_buf_at(mg, 0), n,
+							     &hp, decay, clp_buf_at(ms, 0), 1.0f));
+				tn_get(mp, 0, got, n);
+				CHECK(memcmp(got, before, n * 4) == 0, "%s: skipped step changed the "
+				      "parameters", what);
+				free(before);
+			}
+			clReleaseMemObject(mp), clReleaseMemObject(mm), clReleaseMemObject(mv);
+			clReleaseMemObject(mg), clReleaseMemObject(ms);
+			free(p), free(m), free(v), free(g), free(got), free(ref);
+		}
+	{
+		clp_nn_adamw_hp hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, 0};
+
+		CHECK_ERR(clp_nn_adamw_update(ctx, clp_buf_at(NULL, 0), clp_buf_at(NULL, 0),
+					      clp_buf_at(NULL, 0), clp_buf_at(NULL, 0), 1, &hp, 1,
+					      clp_buf_at(NULL, 0), 1.0f),
+			  CLP_ERR_INVALID, "step 0");
+	}
+}
+
+TH_MAIN(TH_TEST(test_grad_stats), TH_TEST(test_adamw))

@@ -1,0 +1,261 @@
+/* clpipe bench-nn: device time of every transformer kernel (cl/nn.h) on one layer of a model
+ * shape (default GPT-2 small: B*T = 16*256 tokens, C = 768, 12 heads), from the queue's
+ * per-kernel timings, with the achieved bandwidth of the row-wise kernels and the attention
+ * throughput. Not a test: no thresholds. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/nn.h"
+#include "cl/ops.h"
+#include "tools/cli.h"
+
+/* Bytes one call of each kernel label moves (for GB/s), or flops (attention). */
+struct bench_row {
+	const char *label;
+	double bytes, flops;
+};
+
+#define MAXROWS 40
+
+struct bench {
+	clp_cl_ctx *ctx;
+	struct bench_row rows[MAXROWS];
+	int nrows;
+	cl_mem bufs[32];
+	int nbufs;
+};
+
+static void row(struct bench *b, const char *label, double bytes, double flops)
+{
+	for (int i = 0; i < b->nrows; i++)
+		if (!strcmp(b->rows[i].label, label))
+			return;
+	if (b->nrows < MAXROWS)
+		b->rows[b->nrows++] = (struct bench_row){label, bytes, flops};
+}
+
+static clp_status buf(struct bench *b, size_t n, clp_buf *out)
+{
+	cl_mem m;
+	clp_rng_stream s;
+
+	CLP_TRY(clp_cl_buffer(b->ctx, n * 4, "bench", &m));
+	b->bufs[b->nbufs++] = m;
+	*out = clp_buf_at(m, 0);
+	CLP_TRY(clp_rng_stream_init(&s, 5, (uint32_t)b->nbufs, 0, 0, CLP_RNG_USER));
+	return clp_nn_rng_uniform(b->ctx, *out, n, &s, 0, -1.0f, 1.0f);
+}
+
+static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, int iters,
+		      int gpu_attn, const char *only)
+{
+	const size_t N = B * T, F = 4 * C, hd = C / H, V = 50257;
+	const double f4 = 4.0;
+	clp_buf x, y, z, w, bb, m, rs, qkv, dqkv, att, lse, h4, dh4, id, wte;
+	clp_nn_index *idx = NULL;
+	int32_t *tok = malloc(N * sizeof(*tok));
+	clp_rng_stream rng;
+	clp_nn_attn a = {B, T, H, H, hd, 3 * C, 3 * C, 3 * C, C, 1, 0.0f, {NULL, 0}};
+	clp_nn_adamw_hp hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+	const size_t np = 12 * C * C + 13 * C; /* parameters of one GPT-2 layer */
+	clp_buf pp, pm, pv, pg;
+	double causal_pairs = (double)B * H * (double)T * (T + 1) / 2;
+	clp_status s = CLP_OK;
+
+	if (!tok)
+		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+	CLP_TRY(clp_rng_stream_init(&rng, 1, 0, 0, 0, CLP_RNG_DROPOUT));
+	CLP_TRY(buf(b, N * C, &x));
+	CLP_TRY(buf(b, N * C, &y));
+	CLP_TRY(buf(b, N * C, &z));
+	CLP_TRY(buf(b, C, &w));
+	CLP_TRY(buf(b, C, &bb));
+	CLP_TRY(buf(b, N, &m));
+	CLP_TRY(buf(b, N, &rs));
+	CLP_TRY(buf(b, N * 3 * C, &qkv));
+	CLP_TRY(buf(b, N * 3 * C, &dqkv));
+	CLP_TRY(buf(b, N * C, &att));
+	CLP_TRY(buf(b, B * H * T, &lse));
+	CLP_TRY(buf(b, N * F, &h4));
+	CLP_TRY(buf(b, N * F, &dh4));
+	CLP_TRY(buf(b, np, &pp));
+	CLP_TRY(buf(b, 3 * np, &pm)); /* m, v, g in one */
+	pv = clp_buf_at(pm.mem, np);
+	pg = clp_buf_at(pm.mem, 2 * np);
+	CLP_TRY(buf(b, N, &id));
+	CLP_TRY(buf(b, V * C, &wte));
+	for (size_t i = 0; i < N; i++)
+		tok[i] = (int32_t)((i * 2654435761u) % V);
+	CLP_TRY(clp_cl_write(b->ctx, id.mem, 0, N * 4, tok));
+	CLP_TRY(clp_nn_index_build(b->ctx, &idx, tok, N, V, "bench tokens"));
+	clp_nn_set_shape(gpu_attn ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_AUTO);
+
+	row(b, "add", 3 * f4 * N * C, 0);
+	row(b, "layernorm_fwd", 2 * f4 * N * C, 0);
+	row(b, "layernorm_bwd", 4 * f4 * N * C, 0);
+	row(b, "rmsnorm_fwd", 2 * f4 * N * C, 0);
+	row(b, "rmsnorm_bwd", 4 * f4 * N * C, 0);
+	row(b, "gelu_fwd", 2 * f4 * N * F, 0);
+	row(b, "gelu_bwd", 4 * f4 * N * F, 0);
+	row(b, "swiglu_fwd", 3 * f4 * N * F / 2, 0);
+	row(b, "swiglu_bwd", 7 * f4 * N * F / 2, 0);
+	row(b, "bias_fwd", 2 * f4 * N * C, 0);
+	row(b, "bias_bwd", f4 * N * C, 0);
+	row(b, "residual_bwd", 5 * f4 * N * C, 0);
+	row(b, "dropout_fwd", 2 * f4 * N * C, 0);
+	row(b, "dropout_bwd", 3 * f4 * N * C, 0);
+	row(b, "embed_fwd", 3 * f4 * N * C, 0);
+	row(b, "embed_bwd", 3 * f4 * N * C, 0);
+	row(b, "embed_pos_bwd", 2 * f4 * N * C, 0);
+	row(b, "adamw", 7 * f4 * np, 0);
+	row(b, "gstat_partial", f4 * np, 0);
+	row(b, "attn_fwd", 0, 4 * causal_pairs * hd);
+	row(b, "attn_fwd_gpu", 0, 4 * causal_pairs * hd);
+	row(b, "attn_bwd_dq", 0, 6 * causal_pairs * hd);
+	row(b, "attn_bwd_dkv", 0, 8 * causal_pairs * hd);
+	row(b, "attn_bwd_dq_gpu", 0, 6 * causal_pairs * hd);
+	row(b, "attn_bwd_dkv_gpu", 0, 8 * causal_pairs * hd);
+	row(b, "attn_transpose", 2 * f4 * N * C, 0);
+
+	for (int it = 0; it <= iters && s == CLP_OK; it++) {
+		if (it == 1)
+			clp_cl_profile_start(b->ctx);
+#define T_(call)                                                                                   \
+	if (s == CLP_OK && (!only || strstr(#call, only)))                                         \
+	s = (call)
+		T_(clp_cl_add(b->ctx, z, x, y, N * C));
+		T_(clp_nn_layernorm_forward(b->ctx, y, m, rs, x, w, bb, N, C, 1e-5f));
+		T_(clp_nn_layernorm_backward(b->ctx, z, w, bb, y, x, w, m, rs, N, C));
+		T_(clp_nn_rmsnorm_forward(b->ctx, y, rs, x, w, N, C, 1e-5f));
+		T_(clp_nn_rmsnorm_backward(b->ctx, z, w, y, x, w, rs, N, C));
+		T_(clp_nn_gelu_forward(b->ctx, dh4, h4, N * F, CLP_NN_GELU_TANH));
+		T_(clp_nn_gelu_backward(b->ctx, dh4, h4, h4, N * F, CLP_NN_GELU_TANH));
+		T_(clp_nn_swiglu_forward(b->ctx, dh4, h4, clp_buf_at(h4.mem, F / 2), F, N, F / 2));
+		T_(clp_nn_swiglu_backward(b->ctx, dh4, clp_buf_at(dh4.mem, F / 2), h4, h4,
+					  clp_buf_at(h4.mem, F / 2), F, N, F / 2));
+		T_(clp_nn_bias_forward(b->ctx, y, bb, N, C));
+		T_(clp_nn_bias_backward(b->ctx, bb, y, N, C));
+		T_(clp_nn_residual_backward(b->ctx, y, z, x, N * C));
+		T_(clp_nn_dropout_forward(b->ctx, y, x, N * C, 0.1f, &rng));
+		T_(clp_nn_dropout_backward(b->ctx, z, y, N * C, 0.1f, &rng));
+		T_(clp_nn_embed_forward(b->ctx, x, id, clp_buf_at(NULL, 0),
+					wte, z, clp_buf_at(NULL, 0), B, T, C, V, 0));
+		T_(clp_nn_embed_backward(b->ctx, wte, z, clp_buf_at(NULL, 0), x,
+					 idx, NULL, B, T, C));
+		T_(clp_nn_attention_forward(b->ctx, att, lse, qkv, clp_buf_at(qkv.mem, C),
+					    clp_buf_at(qkv.mem, 2 * C), &a));
+		T_(clp_nn_attention_backward(b->ctx, dqkv, clp_buf_at(dqkv.mem, C),
+					     clp_buf_at(dqkv.mem, 2 * C), x, qkv,
+					     clp_buf_at(qkv.mem, C), clp_buf_at(qkv.mem, 2 * C), att,
+					     lse, &a));
+		T_(clp_nn_grad_stats(b->ctx, m, &pg, &np, 1, 1.0f));
+		T_(clp_nn_adamw_update(b->ctx, pp, pm, pv, pg, np, &hp, 1, m, 1.0f));
+		if (s == CLP_OK && it == 0)
+			s = clp_cl_finish(b->ctx);
+#undef T_
+	}
+	clp_nn_set_shape(CLP_NN_SHAPE_AUTO);
+	clp_nn_index_free(idx);
+	free(tok);
+	return s;
+}
+
+static void print_table(const struct bench *b, const clp_cl_timing *t, int nt, int iters)
+{
+	printf("%-18s %6s %10s %10s %12s\n", "kernel", "calls", "ms/call", "GB/s", "GFLOP/s");
+	for (int i = 0; i < nt; i++) {
+		const struct bench_row *r = NULL;
+		double ms = t[i].total_ms / (double)t[i].count;
+		int per = (int)(t[i].count / (uint64_t)iters);
+
+		for (int j = 0; j < b->nrows; j++)
+			if (!strcmp(b->rows[j].label, t[i].label))
+				r = &b->rows[j];
+		printf("%-18s %6d %10.3f", t[i].label, per, ms);
+		if (r && r->bytes > 0 && per == 1)
+			printf(" %10.1f", r->bytes / (ms * 1e-3) / 1e9);
+		else
+			printf(" %10s", "");
+		if (r && r->flops > 0)
+			printf(" %12.1f", r->flops / (ms * 1e-3) / 1e9);
+		printf("\n");
+	}
+}
+
+int cmd_bench_nn(int argc, char **argv)
+{
+	const char *device = NULL, *v, *only = NULL;
+	long B = 16, T = 256, C = 768, H = 12, iters = 5;
+	int gpu = 0, r;
+	struct bench b;
+	clp_cl_timing *t = NULL;
+	int nt = 0;
+	clp_status s;
+
+	memset(&b, 0, sizeof(b));
+	for (int i = 1; i < argc; i++) {
+		long *dst = NULL;
+
+		if (cli_is_help(argv[i])) {
+			printf("usage: clpipe bench-nn [--device SPEC] [--B N] [--T N] [--C N] [--H N]\n"
+			       "                       [--iters N] [--gpu-shape] [--only NAME]\n\n"
+			       "Times every transformer kernel on one layer of a model shape (default\n"
+			       "GPT-2 small: B=16 T=256 C=768 H=12) with the queue's per-kernel timings;\n"
+			       "prints ms per call, GB/s of the memory-bound kernels and GFLOP/s of\n"
+			       "attention. --gpu-shape forces the GPU-shaped attention kernels;\n"
+			       "--only runs the calls whose wrapper name contains NAME (attention,\n"
+			       "layernorm, gelu, ...).\n");
+			return 0;
+		}
+		if (!strcmp(argv[i], "--gpu-shape")) {
+			gpu = 1;
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--only", &only)) != 0) {
+			if (r < 0)
+				return cli_usage_error("bench-nn", "--only needs a value");
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--device", &device)) != 0) {
+			if (r < 0)
+				return cli_usage_error("bench-nn", "--device needs a value");
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--B", &v)) > 0)
+			dst = &B;
+		else if (r == 0 && (r = cli_value(argc, argv, &i, "--T", &v)) > 0)
+			dst = &T;
+		else if (r == 0 && (r = cli_value(argc, argv, &i, "--C", &v)) > 0)
+			dst = &C;
+		else if (r == 0 && (r = cli_value(argc, argv, &i, "--H", &v)) > 0)
+			dst = &H;
+		else if (r == 0 && (r = cli_value(argc, argv, &i, "--iters", &v)) > 0)
+			dst = &iters;
+		if (r < 0)
+			return cli_usage_error("bench-nn", "%s needs a value", argv[i]);
+		if (!dst)
+			return cli_usage_error("bench-nn", "unknown option '%s'", argv[i]);
+		*dst = strtol(v, NULL, 10);
+		if (*dst <= 0)
+			return cli_usage_error("bench-nn", "%s must be a positive integer", argv[i - 1]);
+	}
+	if (C % H)
+		return cli_usage_error("bench-nn", "--C %ld is not a multiple of --H %ld", C, H);
+	s = clp_cl_ctx_create(&b.ctx, device);
+	if (s != CLP_OK)
+		return cli_fail("bench-nn", s);
+	printf("device %s: B=%ld T=%ld C=%ld H=%ld, %ld iterations\n", clp_cl_ctx_device(b.ctx)->name,
+	       B, T, C, H, iters);
+	s = run(&b, (size_t)B, (size_t)T, (size_t)C, (size_t)H, (int)iters, gpu, only);
+	if (s == CLP_OK)
+		s = clp_cl_profile_stop(b.ctx, &t, &nt);
+	if (s == CLP_OK)
+		print_table(&b, t, nt, (int)iters);
+	free(t);
+	for (int i = 0; i < b.nbufs; i++)
+		clReleaseMemObject(b.bufs[i]);
+	clp_cl_ctx_free(b.ctx);
+	return s == CLP_OK ? 0 : cli_fail("bench-nn", s);
+}
