@@ -177,15 +177,18 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
  * columns (0: chosen from N) go through clp_cl_gemm into scratch while a running max, sum and
  * target logit are kept per row. targets: int32 (N), -1 = ignore (BERT MLM). Writes losses (N):
  * -log softmax(logits)[target], 0 for ignored rows (NaN for a target outside [-1, V)); saves
- * lse (N). The mean loss is sum(losses) / count of valid targets (clp_nn_xent_mean). */
+ * lse (N). The mean loss is sum(losses) / count of valid targets (clp_nn_xent_mean).
+ * bias (V): added to the logits (BERT's decoder bias); mem NULL: none. */
 clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp_buf h, clp_buf w,
-			       clp_buf targets, size_t N, size_t C, size_t V, size_t vchunk);
+			       clp_buf bias, clp_buf targets, size_t N, size_t C, size_t V,
+			       size_t vchunk);
 /* dh (N,C) += dlogits w, dw (V,C) += dlogits^T h with dlogits = (softmax - onehot) * scale for
  * valid rows (scale = 1 / global count of valid targets, so micro-batches of a pipeline sum to
- * the global mean's gradient). Logits are recomputed per chunk. */
-clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf h, clp_buf w,
-				clp_buf targets, clp_buf lse, float scale, size_t N, size_t C,
-				size_t V, size_t vchunk);
+ * the global mean's gradient). Logits are recomputed per chunk. With a bias, dbias (V) += column
+ * sums of dlogits (dbias.mem NULL: not accumulated). */
+clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf dbias,
+				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
+				float scale, size_t N, size_t C, size_t V, size_t vchunk);
 /* loss[0] = sum(losses (N)) * inv_count (compensated sum). */
 clp_status clp_nn_xent_mean(clp_cl_ctx *ctx, clp_buf loss, clp_buf losses, size_t N,
 			    float inv_count);

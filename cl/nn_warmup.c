@@ -78,8 +78,8 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 			clp_nn_gpu_shape(ctx) ? "_gpu" : "", now_s() - t0);
 	t0 = now_s();
 	/* loss N = 8, C = 16, V = 4: all targets valid */
-	CLP_TRY(clp_nn_xent_forward(ctx, c, d, a, b, ib, 8, 16, 4, 0));
-	CLP_TRY(clp_nn_xent_backward(ctx, e, g, a, b, ib, d, 0.125f, 8, 16, 4, 0));
+	CLP_TRY(clp_nn_xent_forward(ctx, c, d, a, b, none, ib, 8, 16, 4, 0));
+	CLP_TRY(clp_nn_xent_backward(ctx, e, g, none, a, b, none, ib, d, 0.125f, 8, 16, 4, 0));
 	CLP_TRY(clp_nn_xent_mean(ctx, d, c, 8, 0.125f));
 	CLP_TRY(clp_nn_grad_stats(ctx, c, &a, &ng, 1, 1.0f));
 	CLP_TRY(clp_nn_adamw_update(ctx, a, d, e, b, 64, &hp, 1, c, 1.0f));

@@ -25,7 +25,8 @@ static clp_status check(const char *what, size_t N, size_t C, size_t V)
 }
 
 clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp_buf h, clp_buf w,
-			       clp_buf targets, size_t N, size_t C, size_t V, size_t vchunk)
+			       clp_buf bias, clp_buf targets, size_t N, size_t C, size_t V,
+			       size_t vchunk)
 {
 	const size_t vc = chunk_cols(N, V, vchunk);
 	cl_kernel ks, kf;
@@ -50,6 +51,9 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 			s = clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C,
 					clp_buf_at(w.mem, w.off + c0 * C), C, 0.0f,
 					clp_buf_at(scr, 0), cw);
+			if (s == CLP_OK && bias.mem)
+				s = clp_nn_bias_forward(ctx, clp_buf_at(scr, 0),
+							clp_buf_at(bias.mem, bias.off + c0), N, cw);
 			if (s == CLP_OK)
 				s = clp_cl_args(ctx, ks, 9, CLP_ARG(scr), CLP_ARG(so), CLP_ARG(scr),
 						CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n),
@@ -69,9 +73,9 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 	}
 }
 
-clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf h, clp_buf w,
-				clp_buf targets, clp_buf lse, float scale, size_t N, size_t C,
-				size_t V, size_t vchunk)
+clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf dbias,
+				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
+				float scale, size_t N, size_t C, size_t V, size_t vchunk)
 {
 	const size_t vc = chunk_cols(N, V, vchunk);
 	cl_kernel kg;
@@ -90,10 +94,16 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 		clp_buf wc = clp_buf_at(w.mem, w.off + c0 * C), dl = clp_buf_at(scr, 0);
 
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C, wc, C, 0.0f, dl, cw));
+		if (bias.mem)
+			CLP_TRY(clp_nn_bias_forward(ctx, dl, clp_buf_at(bias.mem, bias.off + c0), N,
+						    cw));
 		CLP_TRY(clp_cl_args(ctx, kg, 9, CLP_ARG(scr), CLP_ARG(targets.mem), CLP_ARG(tgo),
 				    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(n), CLP_ARG(cwu),
 				    CLP_ARG(c0u), CLP_ARG(scale)));
 		CLP_TRY(clp_nn_run_rows(ctx, kg, "xent_grad", N));
+		if (dbias.mem)
+			CLP_TRY(clp_nn_bias_backward(ctx, clp_buf_at(dbias.mem, dbias.off + c0), dl, N,
+						     cw));
 		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cw, C, N, 1.0f, dl, cw, h, C, 1.0f,
 				    clp_buf_at(dw.mem, dw.off + c0 * C), C));
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, N, C, cw, 1.0f, dl, cw, wc, C, 1.0f, dh, C));

@@ -48,10 +48,12 @@ void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float 
 				const float *q, const float *k, const float *v,
 				const clp_nn_attn *a, const int32_t *kv_len);
 
+/* bias (V) may be NULL; dbias (V) may be NULL. */
 void clp_ref_xent_forward(double *losses, double *lse, const float *h, const float *w,
-			  const int32_t *targets, size_t N, size_t C, size_t V);
-void clp_ref_xent_backward(double *dh, double *dw, const float *h, const float *w,
-			   const int32_t *targets, float scale, size_t N, size_t C, size_t V);
+			  const float *bias, const int32_t *targets, size_t N, size_t C, size_t V);
+void clp_ref_xent_backward(double *dh, double *dw, double *dbias, const float *h, const float *w,
+			   const float *bias, const int32_t *targets, float scale, size_t N,
+			   size_t C, size_t V);
 
 /* One AdamW step in place (double arithmetic, PyTorch's formulas). */
 void clp_ref_adamw(float *p, float *m, float *v, const float *g, size_t n,

@@ -114,10 +114,11 @@ out:
 	free(dp);
 }
 
-static void logits_row(double *l, const float *h, const float *w, size_t n, size_t C, size_t V)
+static void logits_row(double *l, const float *h, const float *w, const float *bias, size_t n,
+		       size_t C, size_t V)
 {
 	for (size_t j = 0; j < V; j++) {
-		double d = 0;
+		double d = bias ? bias[j] : 0.0;
 
 		for (size_t c = 0; c < C; c++)
 			d += (double)h[n * C + c] * w[j * C + c];
@@ -138,7 +139,7 @@ static double row_lse(const double *l, size_t V)
 }
 
 void clp_ref_xent_forward(double *losses, double *lse, const float *h, const float *w,
-			  const int32_t *targets, size_t N, size_t C, size_t V)
+			  const float *bias, const int32_t *targets, size_t N, size_t C, size_t V)
 {
 	double *l = malloc(V * sizeof(*l));
 
@@ -147,7 +148,7 @@ void clp_ref_xent_forward(double *losses, double *lse, const float *h, const flo
 	for (size_t n = 0; n < N; n++) {
 		double z;
 
-		logits_row(l, h, w, n, C, V);
+		logits_row(l, h, w, bias, n, C, V);
 		z = row_lse(l, V);
 		if (lse)
 			lse[n] = z;
@@ -156,8 +157,9 @@ void clp_ref_xent_forward(double *losses, double *lse, const float *h, const flo
 	free(l);
 }
 
-void clp_ref_xent_backward(double *dh, double *dw, const float *h, const float *w,
-			   const int32_t *targets, float scale, size_t N, size_t C, size_t V)
+void clp_ref_xent_backward(double *dh, double *dw, double *dbias, const float *h, const float *w,
+			   const float *bias, const int32_t *targets, float scale, size_t N,
+			   size_t C, size_t V)
 {
 	double *l = malloc(V * sizeof(*l));
 
@@ -168,10 +170,13 @@ void clp_ref_xent_backward(double *dh, double *dw, const float *h, const float *
 
 		if (targets[n] < 0)
 			continue;
-		logits_row(l, h, w, n, C, V);
+		logits_row(l, h, w, bias, n, C, V);
 		z = row_lse(l, V);
 		for (size_t j = 0; j < V; j++) {
 			double d = (exp(l[j] - z) - (j == (size_t)targets[n])) * scale;
+
+			if (dbias)
+				dbias[j] += d;
 
 			for (size_t c = 0; c < C; c++) {
 				dh[n * C + c] += d * w[j * C + c];
