@@ -68,7 +68,7 @@ clp_status clp_model_config_resolve(clp_model_config *c)
 	if (c->dropout < 0 || c->dropout >= 1)
 		return clp_error(CLP_ERR_INVALID, "model.dropout = %g: expected 0 <= p < 1",
 				 (double)c->dropout);
-	if (c->preset == CLP_PRESET_BERT)
-		c->tied = 1; /* the MLM decoder is the word embedding */
+	if (c->preset != CLP_PRESET_LLAMA)
+		c->tied = 1; /* GPT-2's head and BERT's MLM decoder are the token embedding */
 	return CLP_OK;
 }

@@ -182,7 +182,10 @@ static void head(struct builder *b, const clp_model_config *c, int has_embedding
 		break;
 	case CLP_PRESET_LLAMA:
 		one(b, "model.norm.weight", blk, CLP_R_LNF_W, C, 0, 0);
-		one(b, "lm_head.weight", blk, CLP_R_HEAD_W, V, C, 1);
+		if (!c->tied)
+			one(b, "lm_head.weight", blk, CLP_R_HEAD_W, V, C, 1);
+		else if (!has_embedding)
+			one(b, "model.embed_tokens.weight", blk, CLP_R_TOK_EMB, V, C, 1);
 		break;
 	case CLP_PRESET_BERT:
 		one(b, "cls.predictions.transform.dense.weight", blk, CLP_R_HEAD_DENSE_W, C, C, 1);

@@ -1,0 +1,467 @@
+/* A stage's memory, parameters and optimizer; forward and backward live in stage_fwd.c and
+ * stage_bwd.c. */
+#include "engine/model/stage_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/ops.h"
+#include "cl/rng.h"
+
+static const char *const kind_names[4] = {"params", "grads", "adam_m", "adam_v"};
+
+clp_buf st_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block)
+{
+	int u = clp_param_unit_of(&st->tab, role, block);
+	clp_buf none = {NULL, 0};
+
+	/* the tied embedding: the head uses block 0's table when the stage holds it */
+	if (u < 0 && role == CLP_R_TOK_EMB)
+		u = clp_param_unit_of(&st->tab, role, st->has_emb ? 0 : st->cfg.n_layer + 1);
+	return u < 0 ? none : st->units[w][u];
+}
+
+static clp_status alloc_params(clp_stage *st)
+{
+	int nu = st->tab.nunits;
+	const char **names = calloc((size_t)nu, sizeof(*names));
+	size_t *bytes = calloc((size_t)nu, sizeof(*bytes));
+	clp_status s = CLP_OK;
+
+	if (!names || !bytes) {
+		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
+		goto out;
+	}
+	for (int u = 0; u < nu; u++) {
+		names[u] = st->tab.units[u].name;
+		bytes[u] = st->tab.units[u].numel * sizeof(float);
+	}
+	for (int k = 0; k < 4 && s == CLP_OK; k++) {
+		st->units[k] = calloc((size_t)nu, sizeof(clp_buf));
+		if (!st->units[k]) {
+			s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
+			break;
+		}
+		s = clp_cl_block_create(st->ctx, kind_names[k], nu, names, bytes, &st->blk[k]);
+		for (int u = 0; s == CLP_OK && u < nu; u++)
+			st->units[k][u] = clp_buf_view(clp_cl_block_view(st->blk[k], u));
+	}
+out:
+	free(names);
+	free(bytes);
+	return s;
+}
+
+/* Lay out one slot's activations as one block of views. */
+static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
+{
+	size_t N = st->N, C = st->C;
+	size_t la_size[LA_COUNT] = {
+		[LA_LN1] = N * C, [LA_LN1_MEAN] = N, [LA_LN1_RSTD] = N,
+		[LA_QKV] = N * st->dq, [LA_ATT] = N * st->H * st->hd, [LA_LSE] = st->B * st->H * st->T,
+		[LA_RES1] = st->cfg.preset == CLP_PRESET_BERT ? N * C : 0,
+		[LA_XMID] = N * C,
+		[LA_LN2] = st->cfg.preset == CLP_PRESET_BERT ? 0 : N * C, [LA_LN2_MEAN] = N,
+		[LA_LN2_RSTD] = N, [LA_FC] = N * st->dfc, [LA_ACT] = N * st->F,
+		[LA_RES2] = st->cfg.preset == CLP_PRESET_BERT ? N * C : 0,
+	};
+	int bert = st->cfg.preset == CLP_PRESET_BERT;
+	size_t sa_size[SA_COUNT] = {
+		[SA_TOKENS] = N, [SA_TYPES] = N, [SA_TARGETS] = N,
+		[SA_EMB] = bert && st->has_emb ? N * C : 0, [SA_EMB_MEAN] = N, [SA_EMB_RSTD] = N,
+		[SA_HEAD_D] = bert && st->has_head ? N * C : 0,
+		[SA_HEAD_G] = bert && st->has_head ? N * C : 0,
+		[SA_LNF] = st->has_head ? N * C : 0, [SA_LNF_MEAN] = N, [SA_LNF_RSTD] = N,
+		[SA_XLSE] = N, [SA_LOSSES] = N, [SA_LOSS] = 1,
+	};
+	int nv = (st->nl + 1) + st->nl * LA_COUNT + SA_COUNT, v = 0;
+	const char **names = calloc((size_t)nv, sizeof(*names));
+	size_t *bytes = calloc((size_t)nv, sizeof(*bytes));
+	char label[64];
+	clp_status s = CLP_OK;
+
+	sl->x = calloc((size_t)st->nl + 1, sizeof(clp_buf));
+	sl->la = calloc((size_t)st->nl + 1, sizeof(*sl->la));
+	sl->tokens = calloc(N, sizeof(int32_t));
+	sl->types = calloc(N, sizeof(int32_t));
+	if (!names || !bytes || !sl->x || !sl->la || !sl->tokens || !sl->types) {
+		s = clp_error(CLP_ERR_NOMEM, "out of host memory for activations");
+		goto out;
+	}
+	for (int i = 0; i <= st->nl; i++) {
+		names[v] = "residual";
+		bytes[v++] = N * C * sizeof(float);
+	}
+	for (int l = 0; l < st->nl; l++)
+		for (int a = 0; a < LA_COUNT; a++) {
+			names[v] = "layer activation";
+			bytes[v++] = la_size[a] * sizeof(float);
+		}
+	for (int a = 0; a < SA_COUNT; a++) {
+		names[v] = "stage activation";
+		bytes[v++] = sa_size[a] * sizeof(float);
+	}
+	snprintf(label, sizeof(label), "activations of slot %d", index);
+	s = clp_cl_block_create(st->ctx, label, nv, names, bytes, &sl->mem);
+	if (s != CLP_OK)
+		goto out;
+	v = 0;
+	for (int i = 0; i <= st->nl; i++)
+		sl->x[i] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+	for (int l = 0; l < st->nl; l++)
+		for (int a = 0; a < LA_COUNT; a++)
+			sl->la[l][a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+	for (int a = 0; a < SA_COUNT; a++)
+		sl->sa[a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+out:
+	free(names);
+	free(bytes);
+	return s;
+}
+
+static clp_status alloc_tmp(clp_stage *st)
+{
+	size_t N = st->N, C = st->C;
+	size_t sz[TV_COUNT] = {
+		[TV_DRES] = N * C, [TV_DA] = N * C, [TV_TMP] = N * C, [TV_DQKV] = N * st->dq,
+		[TV_DATT] = N * st->H * st->hd, [TV_DFC] = N * st->dfc, [TV_DACT] = N * st->F,
+		[TV_DLN] = N * C,
+	};
+	static const char *const names[TV_COUNT] = {"dres", "da", "tmp", "dqkv", "datt", "dfc",
+						     "dact", "dln"};
+	size_t bytes[TV_COUNT];
+
+	for (int i = 0; i < TV_COUNT; i++)
+		bytes[i] = sz[i] * sizeof(float);
+	CLP_TRY(clp_cl_block_create(st->ctx, "backward temporaries", TV_COUNT, names, bytes,
+				    &st->tmp));
+	for (int i = 0; i < TV_COUNT; i++)
+		st->tv[i] = clp_buf_view(clp_cl_block_view(st->tmp, i));
+	return CLP_OK;
+}
+
+static clp_status alloc_misc(clp_stage *st)
+{
+	const char *names[2] = {"grad stats", "rope table"};
+	size_t half = st->hd / 2;
+	size_t bytes[2] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
+						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
+						      : 4};
+	float *tab;
+	clp_status s;
+
+	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 2, names, bytes, &st->misc));
+	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
+	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
+	if (st->cfg.preset != CLP_PRESET_LLAMA)
+		return CLP_OK;
+	tab = malloc(bytes[1]);
+	if (!tab)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the rope table");
+	clp_nn_rope_table(tab, (size_t)st->cfg.ctx, st->hd, st->cfg.rope_theta);
+	s = clp_cl_write(st->ctx, st->rope.mem, st->rope.off * 4, bytes[1], tab);
+	free(tab);
+	return s;
+}
+
+static clp_status map_global(clp_stage *st)
+{
+	clp_param_table full;
+
+	CLP_TRY(clp_param_table_build(&st->cfg, 0, clp_model_nblocks(&st->cfg) - 1, &full));
+	st->global_index = calloc((size_t)st->tab.ntensors, sizeof(int));
+	if (!st->global_index) {
+		clp_param_table_free(&full);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
+	}
+	for (int i = 0; i < st->tab.ntensors; i++)
+		st->global_index[i] = clp_param_find(&full, st->tab.tensors[i].name);
+	clp_param_table_free(&full);
+	return CLP_OK;
+}
+
+clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
+			    int first_block, int last_block, const clp_stage_opts *o)
+{
+	clp_stage *st;
+	clp_status s;
+
+	*out = NULL;
+	if (o->B < 1 || o->T < 1 || o->slots < 1)
+		return clp_error(CLP_ERR_INVALID, "stage: batch %zu x %zu with %d slots: all must "
+				 "be positive", o->B, o->T, o->slots);
+	if (o->T > (size_t)cfg->ctx)
+		return clp_error(CLP_ERR_INVALID, "stage: sequence length %zu is over the model's "
+				 "context (model.ctx = %d)", o->T, cfg->ctx);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
+	st->ctx = ctx;
+	st->cfg = *cfg;
+	s = clp_model_config_resolve(&st->cfg);
+	if (s == CLP_OK)
+		s = clp_param_table_build(&st->cfg, first_block, last_block, &st->tab);
+	if (s != CLP_OK) {
+		free(st);
+		return s;
+	}
+	st->first = first_block;
+	st->last = last_block;
+	st->has_emb = first_block == 0;
+	st->has_head = last_block == clp_model_nblocks(&st->cfg) - 1;
+	/* layers held: blocks max(first,1)..min(last,L) */
+	{
+		int lo = first_block < 1 ? 1 : first_block;
+		int hi = last_block > st->cfg.n_layer ? st->cfg.n_layer : last_block;
+
+		st->l0 = lo - 1;
+		st->nl = hi >= lo ? hi - lo + 1 : 0;
+	}
+	st->B = o->B;
+	st->T = o->T;
+	st->N = o->B * o->T;
+	st->C = (size_t)st->cfg.d_model;
+	st->H = (size_t)st->cfg.n_head;
+	st->KVH = (size_t)st->cfg.n_kv_head;
+	st->hd = st->C / st->H;
+	st->F = (size_t)st->cfg.d_ff;
+	st->V = (size_t)st->cfg.vocab;
+	st->dq = st->H * st->hd + 2 * st->KVH * st->hd;
+	st->dfc = st->cfg.preset == CLP_PRESET_LLAMA ? 2 * st->F : st->F;
+	st->nslots = o->slots;
+	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
+	if (!st->slots)
+		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
+	if (s == CLP_OK)
+		s = map_global(st);
+	if (s == CLP_OK)
+		s = alloc_params(st);
+	for (int i = 0; s == CLP_OK && i < o->slots; i++)
+		s = alloc_slot(st, &st->slots[i], i);
+	if (s == CLP_OK)
+		s = alloc_tmp(st);
+	if (s == CLP_OK)
+		s = alloc_misc(st);
+	if (s != CLP_OK) {
+		clp_stage_free(st);
+		return s;
+	}
+	*out = st;
+	return CLP_OK;
+}
+
+void clp_stage_free(clp_stage *st)
+{
+	if (!st)
+		return;
+	clp_cl_finish(st->ctx);
+	for (int i = 0; st->slots && i < st->nslots; i++) {
+		struct slot *sl = &st->slots[i];
+
+		clp_cl_block_free(sl->mem);
+		clp_nn_index_free(sl->tok_idx);
+		clp_nn_index_free(sl->type_idx);
+		free(sl->x);
+		free(sl->la);
+		free(sl->tokens);
+		free(sl->types);
+	}
+	free(st->slots);
+	for (int k = 0; k < 4; k++) {
+		clp_cl_block_free(st->blk[k]);
+		free(st->units[k]);
+	}
+	clp_cl_block_free(st->tmp);
+	clp_cl_block_free(st->misc);
+	free(st->global_index);
+	clp_param_table_free(&st->tab);
+	free(st);
+}
+
+const clp_param_table *clp_stage_table(const clp_stage *st)
+{
+	return &st->tab;
+}
+
+int clp_stage_has_embedding(const clp_stage *st)
+{
+	return st->has_emb;
+}
+
+int clp_stage_has_head(const clp_stage *st)
+{
+	return st->has_head;
+}
+
+clp_buf clp_stage_unit(const clp_stage *st, clp_stage_what w, int unit)
+{
+	return st->units[w][unit];
+}
+
+clp_buf clp_stage_tensor(const clp_stage *st, clp_stage_what w, int tensor)
+{
+	const clp_tensor_desc *d = &st->tab.tensors[tensor];
+	clp_buf u = st->units[w][d->unit];
+
+	return clp_buf_at(u.mem, u.off + d->offset);
+}
+
+clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *host)
+{
+	clp_buf b = clp_stage_tensor(st, w, tensor);
+
+	return clp_cl_read(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host);
+}
+
+clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const float *host)
+{
+	clp_buf b = clp_stage_tensor(st, w, tensor);
+
+	return clp_cl_write(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host);
+}
+
+static int residual_projection(clp_role r)
+{
+	return r == CLP_R_ATT_O_W || r == CLP_R_PROJ_W;
+}
+
+clp_status clp_stage_init_params(clp_stage *st, uint64_t seed)
+{
+	float std_res = 0.02f / sqrtf(2.0f * (float)st->cfg.n_layer);
+
+	for (int i = 0; i < st->tab.ntensors; i++) {
+		const clp_tensor_desc *d = &st->tab.tensors[i];
+		clp_buf p = clp_stage_tensor(st, CLP_ST_PARAM, i);
+		clp_rng_stream rs;
+
+		if (d->ndim == 1) {
+			int is_weight = strstr(d->name, "bias") == NULL;
+
+			/* norm weights 1, biases 0 */
+			CLP_TRY(clp_cl_fill(st->ctx, p, is_weight ? 1.0f : 0.0f, d->numel));
+			continue;
+		}
+		CLP_TRY(clp_rng_stream_init(&rs, seed, 0, 0, (uint32_t)st->global_index[i],
+					    CLP_RNG_INIT));
+		CLP_TRY(clp_nn_rng_normal(st->ctx, p, d->numel, &rs, 0, 0.0f,
+					  residual_projection(d->role) ? std_res : 0.02f));
+	}
+	for (int k = CLP_ST_GRAD; k <= CLP_ST_ADAM_V; k++)
+		for (int u = 0; u < st->tab.nunits; u++)
+			CLP_TRY(clp_cl_fill(st->ctx, st->units[k][u], 0.0f, st->tab.units[u].numel));
+	return CLP_OK;
+}
+
+clp_buf clp_stage_act_in(const clp_stage *st, int slot)
+{
+	return st->slots[slot].x[0];
+}
+
+clp_buf clp_stage_act_out(const clp_stage *st, int slot)
+{
+	return st->slots[slot].x[st->nl];
+}
+
+clp_buf clp_stage_grad_in(const clp_stage *st)
+{
+	return st->tv[TV_DRES];
+}
+
+clp_buf clp_stage_losses(const clp_stage *st, int slot)
+{
+	return st->slots[slot].sa[SA_LOSSES];
+}
+
+clp_buf clp_stage_loss(const clp_stage *st, int slot)
+{
+	return st->slots[slot].sa[SA_LOSS];
+}
+
+clp_buf clp_stage_stats(const clp_stage *st)
+{
+	return st->stats;
+}
+
+static clp_status check_slot(const clp_stage *st, const clp_stage_mb *mb)
+{
+	if (mb->slot < 0 || mb->slot >= st->nslots)
+		return clp_error(CLP_ERR_INVALID, "stage: slot %d out of range (%d slots)", mb->slot,
+				 st->nslots);
+	return CLP_OK;
+}
+
+clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_count)
+{
+	struct slot *s;
+
+	CLP_TRY(check_slot(st, mb));
+	s = &st->slots[mb->slot];
+	if (st->has_emb)
+		CLP_TRY(st_embedding_forward(st, s, mb));
+	if (st->has_head && mb->targets)
+		CLP_TRY(clp_cl_write(st->ctx, s->sa[SA_TARGETS].mem, s->sa[SA_TARGETS].off * 4,
+				     st->N * 4, mb->targets));
+	for (int l = 0; l < st->nl; l++)
+		CLP_TRY(st_layer_forward(st, s, l, mb));
+	if (st->has_head)
+		CLP_TRY(st_head_forward(st, s, inv_count));
+	return CLP_OK;
+}
+
+clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale)
+{
+	struct slot *s;
+
+	CLP_TRY(check_slot(st, mb));
+	s = &st->slots[mb->slot];
+	if (st->has_head)
+		CLP_TRY(st_head_backward(st, s, loss_scale));
+	for (int l = st->nl - 1; l >= 0; l--)
+		CLP_TRY(st_layer_backward(st, s, l, mb));
+	if (st->has_emb)
+		CLP_TRY(st_embedding_backward(st, s, mb));
+	return CLP_OK;
+}
+
+clp_status clp_stage_zero_grads(clp_stage *st)
+{
+	for (int u = 0; u < st->tab.nunits; u++)
+		CLP_TRY(clp_cl_fill(st->ctx, st->units[CLP_ST_GRAD][u], 0.0f, st->tab.units[u].numel));
+	return CLP_OK;
+}
+
+clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
+{
+	int nu = st->tab.nunits;
+	clp_buf *g = calloc((size_t)nu, sizeof(*g));
+	size_t *n = calloc((size_t)nu, sizeof(*n));
+	clp_status s;
+
+	if (!g || !n) {
+		free(g);
+		free(n);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	}
+	for (int u = 0; u < nu; u++) {
+		g[u] = st->units[CLP_ST_GRAD][u];
+		n[u] = st->tab.units[u].numel;
+	}
+	s = clp_nn_grad_stats(st->ctx, stats, g, n, nu, max_norm);
+	free(g);
+	free(n);
+	return s;
+}
+
+clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)
+{
+	for (int i = 0; i < st->tab.ntensors; i++)
+		CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
+					    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
+					    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
+					    clp_stage_tensor(st, CLP_ST_GRAD, i),
+					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
+					    stats, 1.0f));
+	return CLP_OK;
+}

@@ -1,0 +1,85 @@
+/* A stage: blocks first..last of a model on one device, with its parameters, gradients and
+ * AdamW state (one logical block each, views per parameter unit), the activations of up to
+ * `slots` micro-batches in flight, and forward/backward per micro-batch.
+ *
+ * Data flow of one micro-batch (slot s):
+ *   forward:  input = token ids (stage holds block 0) or clp_stage_act_in(s), written by the
+ *             caller (the previous stage's output); output = clp_stage_act_out(s) (N,C), or, on
+ *             the stage holding the head, the per-token losses and the micro-batch's loss sum.
+ *   backward: input = clp_stage_grad_in() (N,C), the gradient of this stage's output (written
+ *             by the caller; ignored on the head stage); accumulates parameter gradients; leaves
+ *             the gradient of the stage's input in clp_stage_grad_in() (sent to the previous
+ *             stage), when the stage does not hold block 0.
+ * Backward of slot s must follow forward of slot s; slots are reused freely afterwards.
+ * Everything is enqueued on the context's queue; nothing waits. */
+#ifndef CLP_MODEL_STAGE_H
+#define CLP_MODEL_STAGE_H
+
+#include <stdint.h>
+
+#include "cl/nn.h"
+#include "cl/runtime.h"
+#include "engine/model/model.h"
+
+typedef struct clp_stage clp_stage;
+
+typedef struct clp_stage_opts {
+	size_t B, T; /* micro-batch: B sequences of T tokens (T <= ctx) */
+	int slots;   /* micro-batches whose activations are held at once (>= 1) */
+} clp_stage_opts;
+
+clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
+			    int first_block, int last_block, const clp_stage_opts *o);
+void clp_stage_free(clp_stage *st);
+
+const clp_param_table *clp_stage_table(const clp_stage *st);
+int clp_stage_has_embedding(const clp_stage *st);
+int clp_stage_has_head(const clp_stage *st);
+
+/* Parameters: initialise (GPT-2 style: normal(0, 0.02), residual output projections 0.02 /
+ * sqrt(2 L), norm weights 1, biases 0), from streams keyed by (seed, tensor index in the whole
+ * model, purpose INIT): any stage split draws the same numbers. Resets AdamW state. */
+clp_status clp_stage_init_params(clp_stage *st, uint64_t seed);
+/* Host copies of a tensor (index into the stage's table): parameter, gradient, AdamW m or v. */
+typedef enum clp_stage_what { CLP_ST_PARAM, CLP_ST_GRAD, CLP_ST_ADAM_M, CLP_ST_ADAM_V } clp_stage_what;
+clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *host);
+clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const float *host);
+/* The device view of a tensor or unit. */
+clp_buf clp_stage_tensor(const clp_stage *st, clp_stage_what w, int tensor);
+clp_buf clp_stage_unit(const clp_stage *st, clp_stage_what w, int unit);
+
+/* One micro-batch. tokens/types/targets are host arrays of B*T ids (types: bert only; targets:
+ * on the stage with the head; -1 = no loss at that position). */
+typedef struct clp_stage_mb {
+	int slot;
+	uint32_t step, micro_batch; /* name the dropout streams */
+	uint64_t seed;
+	const int32_t *tokens, *types, *targets;
+} clp_stage_mb;
+
+clp_buf clp_stage_act_in(const clp_stage *st, int slot);  /* (N,C) input of a later stage */
+clp_buf clp_stage_act_out(const clp_stage *st, int slot); /* (N,C) output of an earlier stage */
+clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C), see above */
+/* losses (N) and their sum (1 float, times inv_count) of a slot, on the head stage */
+clp_buf clp_stage_losses(const clp_stage *st, int slot);
+clp_buf clp_stage_loss(const clp_stage *st, int slot);
+
+/* Forward of a micro-batch. On the head stage, inv_count scales the loss sum (1 / number of
+ * valid targets in the whole step) so the slot losses of a step add up to the step's mean. */
+clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_count);
+/* Backward of a micro-batch; loss_scale (the same 1 / count) scales the loss gradient. */
+clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale);
+
+/* logits (rows, V) = final hidden rows [row0, row0 + rows) of a slot's last forward times the
+ * head weight (+ bias): for sampling and for tests. Head stage only. */
+clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, clp_buf logits);
+
+clp_status clp_stage_zero_grads(clp_stage *st);
+/* Sum of squares and non-finite flag of all gradients into stats (see clp_nn_grad_stats). */
+clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm);
+/* AdamW on every parameter (decay per tensor), using stats (scale / skip) as clp_nn_adamw. */
+clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats);
+/* A device buffer of 4 floats for grad stats, owned by the stage. */
+clp_buf clp_stage_stats(const clp_stage *st);
+
+#endif

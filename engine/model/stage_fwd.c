@@ -1,0 +1,236 @@
+/* Forward of the blocks of a stage: embedding, transformer layers (gpt2: pre-LayerNorm, GELU;
+ * llama: pre-RMSNorm, RoPE, GQA, SwiGLU; bert: post-LayerNorm, bidirectional), head and loss.
+ * Shapes: N = B*T rows, C model width, F MLP width. Saves in the slot what backward needs. */
+#include "engine/model/stage_internal.h"
+
+#include <string.h>
+
+#include "cl/gemm.h"
+#include "cl/ops.h"
+
+#define OFF(b, n) clp_buf_at((b).mem, (b).off + (n))
+
+/* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear). */
+clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
+			 size_t I, size_t O, int in_out)
+{
+	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
+			    in_out ? O : I, 0.0f, y, O));
+	if (b.mem)
+		CLP_TRY(clp_nn_bias_forward(st->ctx, y, b, N, O));
+	return CLP_OK;
+}
+
+/* Dropout on a residual branch; site names the place within the layer. */
+clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
+		      int site, int backward, clp_buf dx)
+{
+	clp_rng_stream rs;
+
+	if (st->cfg.dropout <= 0.0f)
+		return CLP_OK;
+	CLP_TRY(clp_rng_stream_init(&rs, mb->seed, mb->step, mb->micro_batch,
+				    (uint32_t)(layer * 8 + site), CLP_RNG_DROPOUT));
+	if (backward)
+		return clp_nn_dropout_backward(st->ctx, dx, x, n, st->cfg.dropout, &rs);
+	return clp_nn_dropout_forward(st->ctx, x, x, n, st->cfg.dropout, &rs);
+}
+
+void st_attn_geometry(const clp_stage *st, clp_nn_attn *a)
+{
+	a->B = st->B;
+	a->T = st->T;
+	a->H = st->H;
+	a->KVH = st->KVH;
+	a->hd = st->hd;
+	a->ldq = a->ldk = a->ldv = st->dq;
+	a->ldo = st->H * st->hd;
+	a->causal = st->cfg.preset != CLP_PRESET_BERT;
+	a->scale = 0.0f;
+	a->kv_len.mem = NULL;
+	a->kv_len.off = 0;
+}
+
+/* Offsets of K and V in a QKV row. */
+static size_t k_off(const clp_stage *st)
+{
+	return st->H * st->hd;
+}
+
+static size_t v_off(const clp_stage *st)
+{
+	return st->H * st->hd + st->KVH * st->hd;
+}
+
+clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb)
+{
+	clp_cl_ctx *ctx = st->ctx;
+	size_t N = st->N, C = st->C;
+	int bert = st->cfg.preset == CLP_PRESET_BERT;
+	clp_buf none = {NULL, 0};
+	clp_buf out = bert ? s->sa[SA_EMB] : s->x[0];
+
+	if (!mb->tokens || (bert && !mb->types))
+		return clp_error(CLP_ERR_INVALID, "stage: the embedding needs token ids%s",
+				 bert ? " and token types" : "");
+	memcpy(s->tokens, mb->tokens, N * sizeof(int32_t));
+	CLP_TRY(clp_cl_write(ctx, s->sa[SA_TOKENS].mem, s->sa[SA_TOKENS].off * 4, N * 4, s->tokens));
+	CLP_TRY(clp_nn_index_build(ctx, &s->tok_idx, s->tokens, N, st->V, "token ids"));
+	if (bert) {
+		memcpy(s->types, mb->types, N * sizeof(int32_t));
+		CLP_TRY(clp_cl_write(ctx, s->sa[SA_TYPES].mem, s->sa[SA_TYPES].off * 4, N * 4,
+				     s->types));
+		CLP_TRY(clp_nn_index_build(ctx, &s->type_idx, s->types, N,
+					   (size_t)st->cfg.n_types, "token types"));
+	}
+	CLP_TRY(clp_nn_embed_forward(ctx, out, s->sa[SA_TOKENS], bert ? s->sa[SA_TYPES] : none,
+				     st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, 0),
+				     st_unit(st, CLP_ST_PARAM, CLP_R_POS_EMB, 0),
+				     st_unit(st, CLP_ST_PARAM, CLP_R_TYPE_EMB, 0), st->B, st->T, C,
+				     st->V, (size_t)st->cfg.n_types));
+	if (bert)
+		CLP_TRY(clp_nn_layernorm_forward(ctx, s->x[0], s->sa[SA_EMB_MEAN], s->sa[SA_EMB_RSTD],
+						 s->sa[SA_EMB],
+						 st_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
+						 st_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_B, 0), N, C,
+						 st->cfg.norm_eps));
+	return st_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
+}
+
+clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
+{
+	clp_cl_ctx *ctx = st->ctx;
+	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
+	int blk = st->l0 + li + 1, layer = st->l0 + li;
+	clp_buf *la = s->la[li], x = s->x[li], xo = s->x[li + 1], tmp = st->tv[TV_TMP];
+	clp_buf none = {NULL, 0};
+	float eps = st->cfg.norm_eps;
+	clp_nn_attn a;
+
+#define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
+	st_attn_geometry(st, &a);
+	switch (st->cfg.preset) {
+	case CLP_PRESET_GPT2:
+		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_LN1], la[LA_LN1_MEAN], la[LA_LN1_RSTD],
+						 x, W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C, eps));
+		CLP_TRY(st_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), W(CLP_R_QKV_B), N,
+				      C, st->dq, 1));
+		break;
+	case CLP_PRESET_LLAMA:
+		CLP_TRY(clp_nn_rmsnorm_forward(ctx, la[LA_LN1], la[LA_LN1_RSTD], x, W(CLP_R_LN1_W),
+					       N, C, eps));
+		CLP_TRY(st_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), none, N, C,
+				      st->dq, 0));
+		CLP_TRY(clp_nn_rope_forward(ctx, la[LA_QKV], st->dq, st->rope, st->B, st->T, st->H,
+					    st->hd));
+		CLP_TRY(clp_nn_rope_forward(ctx, OFF(la[LA_QKV], k_off(st)), st->dq, st->rope,
+					    st->B, st->T, st->KVH, st->hd));
+		break;
+	case CLP_PRESET_BERT:
+		CLP_TRY(st_linear_fwd(st, la[LA_QKV], x, W(CLP_R_QKV_W), W(CLP_R_QKV_B), N, C,
+				      st->dq, 0));
+		break;
+	}
+	CLP_TRY(clp_nn_attention_forward(ctx, la[LA_ATT], la[LA_LSE], la[LA_QKV],
+					 OFF(la[LA_QKV], k_off(st)), OFF(la[LA_QKV], v_off(st)), &a));
+	CLP_TRY(st_linear_fwd(st, tmp, la[LA_ATT], W(CLP_R_ATT_O_W), W(CLP_R_ATT_O_B), N, HD, C,
+			      st->cfg.preset == CLP_PRESET_GPT2));
+	CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 0, 0, none));
+	switch (st->cfg.preset) {
+	case CLP_PRESET_GPT2:
+		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_XMID], x, tmp, N * C));
+		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_LN2], la[LA_LN2_MEAN], la[LA_LN2_RSTD],
+						 la[LA_XMID], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
+						 eps));
+		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), W(CLP_R_FC_B), N, C,
+				      F, 1));
+		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_TANH));
+		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
+				      C, 1));
+		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
+	case CLP_PRESET_LLAMA:
+		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_XMID], x, tmp, N * C));
+		CLP_TRY(clp_nn_rmsnorm_forward(ctx, la[LA_LN2], la[LA_LN2_RSTD], la[LA_XMID],
+					       W(CLP_R_LN2_W), N, C, eps));
+		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), none, N, C, 2 * F,
+				      0));
+		CLP_TRY(clp_nn_swiglu_forward(ctx, la[LA_ACT], la[LA_FC], OFF(la[LA_FC], F), 2 * F,
+					      N, F));
+		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), none, N, F, C, 0));
+		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
+	case CLP_PRESET_BERT:
+		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES1], x, tmp, N * C));
+		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_XMID], la[LA_LN1_MEAN], la[LA_LN1_RSTD],
+						 la[LA_RES1], W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C,
+						 eps));
+		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_XMID], W(CLP_R_FC_W), W(CLP_R_FC_B), N,
+				      C, F, 0));
+		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_ERF));
+		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
+				      C, 0));
+		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES2], la[LA_XMID], tmp, N * C));
+		return clp_nn_layernorm_forward(ctx, xo, la[LA_LN2_MEAN], la[LA_LN2_RSTD],
+						la[LA_RES2], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
+						eps);
+	}
+#undef W
+	return CLP_OK;
+}
+
+clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count)
+{
+	clp_cl_ctx *ctx = st->ctx;
+	size_t N = st->N, C = st->C;
+	int blk = st->cfg.n_layer + 1;
+	clp_buf x = s->x[st->nl], w;
+	float eps = st->cfg.norm_eps;
+
+#define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
+	switch (st->cfg.preset) {
+	case CLP_PRESET_GPT2:
+		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
+						 s->sa[SA_LNF_RSTD], x, W(CLP_R_LNF_W),
+						 W(CLP_R_LNF_B), N, C, eps));
+		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		break;
+	case CLP_PRESET_LLAMA:
+		CLP_TRY(clp_nn_rmsnorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_RSTD], x,
+					       W(CLP_R_LNF_W), N, C, eps));
+		w = st->cfg.tied ? st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk) : W(CLP_R_HEAD_W);
+		break;
+	default: /* bert: transform (dense, GELU, LayerNorm), then the tied decoder with a bias */
+		CLP_TRY(st_linear_fwd(st, s->sa[SA_HEAD_D], x, W(CLP_R_HEAD_DENSE_W),
+				      W(CLP_R_HEAD_DENSE_B), N, C, C, 0));
+		CLP_TRY(clp_nn_gelu_forward(ctx, s->sa[SA_HEAD_G], s->sa[SA_HEAD_D], N * C,
+					    CLP_NN_GELU_ERF));
+		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
+						 s->sa[SA_LNF_RSTD], s->sa[SA_HEAD_G],
+						 W(CLP_R_HEAD_LN_W), W(CLP_R_HEAD_LN_B), N, C, eps));
+		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		break;
+	}
+	CLP_TRY(clp_nn_xent_forward(ctx, s->sa[SA_LOSSES], s->sa[SA_XLSE], s->sa[SA_LNF], w,
+				    W(CLP_R_HEAD_BIAS), s->sa[SA_TARGETS], N, C, st->V, 0));
+#undef W
+	return clp_nn_xent_mean(ctx, s->sa[SA_LOSS], s->sa[SA_LOSSES], N, inv_count);
+}
+
+clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, clp_buf logits)
+{
+	int blk = st->cfg.n_layer + 1;
+	clp_buf h, w, bias;
+
+	if (!st->has_head || slot < 0 || slot >= st->nslots || row0 + rows > st->N)
+		return clp_error(CLP_ERR_INVALID, "stage logits: rows %zu..%zu of slot %d (head "
+				 "stage: %s)", row0, row0 + rows, slot, st->has_head ? "yes" : "no");
+	h = st->slots[slot].sa[SA_LNF];
+	h.off += row0 * st->C;
+	w = st->cfg.preset == CLP_PRESET_LLAMA && !st->cfg.tied
+		    ? st_unit(st, CLP_ST_PARAM, CLP_R_HEAD_W, blk)
+		    : st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+	bias = st_unit(st, CLP_ST_PARAM, CLP_R_HEAD_BIAS, blk);
+	return st_linear_fwd(st, logits, h, w, bias, rows, st->C, st->V, 0);
+}

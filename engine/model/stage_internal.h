@@ -1,0 +1,82 @@
+/* Internals of a stage shared by stage.c (memory, parameters, optimizer) and stage_fwd.c /
+ * stage_bwd.c (the blocks' forward and backward). */
+#ifndef CLP_MODEL_STAGE_INTERNAL_H
+#define CLP_MODEL_STAGE_INTERNAL_H
+
+#include "engine/model/stage.h"
+
+/* Activations one micro-batch keeps for backward, per layer held by the stage. */
+enum lact {
+	LA_LN1, LA_LN1_MEAN, LA_LN1_RSTD, /* gpt2/llama: norm of x; bert: LN of res1 is xmid */
+	LA_QKV, LA_ATT, LA_LSE,
+	LA_RES1,  /* bert: x + attention output (input of the first LayerNorm) */
+	LA_XMID,  /* input of the MLP half: gpt2/llama x + attn; bert LN1(res1) */
+	LA_LN2, LA_LN2_MEAN, LA_LN2_RSTD,
+	LA_FC,    /* MLP pre-activation (gpt2/bert F, llama 2F: gate then up) */
+	LA_ACT,   /* MLP activation (N,F) */
+	LA_RES2,  /* bert: xmid + MLP output */
+	LA_COUNT
+};
+
+/* Per-slot activations outside layers. */
+enum sact {
+	SA_TOKENS, SA_TYPES, SA_TARGETS, /* int32 (N) */
+	SA_EMB, SA_EMB_MEAN, SA_EMB_RSTD, /* bert: embedding sum before its LayerNorm */
+	SA_HEAD_D, SA_HEAD_G,             /* bert: transform dense output and its GELU */
+	SA_LNF, SA_LNF_MEAN, SA_LNF_RSTD, /* final norm (bert: transform LayerNorm) */
+	SA_XLSE, SA_LOSSES, SA_LOSS,
+	SA_COUNT
+};
+
+/* Stage-wide temporaries (one micro-batch at a time). */
+enum tmpv { TV_DRES, TV_DA, TV_TMP, TV_DQKV, TV_DATT, TV_DFC, TV_DACT, TV_DLN, TV_COUNT };
+
+struct slot {
+	clp_cl_block *mem;
+	clp_buf *x;              /* nlayers + 1 residual streams: x[0] input, x[nl] output */
+	clp_buf (*la)[LA_COUNT]; /* per layer */
+	clp_buf sa[SA_COUNT];
+	int32_t *tokens, *types; /* host copies for the embedding backward indexes */
+	clp_nn_index *tok_idx, *type_idx;
+	int has_tokens;
+};
+
+struct clp_stage {
+	clp_cl_ctx *ctx;
+	clp_model_config cfg;
+	clp_param_table tab;
+	int first, last;        /* blocks */
+	int has_emb, has_head;
+	int l0, nl;             /* first layer index held, number of layers held */
+	size_t B, T, N, C, H, KVH, hd, F, V;
+	size_t dq;              /* width of the QKV activation */
+	size_t dfc;             /* width of the MLP pre-activation */
+	clp_cl_block *blk[4];   /* param, grad, adam m, adam v */
+	clp_buf *units[4];      /* per unit, per kind */
+	int nslots;
+	struct slot *slots;
+	clp_cl_block *tmp;
+	clp_buf tv[TV_COUNT];
+	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
+	clp_cl_block *misc;
+	clp_buf stats;
+	int *global_index;      /* per tensor: index in the whole model's table (init streams) */
+};
+
+/* The unit of (role, block) of kind w, or a buffer with mem NULL. */
+clp_buf st_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block);
+
+clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
+			 size_t I, size_t O, int in_out);
+clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
+		      int site, int backward, clp_buf dx);
+void st_attn_geometry(const clp_stage *st, clp_nn_attn *a);
+
+clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
+clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count);
+clp_status st_head_backward(clp_stage *st, struct slot *s, float scale);
+clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
+
+#endif
