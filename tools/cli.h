@@ -20,5 +20,6 @@ int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif
