@@ -12,9 +12,10 @@
 
 #define COSTS_FORMAT "clpipe-costs"
 
-static const char *const time_names[CLP_COST_NTIMES] = {
+/* NULL-ended, so that it also serves as the list of keys a device-kind entry may have. */
+static const char *const time_names[CLP_COST_NTIMES + 1] = {
 	"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
-	"kfac_inv_s", "kfac_precond_s",
+	"kfac_inv_s", "kfac_precond_s", NULL,
 };
 
 const char *clp_cost_time_name(int t)

@@ -114,8 +114,8 @@ static int int_cmp(const void *a, const void *b)
 	return *(const int *)a - *(const int *)b;
 }
 
-/* Ranks holding any of the stages in want[0..nwant) within the given replicas, in (replica,
- * pipe, stage) order, without repeats. */
+/* Ranks holding any of the stages in want[0..nwant) within the given replicas, ascending (so a
+ * set of ranks is one group, whichever stage it reduces), without repeats. */
 static int holders(const clp_sched *s, const clp_placement *pl, const int *want, int nwant,
 		   int rep0, int rep1, int *out)
 {
@@ -133,6 +133,7 @@ static int holders(const clp_sched *s, const clp_placement *pl, const int *want,
 				if (!seen)
 					out[n++] = r;
 			}
+	qsort(out, (size_t)n, sizeof(int), int_cmp);
 	return n;
 }
 

@@ -45,7 +45,7 @@ static json_t *op_json(const clp_op *op)
 
 static void put_json(FILE *f, json_t *v)
 {
-	char *txt = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	char *txt = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY);
 
 	if (txt)
 		fputs(txt, f);

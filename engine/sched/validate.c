@@ -47,12 +47,31 @@ static const char *where(const vctx *v, int r, int i, char *buf, size_t n)
 	return buf;
 }
 
-static rec *rec_of(const vctx *v, const clp_op *op)
+/* Records are indexed by (replica, step, pipeline, stage, micro-batch). */
+static size_t rec_index(const clp_sched *s, int rep, int step, int pipe, int stage, int mb)
 {
-	const clp_sched *s = v->s;
+	return ((((size_t)rep * (size_t)s->nsteps + (size_t)step) * (size_t)s->npipes +
+		 (size_t)pipe) * (size_t)s->nstages + (size_t)stage) * (size_t)s->nmb + (size_t)mb;
+}
 
-	return &v->recs[(((size_t)op->step * (size_t)s->npipes + op->pipe) * (size_t)s->nstages +
-			 (size_t)op->stage) * (size_t)s->nmb + (size_t)op->mb];
+static rec *rec_of(const vctx *v, int r, const clp_op *op)
+{
+	return &v->recs[rec_index(v->s, v->s->ranks[r].replica, op->step, op->pipe, op->stage,
+				  op->mb)];
+}
+
+/* A failure at rank r op i: "rank 1 op 7 (FWD stage 1 mb 3): <message>". */
+static clp_status op_fail(const vctx *v, int r, int i, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static clp_status op_fail(const vctx *v, int r, int i, const char *fmt, ...)
+{
+	char w[256], msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return vfail(v, "%s: %s", where(v, r, i, w, sizeof(w)), msg);
 }
 
 static clp_status check_fields(const vctx *v, int r, int i)
@@ -60,46 +79,45 @@ static clp_status check_fields(const vctx *v, int r, int i)
 	const clp_sched *s = v->s;
 	const clp_op *op = &s->ranks[r].ops[i];
 	int k = op->kind;
-	char w[256];
 
 	if (k >= CLP_OP_KIND_COUNT)
 		return vfail(v, "rank %d op %d: unknown op kind %d", r, i, k);
-	where(v, r, i, w, sizeof(w));
 	if (op->step >= s->nsteps)
-		return vfail(v, "%s: step out of range [0, %d)", w, s->nsteps);
+		return op_fail(v, r, i, "step out of range [0, %d)", s->nsteps);
 	if (k <= CLP_OP_RECV_GRAD || k == CLP_OP_OPT_STEP || k == CLP_OP_KFAC_PRECOND ||
 	    k == CLP_OP_KFAC_CURV_A || k == CLP_OP_KFAC_CURV_B) {
 		if (op->stage < 0 || op->stage >= s->nstages)
-			return vfail(v, "%s: stage out of range [0, %d)", w, s->nstages);
+			return op_fail(v, r, i, "stage out of range [0, %d)", s->nstages);
 		if (op->pipe >= s->npipes)
-			return vfail(v, "%s: pipeline out of range [0, %d)", w, s->npipes);
+			return op_fail(v, r, i, "pipeline out of range [0, %d)", s->npipes);
 	}
 	if ((k <= CLP_OP_RECV_GRAD || k == CLP_OP_KFAC_CURV_A || k == CLP_OP_KFAC_CURV_B) &&
 	    (op->mb < 0 || op->mb >= s->nmb))
-		return vfail(v, "%s: micro-batch out of range [0, %d)", w, s->nmb);
+		return op_fail(v, r, i, "micro-batch out of range [0, %d)", s->nmb);
 	if (clp_op_is_p2p(k)) {
 		if (op->peer < 0 || op->peer >= s->nranks || op->peer == r)
-			return vfail(v, "%s: peer must be another rank in [0, %d)", w, s->nranks);
+			return op_fail(v, r, i, "peer must be another rank in [0, %d)", s->nranks);
 		if (op->tag < 0 || op->tag >= CLP_TAG_LIMIT)
-			return vfail(v, "%s: tag out of range [0, %d)", w, CLP_TAG_LIMIT);
+			return op_fail(v, r, i, "tag out of range [0, %d)", CLP_TAG_LIMIT);
 	}
 	if (clp_op_is_collective(k)) {
 		const clp_group *g;
 		int member = 0, root = k != CLP_OP_REDUCE;
 
 		if (op->group < 0 || op->group >= s->ngroups)
-			return vfail(v, "%s: group out of range [0, %d)", w, s->ngroups);
+			return op_fail(v, r, i, "group out of range [0, %d)", s->ngroups);
 		g = &s->groups[op->group];
 		for (int j = 0; j < g->n; j++) {
 			member |= g->ranks[j] == r;
 			root |= g->ranks[j] == op->peer;
 		}
 		if (!member || !root)
-			return vfail(v, "%s: %s is not in group %d", w,
-				     member ? "the root" : "the rank", op->group);
+			return op_fail(v, r, i, "%s is not in group %d", member ? "the root" : "the rank",
+				       op->group);
 	}
-	if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV && (op->layer < 0 || op->layer >= s->nlayers))
-		return vfail(v, "%s: layer out of range [0, %d)", w, s->nlayers);
+	if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV &&
+	    (op->layer < 0 || op->layer >= s->nlayers))
+		return op_fail(v, r, i, "layer out of range [0, %d)", s->nlayers);
 	return CLP_OK;
 }
 
@@ -109,7 +127,10 @@ static clp_status fill_records(const vctx *v)
 	const clp_sched *s = v->s;
 	char w[256], w2[256];
 
-	for (int r = 0; r < s->nranks; r++)
+	for (int r = 0; r < s->nranks; r++) {
+		if (s->ranks[r].replica < 0 || s->ranks[r].replica >= s->nreplicas)
+			return vfail(v, "rank %d: replica %d out of range [0, %d)", r,
+				     s->ranks[r].replica, s->nreplicas);
 		for (int i = 0; i < s->ranks[r].nops; i++) {
 			const clp_op *op = &s->ranks[r].ops[i];
 			rec *rc;
@@ -117,7 +138,7 @@ static clp_status fill_records(const vctx *v)
 			CLP_TRY(check_fields(v, r, i));
 			if (op->kind > CLP_OP_RECV_GRAD)
 				continue;
-			rc = rec_of(v, op);
+			rc = rec_of(v, r, op);
 			if (rc->rank >= 0 && rc->rank != r) {
 				int j = 0;
 
@@ -133,6 +154,7 @@ static clp_status fill_records(const vctx *v)
 			rc->rank = r;
 			rc->idx[op->kind] = i;
 		}
+	}
 	return CLP_OK;
 }
 
@@ -153,14 +175,15 @@ static clp_status check_matching(const vctx *v)
 				return vfail(v, "%s: %s", where(v, r, i, w, sizeof(w)),
 					     clp_op_is_send(op->kind) ? "no matching receive on the peer"
 								      : "the peer sends no matching message");
-			q = clp_sched_index_rank(&v->ix, m);
+			q = op->peer;
 			mo = &s->ranks[q].ops[m - v->ix.off[q]];
 			if ((op->kind == CLP_OP_SEND_ACT) != (mo->kind == CLP_OP_RECV_ACT) ||
 			    (op->kind == CLP_OP_SEND_GRAD) != (mo->kind == CLP_OP_RECV_GRAD) ||
 			    op->mb != mo->mb || op->pipe != mo->pipe || op->step != mo->step ||
+			    s->ranks[r].replica != s->ranks[q].replica ||
 			    (op->bytes && mo->bytes && op->bytes != mo->bytes))
 				return vfail(v, "%s is matched with %s, which differs in kind, "
-					     "micro-batch, pipeline, step or bytes",
+					     "micro-batch, pipeline, step, replica or bytes",
 					     where(v, r, i, w, sizeof(w)),
 					     where(v, q, (int)(m - v->ix.off[q]), w2, sizeof(w2)));
 		}
@@ -170,28 +193,24 @@ static clp_status check_matching(const vctx *v)
 /* One FWD and one backward per record, F before B before W on ordered ranks. */
 static clp_status check_record(const vctx *v, const rec *rc)
 {
-	const clp_rank_prog *p = &v->s->ranks[rc->rank];
 	const int *x = rc->idx;
-	int any = x[R_FWD] >= 0 ? x[R_FWD] : -1;
-	char w[256];
+	int any = -1, r = rc->rank;
 
 	for (int j = 0; j < R_N && any < 0; j++)
 		any = x[j];
-	where(v, rc->rank, any, w, sizeof(w));
 	if (x[R_FWD] < 0)
-		return vfail(v, "%s: no FWD of this stage and micro-batch on the rank", w);
+		return op_fail(v, r, any, "no FWD of this stage and micro-batch on the rank");
 	if (x[R_BWD] >= 0 && (x[R_BWD_B] >= 0 || x[R_BWD_W] >= 0))
-		return vfail(v, "%s: both BWD and a split backward (BWD_B/BWD_W)", w);
+		return op_fail(v, r, x[R_FWD], "both BWD and a split backward (BWD_B/BWD_W)");
 	if (x[R_BWD] < 0 && (x[R_BWD_B] < 0 || x[R_BWD_W] < 0))
-		return vfail(v, "%s: no backward (BWD, or BWD_B and BWD_W)", w);
-	if (p->mode != CLP_RANK_ORDERED)
+		return op_fail(v, r, x[R_FWD], "no backward (BWD, or BWD_B and BWD_W)");
+	if (v->s->ranks[r].mode != CLP_RANK_ORDERED)
 		return CLP_OK;
 	if ((x[R_BWD] >= 0 ? x[R_BWD] : x[R_BWD_B]) < x[R_FWD])
-		return vfail(v, "%s: the backward (op %d) comes before the forward", w,
-			     x[R_BWD] >= 0 ? x[R_BWD] : x[R_BWD_B]);
+		return op_fail(v, r, x[R_FWD], "the backward (op %d) comes before the forward",
+			       x[R_BWD] >= 0 ? x[R_BWD] : x[R_BWD_B]);
 	if (x[R_BWD_W] >= 0 && x[R_BWD_W] < x[R_BWD_B])
-		return vfail(v, "%s: BWD_W (op %d) comes before BWD_B (op %d)", w, x[R_BWD_W],
-			     x[R_BWD_B]);
+		return op_fail(v, r, x[R_BWD_W], "BWD_W comes before its BWD_B (op %d)", x[R_BWD_B]);
 	return CLP_OK;
 }
 
@@ -241,68 +260,68 @@ static int bwd_of(const rec *rc)
 
 /* Every micro-batch runs exactly the stages of its path, on one pipeline, with the messages
  * between consecutive stages. */
-static clp_status check_paths(const vctx *v)
+static clp_status check_mb(const vctx *v, int rep, int step, int mb)
 {
 	const clp_sched *s = v->s;
-	size_t per_pipe = (size_t)s->nstages * (size_t)s->nmb;
+	const int *path;
+	int n = clp_sched_path(s, mb, &path), pipe = -1, visited = 0;
 
-	for (int step = 0; step < s->nsteps; step++)
-		for (int mb = 0; mb < s->nmb; mb++) {
-			const int *path;
-			int n = clp_sched_path(s, mb, &path), pipe = -1, visited = 0;
+	for (int p = 0; p < s->npipes; p++)
+		for (int st = 0; st < s->nstages; st++) {
+			const rec *rc = &v->recs[rec_index(s, rep, step, p, st, mb)];
 
-			for (int p = 0; p < s->npipes; p++)
-				for (int st = 0; st < s->nstages; st++) {
-					const rec *rc = &v->recs[((size_t)step * (size_t)s->npipes + (size_t)p) *
-							 per_pipe + (size_t)st * (size_t)s->nmb + (size_t)mb];
-
-					if (rc->rank < 0)
-						continue;
-					if (pipe >= 0 && pipe != p)
-						return vfail(v, "mb %d step %d runs on pipelines %d and %d",
-							     mb, step, pipe, p);
-					pipe = p;
-					visited++;
-					CLP_TRY(check_record(v, rc));
-				}
-			if (pipe < 0)
-				return vfail(v, "mb %d step %d is never run", mb, step);
-			for (int i = 0; i < n; i++) {
-				int st = path ? path[i] : i, nx = i + 1 < n ? (path ? path[i + 1] : i + 1) : -1;
-				size_t base = ((size_t)step * (size_t)s->npipes + (size_t)pipe) * per_pipe;
-				const rec *a = &v->recs[base + (size_t)st * (size_t)s->nmb + (size_t)mb], *b;
-
-				if (a->rank < 0)
-					return vfail(v, "mb %d step %d never runs stage %d of its path", mb,
-						     step, st);
-				if (i == 0 && (a->idx[R_RECV_ACT] >= 0 || a->idx[R_SEND_GRAD] >= 0))
-					return vfail(v, "mb %d: stage %d starts its path but receives "
-						     "an activation or sends a gradient", mb, st);
-				if (i == 0 && !s->stages[st].embed)
-					return vfail(v, "mb %d: its path starts at stage %d, which does "
-						     "not hold the embedding", mb, st);
-				if (nx < 0) {
-					if (a->idx[R_SEND_ACT] >= 0 || a->idx[R_RECV_GRAD] >= 0)
-						return vfail(v, "mb %d: stage %d ends its path but sends "
-							     "an activation or receives a gradient", mb, st);
-					if (!s->stages[st].head)
-						return vfail(v, "mb %d: its path ends at stage %d, which "
-							     "does not hold the head", mb, st);
-					continue;
-				}
-				b = &v->recs[base + (size_t)nx * (size_t)s->nmb + (size_t)mb];
-				if (b->rank < 0)
-					return vfail(v, "mb %d step %d never runs stage %d of its path", mb,
-						     step, nx);
-				CLP_TRY(check_edge(v, a, b, R_SEND_ACT, R_RECV_ACT, a->idx[R_FWD],
-						   b->idx[R_FWD], mb));
-				CLP_TRY(check_edge(v, b, a, R_SEND_GRAD, R_RECV_GRAD, bwd_of(b),
-						   bwd_of(a), mb));
-			}
-			if (visited != n)
-				return vfail(v, "mb %d step %d runs %d stages, its path has %d", mb, step,
-					     visited, n);
+			if (rc->rank < 0)
+				continue;
+			if (pipe >= 0 && pipe != p)
+				return vfail(v, "replica %d mb %d step %d runs on pipelines %d and %d",
+					     rep, mb, step, pipe, p);
+			pipe = p;
+			visited++;
+			CLP_TRY(check_record(v, rc));
 		}
+	if (pipe < 0)
+		return vfail(v, "replica %d mb %d step %d is never run", rep, mb, step);
+	for (int i = 0; i < n; i++) {
+		int st = path ? path[i] : i, nx = i + 1 < n ? (path ? path[i + 1] : i + 1) : -1;
+		const rec *a = &v->recs[rec_index(s, rep, step, pipe, st, mb)], *b;
+
+		if (a->rank < 0)
+			return vfail(v, "replica %d mb %d step %d never runs stage %d of its path",
+				     rep, mb, step, st);
+		if (i == 0 && (a->idx[R_RECV_ACT] >= 0 || a->idx[R_SEND_GRAD] >= 0))
+			return vfail(v, "mb %d: stage %d starts its path but receives an activation "
+				     "or sends a gradient (rank %d)", mb, st, a->rank);
+		if (i == 0 && !s->stages[st].embed)
+			return vfail(v, "mb %d: its path starts at stage %d, which does not hold the "
+				     "embedding", mb, st);
+		if (nx < 0) {
+			if (a->idx[R_SEND_ACT] >= 0 || a->idx[R_RECV_GRAD] >= 0)
+				return vfail(v, "mb %d: stage %d ends its path but sends an activation "
+					     "or receives a gradient (rank %d)", mb, st, a->rank);
+			if (!s->stages[st].head)
+				return vfail(v, "mb %d: its path ends at stage %d, which does not hold "
+					     "the head", mb, st);
+			continue;
+		}
+		b = &v->recs[rec_index(s, rep, step, pipe, nx, mb)];
+		if (b->rank < 0)
+			return vfail(v, "replica %d mb %d step %d never runs stage %d of its path",
+				     rep, mb, step, nx);
+		CLP_TRY(check_edge(v, a, b, R_SEND_ACT, R_RECV_ACT, a->idx[R_FWD], b->idx[R_FWD], mb));
+		CLP_TRY(check_edge(v, b, a, R_SEND_GRAD, R_RECV_GRAD, bwd_of(b), bwd_of(a), mb));
+	}
+	if (visited != n)
+		return vfail(v, "replica %d mb %d step %d runs %d stages, its path has %d", rep, mb,
+			     step, visited, n);
+	return CLP_OK;
+}
+
+static clp_status check_paths(const vctx *v)
+{
+	for (int rep = 0; rep < v->s->nreplicas; rep++)
+		for (int step = 0; step < v->s->nsteps; step++)
+			for (int mb = 0; mb < v->s->nmb; mb++)
+				CLP_TRY(check_mb(v, rep, step, mb));
 	return CLP_OK;
 }
 
@@ -409,13 +428,14 @@ static clp_status dry_run(const vctx *v)
 
 clp_status clp_sched_validate(const clp_sched *s, int dry)
 {
-	size_t nrec = (size_t)s->nsteps * (size_t)s->npipes * (size_t)s->nstages * (size_t)s->nmb;
+	size_t nrec = (size_t)s->nreplicas * (size_t)s->nsteps * (size_t)s->npipes *
+		      (size_t)s->nstages * (size_t)s->nmb;
 	vctx v = {s, {0}, NULL};
 	clp_status st;
 
 	if (nrec > ((size_t)1 << 28))
-		return clp_error(CLP_ERR_INVALID, "schedule %s: %zu (step, pipeline, stage, "
-				 "micro-batch) records is past the validator's limit", s->name, nrec);
+		return clp_error(CLP_ERR_INVALID, "schedule %s: %zu (replica, step, pipeline, "
+				 "stage, micro-batch) records is past the validator's limit", s->name, nrec);
 	v.recs = malloc(nrec * sizeof(*v.recs));
 	if (!v.recs)
 		return clp_error(CLP_ERR_NOMEM, "validator: out of host memory");

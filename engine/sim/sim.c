@@ -17,7 +17,9 @@ typedef struct sim_event {
 } sim_event;
 
 enum { EV_RANK, EV_XFER_START, EV_XFER_DONE };
-enum { W_NONE, W_RUN, W_RECV, W_SEND, W_SENDS, W_COLL, W_DONE };
+/* What a rank waits for: its running compute op, a receive feeding the next op, a blocking
+ * send, every outstanding request at the end of its list (drain), a collective. */
+enum { W_NONE, W_RUN, W_RECV, W_SEND, W_DRAIN, W_COLL, W_DONE };
 
 void clp_sim_opts_default(clp_sim_opts *o)
 {
@@ -94,21 +96,26 @@ static void emit(sim *S, int rank, int queue, const clp_op *op, double t0, doubl
 		S->err = CLP_ERR_NOMEM;
 }
 
-static void emit_xfer(sim *S, int64_t g, double t0, double t1)
+/* Op g of rank r (global index), without a search. */
+static const clp_op *op_of(const sim *S, int r, int64_t g)
 {
-	int src, dst;
-	const clp_op *so = op_at(S, g, &src), *ro = op_at(S, S->ix.match[g], &dst);
+	return &S->s->ranks[r].ops[g - S->ix.off[r]];
+}
 
-	emit(S, src, CLP_TQ_COMM, so, t0, t1, dst);
-	emit(S, dst, CLP_TQ_COMM, ro, t0, t1, src);
+/* A send's transfer on both ranks' comm queues; the receiver is the send's peer. */
+static void emit_xfer(sim *S, int64_t g, int src, double t0, double t1)
+{
+	const clp_op *so = op_of(S, src, g), *ro = op_of(S, so->peer, S->ix.match[g]);
+
+	emit(S, src, CLP_TQ_COMM, so, t0, t1, so->peer);
+	emit(S, so->peer, CLP_TQ_COMM, ro, t0, t1, src);
 }
 
 /* Reserve the link FCFS from t: bytes / bandwidth occupy it, latency follows. */
-static void start_xfer(sim *S, int64_t g, double t)
+static void start_xfer(sim *S, int64_t g, int src, double t)
 {
-	int src, dst;
-	int64_t m = S->ix.match[g];
-	const clp_op *so = op_at(S, g, &src), *ro = op_at(S, m, &dst);
+	const clp_op *so = op_of(S, src, g), *ro = op_of(S, so->peer, S->ix.match[g]);
+	int dst = so->peer;
 	double occ, start = t, done;
 	sim_route rt;
 
@@ -128,7 +135,7 @@ static void start_xfer(sim *S, int64_t g, double t)
 		if (start > t)
 			push(S, EV_XFER_START, start, done, src, g);
 		else
-			emit_xfer(S, g, start, done);
+			emit_xfer(S, g, src, start, done);
 	}
 	push(S, EV_XFER_DONE, done, 0, src, g);
 }
@@ -139,22 +146,25 @@ static void post(sim *S, int r, int64_t g, const clp_op *op, double t)
 
 	S->fl[g] |= F_POSTED;
 	if (clp_op_is_send(op->kind)) {
-		S->rs[r].open_sends++;
+		S->rs[r].open_reqs++;
 		if (m < 0)
 			return; /* never completes: reported as a deadlock */
-		if (sim_msg_bytes(S, op, op_at(S, m, NULL)) < S->eager) {
+		if (sim_msg_bytes(S, op, op_of(S, op->peer, m)) < S->eager) {
 			S->fl[g] |= F_EAGER | F_DONE;
-			S->rs[r].open_sends--;
-			start_xfer(S, g, t);
+			S->rs[r].open_reqs--;
+			start_xfer(S, g, r, t);
 		} else if (S->fl[m] & F_POSTED) {
-			start_xfer(S, g, t);
+			start_xfer(S, g, r, t);
 		}
 		return;
 	}
-	if (S->fl[g] & F_ARRIVED)
+	if (S->fl[g] & F_ARRIVED) {
 		S->fl[g] |= F_DONE;
-	else if (m >= 0 && (S->fl[m] & F_POSTED) && !(S->fl[m] & F_STARTED))
-		start_xfer(S, m, t);
+		return;
+	}
+	S->rs[r].open_reqs++;
+	if (m >= 0 && (S->fl[m] & F_POSTED) && !(S->fl[m] & F_STARTED))
+		start_xfer(S, m, op->peer, t);
 }
 
 static void run_compute(sim *S, int r, const clp_op *op, double t)
@@ -223,8 +233,8 @@ static void rank_step(sim *S, int r, double t)
 			}
 		}
 		if (R->pc >= p->nops) {
-			if (R->open_sends > 0) {
-				R->wait = W_SENDS;
+			if (R->open_reqs > 0) {
+				R->wait = W_DRAIN;
 				return;
 			}
 			R->wait = W_DONE;
@@ -260,19 +270,17 @@ static void rank_step(sim *S, int r, double t)
 	}
 }
 
-static void xfer_done(sim *S, int64_t g, double t)
+static void xfer_done(sim *S, int64_t g, int src, double t)
 {
-	int src, dst;
+	int dst = op_of(S, src, g)->peer;
 	int64_t m = S->ix.match[g];
 	sim_rank *R;
 
-	op_at(S, g, &src);
-	op_at(S, m, &dst);
 	if (!(S->fl[g] & F_EAGER)) {
 		S->fl[g] |= F_DONE;
 		R = &S->rs[src];
-		R->open_sends--;
-		if ((R->wait == W_SEND && R->wait_op == g) || (R->wait == W_SENDS && !R->open_sends))
+		R->open_reqs--;
+		if ((R->wait == W_SEND && R->wait_op == g) || (R->wait == W_DRAIN && !R->open_reqs))
 			rank_step(S, src, t);
 	}
 	if (!(S->fl[m] & F_POSTED)) {
@@ -281,7 +289,8 @@ static void xfer_done(sim *S, int64_t g, double t)
 	}
 	S->fl[m] |= F_DONE;
 	R = &S->rs[dst];
-	if (R->wait == W_RECV && R->wait_op == m)
+	R->open_reqs--;
+	if ((R->wait == W_RECV && R->wait_op == m) || (R->wait == W_DRAIN && !R->open_reqs))
 		rank_step(S, dst, t);
 }
 
@@ -307,21 +316,20 @@ static int blocked_reason(const sim *S, int r, char *buf, size_t n)
 				"%d at its op %lld, not reached", r, R->pc, a,
 				(long long)(w - S->ix.off[r]), b, q, (long long)(m - S->ix.off[q]));
 	case W_SEND:
-	case W_SENDS:
-		if (R->wait == W_SENDS)
+	case W_DRAIN:
+		if (R->wait == W_DRAIN)
 			for (w = S->ix.off[r]; w < S->ix.off[r + 1]; w++)
-				if (clp_op_is_send(op_at(S, w, NULL)->kind) &&
-				    (S->fl[w] & (F_POSTED | F_DONE)) == F_POSTED)
+				if ((S->fl[w] & (F_POSTED | F_DONE)) == F_POSTED)
 					break;
 		clp_op_describe(op_at(S, w, NULL), a, sizeof(a));
 		m = S->ix.match[w];
 		if (m < 0)
-			return snprintf(buf, n, "rank %d at op %lld (%s) waits for a receive; none "
-					"matches", r, (long long)(w - S->ix.off[r]), a);
+			return snprintf(buf, n, "rank %d at op %lld (%s) waits for a matching %s; "
+					"there is none", r, (long long)(w - S->ix.off[r]), a,
+					clp_op_is_send(op_at(S, w, NULL)->kind) ? "receive" : "send");
 		op_at(S, m, &q);
-		return snprintf(buf, n, "rank %d at op %lld (%s) waits for rank %d to post op %lld "
-				"(rendezvous)", r, (long long)(w - S->ix.off[r]), a, q,
-				(long long)(m - S->ix.off[q]));
+		return snprintf(buf, n, "rank %d at op %lld (%s) waits for rank %d to post op %lld",
+				r, (long long)(w - S->ix.off[r]), a, q, (long long)(m - S->ix.off[q]));
 	case W_COLL:
 		clp_op_describe(op_at(S, w, NULL), a, sizeof(a));
 		return snprintf(buf, n, "rank %d at op %lld (%s) waits for the rest of its group",
@@ -486,9 +494,9 @@ clp_status clp_sim_run(const clp_sched *s, const clp_sim_opts *o, clp_sim_result
 			if (S.rs[e.rank].wait == W_RUN || S.rs[e.rank].wait == W_COLL)
 				rank_step(&S, e.rank, t);
 		} else if (e.type == EV_XFER_START) {
-			emit_xfer(&S, e.arg, t, e.t2);
+			emit_xfer(&S, e.arg, e.rank, t, e.t2);
 		} else {
-			xfer_done(&S, e.arg, t);
+			xfer_done(&S, e.arg, e.rank, t);
 		}
 	}
 	if (st == CLP_OK && S.err != CLP_OK)

@@ -23,7 +23,7 @@ typedef struct sim_rank {
 	int wait;           /* W_* */
 	int64_t wait_op;    /* global op index waited on */
 	int run_lo, run_hi; /* the last exchange (run of adjacent sends/receives) */
-	int64_t open_sends;
+	int64_t open_reqs;  /* posted sends and receives not complete */
 	int64_t pending_free; /* activation bytes freed when the running compute op ends */
 	int64_t mem, peak;
 	int dev, kind_idx;
