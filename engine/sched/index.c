@@ -107,12 +107,29 @@ out_free:
 	return st;
 }
 
-/* Key of the data an op consumes or a receive delivers: (class, stage, pipe, mb, step). */
-static uint64_t data_key(int cls, const clp_op *op)
+/* Classes of the ops an op may depend on, on its own rank. */
+enum { K_RECV_ACT, K_RECV_GRAD, K_FWD, K_BWD, K_BWD_W };
+
+/* Key of (class, stage, pipe, mb, step): 3 + 20 + 2 + 22 + 16 bits, unique within the
+ * generators' limits (10^6 stages and micro-batches). */
+static uint64_t local_key(int cls, int stage, const clp_op *op)
 {
-	return (uint64_t)cls | (uint64_t)(op->pipe & 1) << 1 | (uint64_t)(op->step & 0xfff) << 2 |
-	       (uint64_t)((uint32_t)op->stage & 0xffffff) << 14 |
-	       (uint64_t)((uint32_t)op->mb & 0xffffff) << 38;
+	return (uint64_t)cls | (uint64_t)((uint32_t)stage & 0xfffff) << 3 |
+	       (uint64_t)(op->pipe & 3) << 23 | (uint64_t)((uint32_t)op->mb & 0x3fffff) << 25 |
+	       (uint64_t)op->step << 47;
+}
+
+static int class_of(int kind)
+{
+	switch (kind) {
+	case CLP_OP_RECV_ACT: return K_RECV_ACT;
+	case CLP_OP_RECV_GRAD: return K_RECV_GRAD;
+	case CLP_OP_FWD: return K_FWD;
+	case CLP_OP_BWD:
+	case CLP_OP_BWD_B: return K_BWD;
+	case CLP_OP_BWD_W: return K_BWD_W;
+	}
+	return -1;
 }
 
 static uint64_t mix(uint64_t x)
@@ -123,65 +140,132 @@ static uint64_t mix(uint64_t x)
 	return x;
 }
 
-/* For every FWD/BWD/BWD_B, the receive on its rank delivering its input (a hash table of the
- * rank's receives, reused across ranks). */
-static clp_status link_inputs(const clp_sched *s, clp_sched_index *ix)
+/* A rank's ops by key (open addressing, reused across ranks). */
+typedef struct table {
+	uint64_t *keys;
+	int64_t *vals;
+	size_t cap, mask;
+} table;
+
+static int64_t table_find(const table *t, uint64_t key)
 {
-	size_t cap = 0;
-	uint64_t *keys = NULL;
-	int64_t *vals = NULL;
+	size_t h;
+
+	for (h = mix(key) & t->mask; t->vals[h] >= 0 && t->keys[h] != key; h = (h + 1) & t->mask)
+		;
+	return t->vals[h];
+}
+
+static void table_put(table *t, uint64_t key, int64_t val)
+{
+	size_t h;
+
+	for (h = mix(key) & t->mask; t->vals[h] >= 0 && t->keys[h] != key; h = (h + 1) & t->mask)
+		;
+	if (t->vals[h] < 0) { /* a duplicate keeps the first; the validator reports it */
+		t->keys[h] = key;
+		t->vals[h] = val;
+	}
+}
+
+static clp_status table_reset(table *t, size_t n)
+{
+	size_t need = 16;
+
+	while (need < 2 * n)
+		need *= 2;
+	if (need > t->cap) {
+		free(t->keys);
+		free(t->vals);
+		t->keys = malloc(need * sizeof(*t->keys));
+		t->vals = malloc(need * sizeof(*t->vals));
+		t->cap = need;
+		if (!t->keys || !t->vals)
+			return clp_error(CLP_ERR_NOMEM, "schedule index: out of host memory");
+	}
+	t->mask = need - 1;
+	for (size_t h = 0; h < need; h++)
+		t->vals[h] = -1;
+	return CLP_OK;
+}
+
+/* Neighbours of op's stage on its micro-batch's path (-1 at the ends). */
+static void neighbours(const clp_sched *s, const clp_op *op, int *prev, int *next)
+{
+	const int *path;
+	int n = clp_sched_path(s, op->mb >= 0 && op->mb < s->nmb ? op->mb : 0, &path);
+
+	*prev = *next = -1;
+	for (int i = 0; i < n; i++)
+		if ((path ? path[i] : i) == op->stage) {
+			*prev = i > 0 ? (path ? path[i - 1] : i - 1) : -1;
+			*next = i + 1 < n ? (path ? path[i + 1] : i + 1) : -1;
+			return;
+		}
+}
+
+/* input: where an op's data comes from (its receive, or the op on this rank that makes it);
+ * dep: the op on this rank it must follow (BWD after its FWD, W after its B, K-FAC factors
+ * after the pass that records them). */
+static void link_op(const clp_sched *s, const table *t, const clp_op *op, int64_t *input,
+		    int64_t *dep)
+{
+	int prev, next;
+	int64_t x;
+
+	switch (op->kind) {
+	case CLP_OP_FWD:
+		x = table_find(t, local_key(K_RECV_ACT, op->stage, op));
+		if (x < 0) {
+			neighbours(s, op, &prev, &next);
+			x = prev >= 0 ? table_find(t, local_key(K_FWD, prev, op)) : -1;
+		}
+		*input = x;
+		break;
+	case CLP_OP_BWD:
+	case CLP_OP_BWD_B:
+		x = table_find(t, local_key(K_RECV_GRAD, op->stage, op));
+		if (x < 0) {
+			neighbours(s, op, &prev, &next);
+			x = next >= 0 ? table_find(t, local_key(K_BWD, next, op)) : -1;
+		}
+		*input = x;
+		*dep = table_find(t, local_key(K_FWD, op->stage, op));
+		break;
+	case CLP_OP_BWD_W:
+	case CLP_OP_KFAC_CURV_B:
+	case CLP_OP_SEND_GRAD:
+		x = table_find(t, local_key(K_BWD, op->stage, op));
+		*(op->kind == CLP_OP_SEND_GRAD ? input : dep) = x;
+		break;
+	case CLP_OP_KFAC_CURV_A:
+	case CLP_OP_SEND_ACT:
+		x = table_find(t, local_key(K_FWD, op->stage, op));
+		*(op->kind == CLP_OP_SEND_ACT ? input : dep) = x;
+		break;
+	}
+}
+
+static clp_status link_local(const clp_sched *s, clp_sched_index *ix)
+{
+	table t = {0};
 	clp_status st = CLP_OK;
 
 	for (int r = 0; r < s->nranks && st == CLP_OK; r++) {
 		const clp_rank_prog *p = &s->ranks[r];
-		size_t need = 16, mask;
 
-		while (need < 2 * (size_t)p->nops)
-			need *= 2;
-		if (need > cap) {
-			free(keys);
-			free(vals);
-			keys = malloc(need * sizeof(*keys));
-			vals = malloc(need * sizeof(*vals));
-			cap = need;
-			if (!keys || !vals) {
-				st = clp_error(CLP_ERR_NOMEM, "schedule index: out of host memory");
-				break;
-			}
-		}
-		mask = need - 1;
-		for (size_t h = 0; h < need; h++)
-			vals[h] = -1;
-		for (int k = 0; k < p->nops; k++) {
-			const clp_op *op = &p->ops[k];
-			uint64_t key;
-			size_t h;
+		st = table_reset(&t, (size_t)p->nops);
+		for (int k = 0; k < p->nops && st == CLP_OK; k++) {
+			int cls = class_of(p->ops[k].kind);
 
-			if (!clp_op_is_recv(op->kind))
-				continue;
-			key = data_key(op->kind == CLP_OP_RECV_GRAD, op);
-			for (h = mix(key) & mask; vals[h] >= 0 && keys[h] != key; h = (h + 1) & mask)
-				;
-			if (vals[h] < 0) { /* a duplicate keeps the first; the validator reports it */
-				keys[h] = key;
-				vals[h] = ix->off[r] + k;
-			}
+			if (cls >= 0)
+				table_put(&t, local_key(cls, p->ops[k].stage, &p->ops[k]), ix->off[r] + k);
 		}
-		for (int k = 0; k < p->nops; k++) {
-			const clp_op *op = &p->ops[k];
-			uint64_t key;
-			size_t h;
-
-			if (op->kind != CLP_OP_FWD && !clp_op_is_bwd_input(op->kind))
-				continue;
-			key = data_key(op->kind != CLP_OP_FWD, op);
-			for (h = mix(key) & mask; vals[h] >= 0 && keys[h] != key; h = (h + 1) & mask)
-				;
-			ix->input[ix->off[r] + k] = vals[h];
-		}
+		for (int k = 0; k < p->nops && st == CLP_OK; k++)
+			link_op(s, &t, &p->ops[k], &ix->input[ix->off[r] + k], &ix->dep[ix->off[r] + k]);
 	}
-	free(keys);
-	free(vals);
+	free(t.keys);
+	free(t.vals);
 	return st;
 }
 
@@ -252,17 +336,18 @@ clp_status clp_sched_index_build(const clp_sched *s, clp_sched_index *ix)
 	ix->nops = ix->off[s->nranks];
 	ix->match = malloc((size_t)ix->nops * sizeof(int64_t) + 1);
 	ix->input = malloc((size_t)ix->nops * sizeof(int64_t) + 1);
+	ix->dep = malloc((size_t)ix->nops * sizeof(int64_t) + 1);
 	ix->coll = malloc((size_t)ix->nops * sizeof(int64_t) + 1);
-	if (!ix->match || !ix->input || !ix->coll) {
+	if (!ix->match || !ix->input || !ix->dep || !ix->coll) {
 		clp_sched_index_free(ix);
 		return clp_error(CLP_ERR_NOMEM, "schedule index: out of host memory (%lld ops)",
 				 (long long)ix->nops);
 	}
 	for (int64_t g = 0; g < ix->nops; g++)
-		ix->match[g] = ix->input[g] = ix->coll[g] = -1;
+		ix->match[g] = ix->input[g] = ix->dep[g] = ix->coll[g] = -1;
 	st = match_p2p(s, ix);
 	if (st == CLP_OK)
-		st = link_inputs(s, ix);
+		st = link_local(s, ix);
 	if (st == CLP_OK)
 		st = number_collectives(s, ix);
 	if (st != CLP_OK)
@@ -275,6 +360,7 @@ void clp_sched_index_free(clp_sched_index *ix)
 	free(ix->off);
 	free(ix->match);
 	free(ix->input);
+	free(ix->dep);
 	free(ix->coll);
 	free(ix->inst_group);
 	free(ix->inst_seq);

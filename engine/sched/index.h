@@ -1,6 +1,6 @@
 /* Cross-references of a schedule, shared by the validator and the simulator: which receive each
  * send matches (same source, destination and tag, in list order: MPI's non-overtaking rule),
- * which local receive feeds each compute op, and which instance of its group's collectives each
+ * what each op waits for on its own rank, and which instance of its group's collectives each
  * collective op joins. Ops are numbered globally: rank r's op i is off[r] + i. */
 #ifndef CLP_SCHED_INDEX_H
 #define CLP_SCHED_INDEX_H
@@ -12,8 +12,12 @@ typedef struct clp_sched_index {
 	int64_t nops;
 	int64_t *off;       /* [nranks + 1] */
 	int64_t *match;     /* [nops] the partner of a send or receive; -1 if none */
-	int64_t *input;     /* [nops] FWD: its RECV_ACT, BWD/BWD_B: its RECV_GRAD, on the same rank;
-			     * -1 if none */
+	int64_t *input;     /* [nops] where the op's data comes from, on its rank: FWD its RECV_ACT
+			     * (or the FWD of the previous stage on the path, if local), BWD/BWD_B
+			     * its RECV_GRAD (or the next stage's backward), SEND_ACT/SEND_GRAD the
+			     * FWD/backward making what it sends; -1 if none */
+	int64_t *dep;       /* [nops] the op on its rank it must follow: BWD/BWD_B its FWD, BWD_W
+			     * its BWD_B, KFAC_CURV_A/B the FWD/backward they record; -1 */
 	int64_t *coll;      /* [nops] collective instance; -1 for other ops */
 	int64_t ninst;      /* collective instances */
 	int32_t *inst_group; /* [ninst] */

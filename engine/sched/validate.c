@@ -409,9 +409,6 @@ static clp_status dry_run(const vctx *v)
 	clp_sim_result res;
 	clp_status st;
 
-	for (int r = 0; r < v->s->nranks; r++)
-		if (v->s->ranks[r].mode != CLP_RANK_ORDERED)
-			return CLP_OK;
 	clp_sim_opts_default(&o);
 	o.eager_bytes = 0;
 	o.trace_limit = 0;

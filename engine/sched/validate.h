@@ -9,7 +9,8 @@
  *   - the collectives of each group appear in the same order on every member;
  *   - a dry run with unit costs in which every send is a rendezvous (completes only once its
  *     receive is posted) finishes.
- * Dataflow-mode ranks skip the order checks; their dry run waits for the simulator. */
+ * Dataflow-mode ranks skip the order checks (their order is decided as they run); the dry run
+ * covers them too. */
 #ifndef CLP_SCHED_VALIDATE_H
 #define CLP_SCHED_VALIDATE_H
 

@@ -17,9 +17,10 @@ typedef struct sim_event {
 } sim_event;
 
 enum { EV_RANK, EV_XFER_START, EV_XFER_DONE };
-/* What a rank waits for: its running compute op, a receive feeding the next op, a blocking
- * send, every outstanding request at the end of its list (drain), a collective. */
-enum { W_NONE, W_RUN, W_RECV, W_SEND, W_DRAIN, W_COLL, W_DONE };
+/* What a rank waits for: its running compute op, what the next op needs (a receive or a local
+ * op), a blocking send, every outstanding request at the end of its list (drain), a collective,
+ * or (dataflow) any receive. */
+enum { W_NONE, W_RUN, W_RECV, W_SEND, W_DRAIN, W_COLL, W_ANY, W_DONE };
 
 void clp_sim_opts_default(clp_sim_opts *o)
 {
@@ -167,7 +168,7 @@ static void post(sim *S, int r, int64_t g, const clp_op *op, double t)
 		start_xfer(S, m, op->peer, t);
 }
 
-static void run_compute(sim *S, int r, const clp_op *op, double t)
+static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 {
 	sim_rank *R = &S->rs[r];
 	double d = sim_op_time(S, r, op);
@@ -178,6 +179,7 @@ static void run_compute(sim *S, int r, const clp_op *op, double t)
 		R->mem += act;
 		if (R->mem > R->peak)
 			R->peak = R->mem;
+		R->inflight++;
 		break;
 	case CLP_OP_BWD: R->pending_free = act; break;
 	case CLP_OP_BWD_B: R->pending_free = act - act_w; break;
@@ -185,6 +187,7 @@ static void run_compute(sim *S, int r, const clp_op *op, double t)
 	}
 	emit(S, r, CLP_TQ_COMPUTE, op, t, t + d, -1);
 	R->wait = W_RUN;
+	R->running = g;
 	push(S, EV_RANK, t + d, 0, r, 0);
 }
 
@@ -207,19 +210,41 @@ static void run_collective(sim *S, int r, int64_t g, const clp_op *op, double t)
 	}
 }
 
-/* Advance rank r at time t until it has to wait. */
-static void rank_step(sim *S, int r, double t)
+/* The op g needs first, if that is not done yet: its input (a receive, or a local op) or the
+ * local op it follows; -1 when g may run. */
+static int64_t blocker(const sim *S, int64_t g)
+{
+	int64_t in = S->ix.input[g], dep = S->ix.dep[g];
+
+	if (in >= 0 && !(S->fl[in] & F_DONE))
+		return in;
+	if (dep >= 0 && !(S->fl[dep] & F_DONE))
+		return dep;
+	return -1;
+}
+
+/* All ops issued: wait for outstanding requests, then the rank is done. */
+static void rank_end(sim *S, sim_rank *R, double t)
+{
+	if (R->open_reqs > 0) {
+		R->wait = W_DRAIN;
+		return;
+	}
+	R->wait = W_DONE;
+	R->finish = t;
+	S->ndone++;
+}
+
+/* Ordered mode: the ops in list order. */
+static void ordered_step(sim *S, int r, double t)
 {
 	sim_rank *R = &S->rs[r];
 	const clp_rank_prog *p = &S->s->ranks[r];
 	int64_t base = S->ix.off[r];
 
-	R->mem -= R->pending_free;
-	R->pending_free = 0;
-	R->wait = W_NONE;
 	for (;;) {
 		const clp_op *op;
-		int64_t g;
+		int64_t g, b;
 
 		/* An exchange is posted whole; then its blocking sends are waited for. */
 		for (; R->run_lo < R->run_hi; R->run_lo++) {
@@ -233,13 +258,7 @@ static void rank_step(sim *S, int r, double t)
 			}
 		}
 		if (R->pc >= p->nops) {
-			if (R->open_reqs > 0) {
-				R->wait = W_DRAIN;
-				return;
-			}
-			R->wait = W_DONE;
-			R->finish = t;
-			S->ndone++;
+			rank_end(S, R, t);
 			return;
 		}
 		op = &p->ops[R->pc];
@@ -250,15 +269,13 @@ static void rank_step(sim *S, int r, double t)
 				post(S, r, base + R->pc, &p->ops[R->pc], t);
 			R->run_hi = R->pc;
 		} else if (clp_op_is_compute(op->kind)) {
-			int64_t in = S->ix.input[g];
-
-			if (in >= 0 && !(S->fl[in] & F_DONE)) {
+			if ((b = blocker(S, g)) >= 0) {
 				R->wait = W_RECV;
-				R->wait_op = in;
+				R->wait_op = b;
 				return;
 			}
 			R->pc++;
-			run_compute(S, r, op, t);
+			run_compute(S, r, g, op, t);
 			return;
 		} else if (clp_op_is_collective(op->kind)) {
 			R->pc++;
@@ -268,6 +285,96 @@ static void rank_step(sim *S, int r, double t)
 			R->pc++;
 		}
 	}
+}
+
+/* Ops no later op may overtake in dataflow mode: collectives, the optimizer step and the
+ * per-step K-FAC work run only once everything before them has. */
+static int is_barrier(int kind)
+{
+	return clp_op_is_collective(kind) || kind == CLP_OP_OPT_STEP || kind == CLP_OP_KFAC_INV ||
+	       kind == CLP_OP_KFAC_PRECOND;
+}
+
+/* Dataflow mode: every receive is posted at the start; then the first compute op in list order
+ * whose inputs are ready runs (a forward only while fewer than mem_cap micro-batches hold
+ * activations), and every send goes as soon as what it sends exists. */
+static void dataflow_step(sim *S, int r, double t)
+{
+	sim_rank *R = &S->rs[r];
+	const clp_rank_prog *p = &S->s->ranks[r];
+	int64_t base = S->ix.off[r], chosen = -1;
+
+	if (!R->started) {
+		R->started = 1;
+		for (int i = 0; i < p->nops; i++)
+			if (clp_op_is_recv(p->ops[i].kind)) {
+				S->fl[base + i] |= F_EXEC;
+				post(S, r, base + i, &p->ops[i], t);
+			}
+	}
+	for (int i = R->pc, prefix = 1; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+		int64_t g = base + i;
+
+		if (S->fl[g] & F_EXEC)
+			continue;
+		if (is_barrier(op->kind)) {
+			if (!prefix || chosen >= 0)
+				break;
+			S->fl[g] |= F_EXEC;
+			R->pc = i + 1;
+			if (clp_op_is_collective(op->kind))
+				run_collective(S, r, g, op, t);
+			else
+				run_compute(S, r, g, op, t);
+			return;
+		}
+		if (blocker(S, g) >= 0 ||
+		    (op->kind == CLP_OP_FWD && p->mem_cap > 0 && R->inflight >= p->mem_cap)) {
+			prefix = 0;
+			continue;
+		}
+		if (clp_op_is_send(op->kind)) {
+			S->fl[g] |= F_EXEC;
+			post(S, r, g, op, t);
+		} else {
+			if (chosen < 0 && clp_op_is_compute(op->kind))
+				chosen = g;
+			prefix = 0;
+		}
+	}
+	if (chosen >= 0)
+		S->fl[chosen] |= F_EXEC;
+	while (R->pc < p->nops && (S->fl[base + R->pc] & F_EXEC))
+		R->pc++;
+	if (chosen >= 0)
+		run_compute(S, r, chosen, op_of(S, r, chosen), t);
+	else if (R->pc >= p->nops)
+		rank_end(S, R, t);
+	else
+		R->wait = W_ANY;
+}
+
+/* Advance rank r at time t until it has to wait: first retire the compute op that just ended. */
+static void rank_step(sim *S, int r, double t)
+{
+	sim_rank *R = &S->rs[r];
+
+	if (R->running >= 0) {
+		int k = op_of(S, r, R->running)->kind;
+
+		S->fl[R->running] |= F_DONE;
+		R->running = -1;
+		R->mem -= R->pending_free;
+		R->pending_free = 0;
+		if (k == CLP_OP_BWD || k == CLP_OP_BWD_W)
+			R->inflight--;
+	}
+	R->wait = W_NONE;
+	if (S->s->ranks[r].mode == CLP_RANK_DATAFLOW)
+		dataflow_step(S, r, t);
+	else
+		ordered_step(S, r, t);
 }
 
 static void xfer_done(sim *S, int64_t g, int src, double t)
@@ -290,7 +397,8 @@ static void xfer_done(sim *S, int64_t g, int src, double t)
 	S->fl[m] |= F_DONE;
 	R = &S->rs[dst];
 	R->open_reqs--;
-	if ((R->wait == W_RECV && R->wait_op == m) || (R->wait == W_DRAIN && !R->open_reqs))
+	if ((R->wait == W_RECV && R->wait_op == m) || (R->wait == W_DRAIN && !R->open_reqs) ||
+	    R->wait == W_ANY)
 		rank_step(S, dst, t);
 }
 
@@ -308,6 +416,10 @@ static int blocked_reason(const sim *S, int r, char *buf, size_t n)
 		clp_op_describe(&p->ops[R->pc], a, sizeof(a));
 		clp_op_describe(op_at(S, w, NULL), b, sizeof(b));
 		m = S->ix.match[w];
+		if (!clp_op_is_recv(op_at(S, w, NULL)->kind))
+			return snprintf(buf, n, "rank %d at op %d (%s) needs op %lld (%s) of its own "
+					"list, which has not run", r, R->pc, a,
+					(long long)(w - S->ix.off[r]), b);
 		if (m < 0)
 			return snprintf(buf, n, "rank %d at op %d (%s) waits for op %lld (%s), which "
 					"no send matches", r, R->pc, a, (long long)(w - S->ix.off[r]), b);
@@ -334,6 +446,10 @@ static int blocked_reason(const sim *S, int r, char *buf, size_t n)
 		clp_op_describe(op_at(S, w, NULL), a, sizeof(a));
 		return snprintf(buf, n, "rank %d at op %lld (%s) waits for the rest of its group",
 				r, (long long)(w - S->ix.off[r]), a);
+	case W_ANY:
+		clp_op_describe(&p->ops[R->pc], a, sizeof(a));
+		return snprintf(buf, n, "rank %d (dataflow) has no op ready; the first not run is "
+				"op %d (%s)", r, R->pc, a);
 	default:
 		return snprintf(buf, n, "rank %d stopped at op %d", r, R->pc);
 	}
@@ -396,10 +512,6 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 	S->s = s;
 	S->o = o;
 	S->res = res;
-	for (int r = 0; r < s->nranks; r++)
-		if (s->ranks[r].mode != CLP_RANK_ORDERED)
-			return clp_error(CLP_ERR_UNSUPPORTED, "simulator: rank %d is in dataflow mode, "
-					 "which the simulator does not run yet", r);
 	if (o->costs && o->costs->nstages != s->nstages)
 		return clp_error(CLP_ERR_INVALID, "simulator: the cost table has %d stages, the "
 				 "schedule %d", o->costs->nstages, s->nstages);
@@ -419,6 +531,8 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 				 (long long)S->ix.nops);
 	for (int g = 0; g < s->ngroups; g++)
 		S->gspec[g].latency_s = -1;
+	for (int r = 0; r < s->nranks; r++)
+		S->rs[r].running = -1;
 	clp_trace_init(&res->trace, s->nranks, o->trace_limit == SIZE_MAX ? 0 : o->trace_limit);
 	snprintf(res->trace.title, sizeof(res->trace.title), "%s: %d ranks, %d micro-batches "
 		 "(simulated)", s->name, s->nranks, s->nmb);

@@ -24,6 +24,9 @@ typedef struct sim_rank {
 	int64_t wait_op;    /* global op index waited on */
 	int run_lo, run_hi; /* the last exchange (run of adjacent sends/receives) */
 	int64_t open_reqs;  /* posted sends and receives not complete */
+	int64_t running;    /* the compute op in progress (global index), -1 */
+	int64_t inflight;   /* micro-batches holding activations (dataflow memory cap) */
+	int started;        /* dataflow: receives posted */
 	int64_t pending_free; /* activation bytes freed when the running compute op ends */
 	int64_t mem, peak;
 	int dev, kind_idx;
@@ -58,7 +61,9 @@ typedef struct sim {
 	clp_status err; /* first allocation failure inside the loop */
 } sim;
 
-enum { F_POSTED = 1, F_DONE = 2, F_ARRIVED = 4, F_STARTED = 8, F_EAGER = 16 };
+/* Per-op flags: posted (send/receive), done (complete), arrived (an eager message before its
+ * receive), started (transfer under way), eager, executed (dataflow: issued). */
+enum { F_POSTED = 1, F_DONE = 2, F_ARRIVED = 4, F_STARTED = 8, F_EAGER = 16, F_EXEC = 32 };
 
 /* sim_model.c */
 double sim_op_time(const sim *S, int rank, const clp_op *op);

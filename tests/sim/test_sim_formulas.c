@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "engine/sched/gen.h"
+#include "engine/sched/validate.h"
 #include "engine/sim/sim.h"
 #include "tests/harness.h"
 
@@ -180,5 +181,53 @@ static void test_activation_memory(void)
 	CHECK(peak[2] == n, "gpipe peak %lld, want %d", (long long)peak[2], n);
 }
 
+/* Dataflow mode: GPipe's lists, run by readiness with at most D - r micro-batches holding
+ * activations on rank r, become 1F1B: its step time and its memory. Without caps the lists
+ * still finish in GPipe's time. */
+static void test_dataflow_gpipe_as_1f1b(void)
+{
+	int d = 4, n = 8;
+	clp_gen_opts g;
+	clp_sched *s = NULL;
+	clp_costs *c = NULL;
+	clp_sim_opts o;
+	clp_sim_result r;
+
+	clp_gen_opts_default(&g);
+	g.kind = CLP_SCHED_GPIPE;
+	g.depth = d;
+	g.microbatches = n;
+	CHECK_OK(clp_sched_generate(&s, &g));
+	CHECK_OK(clp_costs_uniform(d, 1, 2, -1, &c));
+	if (!s || !c)
+		goto out;
+	clp_sim_opts_default(&o);
+	o.costs = c;
+	for (int cap = 0; cap < 2; cap++) {
+		for (int i = 0; i < d; i++) {
+			s->ranks[i].mode = CLP_RANK_DATAFLOW;
+			s->ranks[i].mem_cap = cap ? d - i : 0;
+		}
+		CHECK(clp_sched_validate(s, 1) == CLP_OK, "%s", clp_last_error());
+		if (clp_sim_run(s, &o, &r) == CLP_OK) {
+			check_near("dataflow step", r.step_s, (n + d - 1) * 3.0);
+			clp_sim_result_free(&r);
+		}
+		o.costs = NULL; /* unit costs: peaks count micro-batches */
+		if (clp_sim_run(s, &o, &r) == CLP_OK) {
+			for (int i = 0; i < d; i++)
+				CHECK(cap ? r.ranks[i].peak_bytes == d - i : r.ranks[i].peak_bytes <= n,
+				      "cap %d rank %d holds %lld", cap, i,
+				      (long long)r.ranks[i].peak_bytes);
+			clp_sim_result_free(&r);
+		}
+		o.costs = c;
+	}
+out:
+	clp_costs_free(c);
+	clp_sched_free(s);
+}
+
 TH_MAIN(TH_TEST(test_gpipe_1f1b), TH_TEST(test_interleaved), TH_TEST(test_chimera),
-	TH_TEST(test_zbh1_bubble), TH_TEST(test_activation_memory))
+	TH_TEST(test_zbh1_bubble), TH_TEST(test_activation_memory),
+	TH_TEST(test_dataflow_gpipe_as_1f1b))
