@@ -25,7 +25,7 @@ typedef struct clp_device {
 	char kind[CLP_NAME_MAX]; /* matches the device kinds of a cost table ("V100") */
 	int host;
 	int64_t memory_bytes;    /* 0: unknown (no memory check) */
-	double speed;            /* relative speed: cost-table times are divided by it */
+	double speed;            /* relative speed; cost tables scale by the ratio to their kind's */
 } clp_device;
 
 typedef struct clp_host {

@@ -63,7 +63,7 @@ void clp_costs_free(clp_costs *c);
 /* Index of a device kind among the overrides, -1 if none. */
 int clp_costs_kind_index(const clp_costs *c, const char *kind);
 /* Duration of time t of stage s on a device: its kind's measurement, else the table's time
- * divided by speed. */
+ * divided by speed (the device's speed relative to the table's device_kind). */
 double clp_costs_time(const clp_costs *c, int s, int t, int kind_index, double speed);
 
 /* Import a PipeFisher per-layer profile (the CSV files in ../shared/profiles/pipefisher): layers split

@@ -480,6 +480,7 @@ static clp_status place_ranks(sim *S)
 {
 	const clp_layout *l = S->o->layout;
 	const clp_costs *c = S->o->costs;
+	double ref = 1;
 
 	if (l && l->nranks != S->s->nranks)
 		return clp_error(CLP_ERR_INVALID, "simulator: the layout has %d ranks, the schedule "
@@ -488,6 +489,12 @@ static clp_status place_ranks(sim *S)
 		return clp_error(CLP_ERR_INVALID, "simulator: the cluster has %d devices, the "
 				 "schedule needs %d ranks (give a layout)", S->cl->ndevices,
 				 S->s->nranks);
+	/* The table's times hold on its own device kind: speeds count relative to that kind's. */
+	for (int i = 0; c && i < S->cl->ndevices; i++)
+		if (!strcmp(S->cl->devices[i].kind, c->device_kind)) {
+			ref = S->cl->devices[i].speed;
+			break;
+		}
 	for (int r = 0; r < S->s->nranks; r++) {
 		int d = l ? l->ranks[r].device : r;
 		const clp_device *dev;
@@ -499,7 +506,7 @@ static clp_status place_ranks(sim *S)
 					 "is not in the cluster", r, l ? l->ranks[r].device_id : "?");
 		dev = &S->cl->devices[d];
 		S->rs[r].dev = d;
-		S->rs[r].speed = dev->speed;
+		S->rs[r].speed = dev->speed / ref;
 		S->rs[r].kind_idx = c ? clp_costs_kind_index(c, dev->kind) : -1;
 		S->res->ranks[r].device = d;
 		S->res->ranks[r].memory_bytes = dev->memory_bytes;

@@ -4,6 +4,7 @@
  * more activation memory than 1F1B. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "engine/sched/gen.h"
 #include "engine/sched/validate.h"
@@ -228,6 +229,101 @@ out:
 	clp_sched_free(s);
 }
 
+/* A K-step cycle (PipeFisher's unit) of a schedule: K times the step. */
+static void test_cycle(void)
+{
+	for (int k = CLP_SCHED_GPIPE; k <= CLP_SCHED_ZBH1; k++) {
+		clp_gen_opts g;
+		clp_sched *s = NULL;
+		clp_sim_result one, three;
+
+		clp_gen_opts_default(&g);
+		g.kind = k;
+		g.depth = 4;
+		g.microbatches = k == CLP_SCHED_CHIMERA_FD ? 16 : 8;
+		g.chunks = k == CLP_SCHED_INTERLEAVED ? 2 : 1;
+		CHECK_OK(clp_sched_generate(&s, &g));
+		if (s && clp_sim_run(s, NULL, &one) == CLP_OK) {
+			CHECK_OK(clp_sched_repeat(s, 3));
+			CHECK(clp_sched_validate(s, 1) == CLP_OK, "%s", clp_last_error());
+			if (clp_sim_run(s, NULL, &three) == CLP_OK) {
+				check_near(clp_sched_kind_name(k), three.cycle_s, 3 * one.cycle_s);
+				check_near(clp_sched_kind_name(k), three.step_s, one.step_s);
+				clp_sim_result_free(&three);
+			}
+			clp_sim_result_free(&one);
+		}
+		clp_sched_free(s);
+	}
+}
+
+/* K-FAC work items (as the PipeFisher pass will insert them) run on the compute stream; a
+ * factor placed before the pass it records is caught by the dry run. */
+static void test_kfac_items(void)
+{
+	clp_gen_opts g;
+	clp_sched *s = NULL;
+	clp_sim_result base, r;
+	int last = 1;
+
+	clp_gen_opts_default(&g);
+	g.depth = 2;
+	g.microbatches = 4;
+	CHECK_OK(clp_sched_generate(&s, &g));
+	if (!s || clp_sim_run(s, NULL, &base) != CLP_OK)
+		goto out;
+	/* On the last rank: A factors after each FWD, B factors after each BWD, then one inverse
+	 * and the preconditioning before the optimizer step (unit cost 1 each). */
+	{
+		clp_rank_prog *p = &s->ranks[last];
+		clp_op *old = p->ops;
+		int n = p->nops;
+
+		p->ops = NULL;
+		p->nops = p->cap = 0;
+		for (int i = 0; i < n; i++) {
+			clp_op k;
+
+			if (old[i].kind == CLP_OP_OPT_STEP) {
+				k = clp_op_make(CLP_OP_KFAC_INV, 1, 0, 0, -1);
+				k.layer = 1;
+				CHECK_OK(clp_sched_push(s, last, &k));
+				k = clp_op_make(CLP_OP_KFAC_PRECOND, 1, 0, 0, -1);
+				CHECK_OK(clp_sched_push(s, last, &k));
+			}
+			CHECK_OK(clp_sched_push(s, last, &old[i]));
+			if (old[i].kind == CLP_OP_FWD || old[i].kind == CLP_OP_BWD) {
+				k = clp_op_make(old[i].kind == CLP_OP_FWD ? CLP_OP_KFAC_CURV_A
+									  : CLP_OP_KFAC_CURV_B,
+						1, 0, 0, old[i].mb);
+				k.layer = 1;
+				CHECK_OK(clp_sched_push(s, last, &k));
+			}
+		}
+		free(old);
+	}
+	CHECK(clp_sched_validate(s, 1) == CLP_OK, "%s", clp_last_error());
+	if (clp_sim_run(s, NULL, &r) == CLP_OK) {
+		check_near("K-FAC compute", r.ranks[last].compute_s,
+			   base.ranks[last].compute_s + 4 + 4 + 2);
+		clp_sim_result_free(&r);
+	}
+	/* the first B factor moved before the backward it needs */
+	for (int i = 0; i < s->ranks[last].nops; i++)
+		if (s->ranks[last].ops[i].kind == CLP_OP_KFAC_CURV_B) {
+			clp_op k = s->ranks[last].ops[i];
+
+			s->ranks[last].ops[i] = s->ranks[last].ops[i - 1];
+			s->ranks[last].ops[i - 1] = k;
+			break;
+		}
+	CHECK_ERR(clp_sched_validate(s, 1), CLP_ERR_INVALID, "deadlock", "KFAC_CURV_B stage 1 "
+		  "layer 1 mb 0", "which has not run");
+	clp_sim_result_free(&base);
+out:
+	clp_sched_free(s);
+}
+
 TH_MAIN(TH_TEST(test_gpipe_1f1b), TH_TEST(test_interleaved), TH_TEST(test_chimera),
 	TH_TEST(test_zbh1_bubble), TH_TEST(test_activation_memory),
-	TH_TEST(test_dataflow_gpipe_as_1f1b))
+	TH_TEST(test_dataflow_gpipe_as_1f1b), TH_TEST(test_cycle), TH_TEST(test_kfac_items))
