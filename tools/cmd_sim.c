@@ -54,10 +54,10 @@ static const clp_cfg_field fields[] = {
 	  0, NULL),
 	F(loss_reduce, "loss_reduce", CLP_CFG_BOOL, "false", "reduce the loss to rank 0", 0, 0,
 	  NULL),
-	F(cluster, "cluster", CLP_CFG_STRING, "\"\"", "cluster JSON (default: free links)", 0, 0,
+	F(cluster, "cluster", CLP_CFG_STRING, "\"\"", "cluster JSON; none: free links, memory unchecked", 0, 0,
 	  NULL),
-	F(layout, "layout", CLP_CFG_STRING, "\"\"", "rank layout JSON (default: rank r on device "
-	  "r)", 0, 0, NULL),
+	F(layout, "layout", CLP_CFG_STRING, "\"\"", "rank layout JSON; none: rank r on device r",
+	  0, 0, NULL),
 	F(costs, "costs", CLP_CFG_STRING, "\"\"", "cost table JSON", 0, 0, NULL),
 	F(profile, "profile", CLP_CFG_STRING, "\"\"", "PipeFisher per-layer CSV instead of a cost "
 	  "table", 0, 0, NULL),
@@ -110,8 +110,9 @@ static double now_s(void)
 
 static void usage(void)
 {
-	printf("usage: clpipe sim [--schedule %s] [--stages D] [--microbatches N]\n"
-	       "                  [--chunks v] [--replicas R] [--cluster F] [--layout F]\n"
+	printf("usage: clpipe sim [--schedule %s]\n"
+	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
+	       "                  [--cluster F] [--layout F]\n"
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
@@ -225,9 +226,9 @@ static void print_text(const clp_sched *s, const clp_costs *costs, const sim_cfg
 	int show = r->nranks <= 64 ? r->nranks : 16;
 
 	printf("schedule     %s: %d ranks, %d stages, %d micro-batches, %d pipeline%s, %d "
-	       "replica%s%s\n", s->name, s->nranks, s->nstages, s->nmb, s->npipes,
-	       s->npipes > 1 ? "s" : "", s->nreplicas, s->nreplicas > 1 ? "s" : "",
-	       s->nsteps > 1 ? "" : "");
+	       "replica%s, %d step%s\n", s->name, s->nranks, s->nstages, s->nmb, s->npipes,
+	       s->npipes > 1 ? "s" : "", s->nreplicas, s->nreplicas > 1 ? "s" : "", s->nsteps,
+	       s->nsteps > 1 ? "s" : "");
 	printf("costs        %s\n", costs->source[0] ? costs->source : "(no source given)");
 	printf("cluster      %s\n", c->cluster[0] ? c->cluster : "none: free links, memory "
 	       "unchecked");

@@ -16,8 +16,10 @@
  *
  * A send matches the receive on its peer with the same (source, destination, tag) in list order
  * (MPI's non-overtaking rule), so tags need only separate messages that may be in flight at the
- * same time between two ranks. A rank in CLP_RANK_DATAFLOW mode may run any op whose inputs are
- * ready (list order is then a priority), within a cap on micro-batches holding activations. */
+ * same time between two ranks. A rank in CLP_RANK_DATAFLOW mode posts all its receives at once,
+ * runs the first compute op (in list order) whose inputs are ready, within a cap on micro-batches
+ * holding activations, and sends each result as soon as it exists; collectives, OPT_STEP,
+ * KFAC_INV and KFAC_PRECOND wait for everything before them. */
 #ifndef CLP_SCHED_SCHED_H
 #define CLP_SCHED_SCHED_H
 

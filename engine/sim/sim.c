@@ -519,6 +519,9 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 	S->s = s;
 	S->o = o;
 	S->res = res;
+	if (o->layout && !o->cluster)
+		return clp_error(CLP_ERR_INVALID, "simulator: a layout names devices of a cluster; "
+				 "give the cluster too");
 	if (o->costs && o->costs->nstages != s->nstages)
 		return clp_error(CLP_ERR_INVALID, "simulator: the cost table has %d stages, the "
 				 "schedule %d", o->costs->nstages, s->nstages);

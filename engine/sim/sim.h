@@ -31,7 +31,7 @@ typedef struct clp_sim_opts {
 	const clp_costs *costs;     /* NULL: unit costs (F 1, B 2, B/W 1 each, 1 byte a message
 				     * and 1 activation unit a micro-batch) */
 	const clp_cluster *cluster; /* NULL: free links, unknown memory */
-	const clp_layout *layout;   /* NULL: rank r on device r (resolved devices otherwise) */
+	const clp_layout *layout;   /* NULL: rank r on device r; else needs the cluster */
 	int64_t eager_bytes;        /* -1: the cluster's limit (0 without a cluster) */
 	int recompute;              /* keep only stage inputs; backward recomputes the forward */
 	size_t trace_limit;         /* events stored in the result; 0: none, SIZE_MAX: all */
