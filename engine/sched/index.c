@@ -189,21 +189,6 @@ static clp_status table_reset(table *t, size_t n)
 	return CLP_OK;
 }
 
-/* Neighbours of op's stage on its micro-batch's path (-1 at the ends). */
-static void neighbours(const clp_sched *s, const clp_op *op, int *prev, int *next)
-{
-	const int *path;
-	int n = clp_sched_path(s, op->mb >= 0 && op->mb < s->nmb ? op->mb : 0, &path);
-
-	*prev = *next = -1;
-	for (int i = 0; i < n; i++)
-		if ((path ? path[i] : i) == op->stage) {
-			*prev = i > 0 ? (path ? path[i - 1] : i - 1) : -1;
-			*next = i + 1 < n ? (path ? path[i + 1] : i + 1) : -1;
-			return;
-		}
-}
-
 /* input: where an op's data comes from (its receive, or the op on this rank that makes it);
  * dep: the op on this rank it must follow (BWD after its FWD, W after its B, K-FAC factors
  * after the pass that records them). */
@@ -217,7 +202,7 @@ static void link_op(const clp_sched *s, const table *t, const clp_op *op, int64_
 	case CLP_OP_FWD:
 		x = table_find(t, local_key(K_RECV_ACT, op->stage, op));
 		if (x < 0) {
-			neighbours(s, op, &prev, &next);
+			clp_sched_neighbours(s, op->mb, op->stage, &prev, &next);
 			x = prev >= 0 ? table_find(t, local_key(K_FWD, prev, op)) : -1;
 		}
 		*input = x;
@@ -226,7 +211,7 @@ static void link_op(const clp_sched *s, const table *t, const clp_op *op, int64_
 	case CLP_OP_BWD_B:
 		x = table_find(t, local_key(K_RECV_GRAD, op->stage, op));
 		if (x < 0) {
-			neighbours(s, op, &prev, &next);
+			clp_sched_neighbours(s, op->mb, op->stage, &prev, &next);
 			x = next >= 0 ? table_find(t, local_key(K_BWD, next, op)) : -1;
 		}
 		*input = x;

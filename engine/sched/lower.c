@@ -22,32 +22,12 @@ static int chunk_of(const lower_ctx *c, int pipe, int stage)
 	return c->pl->chunk_of[(size_t)pipe * (size_t)c->s->nstages + (size_t)stage];
 }
 
-/* Neighbours of stage on mb's path: *prev and *next, -1 at the ends (or if stage is absent). */
-static void neighbours(const clp_sched *s, int mb, int stage, int *prev, int *next)
-{
-	const int *path;
-	int n = clp_sched_path(s, mb, &path);
-
-	*prev = *next = -1;
-	if (!path) {
-		*prev = stage > 0 ? stage - 1 : -1;
-		*next = stage + 1 < n ? stage + 1 : -1;
-		return;
-	}
-	for (int i = 0; i < n; i++)
-		if (path[i] == stage) {
-			*prev = i > 0 ? path[i - 1] : -1;
-			*next = i + 1 < n ? path[i + 1] : -1;
-			return;
-		}
-}
-
 /* The receive that must precede item w on this rank, if its input comes from another rank. */
 static int recv_for(const lower_ctx *c, const clp_work *w, clp_op *op)
 {
 	int prev, next, from, kind;
 
-	neighbours(c->s, w->mb, w->stage, &prev, &next);
+	clp_sched_neighbours(c->s, w->mb, w->stage, &prev, &next);
 	if (w->kind == CLP_OP_FWD && prev >= 0) {
 		from = rank_of(c, w->pipe, prev);
 		kind = CLP_OP_RECV_ACT;
@@ -70,7 +50,7 @@ static int send_for(const lower_ctx *c, const clp_work *w, clp_op *op)
 {
 	int prev, next, to, kind, to_stage;
 
-	neighbours(c->s, w->mb, w->stage, &prev, &next);
+	clp_sched_neighbours(c->s, w->mb, w->stage, &prev, &next);
 	if (w->kind == CLP_OP_FWD && next >= 0) {
 		kind = CLP_OP_SEND_ACT;
 		to_stage = next;

@@ -188,6 +188,27 @@ int clp_sched_path(const clp_sched *s, int mb, const int **stages)
 	return s->path_start[mb + 1] - s->path_start[mb];
 }
 
+void clp_sched_neighbours(const clp_sched *s, int mb, int stage, int *prev, int *next)
+{
+	const int *path;
+	int n = clp_sched_path(s, mb >= 0 && mb < s->nmb ? mb : 0, &path);
+
+	*prev = *next = -1;
+	if (!path) {
+		if (stage >= 0 && stage < n) {
+			*prev = stage - 1;
+			*next = stage + 1 < n ? stage + 1 : -1;
+		}
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		if (path[i] == stage) {
+			*prev = i > 0 ? path[i - 1] : -1;
+			*next = i + 1 < n ? path[i + 1] : -1;
+			return;
+		}
+}
+
 clp_status clp_sched_set_paths(clp_sched *s, const int *start, const int *stages)
 {
 	int total = start[s->nmb];

@@ -142,6 +142,8 @@ clp_status clp_sched_group(clp_sched *s, const int *ranks, int n, int *index);
 /* Stages of mb's path; returns their number and sets *stages (NULL means 0..nstages-1). */
 int clp_sched_path(const clp_sched *s, int mb, const int **stages);
 clp_status clp_sched_set_paths(clp_sched *s, const int *start, const int *stages);
+/* The stages before and after `stage` on mb's path; -1 at the ends or if it is not on it. */
+void clp_sched_neighbours(const clp_sched *s, int mb, int stage, int *prev, int *next);
 /* Turn a one-step schedule into a cycle of k steps (each list repeated, op.step set). */
 clp_status clp_sched_repeat(clp_sched *s, int k);
 int64_t clp_sched_nops(const clp_sched *s);

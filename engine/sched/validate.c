@@ -158,6 +158,11 @@ static clp_status fill_records(const vctx *v)
 	return CLP_OK;
 }
 
+static int is_act(int kind)
+{
+	return kind == CLP_OP_SEND_ACT || kind == CLP_OP_RECV_ACT;
+}
+
 static clp_status check_matching(const vctx *v)
 {
 	const clp_sched *s = v->s;
@@ -177,9 +182,7 @@ static clp_status check_matching(const vctx *v)
 								      : "the peer sends no matching message");
 			q = op->peer;
 			mo = &s->ranks[q].ops[m - v->ix.off[q]];
-			if ((op->kind == CLP_OP_SEND_ACT) != (mo->kind == CLP_OP_RECV_ACT) ||
-			    (op->kind == CLP_OP_SEND_GRAD) != (mo->kind == CLP_OP_RECV_GRAD) ||
-			    op->mb != mo->mb || op->pipe != mo->pipe || op->step != mo->step ||
+			if (is_act(op->kind) != is_act(mo->kind) || op->mb != mo->mb || op->pipe != mo->pipe || op->step != mo->step ||
 			    s->ranks[r].replica != s->ranks[q].replica ||
 			    (op->bytes && mo->bytes && op->bytes != mo->bytes))
 				return vfail(v, "%s is matched with %s, which differs in kind, "
