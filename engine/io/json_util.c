@@ -19,8 +19,11 @@ clp_status clp_json_load(const char *path, json_t **root)
 	*root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
 	if (*root)
 		return CLP_OK;
-	if (err.line < 1 || strstr(err.text, "unable to open"))
-		return clp_error(CLP_ERR_IO, "%s: %s", path, err.text);
+	if (err.line < 1 || strstr(err.text, "unable to open")) {
+		const char *why = strrchr(err.text, ':'); /* "unable to open F: <reason>" */
+
+		return clp_error(CLP_ERR_IO, "%s: cannot read (%s)", path, why ? why + 2 : err.text);
+	}
 	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column,
 			 err.text);
 }
