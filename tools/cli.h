@@ -22,5 +22,6 @@ int cmd_bench_gemm(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
 
 #endif

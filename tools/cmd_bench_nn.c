@@ -1,4 +1,4 @@
-/* clpipe bench-nn: device time of every transformer kernel (cl/nn.h) on one layer of a model
+/* clpipe bench nn: device time of every transformer kernel (cl/nn.h) on one layer of a model
  * shape (default GPT-2 small: B*T = 16*256 tokens, C = 768, 12 heads), from the queue's
  * per-kernel timings, with the achieved bandwidth of the row-wise kernels and the attention
  * throughput. Not a test: no thresholds. */
@@ -199,7 +199,7 @@ int cmd_bench_nn(int argc, char **argv)
 		long *dst = NULL;
 
 		if (cli_is_help(argv[i])) {
-			printf("usage: clpipe bench-nn [--device SPEC] [--B N] [--T N] [--C N] [--H N]\n"
+			printf("usage: clpipe bench nn [--device SPEC] [--B N] [--T N] [--C N] [--H N]\n"
 			       "                       [--iters N] [--gpu-shape] [--only NAME]\n\n"
 			       "Times every transformer kernel on one layer of a model shape (default\n"
 			       "GPT-2 small: B=16 T=256 C=768 H=12) with the queue's per-kernel timings;\n"
@@ -215,12 +215,12 @@ int cmd_bench_nn(int argc, char **argv)
 		}
 		if ((r = cli_value(argc, argv, &i, "--only", &only)) != 0) {
 			if (r < 0)
-				return cli_usage_error("bench-nn", "--only needs a value");
+				return cli_usage_error("bench nn", "--only needs a value");
 			continue;
 		}
 		if ((r = cli_value(argc, argv, &i, "--device", &device)) != 0) {
 			if (r < 0)
-				return cli_usage_error("bench-nn", "--device needs a value");
+				return cli_usage_error("bench nn", "--device needs a value");
 			continue;
 		}
 		if ((r = cli_value(argc, argv, &i, "--B", &v)) > 0)
@@ -234,18 +234,18 @@ int cmd_bench_nn(int argc, char **argv)
 		else if (r == 0 && (r = cli_value(argc, argv, &i, "--iters", &v)) > 0)
 			dst = &iters;
 		if (r < 0)
-			return cli_usage_error("bench-nn", "%s needs a value", argv[i]);
+			return cli_usage_error("bench nn", "%s needs a value", argv[i]);
 		if (!dst)
-			return cli_usage_error("bench-nn", "unknown option '%s'", argv[i]);
+			return cli_usage_error("bench nn", "unknown option '%s'", argv[i]);
 		*dst = strtol(v, NULL, 10);
 		if (*dst <= 0)
-			return cli_usage_error("bench-nn", "%s must be a positive integer", argv[i - 1]);
+			return cli_usage_error("bench nn", "%s must be a positive integer", argv[i - 1]);
 	}
 	if (C % H)
-		return cli_usage_error("bench-nn", "--C %ld is not a multiple of --H %ld", C, H);
+		return cli_usage_error("bench nn", "--C %ld is not a multiple of --H %ld", C, H);
 	s = clp_cl_ctx_create(&b.ctx, device);
 	if (s != CLP_OK)
-		return cli_fail("bench-nn", s);
+		return cli_fail("bench nn", s);
 	printf("device %s: B=%ld T=%ld C=%ld H=%ld, %ld iterations\n", clp_cl_ctx_device(b.ctx)->name,
 	       B, T, C, H, iters);
 	s = run(&b, (size_t)B, (size_t)T, (size_t)C, (size_t)H, (int)iters, gpu, only);
@@ -257,5 +257,5 @@ int cmd_bench_nn(int argc, char **argv)
 	for (int i = 0; i < b.nbufs; i++)
 		clReleaseMemObject(b.bufs[i]);
 	clp_cl_ctx_free(b.ctx);
-	return s == CLP_OK ? 0 : cli_fail("bench-nn", s);
+	return s == CLP_OK ? 0 : cli_fail("bench nn", s);
 }

@@ -15,7 +15,7 @@ static const struct command commands[] = {
 	{"bench", cmd_bench, "measure devices and kernels (bench gemm, ...)"},
 	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},
 	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},
-	{"bench-nn", cmd_bench_nn, "time the transformer kernels on a model shape"},
+	{"sim", cmd_sim, "simulate a pipeline schedule on a cost table and a cluster"},
 };
 
 static void usage(FILE *f)

@@ -1,0 +1,357 @@
+/* Cost table: construction, JSON reader/writer, lookup and calibration (see costs.h). */
+#include "engine/io/costs.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/io/json_util.h"
+#include "engine/io/trace.h"
+#include "engine/sched/sched.h"
+
+#define COSTS_FORMAT "clpipe-costs"
+
+/* NULL-ended, so that it also serves as the list of keys a device-kind entry may have. */
+static const char *const time_names[CLP_COST_NTIMES + 1] = {
+	"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
+	"kfac_inv_s", "kfac_precond_s", NULL,
+};
+
+const char *clp_cost_time_name(int t)
+{
+	return t >= 0 && t < CLP_COST_NTIMES ? time_names[t] : "?";
+}
+
+void clp_costs_free(clp_costs *c)
+{
+	if (!c)
+		return;
+	free(c->stages);
+	free(c->kinds);
+	free(c->kind_t);
+	free(c);
+}
+
+clp_status clp_costs_create(int nstages, clp_costs **out)
+{
+	clp_costs *c = calloc(1, sizeof(*c));
+
+	*out = NULL;
+	if (nstages < 1)
+		return clp_error(CLP_ERR_INVALID, "cost table: needs at least one stage");
+	if (!c || !(c->stages = calloc((size_t)nstages, sizeof(*c->stages)))) {
+		clp_costs_free(c);
+		return clp_error(CLP_ERR_NOMEM, "cost table: out of host memory");
+	}
+	c->nstages = nstages;
+	snprintf(c->device_kind, sizeof(c->device_kind), "default");
+	for (int s = 0; s < nstages; s++)
+		c->stages[s].nlayers = 1;
+	*out = c;
+	return CLP_OK;
+}
+
+clp_status clp_costs_uniform(int nstages, double tf, double tb, double tw, clp_costs **out)
+{
+	CLP_TRY(clp_costs_create(nstages, out));
+	if (tw < 0)
+		tw = tb / 2;
+	for (int s = 0; s < nstages; s++) {
+		double *t = (*out)->stages[s].t;
+
+		t[CLP_COST_FWD] = tf;
+		t[CLP_COST_BWD] = tb;
+		t[CLP_COST_BWD_B] = tb - tw;
+		t[CLP_COST_BWD_W] = tw;
+	}
+	snprintf((*out)->source, sizeof((*out)->source), "uniform: F %g s, B %g s, W %g s", tf, tb,
+		 tw);
+	return CLP_OK;
+}
+
+int clp_costs_kind_index(const clp_costs *c, const char *kind)
+{
+	for (int k = 0; k < c->nkinds; k++)
+		if (!strcmp(c->kinds[k], kind))
+			return k;
+	return -1;
+}
+
+double clp_costs_time(const clp_costs *c, int s, int t, int kind_index, double speed)
+{
+	if (kind_index >= 0) {
+		double v = c->kind_t[((size_t)kind_index * (size_t)c->nstages + (size_t)s) *
+					     CLP_COST_NTIMES + (size_t)t];
+
+		if (!isnan(v))
+			return v;
+	}
+	return c->stages[s].t[t] / (speed > 0 ? speed : 1);
+}
+
+/* Times of one object (a stage, or a stage's entry for a device kind); absent ones stay NAN. */
+static clp_status read_times(const char *file, const char *at, const json_t *o, double *t)
+{
+	for (int i = 0; i < CLP_COST_NTIMES; i++) {
+		t[i] = NAN;
+		CLP_TRY(clp_json_num(file, at, o, time_names[i], 0, 0, 1e9, &t[i]));
+	}
+	return CLP_OK;
+}
+
+/* Complete the backward: bwd_s = B + W, or B = W = bwd_s / 2, or the missing half. */
+static clp_status fill_backward(const char *file, const char *at, double *t, int required)
+{
+	double *b = &t[CLP_COST_BWD], *bb = &t[CLP_COST_BWD_B], *bw = &t[CLP_COST_BWD_W];
+
+	if (isnan(*b) && !isnan(*bb) && !isnan(*bw))
+		*b = *bb + *bw;
+	if (isnan(*b)) {
+		if (!required)
+			return CLP_OK;
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.bwd_s: missing (required, or give bwd_b_s "
+				 "and bwd_w_s)", file, at);
+	}
+	if (isnan(*bb) && isnan(*bw))
+		*bb = *bw = *b / 2;
+	else if (isnan(*bb))
+		*bb = *b - *bw;
+	else if (isnan(*bw))
+		*bw = *b - *bb;
+	if (*bb < 0 || *bw < 0 || fabs(*bb + *bw - *b) > 1e-9 * (*b + 1e-30) + 1e-15)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: bwd_b_s + bwd_w_s (%g + %g) must equal "
+				 "bwd_s (%g)", file, at, *bb, *bw, *b);
+	return CLP_OK;
+}
+
+static clp_status read_kinds(const char *file, const char *at, const json_t *devs, clp_costs *c,
+			     int s)
+{
+	const char *kind;
+	json_t *o;
+
+	json_object_foreach((json_t *)devs, kind, o) {
+		char kat[160];
+		int k = clp_costs_kind_index(c, kind);
+		double *t;
+
+		snprintf(kat, sizeof(kat), "%s.devices.%s", at, kind);
+		CLP_TRY(clp_json_expect_obj(file, kat, o));
+		CLP_TRY(clp_json_check_keys(file, kat, o, time_names));
+		if (strlen(kind) >= CLP_NAME_MAX)
+			return clp_error(CLP_ERR_FORMAT, "%s: %s: device kind name too long", file,
+					 kat);
+		if (k < 0) {
+			void *kinds = realloc(c->kinds, (size_t)(c->nkinds + 1) * sizeof(*c->kinds));
+			size_t per = (size_t)c->nstages * CLP_COST_NTIMES;
+			double *kt;
+
+			if (!kinds)
+				return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", file);
+			c->kinds = kinds;
+			kt = realloc(c->kind_t, (size_t)(c->nkinds + 1) * per * sizeof(double));
+			if (!kt)
+				return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", file);
+			c->kind_t = kt;
+			for (size_t i = 0; i < per; i++)
+				kt[(size_t)c->nkinds * per + i] = NAN;
+			snprintf(c->kinds[c->nkinds], CLP_NAME_MAX, "%s", kind);
+			k = c->nkinds++;
+		}
+		t = &c->kind_t[((size_t)k * (size_t)c->nstages + (size_t)s) * CLP_COST_NTIMES];
+		CLP_TRY(read_times(file, kat, o, t));
+		CLP_TRY(fill_backward(file, kat, t, 0));
+	}
+	return CLP_OK;
+}
+
+static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, int s)
+{
+	static const char *const keys[] = {
+		"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
+		"kfac_inv_s", "kfac_precond_s", "act_bytes", "act_w_bytes", "out_bytes",
+		"param_bytes", "opt_bytes", "kfac_bytes", "layers", "devices", "blocks", NULL};
+	clp_stage_cost *sc = &c->stages[s];
+	char at[64];
+	json_t *devs;
+
+	snprintf(at, sizeof(at), "stages[%d]", s);
+	CLP_TRY(clp_json_expect_obj(file, at, o));
+	CLP_TRY(clp_json_check_keys(file, at, o, keys));
+	CLP_TRY(read_times(file, at, o, sc->t));
+	if (isnan(sc->t[CLP_COST_FWD]))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.fwd_s: missing (required)", file, at);
+	CLP_TRY(fill_backward(file, at, sc->t, 1));
+	for (int i = 0; i < CLP_COST_NTIMES; i++)
+		if (isnan(sc->t[i]))
+			sc->t[i] = 0;
+	sc->opt_bytes = -1;
+	sc->act_w_bytes = -1;
+	CLP_TRY(clp_json_i64(file, at, o, "act_bytes", 0, 0, INT64_MAX, &sc->act_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "act_w_bytes", 0, 0, INT64_MAX, &sc->act_w_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "out_bytes", 0, 0, INT64_MAX, &sc->out_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "param_bytes", 0, 0, INT64_MAX, &sc->param_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "opt_bytes", 0, 0, INT64_MAX, &sc->opt_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "kfac_bytes", 0, 0, INT64_MAX, &sc->kfac_bytes));
+	CLP_TRY(clp_json_int(file, at, o, "layers", 0, 1, 1 << 20, &sc->nlayers));
+	if (sc->opt_bytes < 0)
+		sc->opt_bytes = 2 * sc->param_bytes;
+	if (sc->act_w_bytes < 0)
+		sc->act_w_bytes = sc->act_bytes;
+	if (sc->act_w_bytes > sc->act_bytes)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.act_w_bytes (%lld) exceeds act_bytes (%lld)",
+				 file, at, (long long)sc->act_w_bytes, (long long)sc->act_bytes);
+	CLP_TRY(clp_json_obj(file, at, o, "devices", 0, &devs));
+	if (devs)
+		CLP_TRY(read_kinds(file, at, devs, c, s));
+	return CLP_OK;
+}
+
+clp_status clp_costs_load(const char *path, clp_costs **out)
+{
+	static const char *const keys[] = {"format", "version", "source", "device_kind",
+					   "micro_batch_size", "stages", NULL};
+	json_t *root, *stages;
+	clp_costs *c = NULL;
+	clp_status st;
+
+	*out = NULL;
+	CLP_TRY(clp_json_load(path, &root));
+	st = clp_json_check_format(path, root, COSTS_FORMAT, 1);
+	if (st == CLP_OK)
+		st = clp_json_check_keys(path, "", root, keys);
+	if (st == CLP_OK)
+		st = clp_json_arr(path, "", root, "stages", 1, &stages);
+	if (st == CLP_OK && json_array_size(stages) == 0)
+		st = clp_error(CLP_ERR_FORMAT, "%s: stages: needs at least one stage", path);
+	if (st == CLP_OK)
+		st = clp_costs_create((int)json_array_size(stages), &c);
+	if (st == CLP_OK)
+		st = clp_json_str(path, "", root, "source", 0, c->source, sizeof(c->source));
+	if (st == CLP_OK)
+		st = clp_json_str(path, "", root, "device_kind", 0, c->device_kind,
+				  sizeof(c->device_kind));
+	if (st == CLP_OK)
+		st = clp_json_int(path, "", root, "micro_batch_size", 0, 0, 1 << 30,
+				  &c->micro_batch_size);
+	for (int s = 0; st == CLP_OK && s < c->nstages; s++)
+		st = read_stage(path, json_array_get(stages, (size_t)s), c, s);
+	json_decref(root);
+	if (st != CLP_OK) {
+		clp_costs_free(c);
+		return st;
+	}
+	*out = c;
+	return CLP_OK;
+}
+
+static void put_times(json_t *o, const double *t, int skip_zero)
+{
+	for (int i = 0; i < CLP_COST_NTIMES; i++)
+		if (!isnan(t[i]) && !(skip_zero && t[i] == 0 && i != CLP_COST_FWD &&
+				      i != CLP_COST_BWD))
+			json_object_set_new(o, time_names[i], json_real(t[i]));
+}
+
+clp_status clp_costs_save(const clp_costs *c, const char *path)
+{
+	json_t *root = json_object(), *stages = json_array();
+	clp_status st;
+
+	json_object_set_new(root, "format", json_string(COSTS_FORMAT));
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "source", json_string(c->source));
+	json_object_set_new(root, "device_kind", json_string(c->device_kind));
+	if (c->micro_batch_size)
+		json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
+	for (int s = 0; s < c->nstages; s++) {
+		const clp_stage_cost *sc = &c->stages[s];
+		json_t *o = json_object();
+
+		put_times(o, sc->t, 1);
+		json_object_set_new(o, "act_bytes", json_integer(sc->act_bytes));
+		json_object_set_new(o, "act_w_bytes", json_integer(sc->act_w_bytes));
+		json_object_set_new(o, "out_bytes", json_integer(sc->out_bytes));
+		json_object_set_new(o, "param_bytes", json_integer(sc->param_bytes));
+		json_object_set_new(o, "opt_bytes", json_integer(sc->opt_bytes));
+		if (sc->kfac_bytes)
+			json_object_set_new(o, "kfac_bytes", json_integer(sc->kfac_bytes));
+		json_object_set_new(o, "layers", json_integer(sc->nlayers));
+		if (c->nkinds) {
+			json_t *devs = json_object();
+
+			for (int k = 0; k < c->nkinds; k++) {
+				json_t *d = json_object();
+
+				put_times(d, &c->kind_t[((size_t)k * (size_t)c->nstages +
+							 (size_t)s) * CLP_COST_NTIMES], 0);
+				if (json_object_size(d))
+					json_object_set_new(devs, c->kinds[k], d);
+				else
+					json_decref(d);
+			}
+			json_object_set_new(o, "devices", devs);
+		}
+		json_array_append_new(stages, o);
+	}
+	json_object_set_new(root, "stages", stages);
+	st = clp_json_save(path, root);
+	json_decref(root);
+	return st;
+}
+
+clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
+{
+	static const struct {
+		int kind, time;
+	} map[] = {{CLP_OP_FWD, CLP_COST_FWD},       {CLP_OP_BWD, CLP_COST_BWD},
+		   {CLP_OP_BWD_B, CLP_COST_BWD_B},   {CLP_OP_BWD_W, CLP_COST_BWD_W},
+		   {CLP_OP_OPT_STEP, CLP_COST_OPT},  {CLP_OP_KFAC_INV, CLP_COST_KFAC_INV},
+		   {CLP_OP_KFAC_PRECOND, CLP_COST_KFAC_PRECOND}};
+	size_t n = (size_t)c->nstages * CLP_COST_NTIMES;
+	double *sum = calloc(n, sizeof(double));
+	int64_t *cnt = calloc(n, sizeof(int64_t));
+
+	*nset = 0;
+	if (!sum || !cnt) {
+		free(sum);
+		free(cnt);
+		return clp_error(CLP_ERR_NOMEM, "calibration: out of host memory");
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		const clp_trace_event *e = &t->ev[i];
+
+		if (e->queue != CLP_TQ_COMPUTE || e->stage < 0 || e->stage >= c->nstages)
+			continue;
+		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
+			if (map[k].kind == e->kind) {
+				size_t at = (size_t)e->stage * CLP_COST_NTIMES + (size_t)map[k].time;
+
+				sum[at] += e->t1 - e->t0;
+				cnt[at]++;
+			}
+	}
+	for (int s = 0; s < c->nstages; s++) {
+		const int64_t *nb = &cnt[(size_t)s * CLP_COST_NTIMES];
+		double *tt = c->stages[s].t;
+
+		for (int k = 0; k < CLP_COST_NTIMES; k++) {
+			size_t at = (size_t)s * CLP_COST_NTIMES + (size_t)k;
+
+			if (cnt[at]) {
+				tt[k] = sum[at] / (double)cnt[at];
+				(*nset)++;
+			}
+		}
+		/* Keep bwd_s = bwd_b_s + bwd_w_s whichever form the trace measured. */
+		if (!nb[CLP_COST_BWD] && nb[CLP_COST_BWD_B] && nb[CLP_COST_BWD_W])
+			tt[CLP_COST_BWD] = tt[CLP_COST_BWD_B] + tt[CLP_COST_BWD_W];
+		else if (nb[CLP_COST_BWD] && !nb[CLP_COST_BWD_B] && !nb[CLP_COST_BWD_W])
+			tt[CLP_COST_BWD_B] = tt[CLP_COST_BWD_W] = tt[CLP_COST_BWD] / 2;
+	}
+	free(sum);
+	free(cnt);
+	snprintf(c->source, sizeof(c->source), "calibrated from a trace (%d times)", *nset);
+	return CLP_OK;
+}

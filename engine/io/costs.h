@@ -1,0 +1,83 @@
+/* The cost table (docs/FORMATS.md): per stage, the duration of each operation kind per
+ * micro-batch (or per step), activation, parameter and optimizer-state sizes; optionally
+ * measured times per device kind. The device benchmark and calibration from traces write it; the
+ * simulator, placement, PipeFisher and SkipPipe read it (and extend it rather than invent their
+ * own). Profiles published with PipeFisher import into it (clp_costs_from_profile). */
+#ifndef CLP_IO_COSTS_H
+#define CLP_IO_COSTS_H
+
+#include <stdint.h>
+
+#include "cl/status.h"
+#include "engine/io/cluster.h"
+
+typedef enum clp_cost_time {
+	CLP_COST_FWD,          /* fwd_s: forward of one micro-batch through the stage */
+	CLP_COST_BWD,          /* bwd_s: full backward */
+	CLP_COST_BWD_B,        /* bwd_b_s: input-gradient half (zero-bubble B) */
+	CLP_COST_BWD_W,        /* bwd_w_s: weight-gradient half (zero-bubble W) */
+	CLP_COST_OPT,          /* opt_s: optimizer step of the stage */
+	CLP_COST_KFAC_CURV_A,  /* kfac_curv_a_s: factors A of the stage's layers, one micro-batch */
+	CLP_COST_KFAC_CURV_B,  /* kfac_curv_b_s: factors B, one micro-batch */
+	CLP_COST_KFAC_INV,     /* kfac_inv_s: inverting all the stage's factors */
+	CLP_COST_KFAC_PRECOND, /* kfac_precond_s: preconditioning the stage's gradients */
+	CLP_COST_NTIMES
+} clp_cost_time;
+
+typedef struct clp_stage_cost {
+	double t[CLP_COST_NTIMES]; /* seconds, on a device of the table's device_kind */
+	int64_t act_bytes;   /* activations kept per micro-batch from F until B */
+	int64_t act_w_bytes; /* of those, kept from B until W when the backward is split */
+	int64_t out_bytes;   /* output activation per micro-batch: the message to the next stage
+			      * (and the size of the gradient coming back) */
+	int64_t param_bytes;
+	int64_t opt_bytes;   /* optimizer state (AdamW: 2 x param_bytes, the default) */
+	int64_t kfac_bytes;  /* K-FAC factors and their inverses */
+	int nlayers;         /* K-FAC per-layer items take stage totals / nlayers */
+} clp_stage_cost;
+
+typedef struct clp_costs {
+	int nstages;
+	clp_stage_cost *stages;
+	char device_kind[CLP_NAME_MAX]; /* the kind the stage times were measured on */
+	char source[256];               /* where the numbers came from */
+	int micro_batch_size;           /* samples per micro-batch (0: unknown) */
+	/* Times measured on other device kinds: kind_t[(k * nstages + s) * NTIMES + t], NAN
+	 * where not given (then the stage time divided by the device's speed applies). */
+	int nkinds;
+	char (*kinds)[CLP_NAME_MAX];
+	double *kind_t;
+} clp_costs;
+
+/* JSON field name of a time ("fwd_s"). */
+const char *clp_cost_time_name(int t);
+
+/* nstages stages with all times and sizes zero. */
+clp_status clp_costs_create(int nstages, clp_costs **out);
+/* Equal stages: forward tf, backward tb split as tb - tw (B) and tw (W); tw < 0 means tb / 2. */
+clp_status clp_costs_uniform(int nstages, double tf, double tb, double tw, clp_costs **out);
+clp_status clp_costs_load(const char *path, clp_costs **out);
+clp_status clp_costs_save(const clp_costs *c, const char *path);
+void clp_costs_free(clp_costs *c);
+
+/* Index of a device kind among the overrides, -1 if none. */
+int clp_costs_kind_index(const clp_costs *c, const char *kind);
+/* Duration of time t of stage s on a device: its kind's measurement, else the table's time
+ * divided by speed (the device's speed relative to the table's device_kind). */
+double clp_costs_time(const clp_costs *c, int s, int t, int kind_index, double speed);
+
+/* Import a PipeFisher per-layer profile (the CSV files in ../shared/profiles/pipefisher): layers split
+ * evenly over nstages (earlier stages get the remainder). nlayers, seq and hidden of 0 take the
+ * model's values from the file name (bert-base, bert-large, t5-*, opt-*); batch is the row
+ * (micro-batch size) to use. */
+typedef struct clp_profile_opts {
+	int nstages, nlayers, batch, seq, hidden;
+} clp_profile_opts;
+clp_status clp_costs_from_profile(const char *csv_path, const clp_profile_opts *o, clp_costs **out);
+
+struct clp_trace;
+/* Set each stage's compute times to the mean duration of its events in a trace (calibration);
+ * kinds without events keep their values. Returns how many times were set in *nset. */
+clp_status clp_costs_calibrate(clp_costs *c, const struct clp_trace *t, int *nset);
+
+#endif

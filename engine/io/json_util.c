@@ -1,0 +1,214 @@
+/* JSON reading helpers with file- and field-naming messages (see json_util.h). */
+#include "engine/io/json_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* "stages[3].fwd_s", or "fwd_s" at the root. */
+static const char *field(char *buf, size_t n, const char *at, const char *key)
+{
+	snprintf(buf, n, "%s%s%s", at, at[0] && key[0] ? "." : "", key);
+	return buf;
+}
+
+clp_status clp_json_load(const char *path, json_t **root)
+{
+	json_error_t err;
+
+	*root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+	if (*root)
+		return CLP_OK;
+	if (err.line < 1 || strstr(err.text, "unable to open")) {
+		const char *why = strrchr(err.text, ':'); /* "unable to open F: <reason>" */
+
+		return clp_error(CLP_ERR_IO, "%s: cannot read (%s)", path, why ? why + 2 : err.text);
+	}
+	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column,
+			 err.text);
+}
+
+clp_status clp_json_check_format(const char *file, const json_t *root, const char *format,
+				 int max_version)
+{
+	char got[64] = "";
+	int version = 1;
+
+	if (!json_is_object(root))
+		return clp_error(CLP_ERR_FORMAT, "%s: expected a JSON object at the top", file);
+	CLP_TRY(clp_json_str(file, "", root, "format", 0, got, sizeof(got)));
+	if (got[0] && strcmp(got, format))
+		return clp_error(CLP_ERR_FORMAT, "%s: format: expected \"%s\", found \"%s\"", file,
+				 format, got);
+	CLP_TRY(clp_json_int(file, "", root, "version", 0, 1, max_version, &version));
+	return CLP_OK;
+}
+
+clp_status clp_json_check_keys(const char *file, const char *at, const json_t *obj,
+			       const char *const *allowed)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach((json_t *)obj, key, v) {
+		int ok = 0;
+		char buf[256];
+
+		for (const char *const *a = allowed; *a && !ok; a++)
+			ok = !strcmp(*a, key);
+		if (!ok)
+			return clp_error(CLP_ERR_FORMAT, "%s: %s: unknown field", file,
+					 field(buf, sizeof(buf), at, key));
+	}
+	return CLP_OK;
+}
+
+static clp_status missing(const char *file, const char *at, const char *key)
+{
+	char buf[256];
+
+	return clp_error(CLP_ERR_FORMAT, "%s: %s: missing (required)", file,
+			 field(buf, sizeof(buf), at, key));
+}
+
+clp_status clp_json_num(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, double min, double max, double *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+	double x;
+
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (!json_is_number(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected a number", file,
+				 field(buf, sizeof(buf), at, key));
+	x = json_number_value(v);
+	if (!isfinite(x) || x < min || x > max)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %g is out of range [%g, %g]", file,
+				 field(buf, sizeof(buf), at, key), x, min, max);
+	*out = x;
+	return CLP_OK;
+}
+
+clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, int64_t min, int64_t max, int64_t *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+	double d = json_is_real(v) ? json_real_value(v) : 0.5;
+	int64_t x;
+
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (json_is_integer(v)) {
+		x = (int64_t)json_integer_value(v);
+	} else if (json_is_real(v) && d == floor(d) && fabs(d) < 9e18) {
+		x = (int64_t)d; /* 1e9 written as a real is still a whole number of bytes */
+	} else {
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an integer", file,
+				 field(buf, sizeof(buf), at, key));
+	}
+	if (x < min || x > max)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %lld is out of range [%lld, %lld]", file,
+				 field(buf, sizeof(buf), at, key), (long long)x, (long long)min,
+				 (long long)max);
+	*out = x;
+	return CLP_OK;
+}
+
+clp_status clp_json_int(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, int min, int max, int *out)
+{
+	int64_t x = *out;
+
+	CLP_TRY(clp_json_i64(file, at, obj, key, required, min, max, &x));
+	*out = (int)x;
+	return CLP_OK;
+}
+
+clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, const char *key,
+			 int required, int *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (!json_is_boolean(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected true or false", file,
+				 field(buf, sizeof(buf), at, key));
+	*out = json_is_true(v);
+	return CLP_OK;
+}
+
+clp_status clp_json_str(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, char *out, size_t cap)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (!json_is_string(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected a string", file,
+				 field(buf, sizeof(buf), at, key));
+	if (strlen(json_string_value(v)) >= cap)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: longer than %zu characters", file,
+				 field(buf, sizeof(buf), at, key), cap - 1);
+	snprintf(out, cap, "%s", json_string_value(v));
+	return CLP_OK;
+}
+
+clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, json_t **out)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+
+	*out = NULL;
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (!json_is_array(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an array", file,
+				 field(buf, sizeof(buf), at, key));
+	*out = v;
+	return CLP_OK;
+}
+
+clp_status clp_json_obj(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, json_t **out)
+{
+	json_t *v = json_object_get(obj, key);
+	char buf[256];
+
+	*out = NULL;
+	if (!v)
+		return required ? missing(file, at, key) : CLP_OK;
+	if (!json_is_object(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an object", file,
+				 field(buf, sizeof(buf), at, key));
+	*out = v;
+	return CLP_OK;
+}
+
+clp_status clp_json_expect_obj(const char *file, const char *at, const json_t *v)
+{
+	if (!json_is_object(v))
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an object", file, at);
+	return CLP_OK;
+}
+
+clp_status clp_json_save(const char *path, json_t *root)
+{
+	char tmp[4096];
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)))
+		return clp_error(CLP_ERR_IO, "%s: cannot write", tmp);
+	if (rename(tmp, path)) {
+		remove(tmp);
+		return clp_error(CLP_ERR_IO, "%s: cannot rename %s into place", path, tmp);
+	}
+	return CLP_OK;
+}

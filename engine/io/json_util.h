@@ -1,0 +1,46 @@
+/* Reading clpipe's JSON data files (cluster, costs, layout, schedules, traces) with messages that
+ * name the file and the field, e.g. "costs.json: stages[3].fwd_s: expected a number".
+ *
+ * `file` is the name used in messages; `at` is the path of the object inside the document
+ * ("stages[3]", or "" for the root). Getters return CLP_ERR_FORMAT on a wrong type or range and on
+ * a missing required field; an optional missing field leaves the default. */
+#ifndef CLP_IO_JSON_UTIL_H
+#define CLP_IO_JSON_UTIL_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cl/status.h"
+
+/* Parse a file; errors give line and column. *root is owned by the caller (json_decref). */
+clp_status clp_json_load(const char *path, json_t **root);
+/* Check "format" and "version" (version <= max_version). */
+clp_status clp_json_check_format(const char *file, const json_t *root, const char *format,
+				 int max_version);
+/* Reject keys not in the NULL-ended list (catches typos such as "fwd" for "fwd_s"). */
+clp_status clp_json_check_keys(const char *file, const char *at, const json_t *obj,
+			       const char *const *allowed);
+
+clp_status clp_json_num(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, double min, double max, double *out);
+clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, int64_t min, int64_t max, int64_t *out);
+clp_status clp_json_int(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, int min, int max, int *out);
+clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, const char *key,
+			 int required, int *out);
+clp_status clp_json_str(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, char *out, size_t cap);
+/* An array (or object, for clp_json_obj) member; *out is borrowed, NULL if absent. */
+clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, json_t **out);
+clp_status clp_json_obj(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, json_t **out);
+/* The type check for array elements: "stages[3]: expected an object". */
+clp_status clp_json_expect_obj(const char *file, const char *at, const json_t *v);
+
+/* Write root to path (2-space indent, keys in insertion order), atomically via a temp file. */
+clp_status clp_json_save(const char *path, json_t *root);
+
+#endif

@@ -1,0 +1,306 @@
+/* The simulator's cost and memory model: op durations from the cost table (or unit costs),
+ * message and collective sizes, collective algorithms, link routes with their FCFS resources,
+ * and the static memory of each rank. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sim/sim_internal.h"
+
+double clp_sim_allreduce_s(int p, int64_t bytes, clp_link_spec l)
+{
+	if (p < 2)
+		return 0;
+	return 2.0 * (p - 1) * (l.latency_s + (double)bytes / ((double)p * l.bandwidth_Bps));
+}
+
+double clp_sim_reduce_s(int p, int64_t bytes, clp_link_spec l)
+{
+	int rounds = 0;
+
+	while ((1 << rounds) < p)
+		rounds++;
+	return rounds * (l.latency_s + (double)bytes / l.bandwidth_Bps);
+}
+
+static double stage_time(const sim *S, int rank, int stage, int t)
+{
+	const sim_rank *R = &S->rs[rank];
+
+	return clp_costs_time(S->o->costs, stage, t, R->kind_idx, R->speed);
+}
+
+double sim_op_time(const sim *S, int rank, const clp_op *op)
+{
+	const clp_costs *c = S->o->costs;
+	int st = op->stage, rc = S->o->recompute;
+	double per_layer = 1;
+
+	if (!c) {
+		static const double unit[CLP_OP_KIND_COUNT] = {
+			[CLP_OP_FWD] = 1,         [CLP_OP_BWD] = 2,         [CLP_OP_BWD_B] = 1,
+			[CLP_OP_BWD_W] = 1,       [CLP_OP_KFAC_CURV_A] = 1, [CLP_OP_KFAC_CURV_B] = 1,
+			[CLP_OP_KFAC_INV] = 1,    [CLP_OP_KFAC_PRECOND] = 1,
+		};
+		return unit[op->kind] + (rc && clp_op_is_bwd_input(op->kind) ? 1 : 0);
+	}
+	if (st < 0 || st >= c->nstages)
+		return 0;
+	if (op->layer >= 0 && c->stages[st].nlayers > 0)
+		per_layer = 1.0 / c->stages[st].nlayers;
+	switch (op->kind) {
+	case CLP_OP_FWD: return stage_time(S, rank, st, CLP_COST_FWD);
+	case CLP_OP_BWD:
+		return stage_time(S, rank, st, CLP_COST_BWD) +
+		       (rc ? stage_time(S, rank, st, CLP_COST_FWD) : 0);
+	case CLP_OP_BWD_B:
+		return stage_time(S, rank, st, CLP_COST_BWD_B) +
+		       (rc ? stage_time(S, rank, st, CLP_COST_FWD) : 0);
+	case CLP_OP_BWD_W: return stage_time(S, rank, st, CLP_COST_BWD_W);
+	case CLP_OP_OPT_STEP: return stage_time(S, rank, st, CLP_COST_OPT);
+	case CLP_OP_KFAC_CURV_A: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_A);
+	case CLP_OP_KFAC_CURV_B: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_B);
+	case CLP_OP_KFAC_INV: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_INV);
+	case CLP_OP_KFAC_PRECOND: return stage_time(S, rank, st, CLP_COST_KFAC_PRECOND);
+	}
+	return 0;
+}
+
+static int64_t out_bytes(const sim *S, int stage)
+{
+	const clp_costs *c = S->o->costs;
+
+	if (!c)
+		return 1;
+	return stage >= 0 && stage < c->nstages ? c->stages[stage].out_bytes : 0;
+}
+
+/* An activation is the sender stage's output; a gradient is that of the receiver's output. */
+int64_t sim_msg_bytes(const sim *S, const clp_op *send, const clp_op *recv)
+{
+	if (send->bytes > 0)
+		return send->bytes;
+	return out_bytes(S, send->kind == CLP_OP_SEND_ACT ? send->stage : recv->stage);
+}
+
+int64_t sim_coll_bytes(const sim *S, const clp_op *op)
+{
+	const clp_costs *c = S->o->costs;
+	int st = op->stage;
+
+	if (op->bytes > 0)
+		return op->bytes;
+	if (!c)
+		return 1;
+	if (op->what == CLP_RED_NORM || op->what == CLP_RED_LOSS)
+		return 8;
+	if (st < 0 || st >= c->nstages)
+		return 0;
+	if (op->kind == CLP_OP_KFAC_SYNC)
+		return c->stages[st].kfac_bytes / (c->stages[st].nlayers > 0 ? c->stages[st].nlayers : 1);
+	return op->what == CLP_RED_GRADS ? c->stages[st].param_bytes : 0;
+}
+
+int64_t sim_act_bytes(const sim *S, int stage)
+{
+	const clp_costs *c = S->o->costs;
+
+	if (!c)
+		return 1;
+	if (stage < 0 || stage >= c->nstages)
+		return 0;
+	return S->o->recompute ? c->stages[stage].out_bytes : c->stages[stage].act_bytes;
+}
+
+int64_t sim_act_w_bytes(const sim *S, int stage)
+{
+	const clp_costs *c = S->o->costs;
+
+	if (!c)
+		return 1;
+	if (stage < 0 || stage >= c->nstages || S->o->recompute)
+		return 0;
+	return c->stages[stage].act_w_bytes;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+void sim_map_free(sim_map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The value stored under key, or -1 (slot returned in *at for an insert). */
+static int64_t map_get(const sim_map *m, int64_t key, size_t *at)
+{
+	size_t mask = m->cap - 1, h;
+
+	for (h = mix((uint64_t)key) & mask; m->vals[h] >= 0; h = (h + 1) & mask)
+		if (m->keys[h] == key)
+			return m->vals[h];
+	*at = h;
+	return -1;
+}
+
+static clp_status map_grow(sim_map *m)
+{
+	sim_map n = {0};
+
+	n.cap = m->cap ? m->cap * 2 : 64;
+	n.keys = malloc(n.cap * sizeof(int64_t));
+	n.vals = malloc(n.cap * sizeof(int64_t));
+	if (!n.keys || !n.vals) {
+		sim_map_free(&n);
+		return clp_error(CLP_ERR_NOMEM, "simulator: out of host memory");
+	}
+	for (size_t i = 0; i < n.cap; i++)
+		n.vals[i] = -1;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->vals[i] >= 0) {
+			size_t at = 0;
+
+			map_get(&n, m->keys[i], &at);
+			n.keys[at] = m->keys[i];
+			n.vals[at] = m->vals[i];
+		}
+	n.n = m->n;
+	sim_map_free(m);
+	*m = n;
+	return CLP_OK;
+}
+
+static clp_status map_put(sim_map *m, int64_t key, int64_t val)
+{
+	size_t at = 0;
+
+	if (2 * (m->n + 1) > m->cap)
+		CLP_TRY(map_grow(m));
+	map_get(m, key, &at);
+	m->keys[at] = key;
+	m->vals[at] = val;
+	m->n++;
+	return CLP_OK;
+}
+
+static clp_status grow(void **p, int64_t *cap, int64_t need, size_t size)
+{
+	int64_t c = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return CLP_OK;
+	while (c < need)
+		c *= 2;
+	q = realloc(*p, (size_t)c * size);
+	if (!q)
+		return clp_error(CLP_ERR_NOMEM, "simulator: out of host memory");
+	*p = q;
+	*cap = c;
+	return CLP_OK;
+}
+
+/* Routes are resolved once per device pair; resources get dense slots in res_free. */
+clp_status sim_route_of(sim *S, int src_rank, int dst_rank, sim_route *out)
+{
+	int a = S->rs[src_rank].dev, b = S->rs[dst_rank].dev;
+	int64_t key = (int64_t)a * S->cl->ndevices + b, idx, slot = -1;
+	size_t at;
+	clp_route rt;
+
+	if (S->routes.cap && (idx = map_get(&S->routes, key, &at)) >= 0) {
+		*out = S->route_tab[idx];
+		return CLP_OK;
+	}
+	rt = clp_cluster_route(S->cl, a, b);
+	if (rt.resource >= 0 && !isinf(rt.spec.bandwidth_Bps)) {
+		if (!S->res_slots.cap || (slot = map_get(&S->res_slots, rt.resource, &at)) < 0) {
+			CLP_TRY(grow((void **)&S->res_free, &S->res_cap, S->nres + 1, sizeof(double)));
+			slot = S->nres++;
+			S->res_free[slot] = 0;
+			CLP_TRY(map_put(&S->res_slots, rt.resource, slot));
+		}
+	}
+	CLP_TRY(grow((void **)&S->route_tab, &S->route_cap, S->nroute + 1, sizeof(sim_route)));
+	S->route_tab[S->nroute] = (sim_route){rt.spec, slot};
+	CLP_TRY(map_put(&S->routes, key, S->nroute));
+	*out = S->route_tab[S->nroute++];
+	return CLP_OK;
+}
+
+/* The slowest link between ring neighbours of the op's group: highest latency, least bandwidth. */
+static clp_link_spec group_spec(sim *S, int g)
+{
+	const clp_group *grp = &S->s->groups[g];
+	clp_link_spec w = {0, INFINITY};
+
+	if (S->gspec[g].latency_s >= 0)
+		return S->gspec[g];
+	for (int i = 0; i < grp->n && grp->n > 1; i++) {
+		sim_route rt;
+
+		if (sim_route_of(S, grp->ranks[i], grp->ranks[(i + 1) % grp->n], &rt) != CLP_OK) {
+			S->err = CLP_ERR_NOMEM;
+			break;
+		}
+		if (rt.spec.latency_s > w.latency_s)
+			w.latency_s = rt.spec.latency_s;
+		if (rt.spec.bandwidth_Bps < w.bandwidth_Bps)
+			w.bandwidth_Bps = rt.spec.bandwidth_Bps;
+	}
+	S->gspec[g] = w;
+	return w;
+}
+
+double sim_coll_time(sim *S, const clp_op *op, int64_t bytes)
+{
+	int p = S->s->groups[op->group].n;
+	clp_link_spec l = group_spec(S, op->group);
+
+	return op->kind == CLP_OP_REDUCE ? clp_sim_reduce_s(p, bytes, l)
+					 : clp_sim_allreduce_s(p, bytes, l);
+}
+
+/* Parameters + gradients + optimizer state of every stage a rank runs, plus K-FAC factors where
+ * it runs K-FAC items. */
+clp_status sim_static_memory(sim *S)
+{
+	const clp_costs *c = S->o->costs;
+	int n = c ? c->nstages : 0;
+	uint8_t *held = calloc((size_t)(n > 0 ? n : 1), 2);
+
+	if (!held)
+		return clp_error(CLP_ERR_NOMEM, "simulator: out of host memory");
+	for (int r = 0; r < S->s->nranks; r++) {
+		int64_t bytes = 0;
+
+		memset(held, 0, (size_t)(n > 0 ? n : 1) * 2);
+		for (int i = 0; c && i < S->s->ranks[r].nops; i++) {
+			const clp_op *op = &S->s->ranks[r].ops[i];
+			int st = op->stage;
+
+			if (st < 0 || st >= n)
+				continue;
+			if (op->kind == CLP_OP_FWD && !held[2 * st]) {
+				held[2 * st] = 1;
+				bytes += 2 * c->stages[st].param_bytes + c->stages[st].opt_bytes;
+			}
+			if (op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_PRECOND &&
+			    !held[2 * st + 1]) {
+				held[2 * st + 1] = 1;
+				bytes += c->stages[st].kfac_bytes;
+			}
+		}
+		S->res->ranks[r].static_bytes = bytes;
+		S->rs[r].mem = S->rs[r].peak = bytes;
+	}
+	free(held);
+	return CLP_OK;
+}

@@ -1,0 +1,426 @@
+/* clpipe sim: simulate a schedule on a cost table and a cluster; print step time, utilisation,
+ * bubble and peak memory; write the trace (Chrome JSON) and an SVG timeline; --bench measures
+ * the simulator itself. Options are config fields ([sim] section, docs/SCHEDULES.md), so a run
+ * can be a config file plus overrides. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/io/config.h"
+#include "engine/sched/gen.h"
+#include "engine/sched/sched_json.h"
+#include "engine/sched/validate.h"
+#include "engine/sim/sim.h"
+#include "tools/cli.h"
+
+#define PATH_MAX_ 512
+
+typedef struct sim_cfg {
+	char schedule[32], schedule_file[PATH_MAX_];
+	long stages, microbatches, chunks, replicas, layers, prefetch, steps;
+	int tied, grad_norm, loss_reduce;
+	char cluster[PATH_MAX_], layout[PATH_MAX_], costs[PATH_MAX_], profile[PATH_MAX_];
+	char calibrate[PATH_MAX_];
+	long batch, seq, hidden;
+	double tf, tb, tw;
+	long eager_bytes;
+	int recompute, validate, strict_memory;
+	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
+	int full_trace, json, bench;
+	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
+} sim_cfg;
+
+#define F(member, key, type, dflt, help, lo, hi, choices)                                          \
+	CLP_CFG_FIELD(sim_cfg, member, "sim." key, type, dflt, help, lo, hi, choices)
+static const clp_cfg_field fields[] = {
+	F(schedule, "schedule", CLP_CFG_STRING, "\"1f1b\"", "generator", 0, 0,
+	  "gpipe|1f1b|interleaved|chimera|chimera-fd|zbh1"),
+	F(schedule_file, "schedule_file", CLP_CFG_STRING, "\"\"", "schedule JSON instead of a "
+	  "generator", 0, 0, NULL),
+	F(stages, "stages", CLP_CFG_INT, "4", "pipeline ranks D per replica", 1, 1e6, NULL),
+	F(microbatches, "microbatches", CLP_CFG_INT, "8", "micro-batches N per step", 1, 1e6, NULL),
+	F(chunks, "chunks", CLP_CFG_INT, "1", "model chunks v per rank (interleaved)", 1, 1024,
+	  NULL),
+	F(replicas, "replicas", CLP_CFG_INT, "1", "data-parallel replicas R", 1, 1e6, NULL),
+	F(layers, "layers", CLP_CFG_INT, "0", "model layers (0: one per stage, or the profile's)",
+	  0, 1e6, NULL),
+	F(prefetch, "prefetch", CLP_CFG_INT, "1", "post receives this many compute ops early", 0,
+	  1e6, NULL),
+	F(steps, "steps", CLP_CFG_INT, "1", "steps in the simulated cycle", 1, 65535, NULL),
+	F(tied, "tied", CLP_CFG_BOOL, "false", "all-reduce a tied embedding", 0, 0, NULL),
+	F(grad_norm, "grad_norm", CLP_CFG_BOOL, "false", "all-reduce the global gradient norm", 0,
+	  0, NULL),
+	F(loss_reduce, "loss_reduce", CLP_CFG_BOOL, "false", "reduce the loss to rank 0", 0, 0,
+	  NULL),
+	F(cluster, "cluster", CLP_CFG_STRING, "\"\"", "cluster JSON; none: free links, memory unchecked", 0, 0,
+	  NULL),
+	F(layout, "layout", CLP_CFG_STRING, "\"\"", "rank layout JSON; none: rank r on device r",
+	  0, 0, NULL),
+	F(costs, "costs", CLP_CFG_STRING, "\"\"", "cost table JSON", 0, 0, NULL),
+	F(profile, "profile", CLP_CFG_STRING, "\"\"", "PipeFisher per-layer CSV instead of a cost "
+	  "table", 0, 0, NULL),
+	F(calibrate, "calibrate", CLP_CFG_STRING, "\"\"", "take compute times from this measured "
+	  "trace", 0, 0, NULL),
+	F(batch, "batch", CLP_CFG_INT, "8", "micro-batch size (profile row)", 1, 1e9, NULL),
+	F(seq, "seq", CLP_CFG_INT, "0", "sequence length for --profile (0: the model's)", 0, 1e9,
+	  NULL),
+	F(hidden, "hidden", CLP_CFG_INT, "0", "hidden size for --profile (0: the model's)", 0,
+	  1e9, NULL),
+	F(tf, "tf", CLP_CFG_FLOAT, "0.001", "uniform costs: forward seconds per stage", 0, 1e6,
+	  NULL),
+	F(tb, "tb", CLP_CFG_FLOAT, "0.002", "uniform costs: backward seconds per stage", 0, 1e6,
+	  NULL),
+	F(tw, "tw", CLP_CFG_FLOAT, "-1", "uniform costs: weight-gradient part of tb (-1: tb/2)",
+	  -1, 1e6, NULL),
+	F(eager_bytes, "eager_bytes", CLP_CFG_INT, "-1", "eager limit (-1: the cluster's)", -1,
+	  1e18, NULL),
+	F(recompute, "recompute", CLP_CFG_BOOL, "false", "activation recomputation", 0, 0, NULL),
+	F(validate, "validate", CLP_CFG_BOOL, "true", "validate the schedule first (with a dry "
+	  "run)", 0, 0, NULL),
+	F(strict_memory, "strict_memory", CLP_CFG_BOOL, "false", "fail when a rank's peak memory "
+	  "exceeds its device", 0, 0, NULL),
+	F(trace, "trace", CLP_CFG_STRING, "\"\"", "write the Chrome trace here", 0, 0, NULL),
+	F(svg, "svg", CLP_CFG_STRING, "\"\"", "write the SVG timeline here", 0, 0, NULL),
+	F(compare, "compare", CLP_CFG_STRING, "\"\"", "a measured trace to put next to the "
+	  "prediction", 0, 0, NULL),
+	F(full_trace, "full_trace", CLP_CFG_BOOL, "false", "keep every event (default: the first "
+	  "100000)", 0, 0, NULL),
+	F(json, "json", CLP_CFG_BOOL, "false", "print the results as JSON", 0, 0, NULL),
+	F(bench, "bench", CLP_CFG_BOOL, "false", "time generation, validation and simulation", 0,
+	  0, NULL),
+	F(write_schedule, "write_schedule", CLP_CFG_STRING, "\"\"", "save the schedule as JSON",
+	  0, 0, NULL),
+	F(write_costs, "write_costs", CLP_CFG_STRING, "\"\"", "save the cost table used", 0, 0,
+	  NULL),
+	F(write_layout, "write_layout", CLP_CFG_STRING, "\"\"", "save the rank layout used", 0, 0,
+	  NULL),
+};
+#undef F
+static const clp_cfg_schema schema = {"sim", fields, (int)(sizeof(fields) / sizeof(fields[0]))};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(void)
+{
+	printf("usage: clpipe sim [--schedule %s]\n"
+	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
+	       "                  [--cluster F] [--layout F]\n"
+	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
+	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
+	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
+	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
+	       "communication and busy fractions, the bubble fraction and the peak memory of\n"
+	       "each rank against its device. Every option is also a config field; the short\n"
+	       "forms --X map to --sim.X (dashes as underscores), booleans take no value and\n"
+	       "--no-X turns one off.\n\noptions:\n", clp_sched_kind_list());
+	clp_cfg_help(&schema, stdout);
+}
+
+/* --stages 4, --full-trace, --no-validate: the short forms of --sim.<key>. */
+static int parse_short(sim_cfg *c, int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		char key[96], name[64];
+		const char *a = argv[i], *eq, *val = NULL;
+		const clp_cfg_field *f;
+		int neg;
+
+		if (strncmp(a, "--", 2))
+			return cli_usage_error("sim", "unexpected argument '%s'", a);
+		eq = strchr(a, '=');
+		snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2),
+			 a + 2);
+		for (char *p = name; *p; p++)
+			*p = *p == '-' ? '_' : *p;
+		neg = !strncmp(name, "no_", 3);
+		snprintf(key, sizeof(key), "sim.%s", neg ? name + 3 : name);
+		if (!(f = clp_cfg_find(&schema, key)) || (neg && f->type != CLP_CFG_BOOL))
+			return cli_usage_error("sim", "unknown option '%s'", a);
+		if (f->type == CLP_CFG_BOOL && !eq)
+			val = neg ? "false" : "true";
+		else if (eq)
+			val = eq + 1;
+		else if (i + 1 < argc)
+			val = argv[++i];
+		else
+			return cli_usage_error("sim", "%s needs a value", a);
+		if (clp_cfg_set(&schema, c, key, val, "command line") != CLP_OK)
+			return cli_usage_error("sim", "%s", clp_last_error());
+	}
+	return 0;
+}
+
+static clp_status make_schedule(const sim_cfg *c, clp_sched **s)
+{
+	clp_gen_opts g;
+
+	if (c->schedule_file[0])
+		return clp_sched_load(c->schedule_file, s);
+	clp_gen_opts_default(&g);
+	g.kind = clp_sched_kind_parse(c->schedule);
+	g.depth = (int)c->stages;
+	g.microbatches = (int)c->microbatches;
+	g.chunks = (int)c->chunks;
+	g.replicas = (int)c->replicas;
+	g.layers = (int)c->layers;
+	g.prefetch = (int)c->prefetch;
+	g.tied_embedding = c->tied;
+	g.grad_norm = c->grad_norm;
+	g.loss_reduce = c->loss_reduce;
+	return clp_sched_generate(s, &g);
+}
+
+static clp_status make_costs(const sim_cfg *c, const clp_sched *s, clp_costs **out)
+{
+	if (c->costs[0]) {
+		CLP_TRY(clp_costs_load(c->costs, out));
+	} else if (c->profile[0]) {
+		clp_profile_opts po = {s->nstages, (int)c->layers, (int)c->batch, (int)c->seq,
+				       (int)c->hidden};
+
+		CLP_TRY(clp_costs_from_profile(c->profile, &po, out));
+	} else {
+		CLP_TRY(clp_costs_uniform(s->nstages, c->tf, c->tb, c->tw, out));
+	}
+	if (c->calibrate[0]) {
+		clp_trace t;
+		int nset = 0;
+		clp_status st = clp_trace_read_chrome(c->calibrate, &t);
+
+		if (st == CLP_OK)
+			st = clp_costs_calibrate(*out, &t, &nset);
+		clp_trace_free(&t);
+		if (st != CLP_OK) {
+			clp_costs_free(*out);
+			*out = NULL;
+			return st;
+		}
+	}
+	return CLP_OK;
+}
+
+static void human_bytes(int64_t b, char *buf, size_t n)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)b;
+	int u = 0;
+
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", v, unit[u]);
+}
+
+static void print_text(const clp_sched *s, const clp_costs *costs, const sim_cfg *c,
+		       const clp_sim_result *r)
+{
+	int show = r->nranks <= 64 ? r->nranks : 16;
+
+	printf("schedule     %s: %d ranks, %d stages, %d micro-batches, %d pipeline%s, %d "
+	       "replica%s, %d step%s\n", s->name, s->nranks, s->nstages, s->nmb, s->npipes,
+	       s->npipes > 1 ? "s" : "", s->nreplicas, s->nreplicas > 1 ? "s" : "", s->nsteps,
+	       s->nsteps > 1 ? "s" : "");
+	printf("costs        %s\n", costs->source[0] ? costs->source : "(no source given)");
+	printf("cluster      %s\n", c->cluster[0] ? c->cluster : "none: free links, memory "
+	       "unchecked");
+	printf("step time    %.6g ms%s\n", r->step_s * 1e3, s->nsteps > 1 ? " (cycle / steps)" : "");
+	printf("bubble       %.2f %%   (compute utilisation %.2f %%, busy %.2f %%, mean over "
+	       "ranks)\n", 100 * r->bubble, 100 * r->util_mean, 100 * r->busy_mean);
+	printf("\nrank  compute%%   comm%%   busy%%   peak memory   device memory\n");
+	for (int i = 0; i < r->nranks; i++) {
+		const clp_sim_rank *k = &r->ranks[i];
+		char pk[32], dm[32];
+
+		if (i == show && show < r->nranks) {
+			printf("  ... %d more ranks (--json lists all)\n", r->nranks - show);
+			break;
+		}
+		human_bytes(k->peak_bytes, pk, sizeof(pk));
+		if (k->memory_bytes > 0)
+			human_bytes(k->memory_bytes, dm, sizeof(dm));
+		else
+			snprintf(dm, sizeof(dm), "unknown");
+		printf("%4d  %8.2f  %6.2f  %6.2f  %12s  %14s%s\n", i,
+		       r->cycle_s > 0 ? 100 * k->compute_s / r->cycle_s : 0,
+		       r->cycle_s > 0 ? 100 * k->comm_s / r->cycle_s : 0,
+		       r->cycle_s > 0 ? 100 * k->busy_s / r->cycle_s : 0, pk, dm,
+		       k->memory_bytes > 0 && k->peak_bytes > k->memory_bytes ? "  OVER" : "");
+	}
+}
+
+static void print_json(const clp_sched *s, const clp_sim_result *r)
+{
+	json_t *o = json_object(), *ranks = json_array();
+	char *txt;
+
+	json_object_set_new(o, "schedule", json_string(s->name));
+	json_object_set_new(o, "ranks", json_integer(s->nranks));
+	json_object_set_new(o, "stages", json_integer(s->nstages));
+	json_object_set_new(o, "microbatches", json_integer(s->nmb));
+	json_object_set_new(o, "step_s", json_real(r->step_s));
+	json_object_set_new(o, "cycle_s", json_real(r->cycle_s));
+	json_object_set_new(o, "bubble", json_real(r->bubble));
+	json_object_set_new(o, "utilisation", json_real(r->util_mean));
+	json_object_set_new(o, "busy", json_real(r->busy_mean));
+	json_object_set_new(o, "events", json_integer(r->nevents));
+	json_object_set_new(o, "ranks_over_memory", json_integer(r->over_memory));
+	for (int i = 0; i < r->nranks; i++) {
+		const clp_sim_rank *k = &r->ranks[i];
+
+		json_array_append_new(ranks, json_pack("{s:f, s:f, s:f, s:I, s:I, s:I}", "compute_s",
+						       k->compute_s, "comm_s", k->comm_s, "busy_s",
+						       k->busy_s, "peak_bytes", (json_int_t)k->peak_bytes,
+						       "static_bytes", (json_int_t)k->static_bytes,
+						       "device_memory_bytes",
+						       (json_int_t)k->memory_bytes));
+	}
+	json_object_set_new(o, "per_rank", ranks);
+	txt = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (txt)
+		printf("%s\n", txt);
+	free(txt);
+	json_decref(o);
+}
+
+/* Trace, SVG (with a measured trace above the prediction when given) and saved inputs. */
+static clp_status write_outputs(const sim_cfg *c, const clp_sched *s, const clp_costs *costs,
+				const clp_layout *layout, clp_sim_result *r)
+{
+	if (r->trace.dropped && (c->trace[0] || c->svg[0]))
+		fprintf(stderr, "clpipe sim: %lld events; the trace keeps the first %zu (use "
+			"--full-trace for all)\n", (long long)r->nevents, r->trace.n);
+	if (c->trace[0])
+		CLP_TRY(clp_trace_write_chrome(&r->trace, c->trace));
+	if (c->svg[0]) {
+		clp_trace measured = {0};
+		const clp_trace *tr[2] = {&measured, &r->trace};
+		const char *labels[2] = {"measured", "simulated"};
+		clp_status st = CLP_OK;
+
+		if (c->compare[0])
+			st = clp_trace_read_chrome(c->compare, &measured);
+		if (st == CLP_OK)
+			st = c->compare[0] ? clp_trace_write_svg(c->svg, tr, labels, 2)
+					   : clp_trace_write_svg(c->svg, tr + 1, labels + 1, 1);
+		clp_trace_free(&measured);
+		CLP_TRY(st);
+	}
+	if (c->write_schedule[0])
+		CLP_TRY(clp_sched_save(s, c->write_schedule));
+	if (c->write_costs[0])
+		CLP_TRY(clp_costs_save(costs, c->write_costs));
+	if (c->write_layout[0])
+		CLP_TRY(clp_layout_save(layout, c->write_layout));
+	return CLP_OK;
+}
+
+int cmd_sim(int argc, char **argv)
+{
+	sim_cfg c;
+	clp_sched *s = NULL;
+	clp_costs *costs = NULL;
+	clp_cluster *cluster = NULL;
+	clp_layout *layout = NULL;
+	clp_sim_opts o;
+	clp_sim_result r = {0};
+	clp_status st;
+	double t0, t_gen = 0, t_val = 0, t_sim = 0;
+	int rc = 0;
+
+	for (int i = 1; i < argc; i++)
+		if (cli_is_help(argv[i])) {
+			usage();
+			return 0;
+		}
+	clp_cfg_defaults(&schema, &c);
+	if ((st = clp_cfg_args(&schema, &c, &argc, argv)) != CLP_OK)
+		return cli_fail("sim", st);
+	if ((rc = parse_short(&c, argc, argv)) != 0)
+		return rc;
+	t0 = now_s();
+	st = make_schedule(&c, &s);
+	if (st == CLP_OK && c.steps > 1)
+		st = clp_sched_repeat(s, (int)c.steps);
+	t_gen = now_s() - t0;
+	if (st == CLP_OK && c.validate) {
+		t0 = now_s();
+		st = clp_sched_validate(s, 1);
+		t_val = now_s() - t0;
+	}
+	if (st == CLP_OK)
+		st = make_costs(&c, s, &costs);
+	if (st == CLP_OK && c.cluster[0])
+		st = clp_cluster_load(c.cluster, &cluster);
+	if (st == CLP_OK && c.layout[0]) {
+		if (!cluster)
+			st = clp_error(CLP_ERR_INVALID, "--layout needs --cluster (the device ids "
+				       "refer to it)");
+		if (st == CLP_OK)
+			st = clp_layout_load(c.layout, &layout);
+		if (st == CLP_OK)
+			st = clp_layout_check(layout, s, c.layout);
+		if (st == CLP_OK)
+			st = clp_layout_resolve(layout, cluster, c.layout);
+	} else if (st == CLP_OK) {
+		st = clp_layout_from_sched(s, cluster, &layout);
+	}
+	if (st == CLP_OK) {
+		clp_sim_opts_default(&o);
+		o.costs = costs;
+		o.cluster = cluster;
+		o.layout = cluster ? layout : NULL;
+		o.eager_bytes = c.eager_bytes;
+		o.recompute = c.recompute;
+		o.trace_limit = c.bench ? 0 : c.full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
+		t0 = now_s();
+		st = clp_sim_run(s, &o, &r);
+		t_sim = now_s() - t0;
+	}
+	if (st == CLP_OK && c.bench) {
+		int64_t nops = clp_sched_nops(s);
+
+		printf("bench %s: %d ranks x %d micro-batches, %lld ops\n", s->name, s->nranks,
+		       s->nmb, (long long)nops);
+		printf("  generate  %8.3f s\n", t_gen);
+		if (c.validate)
+			printf("  validate  %8.3f s (with a dry run)\n", t_val);
+		printf("  simulate  %8.3f s: %lld events, %.3g events/s, %.3g ops/s\n", t_sim,
+		       (long long)r.nevents, t_sim > 0 ? (double)r.nevents / t_sim : 0,
+		       t_sim > 0 ? (double)nops / t_sim : 0);
+		printf("  step time %.6g ms, bubble %.2f %%\n", r.step_s * 1e3, 100 * r.bubble);
+	} else if (st == CLP_OK) {
+		if (c.json)
+			print_json(s, &r);
+		else
+			print_text(s, costs, &c, &r);
+		st = write_outputs(&c, s, costs, layout, &r);
+	}
+	if (st == CLP_OK && r.over_memory) {
+		for (int i = 0; i < r.nranks; i++)
+			if (r.ranks[i].memory_bytes > 0 && r.ranks[i].peak_bytes > r.ranks[i].memory_bytes)
+				fprintf(stderr, "clpipe sim: %s: rank %d needs %lld bytes at its peak, "
+					"device %s has %lld\n", c.strict_memory ? "error" : "warning",
+					i, (long long)r.ranks[i].peak_bytes,
+					cluster->devices[r.ranks[i].device].id,
+					(long long)r.ranks[i].memory_bytes);
+		if (c.strict_memory)
+			st = clp_error(CLP_ERR_NOMEM, "%d ranks exceed their device memory",
+				       r.over_memory);
+	}
+	rc = st == CLP_OK ? 0 : cli_fail("sim", st);
+	clp_sim_result_free(&r);
+	clp_layout_free(layout);
+	clp_cluster_free(cluster);
+	clp_costs_free(costs);
+	clp_sched_free(s);
+	return rc;
+}
