@@ -17,6 +17,9 @@ int cli_fail(const char *cmd, clp_status s);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 int cmd_devices(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
 int cmd_tune(int argc, char **argv);

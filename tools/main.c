@@ -12,6 +12,9 @@ struct command {
 
 static const struct command commands[] = {
 	{"devices", cmd_devices, "list OpenCL devices"},
+	{"train", cmd_train, "train a model (config file + --section.key overrides)"},
+	{"eval", cmd_eval, "validation loss, perplexity, bits per byte of a checkpoint"},
+	{"sample", cmd_sample, "generate text from a checkpoint"},
 	{"bench", cmd_bench, "measure devices and kernels (bench gemm, ...)"},
 	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},
 	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},

@@ -1,0 +1,570 @@
+/* A training session on one device (see session.h): setup, checkpoints and sampling. The step
+ * loop and evaluation are in session_train.c. */
+#include "engine/train/session_internal.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/rng.h"
+
+/* ---- tokenizer, data, model ------------------------------------------------------------------ */
+
+static clp_status open_tokenizer(clp_session *s)
+{
+	const clp_train_config *c = &s->cfg;
+
+	if (!strcmp(c->data.tokenizer, "gpt2")) {
+		if (!c->data.bpe_vocab[0] || !c->data.bpe_merges[0])
+			return clp_error(CLP_ERR_INVALID, "data.tokenizer = \"gpt2\" needs "
+					 "data.bpe_vocab and data.bpe_merges (vocab.json, merges.txt)");
+		CLP_TRY(clp_tok_gpt2_load(&s->tok, c->data.bpe_vocab, c->data.bpe_merges));
+	} else if (s->bert) {
+		CLP_TRY(clp_tok_byte_create(&s->tok, clp_tok_specials_bert, clp_tok_specials_bert_n));
+	} else {
+		CLP_TRY(clp_tok_byte_create(&s->tok, clp_tok_specials_gpt, clp_tok_specials_gpt_n));
+	}
+	s->byte_level = strcmp(c->data.tokenizer, "gpt2") != 0;
+	if (s->bert) {
+		const char *names[] = {"[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"};
+
+		for (int i = 0; i < 5; i++) {
+			int32_t id = clp_tok_special_id(s->tok, names[i]);
+
+			if (id >= 0)
+				s->specials[s->nspecial++] = id;
+		}
+		s->mask_id = clp_tok_special_id(s->tok, "[MASK]");
+		if (s->mask_id < 0)
+			return clp_error(CLP_ERR_INVALID, "bert needs a [MASK] token; the %s tokenizer "
+					 "has none", c->data.tokenizer);
+	}
+	return CLP_OK;
+}
+
+static clp_status model_config(clp_session *s)
+{
+	const clp_train_config *c = &s->cfg;
+	clp_model_config *m = &s->m;
+	int tv = clp_tok_vocab_size(s->tok);
+
+	memset(m, 0, sizeof(*m));
+	CLP_TRY(clp_preset_parse(c->model.preset, &m->preset));
+	m->n_layer = (int)c->model.n_layer;
+	m->d_model = (int)c->model.d_model;
+	m->n_head = (int)c->model.n_head;
+	m->n_kv_head = (int)c->model.n_kv_head;
+	m->d_ff = (int)c->model.d_ff;
+	m->vocab = c->model.vocab ? (int)c->model.vocab : tv;
+	m->ctx = (int)c->model.ctx;
+	m->norm_eps = (float)c->model.norm_eps;
+	m->rope_theta = (float)c->model.rope_theta;
+	m->dropout = (float)c->model.dropout;
+	if (m->vocab < tv)
+		return clp_error(CLP_ERR_INVALID, "model.vocab = %d is smaller than the tokenizer's "
+				 "%d symbols", m->vocab, tv);
+	CLP_TRY(clp_model_config_resolve(m));
+	/* write back what the presets filled in, so the printed config is the one in effect */
+	s->cfg.model.vocab = m->vocab;
+	s->cfg.model.n_kv_head = m->n_kv_head;
+	s->cfg.model.d_ff = m->d_ff;
+	s->cfg.model.norm_eps = m->norm_eps;
+	if (!s->cfg.train.seq)
+		s->cfg.train.seq = m->ctx;
+	if (s->cfg.train.seq > m->ctx)
+		return clp_error(CLP_ERR_INVALID, "train.seq = %ld is longer than model.ctx = %d",
+				 s->cfg.train.seq, m->ctx);
+	return CLP_OK;
+}
+
+static clp_status open_data(clp_session *s)
+{
+	const clp_train_config *c = &s->cfg;
+	clp_data_opts o = {(int)c->train.seq, c->data.val_fraction, (uint64_t)c->train.seed,
+			   c->data.shuffle, s->m.vocab};
+
+	if (!c->data.path[0])
+		return clp_error(CLP_ERR_INVALID, "data.path is empty: name a text file (or shards "
+				 "with data.format = \"shards\")");
+	if (!strcmp(c->data.format, "shards"))
+		CLP_TRY(clp_dataset_open_shards(&s->ds, c->data.path, c->data.val_path, &o));
+	else
+		CLP_TRY(clp_dataset_open_text(&s->ds, c->data.path, s->tok, &o));
+	if (clp_dataset_nseq(s->ds, CLP_SPLIT_TRAIN) == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: too short for one training sequence of %ld "
+				 "tokens", c->data.path, c->train.seq);
+	if (clp_dataset_nseq(s->ds, CLP_SPLIT_VAL) == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: no validation sequence of %ld tokens (raise "
+				 "data.val_fraction or give data.val_path)", c->data.path,
+				 c->train.seq);
+	return CLP_OK;
+}
+
+/* Bytes per token and the unigram entropy of the training split (up to 16M tokens). */
+static clp_status baseline(clp_session *s)
+{
+	uint64_t nseq = clp_dataset_nseq(s->ds, CLP_SPLIT_TRAIN), total = 0, bytes = 0;
+	size_t V = (size_t)s->m.vocab, T = (size_t)s->cfg.train.seq;
+	uint64_t *count = calloc(V, sizeof(*count));
+	int32_t *seq = malloc((T + 1) * sizeof(*seq));
+	double h = 0;
+
+	if (!count || !seq) {
+		free(count);
+		free(seq);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	}
+	for (uint64_t i = 0; i < nseq && total < (16u << 20); i++) {
+		CLP_TRY(clp_dataset_seq(s->ds, CLP_SPLIT_TRAIN, i, seq));
+		for (size_t t = 0; t < T; t++) { /* token T is the next sequence's first */
+			const char *b;
+			size_t len = 0;
+
+			count[seq[t]]++;
+			total++;
+			if (clp_tok_token(s->tok, seq[t], &b, &len) == CLP_OK)
+				bytes += len;
+		}
+	}
+	for (size_t v = 0; v < V; v++)
+		if (count[v])
+			h -= (double)count[v] / (double)total * log2((double)count[v] / (double)total);
+	s->bytes_per_token = total && bytes ? (double)bytes / (double)total : 1.0;
+	s->baseline_bpb = h / s->bytes_per_token;
+	free(count);
+	free(seq);
+	return CLP_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------------ */
+
+static void identity(const clp_session *s, char vals[][32], clp_ckpt_kv *kv, int *n)
+{
+	const clp_model_config *m = &s->m;
+	long v[] = {m->n_layer, m->d_model, m->n_head, m->n_kv_head, m->d_ff, m->vocab, m->ctx};
+	static const char *const keys[] = {"n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
+					   "vocab", "ctx"};
+
+	*n = 0;
+	kv[(*n)++] = (clp_ckpt_kv){"preset", clp_preset_name(m->preset)};
+	for (int i = 0; i < 7; i++) {
+		snprintf(vals[i], 32, "%ld", v[i]);
+		kv[(*n)++] = (clp_ckpt_kv){keys[i], vals[i]};
+	}
+}
+
+static uint64_t params_hash(const clp_session *s)
+{
+	const clp_param_table *t = clp_stage_table(s->st);
+	clp_ckpt_param *p = calloc((size_t)t->ntensors, sizeof(*p));
+	uint64_t h;
+
+	if (!p)
+		return 0;
+	for (int i = 0; i < t->ntensors; i++) {
+		p[i].name = t->tensors[i].name;
+		p[i].ndim = t->tensors[i].ndim;
+		p[i].shape[0] = (int64_t)t->tensors[i].shape[0];
+		p[i].shape[1] = (int64_t)t->tensors[i].shape[1];
+	}
+	h = clp_ckpt_params_hash(p, t->ntensors);
+	free(p);
+	return h;
+}
+
+static void shape_of(const clp_tensor_desc *d, int64_t *shape)
+{
+	shape[0] = (int64_t)d->shape[0];
+	shape[1] = (int64_t)d->shape[1];
+}
+
+clp_status st_save(clp_session *s)
+{
+	const clp_param_table *t = clp_stage_table(s->st);
+	clp_ckpt_writer *w = NULL;
+	float **host = calloc((size_t)t->ntensors * 3, sizeof(float *));
+	char vals[8][32], pos[256], num[64];
+	clp_ckpt_kv kv[8];
+	char *cfgtext = clp_cfg_to_string(&clp_train_schema, &s->cfg);
+	int nkv;
+	clp_status st;
+
+	if (!host || !cfgtext) {
+		free(host);
+		free(cfgtext);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
+	}
+	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, 0, 1);
+	identity(s, vals, kv, &nkv);
+	for (int i = 0; st == CLP_OK && i < nkv; i++)
+		st = clp_ckpt_writer_identity(w, kv[i].key, kv[i].value);
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_meta(w, "config", cfgtext);
+	clp_dataset_pos_str(s->ds, pos, sizeof(pos));
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_meta(w, "data.pos", pos);
+	snprintf(num, sizeof(num), "%ld", s->step);
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_meta(w, "train.step", num);
+	snprintf(num, sizeof(num), "%ld", s->applied);
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_meta(w, "train.applied", num);
+	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
+		const clp_tensor_desc *d = &t->tensors[i];
+		static const clp_stage_what what[3] = {CLP_ST_PARAM, CLP_ST_ADAM_M, CLP_ST_ADAM_V};
+		static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
+		int64_t shape[2];
+
+		shape_of(d, shape);
+		for (int k = 0; st == CLP_OK && k < 3; k++) {
+			char name[CLP_MAX_NAME + 16];
+
+			host[i * 3 + k] = malloc(d->numel * sizeof(float));
+			if (!host[i * 3 + k]) {
+				st = clp_error(CLP_ERR_NOMEM, "out of host memory saving %s", d->name);
+				break;
+			}
+			st = clp_stage_read(s->st, what[k], i, host[i * 3 + k]);
+			snprintf(name, sizeof(name), "%s%s", d->name, suffix[k]);
+			if (st == CLP_OK)
+				st = clp_ckpt_writer_add(w, k ? CLP_CKPT_OPTIM : CLP_CKPT_MODEL, name,
+							 host[i * 3 + k], d->ndim, shape);
+		}
+	}
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_write(w);
+	if (st == CLP_OK)
+		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
+	if (st == CLP_OK)
+		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
+	else
+		clp_error_context(st, "saving checkpoint of step %ld: ", s->step);
+	for (int i = 0; i < t->ntensors * 3; i++)
+		free(host[i]);
+	free(host);
+	free(cfgtext);
+	clp_ckpt_writer_free(w);
+	return st;
+}
+
+/* Parameters (and with optim, AdamW state) of the stage from a checkpoint. */
+static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
+{
+	const clp_param_table *t = clp_stage_table(s->st);
+	clp_status st = CLP_OK;
+
+	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
+		const clp_tensor_desc *d = &t->tensors[i];
+		float *buf = malloc(d->numel * sizeof(float));
+		int64_t shape[2];
+
+		if (!buf)
+			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s", d->name);
+		shape_of(d, shape);
+		st = clp_ckpt_read(c, CLP_CKPT_MODEL, d->name, buf, d->ndim, shape);
+		if (st == CLP_OK)
+			st = clp_stage_write(s->st, CLP_ST_PARAM, i, buf);
+		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
+			char name[CLP_MAX_NAME + 16];
+
+			snprintf(name, sizeof(name), "%s%s", d->name, k == 1 ? ".exp_avg" : ".exp_avg_sq");
+			st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, buf, d->ndim, shape);
+			if (st == CLP_OK)
+				st = clp_stage_write(s->st, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
+						     buf);
+		}
+		free(buf);
+	}
+	return st;
+}
+
+static clp_status check_identity(clp_session *s, clp_ckpt *c)
+{
+	char vals[8][32];
+	clp_ckpt_kv kv[8];
+	int n;
+
+	identity(s, vals, kv, &n);
+	return clp_ckpt_check_identity(c, kv, n, params_hash(s));
+}
+
+static clp_status resume(clp_session *s)
+{
+	clp_ckpt *c = NULL;
+	clp_status st = clp_ckpt_open_latest(&c, s->cfg.ckpt.dir);
+	const char *v;
+
+	if (st == CLP_ERR_NOT_FOUND) {
+		fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
+			s->cfg.ckpt.dir);
+		clp_error_clear();
+		return CLP_OK;
+	}
+	if (st != CLP_OK)
+		return st;
+	if (clp_ckpt_notes(c)[0])
+		fprintf(s->out, "%s", clp_ckpt_notes(c));
+	st = check_identity(s, c);
+	if (st == CLP_OK)
+		st = load_tensors(s, c, 1);
+	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
+		st = clp_dataset_restore(s->ds, v);
+	if (st == CLP_OK) {
+		v = clp_ckpt_meta(c, "train.step");
+		s->step = v ? atol(v) : clp_ckpt_step(c);
+		v = clp_ckpt_meta(c, "train.applied");
+		s->applied = v ? atol(v) : s->step;
+		fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
+	}
+	clp_ckpt_close(c);
+	return st;
+}
+
+/* For eval and sample: the checkpoint's stored config gives the model (and tokenizer). */
+static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
+{
+	const char *text;
+	clp_train_config base;
+	clp_status st;
+
+	if (!s->cfg.sample.ckpt[0])
+		return clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
+				 "--sample.ckpt=DIR)");
+	CLP_TRY(clp_ckpt_open(cp, s->cfg.sample.ckpt));
+	text = clp_ckpt_meta(*cp, "config");
+	if (!text) /* a foreign file (Hugging Face): the command line must describe the model */
+		return CLP_OK;
+	CLP_TRY(clp_cfg_defaults(&clp_train_schema, &base));
+	st = clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(*cp));
+	if (st != CLP_OK)
+		return clp_error_context(st, "the config stored in the checkpoint: ");
+	s->cfg.model = base.model;
+	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
+	if (!s->cfg.data.bpe_vocab[0])
+		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));
+	if (!s->cfg.data.bpe_merges[0])
+		memcpy(s->cfg.data.bpe_merges, base.data.bpe_merges, sizeof(base.data.bpe_merges));
+	if (!s->cfg.data.path[0]) {
+		memcpy(s->cfg.data.path, base.data.path, sizeof(base.data.path));
+		memcpy(s->cfg.data.format, base.data.format, sizeof(base.data.format));
+		memcpy(s->cfg.data.val_path, base.data.val_path, sizeof(base.data.val_path));
+		s->cfg.data.val_fraction = base.data.val_fraction;
+	}
+	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
+		s->cfg.train.seq = base.train.seq;
+	return CLP_OK;
+}
+
+/* ---- open and close --------------------------------------------------------------------------- */
+
+clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
+			    enum clp_session_mode mode, FILE *fout)
+{
+	clp_session *s = calloc(1, sizeof(*s));
+	clp_ckpt *ck = NULL;
+	clp_stage_opts o;
+	clp_status st;
+
+	*out = NULL;
+	if (!s)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	s->cfg = *cfg;
+	s->mode = mode;
+	s->out = fout;
+	st = mode == CLP_SESSION_TRAIN ? CLP_OK : config_from_ckpt(s, &ck);
+	s->bert = !strcmp(s->cfg.model.preset, "bert");
+	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
+		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
+			       "generate text; use clpipe eval");
+	if (st == CLP_OK)
+		st = open_tokenizer(s);
+	if (st == CLP_OK)
+		st = model_config(s);
+	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
+		st = open_data(s);
+	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
+		st = baseline(s);
+	if (st == CLP_OK)
+		st = clp_cl_ctx_create(&s->ctx, s->cfg.train.device[0] ? s->cfg.train.device : NULL);
+	if (st == CLP_OK) {
+		s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
+		s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
+		s->N = s->B * s->T;
+		s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
+		o.B = s->B;
+		o.T = s->T;
+		o.slots = 1;
+		st = clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1, &o);
+	}
+	if (st == CLP_OK) {
+		size_t n = (size_t)s->M * s->N;
+
+		s->in = calloc(n, sizeof(int32_t));
+		s->tg = calloc(n, sizeof(int32_t));
+		s->types = calloc(n, sizeof(int32_t));
+		if (!s->in || !s->tg || !s->types)
+			st = clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
+	}
+	if (st == CLP_OK)
+		st = clp_cl_buffer(s->ctx, 4 * sizeof(float), "loss accumulator", &s->acc);
+	if (st == CLP_OK)
+		st = clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
+	if (st == CLP_OK && ck) {
+		st = check_identity(s, ck);
+		if (st == CLP_OK)
+			st = load_tensors(s, ck, 0);
+	}
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
+		if (!s->cfg.ckpt.dir[0])
+			st = clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
+		else
+			st = resume(s);
+	}
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0]) {
+		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
+		if (!s->log)
+			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
+				       s->cfg.train.log);
+	}
+	clp_ckpt_close(ck);
+	if (st != CLP_OK) {
+		clp_session_close(s);
+		return st;
+	}
+	*out = s;
+	return CLP_OK;
+}
+
+void clp_session_close(clp_session *s)
+{
+	if (!s)
+		return;
+	if (s->log)
+		fclose(s->log);
+	clp_stage_free(s->st);
+	if (s->acc)
+		clReleaseMemObject(s->acc);
+	clp_cl_ctx_free(s->ctx);
+	clp_dataset_free(s->ds);
+	clp_tok_free(s->tok);
+	free(s->in);
+	free(s->tg);
+	free(s->types);
+	free(s);
+}
+
+const clp_train_config *clp_session_config(const clp_session *s)
+{
+	return &s->cfg;
+}
+
+double clp_session_baseline_bpb(const clp_session *s)
+{
+	return s->baseline_bpb;
+}
+
+/* ---- sampling --------------------------------------------------------------------------------- */
+
+static int32_t draw(const float *logits, size_t V, double temperature, long top_k,
+		    const clp_rng_stream *rs, uint64_t index, float *work)
+{
+	size_t best = 0;
+	double u, acc = 0, total = 0, thresh = -INFINITY;
+
+	for (size_t v = 1; v < V; v++)
+		if (logits[v] > logits[best])
+			best = v;
+	if (temperature <= 0)
+		return (int32_t)best;
+	if (top_k > 0 && (size_t)top_k < V) { /* the k-th largest logit, by partial selection */
+		memcpy(work, logits, V * sizeof(float));
+		for (long k = 0; k < top_k; k++) {
+			size_t m = (size_t)k;
+
+			for (size_t v = (size_t)k + 1; v < V; v++)
+				if (work[v] > work[m])
+					m = v;
+			float tmp = work[k];
+			work[k] = work[m];
+			work[m] = tmp;
+		}
+		thresh = work[top_k - 1];
+	}
+	for (size_t v = 0; v < V; v++)
+		if (logits[v] >= thresh)
+			total += exp((logits[v] - logits[best]) / temperature);
+	u = clp_rng_uniform(rs, index) * total;
+	for (size_t v = 0; v < V; v++)
+		if (logits[v] >= thresh) {
+			acc += exp((logits[v] - logits[best]) / temperature);
+			if (acc >= u)
+				return (int32_t)v;
+		}
+	return (int32_t)best;
+}
+
+clp_status clp_session_sample(clp_session *s, FILE *out)
+{
+	const char *prompt = s->cfg.sample.prompt[0] ? s->cfg.sample.prompt : "\n";
+	size_t V = (size_t)s->m.vocab, T = s->T;
+	clp_ids ids = {0};
+	float *logits = malloc(V * sizeof(float)), *work = malloc(V * sizeof(float));
+	int32_t *tg = malloc(T * sizeof(int32_t)), *win = calloc(T, sizeof(int32_t));
+	cl_mem dl = NULL;
+	clp_rng_stream rs;
+	clp_status st;
+
+	if (!logits || !work || !tg || !win) {
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory for sampling");
+		goto out;
+	}
+	if (s->bert) {
+		st = clp_error(CLP_ERR_UNSUPPORTED, "bert does not generate text");
+		goto out;
+	}
+	for (size_t t = 0; t < T; t++)
+		tg[t] = -1;
+	st = clp_tok_encode(s->tok, prompt, strlen(prompt), &ids);
+	if (st == CLP_OK && ids.n == 0)
+		st = clp_error(CLP_ERR_INVALID, "sample.prompt encodes to no tokens");
+	if (st == CLP_OK)
+		st = clp_cl_buffer(s->ctx, V * sizeof(float), "sample logits", &dl);
+	if (st == CLP_OK)
+		st = clp_rng_stream_init(&rs, (uint64_t)s->cfg.train.seed, 0, 0, 0, CLP_RNG_SAMPLE);
+	fputs(prompt, out);
+	for (long i = 0; st == CLP_OK && i < s->cfg.sample.length; i++) {
+		size_t len = ids.n < T ? ids.n : T;
+		clp_stage_mb mb = {0, 0, 0, (uint64_t)s->cfg.train.seed, win, NULL, tg};
+		const char *bytes;
+		size_t nb;
+		int32_t next;
+
+		memset(win, 0, T * sizeof(int32_t));
+		memcpy(win, ids.v + ids.n - len, len * sizeof(int32_t));
+		st = clp_stage_forward(s->st, &mb, 1.0f);
+		if (st == CLP_OK)
+			st = clp_stage_logits(s->st, 0, len - 1, 1, clp_buf_at(dl, 0));
+		if (st == CLP_OK)
+			st = clp_cl_read(s->ctx, dl, 0, V * sizeof(float), logits);
+		if (st != CLP_OK)
+			break;
+		next = draw(logits, V, s->cfg.sample.temperature, s->cfg.sample.top_k, &rs,
+			    (uint64_t)i, work);
+		st = clp_ids_push(&ids, next);
+		if (st == CLP_OK && clp_tok_token(s->tok, next, &bytes, &nb) == CLP_OK) {
+			fwrite(bytes, 1, nb, out);
+			fflush(out);
+		}
+	}
+	fputc('\n', out);
+out:
+	if (dl)
+		clReleaseMemObject(dl);
+	clp_ids_free(&ids);
+	free(logits);
+	free(work);
+	free(tg);
+	free(win);
+	return st;
+}

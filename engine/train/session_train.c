@@ -1,0 +1,248 @@
+/* The training loop: learning-rate schedule, gradient accumulation over micro-batches, clipping
+ * and the non-finite skip, AdamW, one synchronisation per step, progress and JSON-lines logs,
+ * periodic evaluation and checkpoints. */
+#include "engine/train/session_internal.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cl/ops.h"
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Linear warmup, then cosine decay from lr to min_lr at the last step. */
+static double lr_at(const clp_train_config *c, long step)
+{
+	long warm = c->optim.warmup, total = c->train.steps;
+	double p;
+
+	if (step < warm)
+		return c->optim.lr * (double)(step + 1) / (double)warm;
+	if (total <= warm + 1)
+		return c->optim.lr;
+	p = (double)(step - warm) / (double)(total - warm - 1);
+	if (p > 1)
+		p = 1;
+	return c->optim.min_lr + 0.5 * (c->optim.lr - c->optim.min_lr) * (1 + cos(M_PI * p));
+}
+
+static void log_json(clp_session *s, json_t *rec)
+{
+	if (s->log) {
+		json_dumpf(rec, s->log, JSON_COMPACT);
+		fputc('\n', s->log);
+		fflush(s->log);
+	}
+	json_decref(rec);
+}
+
+static void fmt_time(double sec, char *buf, size_t n)
+{
+	long t = (long)(sec + 0.5);
+
+	if (t >= 3600)
+		snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
+	else
+		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+}
+
+/* The micro-batches of a step: inputs, targets (BERT: masked), and the count of targets. */
+static clp_status draw_step(clp_session *s, long step, size_t *valid)
+{
+	size_t N = s->N;
+
+	*valid = 0;
+	for (int mb = 0; mb < s->M; mb++) {
+		int32_t *in = s->in + (size_t)mb * N, *tg = s->tg + (size_t)mb * N;
+
+		CLP_TRY(clp_dataset_next(s->ds, (int)s->B, 0, (int)s->B, in, tg));
+		if (s->bert) {
+			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
+					   s->nspecial, (uint64_t)s->cfg.train.seed};
+
+			/* an encoder predicts the tokens in place, not the next ones */
+			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)step, (uint64_t)mb, in, tg, N));
+		}
+		for (size_t i = 0; i < N; i++)
+			*valid += tg[i] >= 0;
+	}
+	return CLP_OK;
+}
+
+/* Forward and backward of every micro-batch, then clipping and AdamW: all enqueued. */
+static clp_status run_step(clp_session *s, long step, size_t valid, double lr)
+{
+	clp_cl_ctx *ctx = s->ctx;
+	float inv = valid ? 1.0f / (float)valid : 0.0f;
+	clp_nn_adamw_hp hp = {(float)lr, (float)s->cfg.optim.beta1, (float)s->cfg.optim.beta2,
+			      (float)s->cfg.optim.eps, (float)s->cfg.optim.weight_decay,
+			      s->applied + 1};
+
+	CLP_TRY(clp_stage_zero_grads(s->st));
+	CLP_TRY(clp_cl_fill(ctx, clp_buf_at(s->acc, 0), 0.0f, 1));
+	for (int mb = 0; mb < s->M; mb++) {
+		clp_stage_mb m = {0, (uint32_t)step, (uint32_t)mb, (uint64_t)s->cfg.train.seed,
+				  s->in + (size_t)mb * s->N, s->types + (size_t)mb * s->N,
+				  s->tg + (size_t)mb * s->N};
+
+		CLP_TRY(clp_stage_forward(s->st, &m, inv));
+		CLP_TRY(clp_cl_axpy(ctx, clp_buf_at(s->acc, 0), clp_stage_loss(s->st, 0), 1.0f, 1));
+		CLP_TRY(clp_stage_backward(s->st, &m, inv));
+	}
+	CLP_TRY(clp_stage_grad_stats(s->st, clp_stage_stats(s->st), (float)s->cfg.optim.grad_clip));
+	return clp_stage_adamw(s->st, &hp, clp_stage_stats(s->st));
+}
+
+clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb)
+{
+	uint64_t nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
+	long nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
+	size_t valid = 0;
+	float sum = 0;
+
+	/* count targets first: the mean is over every micro-batch of the evaluation */
+	for (long b = 0; b < nb; b++) {
+		CLP_TRY(clp_dataset_val(s->ds, (uint64_t)b * s->B, (int)s->B, s->in, s->tg));
+		if (s->bert) {
+			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
+					   s->nspecial, (uint64_t)s->cfg.train.seed + 1};
+
+			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)b, 0, s->in, s->tg, s->N));
+		}
+		for (size_t i = 0; i < s->N; i++)
+			valid += s->tg[i] >= 0;
+	}
+	CLP_TRY(clp_cl_fill(s->ctx, clp_buf_at(s->acc, 0), 0.0f, 1));
+	for (long b = 0; b < nb; b++) {
+		clp_stage_mb m = {0, 0, 0, (uint64_t)s->cfg.train.seed, s->in, s->types, s->tg};
+
+		CLP_TRY(clp_dataset_val(s->ds, (uint64_t)b * s->B, (int)s->B, s->in, s->tg));
+		if (s->bert) {
+			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
+					   s->nspecial, (uint64_t)s->cfg.train.seed + 1};
+
+			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)b, 0, s->in, s->tg, s->N));
+		}
+		CLP_TRY(clp_stage_forward(s->st, &m, valid ? 1.0f / (float)valid : 0.0f));
+		CLP_TRY(clp_cl_axpy(s->ctx, clp_buf_at(s->acc, 0), clp_stage_loss(s->st, 0), 1.0f,
+				    1));
+	}
+	CLP_TRY(clp_cl_read(s->ctx, s->acc, 0, sizeof(float), &sum));
+	*loss = sum;
+	*bpb = s->bert ? NAN : sum / log(2.0) / s->bytes_per_token;
+	return CLP_OK;
+}
+
+static void progress(clp_session *s, long step, double loss, double lr, double tok_s,
+		     double ms, double eta, int skipped, double norm)
+{
+	char e[32];
+	int tty = isatty(fileno(s->out));
+
+	fmt_time(eta, e, sizeof(e));
+	if (tty) {
+		int width = 20, done = (int)((double)width * (double)(step + 1) /
+					     (double)s->cfg.train.steps);
+
+		fprintf(s->out, "\r[%.*s%*s] ", done, "====================", width - done, "");
+	}
+	fprintf(s->out, "step %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms/step "
+		"| ETA %s%s", step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, e,
+		skipped ? " | non-finite gradient: step skipped" : "");
+	fputs(tty ? "   " : "\n", s->out);
+	fflush(s->out);
+}
+
+/* Evaluate, print and log; *val is the validation loss, *metric bits per byte (or the loss). */
+static clp_status evaluate(clp_session *s, long step, double *val, double *metric)
+{
+	double loss, bpb;
+
+	CLP_TRY(clp_session_eval(s, s->cfg.eval.batches, &loss, &bpb));
+	if (isatty(fileno(s->out)))
+		fputc('\n', s->out);
+	if (isnan(bpb))
+		fprintf(s->out, "eval at step %ld: val loss %.4f, perplexity %.2f\n", step, loss,
+			exp(loss));
+	else
+		fprintf(s->out, "eval at step %ld: val loss %.4f, perplexity %.2f, %.3f bits/byte "
+			"(unigram baseline %.3f, ratio %.3f)\n", step, loss, exp(loss), bpb,
+			s->baseline_bpb, bpb / s->baseline_bpb);
+	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f}", "event", "eval", "step",
+			      (json_int_t)step, "val_loss", loss, "val_bpb", isnan(bpb) ? -1.0 : bpb,
+			      "baseline_bpb", s->baseline_bpb));
+	*val = loss;
+	*metric = isnan(bpb) ? loss : bpb;
+	return CLP_OK;
+}
+
+clp_status clp_session_train(clp_session *s, double *val_loss)
+{
+	const clp_train_config *c = &s->cfg;
+	long first = s->step;
+	double t_start = now_s(), last_val = NAN, metric = NAN;
+	size_t tokens = (size_t)s->M * s->N;
+
+	if (s->byte_level && !s->bert)
+		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
+	for (; s->step < c->train.steps; s->step++) {
+		long step = s->step;
+		double t0 = now_s(), lr = lr_at(c, step), ms, eta;
+		float loss = 0, stats[4];
+		size_t valid;
+		int skipped;
+
+		CLP_TRY(draw_step(s, step, &valid));
+		CLP_TRY(run_step(s, step, valid, lr));
+		/* the one synchronisation of the step */
+		CLP_TRY(clp_cl_read(s->ctx, s->acc, 0, sizeof(float), &loss));
+		CLP_TRY(clp_cl_read(s->ctx, clp_stage_stats(s->st).mem,
+				    clp_stage_stats(s->st).off * 4, sizeof(stats), stats));
+		skipped = stats[CLP_NN_GSTAT_NONFINITE] != 0.0f;
+		if (!skipped)
+			s->applied++;
+		ms = (now_s() - t0) * 1e3;
+		eta = (now_s() - t_start) / (double)(step - first + 1) *
+		      (double)(c->train.steps - step - 1);
+		progress(s, step, loss, lr, (double)tokens / (ms * 1e-3), ms, eta, skipped,
+			 stats[CLP_NN_GSTAT_NORM]);
+		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
+				      "step", (json_int_t)step + 1, "loss", (double)loss, "lr", lr,
+				      "grad_norm", (double)stats[CLP_NN_GSTAT_NORM], "tok_s",
+				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
+		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
+			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
+			if (c->eval.target_ratio > 0 && !s->bert &&
+			    metric <= c->eval.target_ratio * s->baseline_bpb) {
+				fprintf(s->out, "reached %.3f x the unigram baseline: stopping at step "
+					"%ld\n", c->eval.target_ratio, step + 1);
+				s->step++;
+				break;
+			}
+		}
+		if (c->ckpt.dir[0] && c->ckpt.every > 0 && (step + 1) % c->ckpt.every == 0 &&
+		    step + 1 < c->train.steps) {
+			s->step++; /* the checkpoint holds the next step to run */
+			CLP_TRY(st_save(s));
+			s->step--;
+		}
+	}
+	if (isatty(fileno(s->out)))
+		fputc('\n', s->out);
+	CLP_TRY(evaluate(s, s->step, &last_val, &metric));
+	if (c->ckpt.dir[0])
+		CLP_TRY(st_save(s));
+	if (val_loss)
+		*val_loss = last_val;
+	return CLP_OK;
+}

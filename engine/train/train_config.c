@@ -1,0 +1,97 @@
+/* The schema of clp_train_config: names, types, defaults, ranges and help, declared once. */
+#include "engine/train/train_config.h"
+
+#define F(member, key, type, dflt, help, lo, hi, ch)                                               \
+	CLP_CFG_FIELD(clp_train_config, member, key, type, dflt, help, lo, hi, ch)
+
+static const clp_cfg_field fields[] = {
+	F(model.preset, "model.preset", CLP_CFG_STRING, "\"gpt2\"", "architecture", 0, 0,
+	  "gpt2|llama|bert"),
+	F(model.n_layer, "model.n_layer", CLP_CFG_INT, "4", "transformer layers", 1, 10000, NULL),
+	F(model.d_model, "model.d_model", CLP_CFG_INT, "128", "model width", 1, 1 << 20, NULL),
+	F(model.n_head, "model.n_head", CLP_CFG_INT, "4", "attention heads", 1, 4096, NULL),
+	F(model.n_kv_head, "model.n_kv_head", CLP_CFG_INT, "0",
+	  "key/value heads (llama GQA; 0: n_head)", 0, 4096, NULL),
+	F(model.d_ff, "model.d_ff", CLP_CFG_INT, "0", "MLP width (0: preset default)", 0, 1 << 22,
+	  NULL),
+	F(model.vocab, "model.vocab", CLP_CFG_INT, "0", "vocabulary (0: the tokenizer's)", 0,
+	  1 << 24, NULL),
+	F(model.ctx, "model.ctx", CLP_CFG_INT, "128", "context length", 1, 1 << 20, NULL),
+	F(model.norm_eps, "model.norm_eps", CLP_CFG_FLOAT, "0",
+	  "norm epsilon (0: preset default)", 0, 1, NULL),
+	F(model.rope_theta, "model.rope_theta", CLP_CFG_FLOAT, "10000", "llama rotary base", 1,
+	  1e9, NULL),
+	F(model.dropout, "model.dropout", CLP_CFG_FLOAT, "0", "dropout probability", 0, 0.99, NULL),
+
+	F(data.path, "data.path", CLP_CFG_STRING, "\"\"", "training text file, or shard glob", 0,
+	  0, NULL),
+	F(data.val_path, "data.val_path", CLP_CFG_STRING, "\"\"",
+	  "validation shard glob (\"\": split by data.val_fraction)", 0, 0, NULL),
+	F(data.format, "data.format", CLP_CFG_STRING, "\"text\"", "input format", 0, 0,
+	  "text|shards"),
+	F(data.tokenizer, "data.tokenizer", CLP_CFG_STRING, "\"byte\"", "tokenizer for text", 0,
+	  0, "byte|gpt2"),
+	F(data.bpe_vocab, "data.bpe_vocab", CLP_CFG_STRING, "\"\"", "GPT-2 vocab.json", 0, 0, NULL),
+	F(data.bpe_merges, "data.bpe_merges", CLP_CFG_STRING, "\"\"", "GPT-2 merges.txt", 0, 0,
+	  NULL),
+	F(data.val_fraction, "data.val_fraction", CLP_CFG_FLOAT, "0.05",
+	  "share of the stream held out for validation", 0, 0.5, NULL),
+	F(data.shuffle, "data.shuffle", CLP_CFG_BOOL, "true", "shuffle training sequences", 0, 0,
+	  NULL),
+	F(data.mask_prob, "data.mask_prob", CLP_CFG_FLOAT, "0.15", "bert: share of masked tokens",
+	  0, 1, NULL),
+
+	F(train.batch, "train.batch", CLP_CFG_INT, "8", "sequences per micro-batch", 1, 1 << 20,
+	  NULL),
+	F(train.seq, "train.seq", CLP_CFG_INT, "0", "tokens per sequence (0: model.ctx)", 0,
+	  1 << 20, NULL),
+	F(train.micro_batches, "train.micro_batches", CLP_CFG_INT, "1",
+	  "micro-batches per step (gradient accumulation)", 1, 1 << 20, NULL),
+	F(train.steps, "train.steps", CLP_CFG_INT, "1000", "optimizer steps", 0, 1L << 40, NULL),
+	F(train.seed, "train.seed", CLP_CFG_INT, "1337", "seed of every random stream", 0,
+	  1L << 62, NULL),
+	F(train.device, "train.device", CLP_CFG_STRING, "\"\"",
+	  "device selector (\"\": CLPIPE_DEVICE or the default)", 0, 0, NULL),
+	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
+
+	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw"),
+	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
+	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,
+	  NULL),
+	F(optim.warmup, "optim.warmup", CLP_CFG_INT, "100", "linear warmup steps", 0, 1L << 40,
+	  NULL),
+	F(optim.beta1, "optim.beta1", CLP_CFG_FLOAT, "0.9", "AdamW beta1", 0, 0.999999, NULL),
+	F(optim.beta2, "optim.beta2", CLP_CFG_FLOAT, "0.95", "AdamW beta2", 0, 0.999999, NULL),
+	F(optim.eps, "optim.eps", CLP_CFG_FLOAT, "1e-8", "AdamW epsilon", 1e-30, 1, NULL),
+	F(optim.weight_decay, "optim.weight_decay", CLP_CFG_FLOAT, "0.1",
+	  "decoupled weight decay (matrices and embeddings only)", 0, 10, NULL),
+	F(optim.grad_clip, "optim.grad_clip", CLP_CFG_FLOAT, "1.0",
+	  "global gradient-norm clip (0: none)", 0, 1e9, NULL),
+
+	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
+	  "end)", 0, 1L << 40, NULL),
+	F(eval.batches, "eval.batches", CLP_CFG_INT, "8", "validation micro-batches per evaluation",
+	  1, 1 << 20, NULL),
+	F(eval.target_ratio, "eval.target_ratio", CLP_CFG_FLOAT, "0",
+	  "stop when validation loss <= this x the unigram baseline (0: never)", 0, 10, NULL),
+
+	F(ckpt.dir, "ckpt.dir", CLP_CFG_STRING, "\"\"", "checkpoint root (\"\": no checkpoints)", 0,
+	  0, NULL),
+	F(ckpt.every, "ckpt.every", CLP_CFG_INT, "0", "steps between checkpoints (0: only at the "
+	  "end)", 0, 1L << 40, NULL),
+	F(ckpt.keep, "ckpt.keep", CLP_CFG_INT, "3", "checkpoints kept (0: all)", 0, 1 << 20, NULL),
+	F(ckpt.resume, "ckpt.resume", CLP_CFG_BOOL, "false",
+	  "continue from the latest checkpoint in ckpt.dir", 0, 0, NULL),
+
+	F(sample.prompt, "sample.prompt", CLP_CFG_STRING, "\"\"", "text to continue", 0, 0, NULL),
+	F(sample.length, "sample.length", CLP_CFG_INT, "200", "tokens to generate", 0, 1 << 24,
+	  NULL),
+	F(sample.top_k, "sample.top_k", CLP_CFG_INT, "40", "sample from the k likeliest (0: all)",
+	  0, 1 << 24, NULL),
+	F(sample.temperature, "sample.temperature", CLP_CFG_FLOAT, "0.8",
+	  "softmax temperature (0: greedy)", 0, 100, NULL),
+	F(sample.ckpt, "sample.ckpt", CLP_CFG_STRING, "\"\"", "checkpoint for eval and sample", 0,
+	  0, NULL),
+};
+
+const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / sizeof(fields[0])};

@@ -1,0 +1,59 @@
+/* The configuration of `clpipe train`, `eval` and `sample`: one struct, one schema (config.h),
+ * so every field is settable in a file and on the command line and printed as the effective
+ * config. */
+#ifndef CLP_TRAIN_CONFIG_H
+#define CLP_TRAIN_CONFIG_H
+
+#include "engine/io/config.h"
+
+typedef struct clp_train_config {
+	struct {
+		char preset[16];
+		long n_layer, d_model, n_head, n_kv_head, d_ff, vocab, ctx;
+		double norm_eps, rope_theta, dropout;
+	} model;
+	struct {
+		char path[1024];     /* text file, or shard glob (format = "shards") */
+		char val_path[1024]; /* shards: validation glob; "" splits by val_fraction */
+		char format[16];     /* text | shards */
+		char tokenizer[16];  /* byte | gpt2 */
+		char bpe_vocab[1024], bpe_merges[1024];
+		double val_fraction;
+		int shuffle;
+		double mask_prob;    /* bert */
+	} data;
+	struct {
+		long batch;          /* sequences per micro-batch */
+		long seq;            /* tokens per sequence (0: model.ctx) */
+		long micro_batches;  /* per step (gradient accumulation) */
+		long steps;
+		long seed;
+		char device[256];
+		char log[1024];      /* JSON lines, one per step and evaluation */
+	} train;
+	struct {
+		char name[16];       /* adamw */
+		double lr, min_lr;
+		long warmup;
+		double beta1, beta2, eps, weight_decay, grad_clip;
+	} optim;
+	struct {
+		long every, batches;
+		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */
+	} eval;
+	struct {
+		char dir[1024];
+		long every, keep;
+		int resume;
+	} ckpt;
+	struct {
+		char prompt[1024];
+		long length, top_k;
+		double temperature;
+		char ckpt[1024];
+	} sample;
+} clp_train_config;
+
+extern const clp_cfg_schema clp_train_schema;
+
+#endif

@@ -1,0 +1,163 @@
+/* clpipe train, eval and sample: configuration from a file and the command line, then a session
+ * (engine/train/session.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/session.h"
+#include "tools/cli.h"
+
+/* Shortcuts for the most used fields: "--resume" is "--ckpt.resume=true", ... */
+struct alias {
+	const char *flag, *key, *fixed; /* fixed: value implied by the flag (no argument) */
+};
+static const struct alias aliases[] = {
+	{"--resume", "ckpt.resume", "true"}, {"--device", "train.device", NULL},
+	{"--log", "train.log", NULL},        {"--steps", "train.steps", NULL},
+	{"--data", "data.path", NULL},       {"--ckpt", "sample.ckpt", NULL},
+	{"--prompt", "sample.prompt", NULL}, {"--length", "sample.length", NULL},
+	{"--temperature", "sample.temperature", NULL}, {"--top-k", "sample.top_k", NULL},
+	{"--preset", "model.preset", NULL},
+};
+
+static void help(const char *cmd)
+{
+	if (!strcmp(cmd, "train"))
+		printf("usage: clpipe train [--config FILE] [--section.key=VALUE ...] [--resume]\n"
+		       "                    [--print-config]\n\n"
+		       "Trains a model on one device. The effective config is printed first and stored\n"
+		       "in every checkpoint. One line per step (a progress bar on a terminal); --log F\n"
+		       "writes the same as JSON lines.\n");
+	else if (!strcmp(cmd, "eval"))
+		printf("usage: clpipe eval --ckpt DIR [--data FILE] [--eval.batches N]\n\n"
+		       "Validation loss, perplexity and bits per byte of a checkpoint (the model\n"
+		       "and tokenizer come from the checkpoint; eval.batches 0 = the whole split).\n");
+	else
+		printf("usage: clpipe sample --ckpt DIR [--prompt TEXT] [--length N]\n"
+		       "                     [--temperature T] [--top-k K]\n\n"
+		       "Generates text from a checkpoint (gpt2 and llama presets).\n");
+	printf("\nshortcuts: --resume --device --log --steps --data --ckpt --prompt --length\n"
+	       "           --temperature --top-k --preset (for ckpt.resume, train.device, ...)\n\n"
+	       "settings (any can be given in the file or as --section.key=value):\n");
+	clp_cfg_help(&clp_train_schema, stdout);
+}
+
+/* Apply the aliases, then the config file and --section.key overrides. */
+static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only)
+{
+	clp_status s = clp_cfg_defaults(&clp_train_schema, cfg);
+
+	for (int i = 1; s == CLP_OK && i < argc; i++) {
+		int matched = 0;
+
+		if (cli_is_help(argv[i])) {
+			help(cmd);
+			return -1;
+		}
+		if (!strcmp(argv[i], "--print-config")) {
+			*print_only = 1;
+			argv[i] = "";
+			continue;
+		}
+		for (size_t a = 0; !matched && a < sizeof(aliases) / sizeof(aliases[0]); a++) {
+			const char *v = NULL;
+			int r;
+
+			if (aliases[a].fixed) {
+				if (strcmp(argv[i], aliases[a].flag) != 0)
+					continue;
+				v = aliases[a].fixed;
+				argv[i] = "";
+				r = 1;
+			} else {
+				int j = i;
+
+				r = cli_value(argc, argv, &j, aliases[a].flag, &v);
+				if (r < 0)
+					return cli_usage_error(cmd, "%s needs a value", aliases[a].flag);
+				if (r > 0)
+					for (int k = i; k <= j; k++)
+						argv[k] = "";
+				i = j;
+			}
+			if (r > 0) {
+				char origin[64];
+
+				snprintf(origin, sizeof(origin), "command line %s", aliases[a].flag);
+				s = clp_cfg_set(&clp_train_schema, cfg, aliases[a].key, v, origin);
+				matched = 1;
+			}
+		}
+	}
+	if (s == CLP_OK) {
+		int n = 0;
+
+		/* drop the consumed arguments, then the generic parser */
+		for (int i = 0; i < argc; i++)
+			if (i == 0 || argv[i][0])
+				argv[n++] = argv[i];
+		argc = n;
+		s = clp_cfg_args(&clp_train_schema, cfg, &argc, argv);
+		if (s == CLP_OK && argc > 1)
+			return cli_usage_error(cmd, "unknown argument '%s'", argv[1]);
+	}
+	return s == CLP_OK ? 0 : cli_fail(cmd, s);
+}
+
+static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
+{
+	clp_train_config cfg;
+	clp_session *s = NULL;
+	int print_only = 0, rc;
+	clp_status st;
+
+	rc = parse(cmd, argc, argv, &cfg, &print_only);
+	if (rc != 0)
+		return rc < 0 ? 0 : rc;
+	st = clp_session_open(&s, &cfg, mode, stdout);
+	if (st != CLP_OK)
+		return cli_fail(cmd, st);
+	if (mode == CLP_SESSION_TRAIN || print_only) {
+		printf("# effective config (clpipe %s)\n", cmd);
+		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, 0);
+		printf("\n");
+	}
+	if (print_only) {
+		clp_session_close(s);
+		return 0;
+	}
+	if (mode == CLP_SESSION_TRAIN) {
+		st = clp_session_train(s, NULL);
+	} else if (mode == CLP_SESSION_EVAL) {
+		double loss, bpb;
+
+		st = clp_session_eval(s, clp_session_config(s)->eval.batches, &loss, &bpb);
+		if (st == CLP_OK) {
+			printf("val loss %.4f nats/token, perplexity %.3f", loss, exp(loss));
+			if (bpb == bpb)
+				printf(", %.4f bits/byte (unigram baseline %.4f)", bpb,
+				       clp_session_baseline_bpb(s));
+			printf("\n");
+		}
+	} else {
+		st = clp_session_sample(s, stdout);
+	}
+	clp_session_close(s);
+	return st == CLP_OK ? 0 : cli_fail(cmd, st);
+}
+
+int cmd_train(int argc, char **argv)
+{
+	return run("train", CLP_SESSION_TRAIN, argc, argv);
+}
+
+int cmd_eval(int argc, char **argv)
+{
+	return run("eval", CLP_SESSION_EVAL, argc, argv);
+}
+
+int cmd_sample(int argc, char **argv)
+{
+	return run("sample", CLP_SESSION_SAMPLE, argc, argv);
+}
