@@ -1,0 +1,205 @@
+/* Training end to end on a tiny model: the loss falls, a resumed run continues with exactly the
+ * uninterrupted run's losses, a checkpoint of another model is refused, evaluation and sampling
+ * work from a checkpoint, and bad settings give messages that name the field or file. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/train/session.h"
+#include "tests/harness.h"
+
+static char dir[] = "/tmp/clpipe-test-train-XXXXXX";
+static char corpus[512];
+
+static void make_corpus(void)
+{
+	static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
+					     "ran", "to", "big", "red", "house", "in", "town"};
+	th_rng r = th_rng_seed(5);
+	FILE *f;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
+	f = fopen(corpus, "w");
+	for (int i = 0; f && i < 6000; i++)
+		fprintf(f, "%s%s", words[th_next(&r) % 15], i % 9 == 8 ? ".\n" : " ");
+	if (f)
+		fclose(f);
+}
+
+static void base_config(clp_train_config *c, const char *preset)
+{
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
+	snprintf(c->model.preset, sizeof(c->model.preset), "%s", preset);
+	c->model.n_layer = 2;
+	c->model.d_model = 32;
+	c->model.n_head = 4;
+	c->model.ctx = 16;
+	c->train.batch = 4;
+	c->train.micro_batches = 2;
+	c->train.steps = 6;
+	c->optim.warmup = 2;
+	c->optim.lr = 3e-3;
+	c->eval.every = 0;
+	c->eval.batches = 2;
+	snprintf(c->data.path, sizeof(c->data.path), "%s", corpus);
+}
+
+/* Run a session; returns the losses of the steps it ran from its JSON log. */
+static int train(const clp_train_config *c, double *losses, int max, double *val)
+{
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	char line[4096];
+	FILE *log;
+	int n = 0;
+
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, devnull));
+	if (s)
+		CHECK_OK(clp_session_train(s, val));
+	clp_session_close(s);
+	fclose(devnull);
+	log = fopen(c->train.log, "r");
+	while (log && fgets(line, sizeof(line), log)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step") && n < max)
+			losses[n++] = json_real_value(json_object_get(j, "loss"));
+		json_decref(j);
+	}
+	if (log)
+		fclose(log);
+	return n;
+}
+
+static void test_resume_exact(void)
+{
+	clp_train_config c;
+	double full[8], part[8], val;
+	char cmd[8400];
+	int n1, n2;
+
+	make_corpus();
+	for (int p = 0; p < 3; p++) {
+		const char *preset = p == 0 ? "gpt2" : p == 1 ? "llama" : "bert";
+
+		base_config(&c, preset);
+		if (p == 1)
+			c.model.n_kv_head = 2;
+		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, preset);
+		snprintf(c.train.log, sizeof(c.train.log), "%s/full-%s.jsonl", dir, preset);
+		c.ckpt.every = 3;
+		n1 = train(&c, full, 8, &val);
+		CHECK(n1 == 6, "%s: 6 steps logged, got %d", preset, n1);
+		if (p != 2)
+			CHECK(full[5] < full[0], "%s: the loss falls (%g -> %g)", preset, full[0],
+			      full[5]);
+		/* keep only step 3: the resumed run must equal steps 4..6 bit for bit */
+		snprintf(cmd, sizeof(cmd), "rm -rf %s/ck-%s/step-00000006", dir, preset);
+		CHECK(system(cmd) == 0, "%s", cmd);
+		c.ckpt.resume = 1;
+		snprintf(c.train.log, sizeof(c.train.log), "%s/part-%s.jsonl", dir, preset);
+		n2 = train(&c, part, 8, &val);
+		CHECK(n2 == 3, "%s: the resumed run ran 3 steps, got %d", preset, n2);
+		for (int i = 0; i < 3 && n1 == 6 && n2 == 3; i++)
+			CHECK(part[i] == full[3 + i], "%s: step %d loss %.17g after resume, %.17g "
+			      "uninterrupted", preset, 4 + i, part[i], full[3 + i]);
+	}
+}
+
+static void test_refuse_other_model(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+
+	base_config(&c, "gpt2");
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", dir);
+	c.ckpt.resume = 1;
+	c.model.n_layer = 3;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, devnull), CLP_ERR_INVALID,
+		  "n_layer", "ck-gpt2");
+	CHECK(s == NULL, "no session");
+	fclose(devnull);
+}
+
+static void test_eval_and_sample(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	double loss = 0, bpb = 0;
+	char path[8400], text[4096];
+	FILE *f;
+	size_t n;
+
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
+	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-gpt2", dir);
+	c.eval.batches = 2;
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, stdout));
+	if (s) {
+		CHECK_OK(clp_session_eval(s, 2, &loss, &bpb));
+		CHECK(loss > 0 && loss < 10 && bpb > 0, "eval from a checkpoint: loss %g bpb %g",
+		      loss, bpb);
+		CHECK(clp_session_config(s)->model.n_layer == 2, "the model comes from the "
+		      "checkpoint");
+	}
+	clp_session_close(s);
+	s = NULL;
+	snprintf(c.sample.prompt, sizeof(c.sample.prompt), "the cat");
+	c.sample.length = 20;
+	snprintf(path, sizeof(path), "%s/sample.txt", dir);
+	f = fopen(path, "w+");
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout));
+	if (s && f) {
+		CHECK_OK(clp_session_sample(s, f));
+		rewind(f);
+		n = fread(text, 1, sizeof(text) - 1, f);
+		text[n] = '\0';
+		CHECK(n >= 7 + 20 && !strncmp(text, "the cat", 7), "sample: '%s'", text);
+	}
+	if (f)
+		fclose(f);
+	clp_session_close(s);
+	/* bert does not generate */
+	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-bert", dir);
+	s = NULL;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout), CLP_ERR_UNSUPPORTED,
+		  "bert");
+}
+
+static void test_bad_settings(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+
+	base_config(&c, "gpt2");
+	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", dir);
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_NOT_FOUND,
+		  "no-such-file.txt");
+	base_config(&c, "gpt2");
+	c.model.d_model = 30;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+		  "model.d_model = 30", "model.n_head = 4");
+	base_config(&c, "gpt2");
+	c.train.seq = 64;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+		  "train.seq = 64", "model.ctx = 16");
+	CHECK(s == NULL, "no session after errors");
+}
+
+static void cleanup(void)
+{
+	char cmd[8300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (dir[sizeof(dir) - 2] != 'X' && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+TH_MAIN(TH_TEST(test_resume_exact), TH_TEST(test_refuse_other_model),
+	TH_TEST(test_eval_and_sample), TH_TEST(test_bad_settings), TH_TEST(cleanup))
