@@ -82,4 +82,44 @@ clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf sta
 /* A device buffer of 4 floats for grad stats, owned by the stage. */
 clp_buf clp_stage_stats(const clp_stage *st);
 
+/* ---- K-FAC hooks (engine/model/stage_kfac.c) ------------------------------------------------ */
+
+/* The linear layers of a transformer layer, as K-FAC sees them: one input each. */
+typedef enum clp_stage_linear {
+	CLP_LIN_QKV,   /* fused Q, K, V (input: the attention's normed input; bert: the residual) */
+	CLP_LIN_ATT_O, /* attention output projection */
+	CLP_LIN_FC,    /* MLP first layer (llama: gate and up fused) */
+	CLP_LIN_PROJ,  /* MLP second layer */
+	CLP_LIN_COUNT
+} clp_stage_linear;
+
+typedef struct clp_stage_linear_info {
+	size_t I, O;        /* inputs, outputs (all parts) */
+	int in_out;         /* weight stored (I, O) (GPT-2's Conv1D), else (O, I) */
+	int nparts;         /* output parts that are separate layers sharing this input (llama and
+			     * bert q, k, v; llama gate, up); 1 otherwise */
+	size_t part[3];     /* their widths, in output order */
+	clp_role weight, bias; /* bias CLP_R_COUNT: none */
+} clp_stage_linear_info;
+void clp_stage_linear_get(const clp_stage *st, clp_stage_linear lin, clp_stage_linear_info *out);
+/* Layers held: model layers first .. first + n - 1 of the model's model_layers; rows N = B*T of
+ * a micro-batch; the stage's context. */
+clp_cl_ctx *clp_stage_ctx(const clp_stage *st);
+int clp_stage_model_layers(const clp_stage *st);
+int clp_stage_first_layer(const clp_stage *st);
+int clp_stage_nlayers(const clp_stage *st);
+size_t clp_stage_rows(const clp_stage *st);
+/* The input rows (N, I), dense, of linear lin of stage layer li as slot's last forward saved
+ * them; valid until that slot's next forward. */
+clp_buf clp_stage_linear_input(const clp_stage *st, int slot, int li, clp_stage_linear lin);
+/* Weight (bias: its bias, mem NULL if none) of linear lin of stage layer li, of kind w. */
+clp_buf clp_stage_linear_tensor(const clp_stage *st, clp_stage_what w, int li,
+				clp_stage_linear lin, int bias);
+/* Called by the backward with the gradient dy (N, O), dense, of the output of linear lin of
+ * stage layer li, just before the backward consumes it (dy is overwritten afterwards). NULL
+ * removes the tap. */
+typedef clp_status (*clp_stage_tap_fn)(void *user, const clp_stage_mb *mb, int li,
+				       clp_stage_linear lin, clp_buf dy);
+void clp_stage_set_tap(clp_stage *st, clp_stage_tap_fn fn, void *user);
+
 #endif

@@ -70,6 +70,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 
 	/* MLP half: xo = xmid + proj(act(fc(norm2(xmid)))) */
 	CLP_TRY(branch_grad(st, dres, mb, layer, 1, &dy));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, gpt2));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
@@ -79,6 +80,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	else
 		CLP_TRY(clp_nn_swiglu_backward(ctx, tv[TV_DFC], OFF(tv[TV_DFC], F), tv[TV_DACT],
 					       la[LA_FC], OFF(la[LA_FC], F), 2 * F, N, F));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2));
 	if (gpt2)
@@ -90,6 +92,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 						W(CLP_R_LN2_W), la[LA_LN2_RSTD], N, C));
 	/* attention half: xmid = x + o(attn(qkv(norm1(x)))) */
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, HD, C, gpt2));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
@@ -99,6 +102,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 		CLP_TRY(clp_nn_rope_backward(ctx, OFF(tv[TV_DQKV], HD), st->dq, st->rope, st->B,
 					     st->T, st->KVH, st->hd));
 	}
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV],
 			   la[LA_LN1], W(CLP_R_QKV_W), N, C, st->dq, gpt2));
 	if (gpt2)
@@ -122,11 +126,13 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 					  la[LA_RES2], W(CLP_R_LN2_W), la[LA_LN2_MEAN],
 					  la[LA_LN2_RSTD], N, C));
 	CLP_TRY(branch_grad(st, tv[TV_DA], mb, layer, 1, &dy));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, 0));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * F));
 	CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
 				     CLP_NN_GELU_ERF));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DA], 1.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0));
 	/* xmid = LN1(res1), res1 = x + o(attn(qkv(x))) */
@@ -135,9 +141,11 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 					  la[LA_RES1], W(CLP_R_LN1_W), la[LA_LN1_MEAN],
 					  la[LA_LN1_RSTD], N, C));
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, C, C, 0));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
+	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	return linear_bwd(st, dres, 1.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV], x,
 			  W(CLP_R_QKV_W), N, C, st->dq, 0);
 }

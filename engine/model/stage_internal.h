@@ -61,7 +61,15 @@ struct clp_stage {
 	clp_cl_block *misc;
 	clp_buf stats;
 	int *global_index;      /* per tensor: index in the whole model's table (init streams) */
+	clp_stage_tap_fn tap;   /* K-FAC: output gradients of the linear layers (stage_kfac.c) */
+	void *tap_user;
 };
+
+static inline clp_status st_tap(clp_stage *st, const clp_stage_mb *mb, int li,
+				clp_stage_linear lin, clp_buf dy)
+{
+	return st->tap ? st->tap(st->tap_user, mb, li, lin, dy) : CLP_OK;
+}
 
 /* The unit of (role, block) of kind w, or a buffer with mem NULL. */
 clp_buf st_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block);

@@ -232,6 +232,8 @@ clp_status st_save(clp_session *s)
 							 host[i * 3 + k], d->ndim, shape);
 		}
 	}
+	if (st == CLP_OK && s->kfac)
+		st = clp_kfac_opt_save(s->kfac, w);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_write(w);
 	if (st == CLP_OK)
@@ -308,6 +310,8 @@ static clp_status resume(clp_session *s)
 	st = check_identity(s, c);
 	if (st == CLP_OK)
 		st = load_tensors(s, c, 1);
+	if (st == CLP_OK && s->kfac)
+		st = clp_kfac_opt_load(s->kfac, c);
 	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
 		st = clp_dataset_restore(s->ds, v);
 	if (st == CLP_OK) {
@@ -410,6 +414,8 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		st = clp_cl_buffer(s->ctx, 4 * sizeof(float), "loss accumulator", &s->acc);
 	if (st == CLP_OK)
 		st = clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN)
+		st = st_kfac_open(s);
 	if (st == CLP_OK && ck) {
 		st = check_identity(s, ck);
 		if (st == CLP_OK)
@@ -442,6 +448,7 @@ void clp_session_close(clp_session *s)
 		return;
 	if (s->log)
 		fclose(s->log);
+	clp_kfac_opt_free(s->kfac);
 	clp_stage_free(s->st);
 	if (s->acc)
 		clReleaseMemObject(s->acc);

@@ -10,6 +10,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
 #include "engine/model/stage.h"
+#include "engine/optim/kfac.h"
 #include "engine/train/session.h"
 
 struct clp_session {
@@ -31,8 +32,16 @@ struct clp_session {
 	int bert, byte_level;
 	int32_t specials[8], mask_id;
 	int nspecial;
+	clp_kfac_opt *kfac; /* optim.name = "kfac" (session_kfac.c); NULL for AdamW */
 };
 
 clp_status st_save(clp_session *s);
+
+/* session_kfac.c */
+clp_status st_kfac_open(clp_session *s);
+clp_status st_kfac_step_begin(clp_session *s, long step, size_t valid, int *collect);
+clp_status st_kfac_after_forward(clp_session *s, int collect);
+clp_status st_kfac_update(clp_session *s, long step, int collect, const clp_nn_adamw_hp *hp);
+clp_status st_kfac_after_sync(clp_session *s, int collect);
 
 #endif

@@ -79,8 +79,9 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 	return CLP_OK;
 }
 
-/* Forward and backward of every micro-batch, then clipping and AdamW: all enqueued. */
-static clp_status run_step(clp_session *s, long step, size_t valid, double lr)
+/* Forward and backward of every micro-batch, then clipping and AdamW (or K-FAC): all enqueued.
+ * *collect: this step collected K-FAC factors. */
+static clp_status run_step(clp_session *s, long step, size_t valid, double lr, int *collect)
 {
 	clp_cl_ctx *ctx = s->ctx;
 	float inv = valid ? 1.0f / (float)valid : 0.0f;
@@ -90,16 +91,20 @@ static clp_status run_step(clp_session *s, long step, size_t valid, double lr)
 
 	CLP_TRY(clp_stage_zero_grads(s->st));
 	CLP_TRY(clp_cl_fill(ctx, clp_buf_at(s->acc, 0), 0.0f, 1));
+	CLP_TRY(st_kfac_step_begin(s, step, valid, collect));
 	for (int mb = 0; mb < s->M; mb++) {
 		clp_stage_mb m = {0, (uint32_t)step, (uint32_t)mb, (uint64_t)s->cfg.train.seed,
 				  s->in + (size_t)mb * s->N, s->types + (size_t)mb * s->N,
 				  s->tg + (size_t)mb * s->N};
 
 		CLP_TRY(clp_stage_forward(s->st, &m, inv));
+		CLP_TRY(st_kfac_after_forward(s, *collect));
 		CLP_TRY(clp_cl_axpy(ctx, clp_buf_at(s->acc, 0), clp_stage_loss(s->st, 0), 1.0f, 1));
 		CLP_TRY(clp_stage_backward(s->st, &m, inv));
 	}
 	CLP_TRY(clp_stage_grad_stats(s->st, clp_stage_stats(s->st), (float)s->cfg.optim.grad_clip));
+	if (s->kfac)
+		return st_kfac_update(s, step, *collect, &hp);
 	return clp_stage_adamw(s->st, &hp, clp_stage_stats(s->st));
 }
 
@@ -200,14 +205,15 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		double t0 = now_s(), lr = lr_at(c, step), ms, eta;
 		float loss = 0, stats[4];
 		size_t valid;
-		int skipped;
+		int skipped, collect = 0;
 
 		CLP_TRY(draw_step(s, step, &valid));
-		CLP_TRY(run_step(s, step, valid, lr));
+		CLP_TRY(run_step(s, step, valid, lr, &collect));
 		/* the one synchronisation of the step */
 		CLP_TRY(clp_cl_read(s->ctx, s->acc, 0, sizeof(float), &loss));
 		CLP_TRY(clp_cl_read(s->ctx, clp_stage_stats(s->st).mem,
 				    clp_stage_stats(s->st).off * 4, sizeof(stats), stats));
+		CLP_TRY(st_kfac_after_sync(s, collect));
 		skipped = stats[CLP_NN_GSTAT_NONFINITE] != 0.0f;
 		if (!skipped)
 			s->applied++;

@@ -54,7 +54,7 @@ static const clp_cfg_field fields[] = {
 	  "device selector (\"\": CLPIPE_DEVICE or the default)", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 
-	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw"),
+	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw|kfac"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
 	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,
 	  NULL),
@@ -67,6 +67,22 @@ static const clp_cfg_field fields[] = {
 	  "decoupled weight decay (matrices and embeddings only)", 0, 10, NULL),
 	F(optim.grad_clip, "optim.grad_clip", CLP_CFG_FLOAT, "1.0",
 	  "global gradient-norm clip (0: none)", 0, 1e9, NULL),
+
+	F(kfac.damping, "kfac.damping", CLP_CFG_FLOAT, "1e-3",
+	  "K-FAC: lambda of the factored Tikhonov (pi) damping", 1e-12, 1e6, NULL),
+	F(kfac.interval, "kfac.interval", CLP_CFG_INT, "10",
+	  "K-FAC: refresh interval K (factors from each cycle's first step)", 1, 1 << 20, NULL),
+	F(kfac.ema, "kfac.ema", CLP_CFG_FLOAT, "0",
+	  "K-FAC: moving average of the factors over cycles (0: none)", 0, 0.999999, NULL),
+	F(kfac.base, "kfac.base", CLP_CFG_STRING, "\"sgd\"",
+	  "K-FAC: optimizer of the preconditioned gradients", 0, 0, "sgd|adamw"),
+	F(kfac.lr, "kfac.lr", CLP_CFG_FLOAT, "0",
+	  "K-FAC: peak learning rate of the K-FAC layers, same schedule (0: optim.lr)", 0, 100,
+	  NULL),
+	F(kfac.momentum, "kfac.momentum", CLP_CFG_FLOAT, "0.9", "K-FAC sgd: momentum", 0,
+	  0.999999, NULL),
+	F(kfac.kl_clip, "kfac.kl_clip", CLP_CFG_FLOAT, "1e-3", "K-FAC sgd: KL clipping (0: none)",
+	  0, 1e6, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),

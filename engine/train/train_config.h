@@ -32,11 +32,20 @@ typedef struct clp_train_config {
 		char log[1024];      /* JSON lines, one per step and evaluation */
 	} train;
 	struct {
-		char name[16];       /* adamw */
+		char name[16];       /* adamw | kfac */
 		double lr, min_lr;
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
 	} optim;
+	struct {                     /* optim.name = "kfac" (docs/KFAC.md) */
+		double damping;      /* lambda of the pi damping */
+		long interval;       /* K: steps per factor refresh cycle */
+		double ema;          /* moving average of factors over cycles (0: none) */
+		char base[16];       /* sgd | adamw: the optimizer of the preconditioned gradients */
+		double lr;           /* peak learning rate of the K-FAC layers (0: optim.lr) */
+		double momentum;     /* sgd */
+		double kl_clip;      /* sgd: KL clipping bound (0: none) */
+	} kfac;
 	struct {
 		long every, batches;
 		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */

@@ -1,0 +1,123 @@
+/* The K-FAC optimizer of one stage: Kronecker factors of the stage's linear layers, their
+ * inverses (double-buffered), preconditioning, and the update (SGD with momentum and KL
+ * clipping, or AdamW, on the preconditioned gradients; AdamW on every other parameter).
+ *
+ * Which layers: the four linears of every transformer layer the stage holds (clp_stage_linear):
+ * QKV, attention output, MLP first and second layer. Not embeddings, the head or norms. Outputs
+ * that share one input (llama/bert q, k, v; llama gate, up) are separate layers sharing one A:
+ * a linear has one factor A and one factor B per output part. Factors of a layer are numbered
+ * linear by linear: A, then its B parts (clp_kfac_opt_nfactors per layer; bert: 10).
+ *
+ * The cycle rule (docs/KFAC.md), deterministic: with refresh interval K, cycle c is steps
+ * cK .. cK + K - 1. The factors come from the first step of each cycle (the micro-batches of step
+ * cK), optionally as an exponential moving average over cycles. The inverses computed from them
+ * during cycle c become active together at the start of cycle c + 1. Step 0 does one serial
+ * refresh (clp_kfac_opt_activate) so there is always an inverse. Every step preconditions with
+ * the active inverses.
+ *
+ * Every item is a separate call, so a pipeline executor can run the schedule's K-FAC ops
+ * (engine/sched/sched.h) wherever the PipeFisher pass put them:
+ *   KFAC_CURV_A(layer, mb)  clp_kfac_opt_curv_a (from the slot, right after the forward) or
+ *                           clp_kfac_opt_keep + clp_kfac_opt_curv_a_kept (deferred)
+ *   KFAC_CURV_B(layer, mb)  the stage's tap, during the backward (immediate), or with
+ *                           clp_kfac_opt_defer_b on, clp_kfac_opt_curv_b_kept later
+ *   KFAC_SYNC(layer)        all-reduce clp_kfac_opt_factor(...) over the group
+ *   KFAC_INV(layer, f)      clp_kfac_opt_invert
+ *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition
+ *   OPT_STEP(stage)         clp_kfac_opt_update
+ * The single-device training loop calls them in the serial order of the same rule.
+ * Everything is enqueued on the stage's context; nothing waits, except where a comment says. */
+#ifndef CLP_OPTIM_KFAC_H
+#define CLP_OPTIM_KFAC_H
+
+#include "engine/io/checkpoint.h"
+#include "engine/model/stage.h"
+
+typedef enum clp_kfac_base { CLP_KFAC_BASE_SGD = 0, CLP_KFAC_BASE_ADAMW } clp_kfac_base;
+
+typedef struct clp_kfac_opts {
+	double damping;  /* lambda of the pi damping (> 0) */
+	double ema;      /* factor = ema old + (1 - ema) new, from the second cycle; 0: replace */
+	int interval;    /* K, the refresh interval (>= 1) */
+	clp_kfac_base base;
+	double momentum; /* SGD */
+	double kl_clip;  /* SGD: KL clipping bound; 0: none */
+	int max_kept;    /* micro-batches whose inputs / output gradients may be kept for deferred
+			  * factors at once (0: no limit) */
+} clp_kfac_opts;
+
+void clp_kfac_opts_default(clp_kfac_opts *o);
+const char *clp_kfac_base_name(clp_kfac_base b);
+
+typedef struct clp_kfac_opt clp_kfac_opt;
+
+/* Factors and inverses for the stage's layers (the stage must outlive the optimizer). Installs
+ * the stage's output-gradient tap. */
+clp_status clp_kfac_opt_create(clp_kfac_opt **out, clp_stage *st, const clp_kfac_opts *o);
+void clp_kfac_opt_free(clp_kfac_opt *k);
+
+/* Factors per layer, and the dimension and name ("fc.A", "qkv.B1") of factor f. */
+int clp_kfac_opt_nfactors(const clp_kfac_opt *k);
+size_t clp_kfac_opt_factor_dim(const clp_kfac_opt *k, int f);
+const char *clp_kfac_opt_factor_name(const clp_kfac_opt *k, int f);
+/* The factor f of model layer `layer` (for the all-reduce of KFAC_SYNC); mem NULL if the stage
+ * does not hold the layer. */
+clp_buf clp_kfac_opt_factor(const clp_kfac_opt *k, int layer, int f);
+
+/* The inverse of factor f of model layer `layer` that preconditions now (next = 0), or the
+ * one being computed for the next cycle (next = 1); mem NULL if not on this stage. */
+clp_buf clp_kfac_opt_inverse(const clp_kfac_opt *k, int layer, int f, int next);
+
+/* Start step `step` (the global step number). At a cycle's first step the inverses computed in
+ * the previous cycle become active, and this step's micro-batches are collected: count is the
+ * loss's divisor (valid targets of the step over all micro-batches and replicas), rows the token
+ * rows the factors average over (N times the micro-batches of all replicas). Returns whether
+ * this step collects factors in *collect (may be NULL). */
+clp_status clp_kfac_opt_step_begin(clp_kfac_opt *k, long step, double count, double rows,
+				   int *collect);
+/* With data parallelism: only one member of a factor's all-reduce group carries the moving
+ * average's old value (the others start the cycle from zero), so the sum is right. */
+void clp_kfac_opt_set_ema_owner(clp_kfac_opt *k, int owner);
+
+/* Factor A of every linear of stage layer li (-1: all layers) from the inputs slot's forward
+ * saved. Only while collecting; otherwise does nothing. */
+clp_status clp_kfac_opt_curv_a(clp_kfac_opt *k, int li, int slot);
+/* Deferred factors: copy the inputs of all layers of slot for micro-batch mb (after its
+ * forward), and with defer_b on, the tap copies the output gradients of micro-batch mb instead
+ * of accumulating B. The _kept calls accumulate from the copies (li -1: all layers); a copy is
+ * released once A and B of all its layers are done. CLP_ERR_NOMEM past max_kept. */
+clp_status clp_kfac_opt_keep(clp_kfac_opt *k, int slot, int mb);
+void clp_kfac_opt_defer_b(clp_kfac_opt *k, int on);
+clp_status clp_kfac_opt_curv_a_kept(clp_kfac_opt *k, int li, int mb);
+clp_status clp_kfac_opt_curv_b_kept(clp_kfac_opt *k, int li, int mb);
+/* The tap the optimizer installs on its stage (exported so a test can chain its own). */
+clp_status clp_kfac_opt_tap(void *k, const clp_stage_mb *mb, int li, clp_stage_linear lin,
+			    clp_buf dy);
+
+/* Invert factor f (-1: every factor) of model layer `layer` (-1: every layer of the stage) into
+ * the next inverses, with the damping of its linear. */
+clp_status clp_kfac_opt_invert(clp_kfac_opt *k, int layer, int f);
+/* Make the next inverses active now (step 0's serial refresh; copies, next stays valid). */
+clp_status clp_kfac_opt_activate(clp_kfac_opt *k);
+
+/* Replace the gradients of the K-FAC layers by B^-1 G A^-1 (biases B^-1 g_b) with the active
+ * inverses, and sum p . g for the KL clip. */
+clp_status clp_kfac_opt_precondition(clp_kfac_opt *k);
+/* The optimizer step of every parameter of the stage: the K-FAC layers with the base optimizer
+ * at learning rate kfac_lr (SGD: momentum in the stage's ADAM_M state, decoupled weight decay
+ * hp->weight_decay on decayed tensors, KL clipping), the others with AdamW (hp). gstats: the
+ * stage's gradient statistics of the raw gradients (clip factor and non-finite skip), as
+ * clp_stage_adamw. */
+clp_status clp_kfac_opt_update(clp_kfac_opt *k, const clp_nn_adamw_hp *hp, float kfac_lr,
+			       clp_buf gstats);
+
+/* Synchronises (reads device flags): CLP_ERR_NUMERIC naming the layer and factor when an
+ * inversion met a matrix that was not positive definite since the last check. */
+clp_status clp_kfac_opt_check(clp_kfac_opt *k);
+
+/* Checkpoints: factors, active and next inverses and whether a factor history exists, into the
+ * optimizer part of a checkpoint (host copies kept until the next save or free). */
+clp_status clp_kfac_opt_save(clp_kfac_opt *k, clp_ckpt_writer *w);
+clp_status clp_kfac_opt_load(clp_kfac_opt *k, clp_ckpt *c);
+
+#endif

@@ -1,0 +1,148 @@
+/* K-FAC in the training session (optim.name = "kfac"): the loss of a tiny model falls, a run
+ * resumed mid-cycle from a checkpoint continues with exactly the uninterrupted run's losses
+ * (factors, both inverse sets and momentum are restored), and a K-FAC resume refuses an AdamW
+ * checkpoint with a clear message. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/train/session.h"
+#include "tests/harness.h"
+
+static char dir[] = "/tmp/clpipe-test-kfac-XXXXXX";
+static char corpus[512];
+
+static void make_corpus(void)
+{
+	static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
+					     "ran", "to", "big", "red", "house", "in", "town"};
+	th_rng r = th_rng_seed(5);
+	FILE *f;
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
+	f = fopen(corpus, "w");
+	for (int i = 0; f && i < 6000; i++)
+		fprintf(f, "%s%s", words[th_next(&r) % 15], i % 9 == 8 ? ".\n" : " ");
+	if (f)
+		fclose(f);
+}
+
+static void base_config(clp_train_config *c)
+{
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
+	c->model.n_layer = 2;
+	c->model.d_model = 32;
+	c->model.n_head = 4;
+	c->model.ctx = 16;
+	c->train.batch = 4;
+	c->train.micro_batches = 2;
+	c->train.steps = 8;
+	c->optim.warmup = 2;
+	c->optim.lr = 3e-3;
+	c->eval.every = 0;
+	c->eval.batches = 2;
+	snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
+	c->kfac.interval = 3;
+	c->kfac.lr = 0.1;
+	c->kfac.damping = 0.01;
+	snprintf(c->data.path, sizeof(c->data.path), "%s", corpus);
+}
+
+/* Run a session; the losses of the steps it ran, from its JSON log. */
+static int train(const clp_train_config *c, double *losses, int max)
+{
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	char line[4096];
+	FILE *log;
+	int n = 0;
+
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, devnull));
+	if (s)
+		CHECK_OK(clp_session_train(s, NULL));
+	clp_session_close(s);
+	fclose(devnull);
+	log = fopen(c->train.log, "r");
+	while (log && fgets(line, sizeof(line), log)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step") && n < max)
+			losses[n++] = json_real_value(json_object_get(j, "loss"));
+		json_decref(j);
+	}
+	if (log)
+		fclose(log);
+	return n;
+}
+
+static void test_train_and_resume(void)
+{
+	clp_train_config c;
+	double full[8], part[8];
+	char cmd[8400];
+	int n1, n2;
+
+	make_corpus();
+	base_config(&c);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck", dir);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/full.jsonl", dir);
+	c.ckpt.every = 4;
+	n1 = train(&c, full, 8);
+	CHECK(n1 == 8, "8 steps logged, got %d", n1);
+	CHECK(n1 == 8 && full[7] < full[0] - 0.5, "the loss falls (%g -> %g)", full[0], full[7]);
+	/* resume at step 4, inside the cycle of steps 3..5, from the checkpoint of step 4 */
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/ck/step-00000008", dir);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	c.ckpt.resume = 1;
+	snprintf(c.train.log, sizeof(c.train.log), "%s/part.jsonl", dir);
+	n2 = train(&c, part, 8);
+	CHECK(n2 == 4, "the resumed run ran 4 steps, got %d", n2);
+	for (int i = 0; i < 4 && n1 == 8 && n2 == 4; i++)
+		CHECK(part[i] == full[4 + i], "step %d loss %.17g after resume, %.17g "
+		      "uninterrupted", 5 + i, part[i], full[4 + i]);
+}
+
+static void test_refuse_adamw_checkpoint(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	double l[4];
+
+	base_config(&c);
+	snprintf(c.optim.name, sizeof(c.optim.name), "adamw");
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-adamw", dir);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/adamw.jsonl", dir);
+	c.train.steps = 1;
+	train(&c, l, 4);
+	snprintf(c.optim.name, sizeof(c.optim.name), "kfac");
+	c.ckpt.resume = 1;
+	c.train.steps = 2;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, devnull), CLP_ERR_NOT_FOUND,
+		  "no K-FAC state", "ck-adamw");
+	CHECK(s == NULL, "no session");
+	fclose(devnull);
+}
+
+static void cleanup(void)
+{
+	char cmd[8300];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	if (dir[sizeof(dir) - 2] != 'X' && system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+static void test_cleanup(void)
+{
+	cleanup();
+}
+
+TH_MAIN(TH_TEST(test_train_and_resume), TH_TEST(test_refuse_adamw_checkpoint),
+	TH_TEST(test_cleanup))
