@@ -10,6 +10,7 @@
 
 #include "engine/io/config.h"
 #include "engine/sched/gen.h"
+#include "engine/sched/pipefisher.h"
 #include "engine/sched/sched_json.h"
 #include "engine/sched/validate.h"
 #include "engine/sim/sim.h"
@@ -29,6 +30,8 @@ typedef struct sim_cfg {
 	int recompute, validate, strict_memory;
 	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
 	int full_trace, json, bench;
+	int pipefisher;
+	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
 } sim_cfg;
 
@@ -96,6 +99,16 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(write_layout, "write_layout", CLP_CFG_STRING, "\"\"", "save the rank layout used", 0, 0,
 	  NULL),
+	F(pipefisher, "pipefisher", CLP_CFG_BOOL, "false", "put K-FAC work into the bubbles "
+	  "(PipeFisher; docs/KFAC.md) and simulate the K-step cycle", 0, 0, NULL),
+	F(kfac_mem_cap, "kfac_mem_cap", CLP_CFG_INT, "-1", "PipeFisher: bytes of kept inputs and "
+	  "output gradients per rank (-1: no cap)", -1, 1e18, NULL),
+	F(kfac_max_steps, "kfac_max_steps", CLP_CFG_INT, "256", "PipeFisher: the largest cycle",
+	  1, 4096, NULL),
+	F(kfac_keep_a, "kfac_keep_a", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's inputs "
+	  "per micro-batch (0: 7 x the stage output, a block with a 4x MLP)", 0, 1e18, NULL),
+	F(kfac_keep_b, "kfac_keep_b", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's output "
+	  "gradients per micro-batch (0: 9 x the stage output)", 0, 1e18, NULL),
 };
 #undef F
 static const clp_cfg_schema schema = {"sim", fields, (int)(sizeof(fields) / sizeof(fields[0]))};
@@ -158,7 +171,7 @@ static int parse_short(sim_cfg *c, int argc, char **argv)
 	return 0;
 }
 
-static clp_status make_schedule(const sim_cfg *c, clp_sched **s)
+static clp_status make_schedule(const sim_cfg *c, clp_sched **s, int layers)
 {
 	clp_gen_opts g;
 
@@ -170,7 +183,7 @@ static clp_status make_schedule(const sim_cfg *c, clp_sched **s)
 	g.microbatches = (int)c->microbatches;
 	g.chunks = (int)c->chunks;
 	g.replicas = (int)c->replicas;
-	g.layers = (int)c->layers;
+	g.layers = layers ? layers : (int)c->layers;
 	g.prefetch = (int)c->prefetch;
 	g.tied_embedding = c->tied;
 	g.grad_norm = c->grad_norm;
@@ -323,6 +336,54 @@ static clp_status write_outputs(const sim_cfg *c, const clp_sched *s, const clp_
 	return CLP_OK;
 }
 
+static void print_pf(const clp_pf_report *p, int json)
+{
+	char kb[32];
+
+	if (json) {
+		printf("{\"pipefisher\": {\"K\": %d, \"base_step_s\": %.9g, \"step_s\": %.9g, "
+		       "\"added_s\": %.9g, \"base_utilisation\": %.6f, \"utilisation\": %.6f, "
+		       "\"items\": %d, \"immediate\": %d, \"forced\": %d, \"kfac_s\": %.9g, "
+		       "\"peak_kept_bytes\": %lld}}\n", p->K, p->base_step_s, p->step_s, p->added_s,
+		       p->base_util, p->util, p->items, p->immediate, p->forced, p->kfac_s,
+		       (long long)p->peak_kept);
+		return;
+	}
+	human_bytes(p->peak_kept, kb, sizeof(kb));
+	printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
+	       "computed right after F/B (memory cap), %d longer than any bubble; kept data at "
+	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
+	printf("             step %.6g ms -> %.6g ms (%+.4g ms, %+.2f %%); utilisation %.2f %% -> "
+	       "%.2f %%\n\n", p->base_step_s * 1e3, p->step_s * 1e3, p->added_s * 1e3,
+	       p->base_step_s > 0 ? 100 * p->added_s / p->base_step_s : 0, 100 * p->base_util,
+	       100 * p->util);
+}
+
+/* Replace the one-step schedule s by its PipeFisher cycle. */
+static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *costs,
+			     const clp_cluster *cluster, const clp_layout *layout)
+{
+	clp_pf_opts po;
+	clp_pf_report rep;
+	clp_sched *out = NULL;
+	int64_t out_b = costs->nstages ? costs->stages[0].out_bytes : 0;
+
+	clp_pf_opts_default(&po);
+	po.costs = costs;
+	po.cluster = cluster;
+	po.layout = cluster ? layout : NULL;
+	po.eager_bytes = c->eager_bytes;
+	po.mem_cap = c->kfac_mem_cap;
+	po.max_steps = (int)c->kfac_max_steps;
+	po.keep_a_bytes = c->kfac_keep_a ? c->kfac_keep_a : 7 * out_b;
+	po.keep_b_bytes = c->kfac_keep_b ? c->kfac_keep_b : 9 * out_b;
+	CLP_TRY(clp_pipefisher(*s, &po, &out, &rep));
+	clp_sched_free(*s);
+	*s = out;
+	print_pf(&rep, c->json);
+	return CLP_OK;
+}
+
 int cmd_sim(int argc, char **argv)
 {
 	sim_cfg c;
@@ -347,7 +408,10 @@ int cmd_sim(int argc, char **argv)
 	if ((rc = parse_short(&c, argc, argv)) != 0)
 		return rc;
 	t0 = now_s();
-	st = make_schedule(&c, &s);
+	st = make_schedule(&c, &s, 0);
+	if (st == CLP_OK && c.steps > 1 && c.pipefisher)
+		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
+			       "--steps at 1");
 	if (st == CLP_OK && c.steps > 1)
 		st = clp_sched_repeat(s, (int)c.steps);
 	t_gen = now_s() - t0;
@@ -358,6 +422,20 @@ int cmd_sim(int argc, char **argv)
 	}
 	if (st == CLP_OK)
 		st = make_costs(&c, s, &costs);
+	if (st == CLP_OK && c.profile[0] && !c.layers && !c.schedule_file[0]) {
+		/* the profiled model's layers, so that the stage map and the costs agree */
+		int L = 0;
+
+		for (int i = 0; i < costs->nstages; i++)
+			L += costs->stages[i].nlayers;
+		if (L != s->nlayers) {
+			clp_sched_free(s);
+			s = NULL;
+			st = make_schedule(&c, &s, L);
+			if (st == CLP_OK && c.steps > 1)
+				st = clp_sched_repeat(s, (int)c.steps);
+		}
+	}
 	if (st == CLP_OK && c.cluster[0])
 		st = clp_cluster_load(c.cluster, &cluster);
 	if (st == CLP_OK && c.layout[0]) {
@@ -373,6 +451,8 @@ int cmd_sim(int argc, char **argv)
 	} else if (st == CLP_OK) {
 		st = clp_layout_from_sched(s, cluster, &layout);
 	}
+	if (st == CLP_OK && c.pipefisher)
+		st = pipefisher(&c, &s, costs, cluster, layout);
 	if (st == CLP_OK) {
 		clp_sim_opts_default(&o);
 		o.costs = costs;

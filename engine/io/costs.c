@@ -208,11 +208,52 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	return CLP_OK;
 }
 
+static clp_status read_shares(const char *path, const json_t *a, clp_costs *c)
+{
+	double sum = 0;
+
+	if (json_array_size(a) > CLP_COST_MAX_FACTORS)
+		return clp_error(CLP_ERR_FORMAT, "%s: kfac_factor_shares: at most %d factors", path,
+				 CLP_COST_MAX_FACTORS);
+	for (size_t i = 0; i < json_array_size(a); i++) {
+		const json_t *v = json_array_get(a, i);
+
+		if (!json_is_number(v) || !(json_number_value(v) >= 0))
+			return clp_error(CLP_ERR_FORMAT, "%s: kfac_factor_shares[%zu]: expected a "
+					 "number >= 0", path, i);
+		c->kfac_share[i] = json_number_value(v);
+		sum += c->kfac_share[i];
+	}
+	if (json_array_size(a) && fabs(sum - 1) > 1e-6)
+		return clp_error(CLP_ERR_FORMAT, "%s: kfac_factor_shares sum to %g, not 1", path, sum);
+	c->kfac_nfactors = (int)json_array_size(a);
+	return CLP_OK;
+}
+
+clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n)
+{
+	double sum = 0;
+
+	if (n < 0 || n > CLP_COST_MAX_FACTORS)
+		return clp_error(CLP_ERR_INVALID, "cost table: %d K-FAC factors per layer (at most "
+				 "%d)", n, CLP_COST_MAX_FACTORS);
+	for (int i = 0; i < n; i++) {
+		if (dims[i] < 1)
+			return clp_error(CLP_ERR_INVALID, "cost table: K-FAC factor %d has dimension %d",
+					 i, dims[i]);
+		sum += (double)dims[i] * dims[i] * dims[i];
+	}
+	for (int i = 0; i < n; i++)
+		c->kfac_share[i] = (double)dims[i] * dims[i] * dims[i] / sum;
+	c->kfac_nfactors = n;
+	return CLP_OK;
+}
+
 clp_status clp_costs_load(const char *path, clp_costs **out)
 {
 	static const char *const keys[] = {"format", "version", "source", "device_kind",
-					   "micro_batch_size", "stages", NULL};
-	json_t *root, *stages;
+					   "micro_batch_size", "kfac_factor_shares", "stages", NULL};
+	json_t *root, *stages, *shares = NULL;
 	clp_costs *c = NULL;
 	clp_status st;
 
@@ -237,6 +278,10 @@ clp_status clp_costs_load(const char *path, clp_costs **out)
 				  &c->micro_batch_size);
 	for (int s = 0; st == CLP_OK && s < c->nstages; s++)
 		st = read_stage(path, json_array_get(stages, (size_t)s), c, s);
+	if (st == CLP_OK)
+		st = clp_json_arr(path, "", root, "kfac_factor_shares", 0, &shares);
+	if (st == CLP_OK && shares)
+		st = read_shares(path, shares, c);
 	json_decref(root);
 	if (st != CLP_OK) {
 		clp_costs_free(c);
@@ -265,6 +310,13 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 	json_object_set_new(root, "device_kind", json_string(c->device_kind));
 	if (c->micro_batch_size)
 		json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
+	if (c->kfac_nfactors) {
+		json_t *a = json_array();
+
+		for (int i = 0; i < c->kfac_nfactors; i++)
+			json_array_append_new(a, json_real(c->kfac_share[i]));
+		json_object_set_new(root, "kfac_factor_shares", a);
+	}
 	for (int s = 0; s < c->nstages; s++) {
 		const clp_stage_cost *sc = &c->stages[s];
 		json_t *o = json_object();

@@ -36,12 +36,20 @@ typedef struct clp_stage_cost {
 	int nlayers;         /* K-FAC per-layer items take stage totals / nlayers */
 } clp_stage_cost;
 
+/* At most this many K-FAC factors per layer have their own share of the inversion time. */
+#define CLP_COST_MAX_FACTORS 16
+
 typedef struct clp_costs {
 	int nstages;
 	clp_stage_cost *stages;
 	char device_kind[CLP_NAME_MAX]; /* the kind the stage times were measured on */
 	char source[256];               /* where the numbers came from */
 	int micro_batch_size;           /* samples per micro-batch (0: unknown) */
+	/* K-FAC: a layer's factors (in the optimizer's order) and each one's share of the layer's
+	 * inversion time (they sum to 1), for per-factor KFAC_INV items; 0 factors: unknown, a
+	 * per-factor item then costs the whole layer's inversion. */
+	int kfac_nfactors;
+	double kfac_share[CLP_COST_MAX_FACTORS];
 	/* Times measured on other device kinds: kind_t[(k * nstages + s) * NTIMES + t], NAN
 	 * where not given (then the stage time divided by the device's speed applies). */
 	int nkinds;
@@ -74,6 +82,8 @@ typedef struct clp_profile_opts {
 	int nstages, nlayers, batch, seq, hidden;
 } clp_profile_opts;
 clp_status clp_costs_from_profile(const char *csv_path, const clp_profile_opts *o, clp_costs **out);
+/* Set the K-FAC factor shares from the factors' dimensions: inversion time grows as d^3. */
+clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n);
 
 struct clp_trace;
 /* Set each stage's compute times to the mean duration of its events in a trace (calibration);

@@ -187,6 +187,17 @@ clp_status clp_costs_from_profile(const char *csv_path, const clp_profile_opts *
 		sc->kfac_bytes = (int64_t)(n * v[COL_KMEM] * MIB);
 		sc->out_bytes = (int64_t)o->batch * seq * hidden * 4;
 	}
+	{
+		/* a block's factors as the optimizer orders them (qkv A, Q/K/V B; output A, B;
+		 * MLP in A, B; MLP out A, B), the MLP 4 x hidden as in all the profiled models */
+		int h = hidden, dims[10] = {h, h, h, h, h, h, h, 4 * h, 4 * h, h};
+		clp_status st = clp_costs_set_kfac_factors(c, dims, 10);
+
+		if (st != CLP_OK) {
+			clp_costs_free(c);
+			return st;
+		}
+	}
 	*out = c;
 	return CLP_OK;
 }

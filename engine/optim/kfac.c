@@ -424,8 +424,7 @@ static clp_status curv_kept(clp_kfac_opt *k, int li, int mb, int b)
 	struct kfac_kept *e;
 
 	CLP_TRY(check_layer(k, li, b ? "factor B" : "factor A"));
-	if (!k->collecting)
-		return CLP_OK;
+	/* kept data exists only from a collecting step; it may be used in any later step */
 	CLP_TRY(kept_entry(k, mb, 0, &e));
 	if (!e)
 		return clp_error(CLP_ERR_STATE, "kfac: no kept %s for micro-batch %d",
@@ -564,6 +563,11 @@ static clp_status precondition_linear(clp_kfac_opt *k, int li, int lin)
 		return CLP_OK;
 	CLP_TRY(clp_kfac_dot(k->ctx, vg, Pb, gb, in->O));
 	return kfac_copy(k->ctx, gb, Pb, in->O);
+}
+
+clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k)
+{
+	return k->mv[MV_SCAL];
 }
 
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k)

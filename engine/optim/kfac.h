@@ -20,7 +20,8 @@
  *   KFAC_CURV_A(layer, mb)  clp_kfac_opt_curv_a (from the slot, right after the forward) or
  *                           clp_kfac_opt_keep + clp_kfac_opt_curv_a_kept (deferred)
  *   KFAC_CURV_B(layer, mb)  the stage's tap, during the backward (immediate), or with
- *                           clp_kfac_opt_defer_b on, clp_kfac_opt_curv_b_kept later
+ *                           clp_kfac_opt_defer_b on, clp_kfac_opt_curv_b_kept later (kept
+ *                           data may be used in any later step of the cycle)
  *   KFAC_SYNC(layer)        all-reduce clp_kfac_opt_factor(...) over the group
  *   KFAC_INV(layer, f)      clp_kfac_opt_invert
  *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition
@@ -101,8 +102,11 @@ clp_status clp_kfac_opt_invert(clp_kfac_opt *k, int layer, int f);
 clp_status clp_kfac_opt_activate(clp_kfac_opt *k);
 
 /* Replace the gradients of the K-FAC layers by B^-1 G A^-1 (biases B^-1 g_b) with the active
- * inverses, and sum p . g for the KL clip. */
+ * inverses, and sum p . g for the KL clip into clp_kfac_opt_kl_sum. */
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k);
+/* The stage's p . g sum (one float on the device). With several stages, all-reduce it over
+ * every rank before clp_kfac_opt_update, as the gradient norm: KL clipping is global. */
+clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k);
 /* The optimizer step of every parameter of the stage: the K-FAC layers with the base optimizer
  * at learning rate kfac_lr (SGD: momentum in the stage's ADAM_M state, decoupled weight decay
  * hp->weight_decay on decayed tensors, KL clipping), the others with AdamW (hp). gstats: the

@@ -280,6 +280,8 @@ void clp_op_describe(const clp_op *op, char *buf, size_t n)
 		len += snprintf(buf + len, n - (size_t)len, " pipe %d", op->pipe);
 	if (op->layer >= 0 && (size_t)len < n)
 		len += snprintf(buf + len, n - (size_t)len, " layer %d", op->layer);
+	if (k == CLP_OP_KFAC_INV && op->factor && (size_t)len < n)
+		len += snprintf(buf + len, n - (size_t)len, " factor %d", op->factor - 1);
 	if (op->mb >= 0 && (size_t)len < n)
 		len += snprintf(buf + len, n - (size_t)len, " mb %d", op->mb);
 	if (op->step && (size_t)len < n)

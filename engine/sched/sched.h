@@ -62,11 +62,18 @@ enum {
 	CLP_OPF_WAIT = 1, /* SEND: block until the send completes (MPI_Send semantics) */
 };
 
-/* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step). */
+/* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
+ * K-FAC items (engine/sched/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
+ * record in `step` (a cycle's first step, 0) and may sit later in the list, in a later step's
+ * bubbles; KFAC_INV names one factor of the layer in `factor`. */
 typedef struct clp_op {
 	uint8_t kind;  /* clp_op_kind */
 	uint8_t pipe;  /* pipeline: 0, or Chimera's 0 = down, 1 = up */
-	uint8_t what;  /* collectives: clp_red_what */
+	union {
+		uint8_t what;   /* collectives: clp_red_what */
+		uint8_t factor; /* KFAC_INV: 0 every factor of op.layer, else 1 + the factor's index
+				 * (the layer's factors in the optimizer's order, engine/optim/kfac.h) */
+	};
 	uint8_t flags; /* CLP_OPF_* */
 	uint16_t chunk; /* model chunk of op.stage on this rank (interleaved 1F1B) */
 	uint16_t step;  /* step within a K-step cycle */

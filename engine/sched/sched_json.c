@@ -28,6 +28,8 @@ static json_t *op_json(const clp_op *op)
 		json_object_set_new(o, "layer", json_integer(op->layer));
 	if (op->mb >= 0)
 		json_object_set_new(o, "mb", json_integer(op->mb));
+	if (k == CLP_OP_KFAC_INV && op->factor)
+		json_object_set_new(o, "factor", json_integer(op->factor - 1));
 	if (op->step)
 		json_object_set_new(o, "step", json_integer(op->step));
 	if (op->peer >= 0)
@@ -150,9 +152,10 @@ clp_status clp_sched_save(const clp_sched *s, const char *path)
 static clp_status read_op(const char *file, const char *at, const json_t *o, clp_op *op)
 {
 	static const char *const keys[] = {"op", "what", "stage", "pipe", "chunk", "layer", "mb",
-					   "step", "peer", "tag", "group", "bytes", "wait", NULL};
+					   "step", "peer", "tag", "group", "bytes", "wait", "factor",
+					   NULL};
 	char name[32], what[16] = "NONE";
-	int k, w, pipe = 0, chunk = 0, step = 0, wait = 0;
+	int k, w, pipe = 0, chunk = 0, step = 0, wait = 0, factor = -1;
 
 	CLP_TRY(clp_json_expect_obj(file, at, o));
 	CLP_TRY(clp_json_check_keys(file, at, o, keys));
@@ -164,6 +167,12 @@ static clp_status read_op(const char *file, const char *at, const json_t *o, clp
 	if ((w = clp_red_what_parse(what)) < 0)
 		return clp_error(CLP_ERR_FORMAT, "%s: %s.what: unknown \"%s\"", file, at, what);
 	op->what = (uint8_t)w;
+	CLP_TRY(clp_json_int(file, at, o, "factor", 0, 0, 254, &factor));
+	if (factor >= 0 && k != CLP_OP_KFAC_INV)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.factor: only KFAC_INV names a factor", file,
+				 at);
+	if (factor >= 0)
+		op->factor = (uint8_t)(factor + 1);
 	CLP_TRY(clp_json_int(file, at, o, "stage", 0, 0, 1 << 30, &op->stage));
 	CLP_TRY(clp_json_int(file, at, o, "pipe", 0, 0, 255, &pipe));
 	CLP_TRY(clp_json_int(file, at, o, "chunk", 0, 0, 65535, &chunk));

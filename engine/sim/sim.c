@@ -141,17 +141,28 @@ static void start_xfer(sim *S, int64_t g, int src, double t)
 	push(S, EV_XFER_DONE, done, 0, src, g);
 }
 
+/* Optional per-op times (clp_sim_opts.op_t0 / op_t1). */
+static void op_time(sim *S, int64_t g, double t0, double t1)
+{
+	if (S->o->op_t0)
+		S->o->op_t0[g] = t0;
+	if (S->o->op_t1 && t1 >= 0)
+		S->o->op_t1[g] = t1;
+}
+
 static void post(sim *S, int r, int64_t g, const clp_op *op, double t)
 {
 	int64_t m = S->ix.match[g];
 
 	S->fl[g] |= F_POSTED;
+	op_time(S, g, t, -1);
 	if (clp_op_is_send(op->kind)) {
 		S->rs[r].open_reqs++;
 		if (m < 0)
 			return; /* never completes: reported as a deadlock */
 		if (sim_msg_bytes(S, op, op_of(S, op->peer, m)) < S->eager) {
 			S->fl[g] |= F_EAGER | F_DONE;
+			op_time(S, g, t, t);
 			S->rs[r].open_reqs--;
 			start_xfer(S, g, r, t);
 		} else if (S->fl[m] & F_POSTED) {
@@ -161,6 +172,7 @@ static void post(sim *S, int r, int64_t g, const clp_op *op, double t)
 	}
 	if (S->fl[g] & F_ARRIVED) {
 		S->fl[g] |= F_DONE;
+		op_time(S, g, t, t);
 		return;
 	}
 	S->rs[r].open_reqs++;
@@ -186,6 +198,7 @@ static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 	case CLP_OP_BWD_W: R->pending_free = act_w; break;
 	}
 	emit(S, r, CLP_TQ_COMPUTE, op, t, t + d, -1);
+	op_time(S, g, t, t + d);
 	R->wait = W_RUN;
 	R->running = g;
 	push(S, EV_RANK, t + d, 0, r, 0);
@@ -204,6 +217,7 @@ static void run_collective(sim *S, int r, int64_t g, const clp_op *op, double t)
 	grp = &S->s->groups[op->group];
 	d = sim_coll_time(S, op, sim_coll_bytes(S, op));
 	for (int i = 0; i < grp->n; i++) {
+		op_time(S, S->rs[grp->ranks[i]].wait_op, t, t + d);
 		if (d > 0)
 			emit(S, grp->ranks[i], CLP_TQ_COMM, op, t, t + d, -1);
 		push(S, EV_RANK, t + d, 0, grp->ranks[i], 0);
@@ -385,6 +399,8 @@ static void xfer_done(sim *S, int64_t g, int src, double t)
 
 	if (!(S->fl[g] & F_EAGER)) {
 		S->fl[g] |= F_DONE;
+		if (S->o->op_t1)
+			S->o->op_t1[g] = t;
 		R = &S->rs[src];
 		R->open_reqs--;
 		if ((R->wait == W_SEND && R->wait_op == g) || (R->wait == W_DRAIN && !R->open_reqs))
@@ -395,6 +411,8 @@ static void xfer_done(sim *S, int64_t g, int src, double t)
 		return;
 	}
 	S->fl[m] |= F_DONE;
+	if (S->o->op_t1)
+		S->o->op_t1[m] = t;
 	R = &S->rs[dst];
 	R->open_reqs--;
 	if ((R->wait == W_RECV && R->wait_op == m) || (R->wait == W_DRAIN && !R->open_reqs) ||
@@ -509,6 +527,8 @@ static clp_status place_ranks(sim *S)
 		S->rs[r].speed = dev->speed / ref;
 		S->rs[r].kind_idx = c ? clp_costs_kind_index(c, dev->kind) : -1;
 		S->res->ranks[r].device = d;
+		S->res->ranks[r].kind = S->rs[r].kind_idx;
+		S->res->ranks[r].speed = S->rs[r].speed;
 		S->res->ranks[r].memory_bytes = dev->memory_bytes;
 	}
 	return CLP_OK;
@@ -543,6 +563,12 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 		S->gspec[g].latency_s = -1;
 	for (int r = 0; r < s->nranks; r++)
 		S->rs[r].running = -1;
+	for (int64_t g = 0; g < S->ix.nops; g++) {
+		if (o->op_t0)
+			o->op_t0[g] = -1;
+		if (o->op_t1)
+			o->op_t1[g] = -1;
+	}
 	clp_trace_init(&res->trace, s->nranks, o->trace_limit == SIZE_MAX ? 0 : o->trace_limit);
 	snprintf(res->trace.title, sizeof(res->trace.title), "%s: %d ranks, %d micro-batches "
 		 "(simulated)", s->name, s->nranks, s->nmb);

@@ -35,6 +35,12 @@ typedef struct clp_sim_opts {
 	int64_t eager_bytes;        /* -1: the cluster's limit (0 without a cluster) */
 	int recompute;              /* keep only stage inputs; backward recomputes the forward */
 	size_t trace_limit;         /* events stored in the result; 0: none, SIZE_MAX: all */
+	/* Optional, clp_sched_nops(s) entries each (ops numbered rank by rank in list order):
+	 * when each op started and ended. Compute ops: their run; collectives: the collective
+	 * itself (from the last member's arrival, the same on every member); sends and receives:
+	 * posted and complete. -1 for an op that never ran. (The PipeFisher pass reads bubbles
+	 * from these.) */
+	double *op_t0, *op_t1;
 } clp_sim_opts;
 
 typedef struct clp_sim_rank {
@@ -44,6 +50,8 @@ typedef struct clp_sim_rank {
 	int64_t peak_bytes;               /* static + most activations held at once */
 	int64_t memory_bytes;             /* the device's (0: unknown) */
 	int device;
+	int kind;                         /* the device kind's index in the cost table, -1 */
+	double speed;                     /* relative to the cost table's device kind */
 } clp_sim_rank;
 
 typedef struct clp_sim_result {

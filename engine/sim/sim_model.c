@@ -60,7 +60,10 @@ double sim_op_time(const sim *S, int rank, const clp_op *op)
 	case CLP_OP_OPT_STEP: return stage_time(S, rank, st, CLP_COST_OPT);
 	case CLP_OP_KFAC_CURV_A: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_A);
 	case CLP_OP_KFAC_CURV_B: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_B);
-	case CLP_OP_KFAC_INV: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_INV);
+	case CLP_OP_KFAC_INV:
+		if (op->factor && op->factor <= c->kfac_nfactors)
+			per_layer *= c->kfac_share[op->factor - 1];
+		return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_INV);
 	case CLP_OP_KFAC_PRECOND: return stage_time(S, rank, st, CLP_COST_KFAC_PRECOND);
 	}
 	return 0;

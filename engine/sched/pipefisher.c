@@ -1,0 +1,593 @@
+/* The PipeFisher pass (pipefisher.h): work items, first-fit placement into the simulated gaps
+ * of a K-step cycle, the memory cap, the factor all-reduces, and the report. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/sched/pipefisher_internal.h"
+#include "engine/sched/validate.h"
+
+#define EPS 1e-12
+
+void clp_pf_opts_default(clp_pf_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->eager_bytes = -1;
+	o->mem_cap = -1;
+	o->max_steps = 256;
+	o->precondition = 1;
+}
+
+static clp_status add_item(pf *P, const pf_item *x)
+{
+	if (P->nit == P->cap) {
+		int c = P->cap ? 2 * P->cap : 256;
+		pf_item *n = realloc(P->it, (size_t)c * sizeof(*n));
+
+		if (!n)
+			return clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
+		P->it = n;
+		P->cap = c;
+	}
+	P->it[P->nit++] = *x;
+	return CLP_OK;
+}
+
+/* Base index of the op of `kind` class (FWD, or the input-gradient backward) of (stage, pipe,
+ * mb) on rank r; -1. */
+static int find_op(const clp_sched *b, int r, int fwd, const clp_op *like)
+{
+	const clp_rank_prog *p = &b->ranks[r];
+
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *o = &p->ops[i];
+
+		if ((fwd ? o->kind == CLP_OP_FWD : clp_op_is_bwd_input(o->kind)) &&
+		    o->stage == like->stage && o->pipe == like->pipe && o->mb == like->mb)
+			return i;
+	}
+	return -1;
+}
+
+/* Base index of rank r's gradient all-reduce of stage s (-1: none) and its group. */
+static int find_allreduce(const clp_sched *b, int r, int s, int *group)
+{
+	const clp_rank_prog *p = &b->ranks[r];
+
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == CLP_OP_ALLREDUCE && p->ops[i].what == CLP_RED_GRADS &&
+		    p->ops[i].stage == s) {
+			*group = p->ops[i].group;
+			return i;
+		}
+	return -1;
+}
+
+/* Duration of a K-FAC item on its rank, as the simulator will charge it. */
+static double item_time(const pf *P, const clp_op *op, int r)
+{
+	const clp_costs *c = P->o->costs;
+	const clp_stage_cost *sc = &c->stages[op->stage];
+	double per_layer = sc->nlayers > 0 ? 1.0 / sc->nlayers : 1.0;
+	int t = op->kind == CLP_OP_KFAC_CURV_A   ? CLP_COST_KFAC_CURV_A
+		: op->kind == CLP_OP_KFAC_CURV_B ? CLP_COST_KFAC_CURV_B
+						 : CLP_COST_KFAC_INV;
+
+	if (op->kind == CLP_OP_KFAC_INV && op->factor && op->factor <= c->kfac_nfactors)
+		per_layer *= c->kfac_share[op->factor - 1];
+	return per_layer * clp_costs_time(c, op->stage, t, P->kind[r], P->speed[r]);
+}
+
+/* Curvature items for every forward of the base, and per layer and factor an inversion. */
+static clp_status make_items(pf *P)
+{
+	const clp_sched *b = P->base;
+	int nf = P->o->costs->kfac_nfactors > 0 ? P->o->costs->kfac_nfactors : 1;
+
+	for (int r = 0; r < b->nranks; r++) {
+		const clp_rank_prog *p = &b->ranks[r];
+
+		for (int i = 0; i < p->nops; i++) {
+			const clp_op *f = &p->ops[i];
+			const clp_stage_info *si;
+			int bi;
+
+			if (f->kind != CLP_OP_FWD)
+				continue;
+			si = &b->stages[f->stage];
+			bi = find_op(b, r, 0, f);
+			if (bi < 0)
+				return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d: no backward of "
+						 "stage %d mb %d", r, f->stage, f->mb);
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
+				for (int k = 0; k < 2; k++) {
+					pf_item x = {0};
+
+					x.op = clp_op_make(k ? CLP_OP_KFAC_CURV_B : CLP_OP_KFAC_CURV_A,
+							   f->stage, f->pipe, f->chunk, f->mb);
+					x.op.layer = l;
+					x.rank = r;
+					x.dep = k ? bi : i;
+					x.bwd = bi;
+					x.layer_last = x.sync = -1;
+					x.keep = k ? P->o->keep_b_bytes : P->o->keep_a_bytes;
+					CLP_TRY(add_item(P, &x));
+				}
+		}
+		/* inversions per stage held (each OPT_STEP names one) */
+		for (int i = 0; i < p->nops; i++) {
+			const clp_op *o = &p->ops[i];
+			const clp_stage_info *si;
+
+			if (o->kind != CLP_OP_OPT_STEP)
+				continue;
+			si = &b->stages[o->stage];
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
+				for (int f = 0; f < nf; f++) {
+					pf_item x = {0};
+
+					x.op = clp_op_make(CLP_OP_KFAC_INV, o->stage, o->pipe, o->chunk, -1);
+					x.op.layer = l;
+					x.op.factor = (uint8_t)(P->o->costs->kfac_nfactors > 0 ? f + 1 : 0);
+					x.rank = r;
+					x.dep = x.bwd = x.layer_last = x.sync = -1;
+					CLP_TRY(add_item(P, &x));
+				}
+		}
+	}
+	return CLP_OK;
+}
+
+static void reset_placement(pf *P)
+{
+	P->seq = 0;
+	for (int i = 0; i < P->nit; i++) {
+		pf_item *x = &P->it[i];
+
+		if (x->op.kind == CLP_OP_KFAC_SYNC) { /* remade each round */
+			*x = P->it[--P->nit];
+			i--;
+			continue;
+		}
+		x->placed = x->forced = 0;
+		x->step = x->j = -1;
+		x->layer_last = x->sync = -1;
+		x->t_place = 0;
+		if (x->immediate) { /* right after its forward / backward and what it sends */
+			const clp_rank_prog *p = &P->base->ranks[x->rank];
+			int j = x->dep + 1;
+
+			while (j < p->nops && clp_op_is_p2p(p->ops[j].kind))
+				j++;
+			x->placed = 1;
+			x->step = 0;
+			x->j = j;
+			x->key = PF_IMMEDIATE;
+			x->seq = P->seq++;
+		}
+	}
+}
+
+/* (a_step, a_j, a_key, a_seq) < (b...) */
+static int before(const pf_item *a, int step, int j, int key, int seq)
+{
+	if (a->step != step)
+		return a->step < step;
+	if (a->j != j)
+		return a->j < j;
+	if (a->key != key)
+		return a->key < key;
+	return a->seq < seq;
+}
+
+/* May x go into gap g (a gap item, after everything placed so far)? */
+static int ready(const pf *P, const pf_item *x, const pf_gap *g)
+{
+	if (x->op.kind != CLP_OP_KFAC_INV)
+		return g->step > 0 || g->j > x->dep;
+	if (x->layer_last < 0 || !P->it[x->layer_last].placed)
+		return 0;
+	if (!before(&P->it[x->layer_last], g->step, g->j, PF_GAP, P->seq))
+		return 0;
+	return x->sync < 0 || before(&P->it[x->sync], g->step, g->j, PF_GAP, P->seq);
+}
+
+static void place(pf *P, pf_item *x, pf_gap *g)
+{
+	x->placed = 1;
+	x->step = g->step;
+	x->j = g->j;
+	x->key = PF_GAP;
+	x->seq = P->seq++;
+	x->t_place = g->t0 + g->used;
+	g->used += x->dur;
+}
+
+/* First fit in time order: each gap takes the ready items of its rank (in item order) that fit
+ * in what is left of it. Items of kind `kind` only. */
+static void fill(pf *P, int kind)
+{
+	for (int gi = 0; gi < P->ngaps; gi++) {
+		pf_gap *g = &P->gaps[gi];
+
+		for (int i = 0; i < P->nit; i++) {
+			pf_item *x = &P->it[i];
+			int kind_ok = kind == CLP_OP_KFAC_INV ? x->op.kind == CLP_OP_KFAC_INV
+							      : x->op.kind == CLP_OP_KFAC_CURV_A ||
+									x->op.kind == CLP_OP_KFAC_CURV_B;
+
+			if (!kind_ok || x->placed || x->forced || x->rank != g->rank)
+				continue;
+			if (x->dur <= g->t1 - g->t0 - g->used + EPS && ready(P, x, g))
+				place(P, x, g);
+		}
+	}
+}
+
+/* Items longer than every gap of their rank never fit: mark them forced. */
+static void mark_forced(pf *P)
+{
+	for (int i = 0; i < P->nit; i++) {
+		pf_item *x = &P->it[i];
+		double most = 0;
+
+		if (x->placed || x->op.kind == CLP_OP_KFAC_SYNC)
+			continue;
+		for (int gi = 0; gi < P->ngaps; gi++)
+			if (P->gaps[gi].rank == x->rank && P->gaps[gi].t1 - P->gaps[gi].t0 > most)
+				most = P->gaps[gi].t1 - P->gaps[gi].t0;
+		x->forced = x->dur > most + EPS;
+	}
+}
+
+/* The layer's last curvature item on each rank, for the inversions' readiness. */
+static void link_layers(pf *P)
+{
+	for (int i = 0; i < P->nit; i++) {
+		pf_item *x = &P->it[i];
+
+		if (x->op.kind != CLP_OP_KFAC_INV)
+			continue;
+		x->layer_last = -1;
+		for (int k = 0; k < P->nit; k++) {
+			const pf_item *c = &P->it[k];
+
+			if (c->rank != x->rank || c->op.layer != x->op.layer || c->op.stage != x->op.stage ||
+			    (c->op.kind != CLP_OP_KFAC_CURV_A && c->op.kind != CLP_OP_KFAC_CURV_B))
+				continue;
+			if (!c->placed) {
+				x->layer_last = k; /* not ready while any is unplaced */
+				break;
+			}
+			if (x->layer_last < 0 ||
+			    before(&P->it[x->layer_last], c->step, c->j, c->key, c->seq))
+				x->layer_last = k;
+		}
+	}
+}
+
+/* Factor all-reduces: for each stage with several holders, one KFAC_SYNC per layer just before
+ * the stage's gradient all-reduce, in the first step after every holder's last curvature item
+ * of the stage. Returns the latest step used in *last. */
+static clp_status make_syncs(pf *P, int *last)
+{
+	const clp_sched *b = P->base;
+
+	for (int s = 0; s < b->nstages; s++) {
+		int k = -1, g = -1, any = 0;
+
+		for (int r = 0; r < b->nranks; r++) {
+			int ar = find_allreduce(b, r, s, &g);
+
+			if (ar < 0)
+				continue;
+			any = 1;
+			for (int i = 0; i < P->nit; i++) {
+				const pf_item *c = &P->it[i];
+				int ks;
+
+				if (c->rank != r || c->op.stage != s || !c->placed ||
+				    (c->op.kind != CLP_OP_KFAC_CURV_A && c->op.kind != CLP_OP_KFAC_CURV_B))
+					continue;
+				ks = c->j < ar ? c->step : c->step + 1;
+				k = ks > k ? ks : k;
+			}
+		}
+		if (!any)
+			continue;
+		k = k < 0 ? 0 : k;
+		for (int r = 0; r < b->nranks; r++) {
+			int ar = find_allreduce(b, r, s, &g);
+			const clp_stage_info *si = &b->stages[s];
+
+			if (ar < 0)
+				continue;
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
+				pf_item x = {0};
+
+				x.op = clp_op_make(CLP_OP_KFAC_SYNC, s, 0, 0, -1);
+				x.op.layer = l;
+				x.op.group = g;
+				x.rank = r;
+				x.dep = x.bwd = x.layer_last = x.sync = -1;
+				x.placed = 1;
+				x.step = k;
+				x.j = ar;
+				x.key = PF_SYNC;
+				x.seq = P->seq++;
+				CLP_TRY(add_item(P, &x));
+			}
+		}
+		*last = k > *last ? k : *last;
+	}
+	for (int i = 0; i < P->nit; i++) { /* inversions follow their layer's all-reduce */
+		pf_item *x = &P->it[i];
+
+		x->sync = -1;
+		for (int k = 0; x->op.kind == CLP_OP_KFAC_INV && k < P->nit; k++)
+			if (P->it[k].op.kind == CLP_OP_KFAC_SYNC && P->it[k].rank == x->rank &&
+			    P->it[k].op.layer == x->op.layer && P->it[k].op.stage == x->op.stage)
+				x->sync = k;
+	}
+	return CLP_OK;
+}
+
+/* Kept data over time on each rank: from the backward's end to the deferred factor. Where
+ * adding an item's data would push a rank over the cap, that item becomes immediate (computed
+ * right after its forward / backward). Returns how many were marked; *peak the most kept. */
+static int apply_cap(pf *P, int64_t *peak)
+{
+	uint8_t *ev = calloc((size_t)P->nit + 1, 1); /* bit 1: added, bit 2: removed */
+	int marked = 0;
+
+	*peak = 0;
+	if (!ev)
+		return 0;
+	for (int r = 0; r < P->base->nranks; r++) {
+		int64_t now = 0;
+
+		for (;;) { /* the earliest event left; removals first at equal times */
+			double best = INFINITY;
+			int bi = -1, add = 0;
+
+			for (int i = 0; i < P->nit; i++) {
+				const pf_item *x = &P->it[i];
+
+				if (x->rank != r || x->immediate || !x->placed || x->keep <= 0 ||
+				    (x->op.kind != CLP_OP_KFAC_CURV_A && x->op.kind != CLP_OP_KFAC_CURV_B) ||
+				    (x->step == 0 && x->j <= x->bwd))
+					continue; /* not kept: before the backward, activations hold it */
+				if (!(ev[i] & 1) && P->bwd_end[i] < best)
+					best = P->bwd_end[i], bi = i, add = 1;
+				if ((ev[i] & 1) && !(ev[i] & 2) && x->t_place <= best)
+					best = x->t_place, bi = i, add = 0;
+			}
+			if (bi < 0)
+				break;
+			ev[bi] |= add ? 1 : 2;
+			if (!add) {
+				now -= P->it[bi].keep;
+			} else if (P->o->mem_cap >= 0 && now + P->it[bi].keep > P->o->mem_cap) {
+				P->it[bi].immediate = 1;
+				ev[bi] |= 2;
+				marked++;
+			} else {
+				now += P->it[bi].keep;
+				*peak = now > *peak ? now : *peak;
+			}
+		}
+	}
+	free(ev);
+	return marked;
+}
+
+/* Items that fit nowhere (of the inversions, inv = 1, or the curvature): into the ready gap with
+ * the most room left in the first K steps (or the end of the last step); they lengthen it. */
+static void place_forced(pf *P, int K, int inv)
+{
+	if (inv)
+		link_layers(P);
+	for (int i = 0; i < P->nit; i++) {
+		pf_item *x = &P->it[i];
+		pf_gap *best = NULL;
+
+		if (x->placed || x->op.kind == CLP_OP_KFAC_SYNC ||
+		    (x->op.kind == CLP_OP_KFAC_INV) != inv)
+			continue;
+		for (int gi = 0; gi < P->ngaps; gi++) {
+			pf_gap *g = &P->gaps[gi];
+
+			if (g->rank == x->rank && g->step < K && ready(P, x, g) &&
+			    (!best || g->t1 - g->t0 - g->used > best->t1 - best->t0 - best->used))
+				best = g;
+		}
+		if (best) {
+			place(P, x, best);
+		} else {
+			x->placed = 1;
+			x->step = K - 1;
+			x->j = P->base->ranks[x->rank].nops;
+			x->key = PF_GAP;
+			x->seq = P->seq++;
+		}
+		x->forced = 1;
+	}
+}
+
+static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
+{
+	if (!o->costs)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: needs a cost table with K-FAC times");
+	if (o->costs->nstages != b->nstages)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: the cost table has %d stages, the "
+				 "schedule %d", o->costs->nstages, b->nstages);
+	for (int s = 0; s < b->nstages; s++)
+		if (b->stages[s].nlayers != o->costs->stages[s].nlayers)
+			return clp_error(CLP_ERR_INVALID, "pipefisher: stage %d holds %d layers in the "
+					 "schedule, %d in the cost table", s, b->stages[s].nlayers,
+					 o->costs->stages[s].nlayers);
+	if (b->nsteps != 1)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: schedule %s covers %d steps; give one "
+				 "step (the pass makes the cycle)", b->name, b->nsteps);
+	if (o->max_steps < 1 || o->max_steps > 4096)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: max_steps %d out of [1, 4096]",
+				 o->max_steps);
+	for (int r = 0; r < b->nranks; r++) {
+		int opt = 0;
+
+		if (b->ranks[r].mode != CLP_RANK_ORDERED)
+			return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: rank %d runs in dataflow "
+					 "mode; the pass needs ranks that run their lists in order", r);
+		for (int i = 0; i < b->ranks[r].nops; i++) {
+			int k = b->ranks[r].ops[i].kind;
+
+			opt += k == CLP_OP_OPT_STEP;
+			if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_PRECOND)
+				return clp_error(CLP_ERR_INVALID, "pipefisher: schedule %s already has "
+						 "K-FAC items (rank %d op %d)", b->name, r, i);
+		}
+		if (!opt)
+			return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d has no OPT_STEP (the "
+					 "preconditioning and inversions need the step's end)", r);
+	}
+	return CLP_OK;
+}
+
+/* One round at the current kmax and immediate set: the timeline, then curvature, the factor
+ * all-reduces, inversions. *K = the cycle length, or 0 when kmax steps were not enough. */
+static clp_status round_at(pf *P, int *K)
+{
+	int last = -1;
+
+	reset_placement(P);
+	CLP_TRY(pf_timeline(P));
+	for (int i = 0; i < P->nit; i++)
+		if (P->it[i].op.kind != CLP_OP_KFAC_SYNC)
+			P->it[i].dur = item_time(P, &P->it[i].op, P->it[i].rank);
+	mark_forced(P);
+	fill(P, CLP_OP_KFAC_CURV_A);
+	for (int i = 0; i < P->nit; i++)
+		if (!P->it[i].placed && !P->it[i].forced && P->it[i].op.kind != CLP_OP_KFAC_INV) {
+			*K = 0;
+			return CLP_OK;
+		}
+	place_forced(P, P->kmax, 0); /* curvature that fits nowhere precedes the inversions */
+	CLP_TRY(make_syncs(P, &last));
+	if (last >= P->kmax) {
+		*K = 0;
+		return CLP_OK;
+	}
+	link_layers(P);
+	fill(P, CLP_OP_KFAC_INV);
+	*K = last + 1;
+	for (int i = 0; i < P->nit; i++) {
+		const pf_item *x = &P->it[i];
+
+		if (x->op.kind == CLP_OP_KFAC_INV && !x->placed && !x->forced) {
+			*K = 0;
+			return CLP_OK;
+		}
+		if (x->placed && x->step + 1 > *K)
+			*K = x->step + 1;
+	}
+	if (*K < 1)
+		*K = 1;
+	place_forced(P, *K, 1);
+	for (int i = 0; i < P->nit; i++)
+		if (P->it[i].placed && P->it[i].step + 1 > *K)
+			*K = P->it[i].step + 1;
+	return CLP_OK;
+}
+
+static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
+{
+	memset(rep, 0, sizeof(*rep));
+	rep->K = K;
+	rep->peak_kept = peak;
+	for (int i = 0; i < P->nit; i++) {
+		const pf_item *x = &P->it[i];
+
+		rep->items++;
+		rep->immediate += x->immediate;
+		rep->forced += x->forced;
+		rep->kfac_s += x->op.kind == CLP_OP_KFAC_SYNC ? 0 : x->dur;
+	}
+}
+
+clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
+			  clp_pf_report *rep)
+{
+	pf P = {0};
+	clp_pf_report dummy;
+	clp_sched *s = NULL, *rb = NULL;
+	pf_origin *org = NULL;
+	int K = 0;
+	int64_t peak = 0;
+	clp_status st;
+
+	*out = NULL;
+	rep = rep ? rep : &dummy;
+	CLP_TRY(check_base(base, o));
+	P.base = base;
+	P.o = o;
+	P.kind = calloc((size_t)base->nranks + 1, sizeof(int));
+	P.speed = calloc((size_t)base->nranks + 1, sizeof(double));
+	st = P.kind && P.speed ? make_items(&P) : clp_error(CLP_ERR_NOMEM, "pipefisher: out of "
+							       "host memory");
+	P.kmax = o->max_steps < 4 ? o->max_steps : 4;
+	/* rounds: more steps while the work does not fit; more immediate factors while the
+	 * kept data exceeds the cap (both only grow, so this ends) */
+	while (st == CLP_OK) {
+		st = round_at(&P, &K);
+		if (st != CLP_OK)
+			break;
+		if (!K) {
+			if (P.kmax >= o->max_steps) {
+				st = clp_error(CLP_ERR_INVALID, "pipefisher: the K-FAC work does not "
+					       "fit in the bubbles of %d steps (max_steps)",
+					       o->max_steps);
+				break;
+			}
+			P.kmax = 2 * P.kmax < o->max_steps ? 2 * P.kmax : o->max_steps;
+			continue;
+		}
+		if (!apply_cap(&P, &peak))
+			break;
+	}
+	for (int i = 0; st == CLP_OK && i < P.nit; i++)
+		P.it[i].in_tmpl = P.it[i].placed;
+	if (st == CLP_OK)
+		st = pf_build(&P, K, 0, o->precondition, &s, &org);
+	if (st == CLP_OK)
+		st = clp_sched_validate(s, 1);
+	if (st == CLP_OK) {
+		report(&P, K, peak, rep);
+		st = pf_simulate(&P, s, &rep->step_s, &rep->util);
+		rep->step_s /= K;
+	}
+	if (st == CLP_OK) { /* the base over the same number of steps */
+		for (int i = 0; i < P.nit; i++)
+			P.it[i].in_tmpl = 0;
+		free(org);
+		org = NULL;
+		st = pf_build(&P, K, 0, 0, &rb, &org);
+		if (st == CLP_OK)
+			st = pf_simulate(&P, rb, &rep->base_step_s, &rep->base_util);
+		rep->base_step_s /= K;
+		rep->added_s = rep->step_s - rep->base_step_s;
+	}
+	clp_sched_free(rb);
+	free(org);
+	free(P.it);
+	free(P.gaps);
+	free(P.kind);
+	free(P.speed);
+	free(P.bwd_end);
+	if (st != CLP_OK) {
+		clp_sched_free(s);
+		return st;
+	}
+	*out = s;
+	return CLP_OK;
+}

@@ -1,0 +1,70 @@
+/* PipeFisher (Osawa, Li, Hoefler, MLSys 2023): a pass that puts the work of K-FAC into the
+ * bubbles of a pipeline schedule. docs/KFAC.md describes it; in short:
+ *
+ *   work items  per rank, for each layer of each stage it holds: the factor A (KFAC_CURV_A) and
+ *               B (KFAC_CURV_B) from each micro-batch, allowed after that micro-batch's forward,
+ *               resp. backward, in the cycle's first step; the factors' all-reduce (KFAC_SYNC)
+ *               where a stage has several holders (data parallelism, Chimera's two pipelines);
+ *               the inversion of each factor (KFAC_INV with op.factor) once its layer's factors
+ *               are complete; and every step the preconditioning (KFAC_PRECOND) before the
+ *               stage's optimizer step.
+ *   placement   the schedule is simulated (engine/sim) on the cost table; the idle gaps of each
+ *               rank's compute stream are filled first-fit, in time order, with the items that
+ *               are ready and fit. What does not fit in one step continues in the bubbles of the
+ *               next steps: the result is a cycle of K steps, K being the refresh interval.
+ *               Items longer than every gap of their rank are put where the most room is left
+ *               (they lengthen the step; the report counts them).
+ *   memory      deferring a factor past the backward keeps the layer's inputs / output
+ *               gradients of that micro-batch; where the kept data would exceed the per-rank
+ *               cap, the factor is computed right after its forward / backward instead.
+ *   collectives KFAC_SYNC of a stage sits just before the stage's gradient all-reduce, in the
+ *               first step where every holder has finished the layer's factors: the same
+ *               position, in the same order, on every member of the group.
+ *
+ * Semantics of the result (the executor's and the single-device reference's): the factors come
+ * from the first step of each cycle; the inverses computed during cycle c become active together
+ * at the start of cycle c + 1; step 0 does one serial refresh. The pass is deterministic; its
+ * output (K and the placement, the schedule itself) is stored and reused, so timing noise never
+ * changes the maths. Works on schedules whose ranks run in list order (every generator:
+ * GPipe, 1F1B, interleaved, Chimera, ZB-H1), not on dataflow ranks. */
+#ifndef CLP_SCHED_PIPEFISHER_H
+#define CLP_SCHED_PIPEFISHER_H
+
+#include "engine/io/cluster.h"
+#include "engine/io/costs.h"
+#include "engine/io/layout.h"
+#include "engine/sched/sched.h"
+
+typedef struct clp_pf_opts {
+	const clp_costs *costs;      /* required: F/B and K-FAC times per stage, factor shares */
+	const clp_cluster *cluster;  /* optional, as for clp_sim_run */
+	const clp_layout *layout;
+	int64_t eager_bytes;         /* -1: the cluster's */
+	int64_t keep_a_bytes;        /* inputs of one layer for one micro-batch (factor A) */
+	int64_t keep_b_bytes;        /* output gradients of one layer for one micro-batch (B) */
+	int64_t mem_cap;             /* kept bytes per rank at most; < 0: no cap */
+	int max_steps;               /* the largest K to try */
+	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
+} clp_pf_opts;
+
+void clp_pf_opts_default(clp_pf_opts *o);
+
+typedef struct clp_pf_report {
+	int K;                      /* steps in the cycle: the refresh interval */
+	double base_step_s, base_util; /* the schedule as given (repeated K times) */
+	double step_s, util;        /* with K-FAC: cycle time / K, compute utilisation */
+	double added_s;             /* step_s - base_step_s */
+	int items;                  /* K-FAC items per cycle (without the preconditioning) */
+	int immediate;              /* computed right after their F/B because of the memory cap */
+	int forced;                 /* longer than every gap of their rank */
+	double kfac_s;              /* K-FAC compute per cycle, summed over ranks */
+	int64_t peak_kept;          /* most kept bytes on one rank */
+} clp_pf_report;
+
+/* The K-step cycle with K-FAC items for base, a one-step schedule with OPT_STEP ops (as the
+ * generators make it). *out is a new schedule (free with clp_sched_free) that the validator
+ * accepts (the pass validates it) and the simulator runs. rep may be NULL. */
+clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
+			  clp_pf_report *rep);
+
+#endif

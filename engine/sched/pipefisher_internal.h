@@ -1,0 +1,64 @@
+/* Internals of the PipeFisher pass shared by pipefisher.c (items, placement, the entry point)
+ * and pipefisher_build.c (schedules with items at their slots, their simulated bubbles). */
+#ifndef CLP_SCHED_PIPEFISHER_INTERNAL_H
+#define CLP_SCHED_PIPEFISHER_INTERNAL_H
+
+#include "engine/sched/pipefisher.h"
+
+/* Order of the items sharing a slot (all before the slot's base op). */
+enum { PF_IMMEDIATE = 0, PF_GAP = 1, PF_SYNC = 2, PF_PRECOND = 3 };
+
+/* A K-FAC work item of one rank. Its slot is (step, j): before base op j of cycle step `step`
+ * (j = the rank's base op count: the end of that step), ordered by (key, seq). */
+typedef struct pf_item {
+	clp_op op;
+	int rank;
+	int dep;       /* base index of the FWD / backward it records (cycle step 0); -1 */
+	int bwd;       /* curvature: base index of the stage's backward of its micro-batch */
+	int layer_last; /* INV: index of the layer's last curvature item on the rank; -1 */
+	int sync;      /* INV: index of the layer's KFAC_SYNC item on the rank; -1 */
+	double dur;
+	int64_t keep;  /* bytes kept when it runs after the backward */
+	int placed, immediate, forced, in_tmpl;
+	int step, j, key, seq;
+	double t_place; /* planned start (timeline of the template it was placed on) */
+} pf_item;
+
+/* An idle gap of a rank's compute stream and the slot an item placed in it takes. */
+typedef struct pf_gap {
+	double t0, t1, used;
+	int rank, step, j;
+} pf_gap;
+
+/* Where an op of a built schedule comes from: base op j of template step `step` (item -1), or
+ * item `item` (then j and step are its slot). */
+typedef struct pf_origin {
+	int step, j, item;
+} pf_origin;
+
+typedef struct pf {
+	const clp_sched *base;
+	const clp_pf_opts *o;
+	pf_item *it;
+	int nit, cap;
+	int seq;
+	int kmax;            /* cycle steps the template simulates */
+	int *kind;           /* per rank: cost-table device kind, -1 */
+	double *speed;       /* per rank */
+	pf_gap *gaps;        /* of the last template, rank by rank in time order */
+	int ngaps;
+	double *bwd_end;     /* per item: end of the backward it follows (template) */
+} pf;
+
+/* A schedule of nsteps steps of the base lists (op.step = template step) with the items that
+ * have in_tmpl set at their slots (item step s in template step s + warm) and, with precond,
+ * KFAC_PRECOND before every OPT_STEP. *org (malloc()ed, clp_sched_nops entries, rank by
+ * rank) says where each op comes from. */
+clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out, pf_origin **org);
+/* Simulate the template (warm step + kmax cycle steps with the immediate items): the gaps of
+ * every rank (P->gaps) and each curvature item's backward end (P->bwd_end). */
+clp_status pf_timeline(pf *P);
+/* Simulate s with the pass's costs, cluster and layout: cycle time, utilisation. */
+clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util);
+
+#endif
