@@ -14,6 +14,8 @@
 #ifndef CLP_CL_KFAC_H
 #define CLP_CL_KFAC_H
 
+#include <stdio.h>
+
 #include "cl/runtime.h"
 
 /* Per-layer statistics, CLP_KFAC_NSTATS floats written by clp_kfac_damping. */
@@ -81,6 +83,9 @@ clp_status clp_kfac_kl_clip(clp_cl_ctx *ctx, clp_buf nu, clp_buf vg, clp_buf gst
  * clp_nn_adamw_update. */
 clp_status clp_kfac_sgd(clp_cl_ctx *ctx, clp_buf p, clp_buf m, clp_buf g, size_t n, float lr,
 			float momentum, float wd, clp_buf gstats, clp_buf nu);
+
+/* Build and run every K-FAC kernel once on tiny inputs (cl/kfac_warmup.c; `clpipe kernels`). */
+clp_status clp_kfac_warmup(clp_cl_ctx *ctx, FILE *log);
 
 /* Kernel geometry, as clp_nn_set_shape: the GPU shape (a work-group per diagonal block) can be
  * forced on a CPU device for tests. Uses the process-wide setting of clp_nn_set_shape. Block

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cl/kfac.h"
 #include "cl/nn.h"
 #include "cl/runtime.h"
 #include "cl/warmup.h"
@@ -42,6 +43,8 @@ int cmd_kernels(int argc, char **argv)
 	s = clp_cl_warmup(ctx, stdout);
 	if (s == CLP_OK)
 		s = clp_nn_warmup(ctx, stdout);
+	if (s == CLP_OK)
+		s = clp_kfac_warmup(ctx, stdout);
 	clp_cl_ctx_free(ctx);
 	if (s != CLP_OK)
 		return cli_fail("kernels", s);
