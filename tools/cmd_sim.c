@@ -127,6 +127,7 @@ static void usage(void)
 	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
 	       "                  [--cluster F] [--layout F]\n"
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
+	       "                  [--pipefisher [--kfac-mem-cap BYTES]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -368,6 +369,14 @@ static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *c
 	clp_sched *out = NULL;
 	int64_t out_b = costs->nstages ? costs->stages[0].out_bytes : 0;
 
+	double kt = 0;
+
+	for (int i = 0; i < costs->nstages; i++)
+		for (int t = CLP_COST_KFAC_CURV_A; t <= CLP_COST_KFAC_PRECOND; t++)
+			kt += costs->stages[i].t[t];
+	if (kt == 0)
+		fprintf(stderr, "clpipe sim: warning: the cost table has no K-FAC times (give "
+			"--profile, or --costs with kfac_*_s)\n");
 	clp_pf_opts_default(&po);
 	po.costs = costs;
 	po.cluster = cluster;
