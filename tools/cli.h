@@ -18,6 +18,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 int cmd_devices(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* `clpipe bench` without a subcommand: the device benchmark (tools/cmd_bench_device.c). */
+int cmd_bench_device(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 
