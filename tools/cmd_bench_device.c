@@ -18,7 +18,7 @@ static void help(void)
 	printf("usage: clpipe bench [--device SPEC[,SPEC..] | --all] [--json FILE]\n"
 	       "                    [--only PARTS] [--repeats N] [--warmup N] [--gemm MxNxK[,..]]\n"
 	       "                    [--bw-mib N] [--xfer-mib N] [--compute-ms MS]\n"
-	       "                    [--bind auto|none|core] [--quick] [--quiet]\n"
+	       "                    [--bind auto|none|core] [--widths] [--quick] [--quiet]\n"
 	       "       clpipe bench gemm ...   (the GEMM benchmark; see clpipe bench gemm --help)\n\n"
 	       "Measures each device: peak single-precision compute (dependent multiply-add\n"
 	       "chains as clpeak does, and independent chains), global memory bandwidth (read,\n"
@@ -38,7 +38,9 @@ static void help(void)
 	       "  --compute-ms MS     duration each compute kernel is sized to (default 50)\n"
 	       "  --bind MODE         under mpirun: auto (keep the launcher's binding, else bind\n"
 	       "                      near the device), none, core (always bind near the device)\n"
-	       "  --quick             tiny sizes and 3 repeats (a smoke test, not a measurement)\n");
+	       "  --widths            print the figures of every vector width, not only the best\n"
+	       "  --quick             tiny sizes and 3 repeats (a smoke test, not a measurement)\n"
+	       "  --quiet             no progress lines on stderr\n");
 }
 
 static clp_status parse_parts(const char *s, unsigned *parts)

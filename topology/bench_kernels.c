@@ -237,6 +237,8 @@ clp_status clp_topo_bench_bandwidth(clp_cl_ctx *ctx, const clp_topo_bench_opts *
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	if (bytes > max_alloc / 2)
 		bytes = (size_t)(max_alloc / 2);
+	if (bytes > ((size_t)1 << 33) - quantum) /* the kernels index with int, as clpeak does */
+		bytes = ((size_t)1 << 33) - quantum;
 	bytes = bytes / quantum * quantum;
 	if (bytes == 0)
 		bytes = quantum;

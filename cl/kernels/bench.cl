@@ -91,9 +91,22 @@ __kernel void bench_mad_indep(__global float *out, float m, float b, int iters)
 	out[get_global_id(0)] = lanes_sum(acc);
 }
 
+/* The bandwidth kernels keep clpeak's indexing (int) and loop (4 x 4 accesses): measured side by
+ * side, a fully unrolled loop with 64-bit indices reads 10-25% faster through PoCL, and the
+ * point of this figure is to compare with clpeak. */
+#define STEP4(op)                                                                               \
+	op;                                                                                     \
+	id += step;                                                                             \
+	op;                                                                                     \
+	id += step;                                                                             \
+	op;                                                                                     \
+	id += step;                                                                             \
+	op;                                                                                     \
+	id += step;
+
 __kernel void bench_read(__global const floatv *a, __global float *out, int global_stride)
 {
-	size_t id, step;
+	int id, step;
 	floatv sum = (floatv)(0.0f);
 
 	if (global_stride) {
@@ -103,34 +116,30 @@ __kernel void bench_read(__global const floatv *a, __global float *out, int glob
 		id = get_group_id(0) * get_local_size(0) * FETCH_PER_WI + get_local_id(0);
 		step = get_local_size(0);
 	}
-#pragma unroll
-	for (int i = 0; i < FETCH_PER_WI; i++) {
-		sum += a[id];
-		id += step;
+	for (int i = 0; i < FETCH_PER_WI / 4; i++) {
+		STEP4(sum += a[id])
 	}
 	out[get_global_id(0)] = lanes_sum(sum);
 }
 
 __kernel void bench_write(__global floatv *b, float v)
 {
-	size_t id = get_group_id(0) * get_local_size(0) * FETCH_PER_WI + get_local_id(0);
+	int id = get_group_id(0) * get_local_size(0) * FETCH_PER_WI + get_local_id(0);
+	int step = get_local_size(0);
 	floatv x = (floatv)(v) + LANES;
 
-#pragma unroll
-	for (int i = 0; i < FETCH_PER_WI; i++) {
-		b[id] = x;
-		id += get_local_size(0);
+	for (int i = 0; i < FETCH_PER_WI / 4; i++) {
+		STEP4(b[id] = x)
 	}
 }
 
 __kernel void bench_copy(__global const floatv *a, __global floatv *b)
 {
-	size_t id = get_group_id(0) * get_local_size(0) * FETCH_PER_WI + get_local_id(0);
+	int id = get_group_id(0) * get_local_size(0) * FETCH_PER_WI + get_local_id(0);
+	int step = get_local_size(0);
 
-#pragma unroll
-	for (int i = 0; i < FETCH_PER_WI; i++) {
-		b[id] = a[id];
-		id += get_local_size(0);
+	for (int i = 0; i < FETCH_PER_WI / 4; i++) {
+		STEP4(b[id] = a[id])
 	}
 }
 
