@@ -12,6 +12,7 @@
 #include "topology/bind.h"
 #include "topology/discover.h"
 #include "tools/cli.h"
+#include "topology/rank_device.h"
 
 static void help(void)
 {
@@ -158,9 +159,6 @@ struct run {
 static clp_status my_selectors(clp_comm *world, const struct run *r, char (*sel)[32], int *nsel,
 			       char *note, size_t nnote)
 {
-	clp_comm *hostc = NULL;
-	clp_topo_host host = {0};
-	clp_topo_assignment a;
 	clp_status s;
 
 	note[0] = '\0';
@@ -190,26 +188,9 @@ static clp_status my_selectors(clp_comm *world, const struct run *r, char (*sel)
 		}
 		return CLP_OK;
 	}
-	CLP_TRY(clp_comm_split_host(world, &hostc));
-	s = clp_topo_discover_live(&host);
+	s = clp_topo_rank_device(world, r->devices, r->bind, sel[0], 32, note, nnote);
 	if (s == CLP_OK)
-		s = clp_topo_assign(&host, clp_comm_rank(hostc), clp_comm_size(hostc), r->devices,
-				    &a);
-	if (s == CLP_OK) {
-		char bound[320];
-
-		s = clp_topo_bind(r->bind, &a, bound, sizeof(bound));
-		snprintf(sel[0], 32, "%s", a.selector);
 		*nsel = 1;
-		snprintf(note, nnote, "rank %d (local %d of %d on %.64s): %s; %s%s", clp_comm_rank(world),
-			 clp_comm_rank(hostc), clp_comm_size(hostc), host.name, a.why, bound,
-			 a.limit_threads && !getenv("POCL_MAX_PTHREAD_COUNT")
-				 ? "; warning: set POCL_MAX_PTHREAD_COUNT=1 (mpirun -x) so the "
-				   "shared CPU device runs one thread per rank"
-				 : "");
-	}
-	clp_topo_host_clear(&host);
-	clp_comm_free(hostc);
 	return s;
 }
 

@@ -142,19 +142,26 @@ static clp_status alloc_tmp(clp_stage *st)
 	return CLP_OK;
 }
 
+static int holds_tied_pair(const clp_stage *st)
+{
+	return st->has_emb && st->has_head && st->cfg.tied;
+}
+
 static clp_status alloc_misc(clp_stage *st)
 {
-	const char *names[2] = {"grad stats", "rope table"};
+	const char *names[3] = {"grad stats", "rope table", "tied head gradient"};
 	size_t half = st->hd / 2;
-	size_t bytes[2] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
+	size_t bytes[3] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
 						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
-						      : 4};
+						      : 4,
+			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4};
 	float *tab;
 	clp_status s;
 
-	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 2, names, bytes, &st->misc));
+	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 3, names, bytes, &st->misc));
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
+	st->tied_grad = clp_buf_view(clp_cl_block_view(st->misc, 2));
 	if (st->cfg.preset != CLP_PRESET_LLAMA)
 		return CLP_OK;
 	tab = malloc(bytes[1]);
@@ -429,7 +436,24 @@ clp_status clp_stage_zero_grads(clp_stage *st)
 {
 	for (int u = 0; u < st->tab.nunits; u++)
 		CLP_TRY(clp_cl_fill(st->ctx, st->units[CLP_ST_GRAD][u], 0.0f, st->tab.units[u].numel));
+	if (holds_tied_pair(st))
+		CLP_TRY(clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C));
 	return CLP_OK;
+}
+
+clp_buf st_tied_head_grad(clp_stage *st)
+{
+	return holds_tied_pair(st) ? st->tied_grad : st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB,
+							      st->cfg.n_layer + 1);
+}
+
+clp_status clp_stage_fold_tied(clp_stage *st)
+{
+	clp_buf g = st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0);
+
+	if (!holds_tied_pair(st))
+		return CLP_OK;
+	return clp_cl_add(st->ctx, g, g, st->tied_grad, st->V * st->C);
 }
 
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)

@@ -161,7 +161,7 @@ clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
 		dw = G(CLP_R_HEAD_W);
 	} else {
 		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
-		dw = st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, blk);
+		dw = st_tied_head_grad(st);
 	}
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DLN], 0.0f, N * C));
 	CLP_TRY(clp_nn_xent_backward(ctx, tv[TV_DLN], dw, G(CLP_R_HEAD_BIAS), s->sa[SA_LNF], w,

@@ -60,6 +60,8 @@ struct clp_stage {
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;
+	clp_buf tied_grad;      /* the head's share of the tied embedding's gradient, kept apart
+				   until clp_stage_fold_tied() (stages holding both ends) */
 	int *global_index;      /* per tensor: index in the whole model's table (init streams) */
 };
 
@@ -71,6 +73,9 @@ clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf
 clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
 		      int site, int backward, clp_buf dx);
 void st_attn_geometry(const clp_stage *st, clp_nn_attn *a);
+
+/* Where the head accumulates the tied embedding's gradient. */
+clp_buf st_tied_head_grad(clp_stage *st);
 
 clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);

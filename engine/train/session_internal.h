@@ -9,8 +9,11 @@
 #include "engine/data/mask.h"
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
+#include "engine/exec/exec.h"
 #include "engine/model/stage.h"
+#include "engine/sched/sched.h"
 #include "engine/train/session.h"
+#include "topology/comm.h"
 
 struct clp_session {
 	clp_train_config cfg;
@@ -20,11 +23,15 @@ struct clp_session {
 	clp_cl_ctx *ctx;
 	clp_tok *tok;
 	clp_dataset *ds;
-	clp_stage *st;
-	size_t B, T, N; /* micro-batch */
-	int M;          /* micro-batches per step */
-	int32_t *in, *tg, *types; /* (M, N) */
-	cl_mem acc;     /* loss accumulator */
+	clp_comm *comm;       /* the job's ranks (a one-rank stand-in when alone) */
+	int own_comm;
+	clp_sched *sched;     /* train and eval: the schedule the executor runs */
+	clp_exec *ex;
+	clp_stage *st;        /* sample: one stage of batch 1 */
+	size_t B, T, N;       /* micro-batch */
+	int M;                /* micro-batches per replica per step */
+	int R;                /* replicas */
+	int32_t *in, *tg, *types; /* (R * M, N): the whole step, every replica */
 	long step;      /* next step to run */
 	long applied;   /* optimizer steps taken (skipped ones excluded) */
 	double baseline_bpb, bytes_per_token;
@@ -34,5 +41,7 @@ struct clp_session {
 };
 
 clp_status st_save(clp_session *s);
+/* Rank 0 prints; the others are quiet. */
+int st_rank(const clp_session *s);
 
 #endif

@@ -32,6 +32,16 @@ typedef struct clp_train_config {
 		char log[1024];      /* JSON lines, one per step and evaluation */
 	} train;
 	struct {
+		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 */
+		long stages;         /* D: pipeline ranks per replica */
+		long replicas;       /* R: data-parallel replicas (ranks = D * R) */
+		long chunks;         /* v: model chunks per rank (interleaved) */
+		clp_cfg_ints layers; /* layers per stage ([]: as even as possible) */
+		int deterministic;   /* reductions in rank order: bitwise reproducible */
+		double deadline;     /* seconds any wait on another rank may take */
+		char bind[16];       /* auto | none | core */
+	} pipeline;
+	struct {
 		char name[16];       /* adamw */
 		double lr, min_lr;
 		long warmup;

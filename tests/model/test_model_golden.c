@@ -138,6 +138,7 @@ static void run_step(clp_stage *st, struct golden *g, uint32_t step)
 
 	CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)g->valid));
 	CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (float)g->valid));
+	CHECK_OK(clp_stage_fold_tied(st));
 }
 
 static void check_preset(const char *preset)

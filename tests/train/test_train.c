@@ -59,7 +59,7 @@ static int train(const clp_train_config *c, double *losses, int max, double *val
 	FILE *log;
 	int n = 0;
 
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, devnull));
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, devnull));
 	if (s)
 		CHECK_OK(clp_session_train(s, val));
 	clp_session_close(s);
@@ -122,7 +122,7 @@ static void test_refuse_other_model(void)
 	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", dir);
 	c.ckpt.resume = 1;
 	c.model.n_layer = 3;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, devnull), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
 		  "n_layer", "ck-gpt2");
 	CHECK(s == NULL, "no session");
 	fclose(devnull);
@@ -140,7 +140,7 @@ static void test_eval_and_sample(void)
 	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
 	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-gpt2", dir);
 	c.eval.batches = 2;
-	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, stdout));
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
 	if (s) {
 		CHECK_OK(clp_session_eval(s, 2, &loss, &bpb));
 		CHECK(loss > 0 && loss < 10 && bpb > 0, "eval from a checkpoint: loss %g bpb %g",
@@ -154,7 +154,7 @@ static void test_eval_and_sample(void)
 	c.sample.length = 20;
 	snprintf(path, sizeof(path), "%s/sample.txt", dir);
 	f = fopen(path, "w+");
-	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout));
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout));
 	if (s && f) {
 		CHECK_OK(clp_session_sample(s, f));
 		rewind(f);
@@ -168,7 +168,7 @@ static void test_eval_and_sample(void)
 	/* bert does not generate */
 	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-bert", dir);
 	s = NULL;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout), CLP_ERR_UNSUPPORTED,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout), CLP_ERR_UNSUPPORTED,
 		  "bert");
 }
 
@@ -179,15 +179,15 @@ static void test_bad_settings(void)
 
 	base_config(&c, "gpt2");
 	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", dir);
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_NOT_FOUND,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_NOT_FOUND,
 		  "no-such-file.txt");
 	base_config(&c, "gpt2");
 	c.model.d_model = 30;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "model.d_model = 30", "model.n_head = 4");
 	base_config(&c, "gpt2");
 	c.train.seq = 64;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "train.seq = 64", "model.ctx = 16");
 	CHECK(s == NULL, "no session after errors");
 }

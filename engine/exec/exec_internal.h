@@ -1,0 +1,53 @@
+/* Internals of the executor shared by exec.c (setup) and exec_run.c (the interpreter). */
+#ifndef CLP_EXEC_INTERNAL_H
+#define CLP_EXEC_INTERNAL_H
+
+#include "engine/exec/exec.h"
+#include "engine/sched/index.h"
+
+struct lstage {
+	int stage, pipe;
+	clp_stage *st;
+	int nslots;
+	int *slot_mb;  /* mb occupying each slot, -1 when free */
+	int owner;     /* replica 0, pipeline 0: saves and counts its tensors */
+	int *gindex;   /* per tensor of the stage: index in the whole model's table */
+	int *owns;     /* per tensor: counted in the norm and saved by this rank */
+	clp_buf stats; /* 4 floats per tensor, for the per-tensor sums of squares */
+	cl_mem stats_mem;
+};
+
+struct opstate {
+	void *buf;         /* host staging: a receive's target, a producer's copy for a send */
+	size_t bytes;
+	clp_comm_req *req; /* pending send or receive */
+	cl_event ev;       /* the read that fills buf (producers) */
+	int needed;        /* a producer whose output a send or another local op consumes */
+};
+
+struct clp_exec {
+	clp_comm *comm;
+	clp_cl_ctx *ctx;
+	const clp_sched *s;
+	clp_sched_index ix;
+	clp_model_config m;
+	clp_param_table full; /* the whole model, for tensor order and ownership */
+	int rank, replica;
+	struct lstage *ls;
+	int nls;
+	struct opstate *os; /* per op of this rank's list */
+	int nops;
+	size_t B, T, N, C;
+	int det;
+	clp_comm **gcomm;    /* per schedule group: its communicator (NULL: not a member) */
+	cl_mem acc;          /* this rank's loss sum */
+	double *tsum;        /* per tensor of the whole model: sum of squares, then flags */
+	int norm_done;       /* this step's norm is computed */
+	double norm;
+	int nonfinite;
+};
+
+/* The local stage running op (stage, pipe), or NULL. */
+struct lstage *exec_find(clp_exec *e, int stage, int pipe);
+
+#endif
