@@ -1,6 +1,7 @@
 /* clpipe train, eval and sample: configuration from a file and the command line, then a session
  * (engine/train/session.h). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,37 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
 
+/* CLPIPE_FAULT="die|stop:RANK:STEP" makes that rank kill or stop itself after that step, to
+ * test how the job handles a rank that dies or stops answering. */
+struct fault {
+	int kind, rank; /* kind 1 die, 2 stop */
+	long step;
+};
+
+static void fault_hook(void *ud, long step)
+{
+	const struct fault *f = ud;
+
+	if (step != f->step)
+		return;
+	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank,
+		f->kind == 1 ? "dies" : "stops", step);
+	fflush(stderr);
+	raise(f->kind == 1 ? SIGKILL : SIGSTOP);
+}
+
+static void install_fault(clp_session *s, int rank, struct fault *f)
+{
+	const char *e = getenv("CLPIPE_FAULT");
+	char kind[8];
+
+	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
+		return;
+	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : 0;
+	if (f->kind)
+		clp_session_set_hook(s, fault_hook, f);
+}
+
 /* A fatal error on one rank ends the whole job (Open MPI has no way to carry on without it). */
 static int fail(const char *cmd, clp_comm *comm, clp_status st)
 {
@@ -150,6 +182,9 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		return 0;
 	}
 	if (mode == CLP_SESSION_TRAIN) {
+		struct fault f = {0, -1, 0};
+
+		install_fault(s, rank, &f);
 		st = clp_session_train(s, NULL);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;

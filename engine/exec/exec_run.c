@@ -75,7 +75,7 @@ static clp_status wait_req(clp_exec *e, int i, uint32_t step)
 			clp_op_describe(&e->s->ranks[e->rank].ops[i], what, sizeof(what));
 			clp_comm_cancel(e->comm, &e->os[i].req);
 			return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: %s timed out after %.1f s "
-					 "(peer rank %d)", e->rank, (unsigned)step, what,
+					 "(peer rank %d)", e->rank, (unsigned)step + 1, what,
 					 clp_comm_timeout(e->comm), e->s->ranks[e->rank].ops[i].peer);
 		}
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cl/rng.h"
+#include "cl/warmup.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/validate.h"
 #include "topology/bind.h"
@@ -62,7 +63,10 @@ static clp_status model_config(clp_session *s)
 	m->d_ff = (int)c->model.d_ff;
 	m->vocab = c->model.vocab ? (int)c->model.vocab : tv;
 	m->ctx = (int)c->model.ctx;
-	m->norm_eps = (float)c->model.norm_eps;
+	if (c->model.norm_eps == 0) /* the preset's default, kept as a decimal in the config */
+		s->cfg.model.norm_eps = m->preset == CLP_PRESET_GPT2 ? 1e-5
+					: m->preset == CLP_PRESET_LLAMA ? 1e-6 : 1e-12;
+	m->norm_eps = (float)s->cfg.model.norm_eps;
 	m->rope_theta = (float)c->model.rope_theta;
 	m->dropout = (float)c->model.dropout;
 	if (m->vocab < tv)
@@ -73,7 +77,6 @@ static clp_status model_config(clp_session *s)
 	s->cfg.model.vocab = m->vocab;
 	s->cfg.model.n_kv_head = m->n_kv_head;
 	s->cfg.model.d_ff = m->d_ff;
-	s->cfg.model.norm_eps = m->norm_eps;
 	if (!s->cfg.train.seq)
 		s->cfg.train.seq = m->ctx;
 	if (s->cfg.train.seq > m->ctx)
@@ -515,8 +518,11 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 			st = clp_comm_self(&s->comm);
 		s->own_comm = 1;
 	}
+	/* until every rank has built its kernels, waits may be long: the deadline is armed after
+	 * the start-up barrier below */
 	if (st == CLP_OK)
-		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
+		clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
+						       ? 3600.0 : s->cfg.pipeline.deadline);
 	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
 		st = config_from_ckpt(s, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
@@ -552,6 +558,16 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		else
 			st = resume(s);
 	}
+	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
+		st = clp_cl_warmup(s->ctx, NULL);
+		if (st == CLP_OK)
+			st = clp_nn_warmup(s->ctx, NULL);
+		if (st == CLP_OK)
+			st = clp_comm_barrier(s->comm, "kernels built on every rank");
+	}
+	if (st == CLP_OK)
+		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
 	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && st_rank(s) == 0) {
 		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
 		if (!s->log)

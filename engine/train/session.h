@@ -42,6 +42,9 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 /* The unigram entropy of the training split in bits per byte (the baseline a model must beat). */
 double clp_session_baseline_bpb(const clp_session *s);
 
+/* Called after every completed step (1-based count) with ud; for tests of failure handling. */
+void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);
+
 /* Write cfg.sample.length tokens continuing cfg.sample.prompt to out (as they are drawn). */
 clp_status clp_session_sample(clp_session *s, FILE *out);
 

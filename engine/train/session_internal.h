@@ -36,6 +36,8 @@ struct clp_session {
 	long applied;   /* optimizer steps taken (skipped ones excluded) */
 	double baseline_bpb, bytes_per_token;
 	int bert, byte_level;
+	void (*hook)(void *ud, long step);
+	void *hook_ud;
 	int32_t specials[8], mask_id;
 	int nspecial;
 };

@@ -234,6 +234,8 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			CLP_TRY(st_save(s));
 			s->step--;
 		}
+		if (s->hook)
+			s->hook(s->hook_ud, step + 1);
 	}
 	if (isatty(fileno(s->out)) && st_rank(s) == 0)
 		fputc('\n', s->out);
@@ -243,4 +245,10 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	if (val_loss)
 		*val_loss = last_val;
 	return CLP_OK;
+}
+
+void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)
+{
+	s->hook = fn;
+	s->hook_ud = ud;
 }
