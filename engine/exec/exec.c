@@ -125,8 +125,9 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 		e->ls = calloc((size_t)p->nops + 1, sizeof(*e->ls));
 		e->os = calloc((size_t)p->nops + 1, sizeof(*e->os));
 		e->tsum = calloc(2 * (size_t)e->full.ntensors + 1, sizeof(double));
+		e->posted = calloc((size_t)p->nops + 1, sizeof(double));
 		e->nops = p->nops;
-		if (!e->ls || !e->os || !e->tsum)
+		if (!e->ls || !e->os || !e->tsum || !e->posted)
 			st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
 	}
 	/* the stages this rank runs, in order of first appearance */
@@ -213,6 +214,13 @@ void clp_exec_free(clp_exec *e)
 	free(e->ls);
 	free(e->os);
 	free(e->tsum);
+	free(e->posted);
+	for (int i = 0; i < e->tr_n; i++)
+		if (e->tr[i].queue == CLP_TQ_COMPUTE) {
+			clReleaseEvent(e->tr[i].ev0);
+			clReleaseEvent(e->tr[i].ev1);
+		}
+	free(e->tr);
 	free(e);
 }
 

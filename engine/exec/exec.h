@@ -64,6 +64,14 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
  * the micro-batches' scaled losses over all ranks. */
 clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss);
 
+/* Trace the next step: clp_exec_trace_start() before clp_exec_step(), then every rank calls
+ * clp_exec_trace_finish(), which gathers the events of all ranks, aligned to rank 0's clock,
+ * into *out on rank 0 (initialised there; free with clp_trace_free). Compute ops are timed on
+ * the device (markers), transfers from post to completion, collectives on the host. */
+struct clp_trace;
+clp_status clp_exec_trace_start(clp_exec *e);
+clp_status clp_exec_trace_finish(clp_exec *e, struct clp_trace *out);
+
 /* The stages on this rank, for checkpoints: owner = 1 when this rank saves the stage's tensors
  * (replica 0, pipeline 0; a head stage's copy of the tied embedding is not saved). */
 int clp_exec_nstages(const clp_exec *e);

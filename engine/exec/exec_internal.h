@@ -3,7 +3,16 @@
 #define CLP_EXEC_INTERNAL_H
 
 #include "engine/exec/exec.h"
+#include "engine/io/trace.h"
 #include "engine/sched/index.h"
+
+/* A traced op: device markers around a compute op, or host times of a transfer/collective. */
+struct exec_tev {
+	clp_op op;
+	int queue;        /* clp_trace_queue */
+	cl_event ev0, ev1; /* compute: markers before and after */
+	double t0, t1;    /* host seconds (comm), filled in at the end for compute */
+};
 
 struct lstage {
 	int stage, pipe;
@@ -45,7 +54,18 @@ struct clp_exec {
 	int norm_done;       /* this step's norm is computed */
 	double norm;
 	int nonfinite;
+	/* tracing of one step */
+	int tracing;
+	struct exec_tev *tr;
+	int tr_n, tr_cap;
+	double tr_qoff, tr_t0;
+	double *posted; /* per op: host time a transfer was posted (tracing) */
+	cl_event cur_ev0; /* the start marker of the compute op running (tracing) */
 };
+
+clp_status exec_trace_grow(clp_exec *e);
+clp_status exec_trace_mark(clp_exec *e, cl_event *ev);
+clp_status exec_trace_host(clp_exec *e, const clp_op *op, double t0, double t1);
 
 /* The local stage running op (stage, pipe), or NULL. */
 struct lstage *exec_find(clp_exec *e, int stage, int pipe);

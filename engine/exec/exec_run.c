@@ -11,6 +11,14 @@
 
 #define LOCAL(e, g) ((int)((g) - (e)->ix.off[(e)->rank]))
 
+/* A transfer finished: its interval goes into the trace. */
+static clp_status transfer_done(clp_exec *e, int i)
+{
+	if (!e->tracing)
+		return CLP_OK;
+	return exec_trace_host(e, &e->s->ranks[e->rank].ops[i], e->posted[i], clp_comm_now());
+}
+
 /* Poll every pending request once. */
 static clp_status progress(clp_exec *e)
 {
@@ -19,6 +27,8 @@ static clp_status progress(clp_exec *e)
 			int done;
 
 			CLP_TRY(clp_comm_test(e->comm, &e->os[i].req, &done));
+			if (done)
+				CLP_TRY(transfer_done(e, i));
 		}
 	return CLP_OK;
 }
@@ -67,7 +77,7 @@ static clp_status wait_req(clp_exec *e, int i, uint32_t step)
 
 		CLP_TRY(clp_comm_test(e->comm, &e->os[i].req, &done));
 		if (done)
-			break;
+			return transfer_done(e, i);
 		CLP_TRY(progress(e));
 		if (clp_comm_now() > deadline) {
 			char what[160];
@@ -164,6 +174,8 @@ static clp_status run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_d
 	m = mb_of(e, d, slot, op->mb);
 	if (!clp_stage_has_embedding(l->st))
 		CLP_TRY(fetch_input(e, i, clp_stage_act_in(l->st, slot), d->step));
+	if (e->tracing) /* the op starts once its input is here */
+		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
 	CLP_TRY(clp_stage_forward(l->st, &m, d->inv_count));
 	if (clp_stage_has_head(l->st))
 		CLP_TRY(clp_cl_axpy(e->ctx, clp_buf_at(e->acc, 0), clp_stage_loss(l->st, slot), 1.0f,
@@ -186,6 +198,8 @@ static clp_status run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_d
 	m = mb_of(e, d, slot, op->mb);
 	if (!clp_stage_has_head(l->st))
 		CLP_TRY(fetch_input(e, i, clp_stage_grad_in(l->st), d->step));
+	if (e->tracing)
+		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
 	/* BWD_B computes both halves; BWD_W then only frees the slot (see docs/PIPELINE.md) */
 	CLP_TRY(clp_stage_backward(l->st, &m, d->inv_count));
 	CLP_TRY(stage_output(e, i, clp_stage_grad_in(l->st)));
@@ -203,6 +217,7 @@ static clp_status post_send(clp_exec *e, int i, const clp_op *op, uint32_t step)
 	snprintf(label, sizeof(label), "%s stage %d mb %d step %u",
 		 op->kind == CLP_OP_SEND_ACT ? "activation" : "gradient", op->stage, op->mb,
 		 (unsigned)step);
+	e->posted[i] = clp_comm_now();
 	CLP_TRY(clp_comm_isend(e->comm, e->os[j].buf, e->os[j].bytes, op->peer, op->tag, label,
 			       &e->os[i].req));
 	if (op->flags & CLP_OPF_WAIT)
@@ -217,6 +232,7 @@ static clp_status post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step)
 	snprintf(label, sizeof(label), "%s stage %d mb %d step %u",
 		 op->kind == CLP_OP_RECV_ACT ? "activation" : "gradient", op->stage, op->mb,
 		 (unsigned)step);
+	e->posted[i] = clp_comm_now();
 	return clp_comm_irecv(e->comm, e->os[i].buf, e->os[i].bytes, op->peer, op->tag, label,
 			      &e->os[i].req);
 }
@@ -422,7 +438,16 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));
 	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
+		int traced = e->tracing && clp_op_is_compute(op->kind);
+		int coll = e->tracing && clp_op_is_collective(op->kind);
+		cl_event ev0 = NULL;
+		double h0 = clp_comm_now();
 
+		e->cur_ev0 = NULL;
+		/* forwards and backwards mark their start once their input has arrived */
+		if (traced && op->kind != CLP_OP_FWD && !clp_op_is_bwd_input(op->kind) &&
+		    (st = exec_trace_mark(e, &e->cur_ev0)) != CLP_OK)
+			break;
 		switch (op->kind) {
 		case CLP_OP_RECV_ACT:
 		case CLP_OP_RECV_GRAD:
@@ -477,6 +502,20 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 			st = clp_error(CLP_ERR_UNSUPPORTED, "rank %d: op %s is not run by this executor "
 				       "yet", e->rank, clp_op_kind_name(op->kind));
 		}
+		ev0 = e->cur_ev0;
+		if (traced && st == CLP_OK && (st = exec_trace_grow(e)) == CLP_OK) {
+			struct exec_tev *t = &e->tr[e->tr_n++];
+
+			memset(t, 0, sizeof(*t));
+			t->op = *op;
+			t->queue = CLP_TQ_COMPUTE;
+			t->ev0 = ev0;
+			st = exec_trace_mark(e, &t->ev1);
+		} else if (traced && ev0) {
+			clReleaseEvent(ev0);
+		}
+		if (coll && st == CLP_OK)
+			st = exec_trace_host(e, op, h0, clp_comm_now());
 	}
 	if (st == CLP_OK)
 		st = finish_step(e, d->step);

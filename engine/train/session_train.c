@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cl/ops.h"
+#include "engine/io/trace.h"
 
 static double now_s(void)
 {
@@ -138,7 +139,7 @@ static void progress(clp_session *s, long step, double loss, double lr, double t
 		     double ms, double eta, int skipped, double norm)
 {
 	char e[32];
-	int tty = isatty(fileno(s->out));
+	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
 
 	if (st_rank(s) != 0)
 		return;
@@ -181,6 +182,43 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	return CLP_OK;
 }
 
+/* Gather the traced step on rank 0, write it as Chrome JSON and SVG, print its utilisation. */
+static clp_status write_trace(clp_session *s, long step)
+{
+	clp_trace tr;
+	clp_trace_stats ts;
+	char svg[1100];
+	const char *label = "measured";
+	const clp_trace *one;
+	clp_status st;
+
+	memset(&tr, 0, sizeof(tr));
+	st = clp_exec_trace_finish(s->ex, &tr);
+	if (st != CLP_OK || st_rank(s) != 0)
+		return st;
+	snprintf(tr.title, sizeof(tr.title), "step %ld, %s, %ld stages x %ld replicas", step,
+		 s->cfg.pipeline.schedule, s->cfg.pipeline.stages, s->cfg.pipeline.replicas);
+	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	one = &tr;
+	st = clp_trace_write_chrome(&tr, s->cfg.train.trace);
+	if (st == CLP_OK)
+		st = clp_trace_write_svg(svg, &one, &label, 1);
+	if (st == CLP_OK)
+		st = clp_trace_stats_compute(&tr, 0.0, &ts);
+	if (st == CLP_OK) {
+		fprintf(s->out, "%strace of step %ld: %s, %s; step %.1f ms, compute utilisation "
+			"%.1f %%, busy %.1f %%, bubble %.1f %%\n", isatty(fileno(s->out)) ? "\n" : "",
+			step, s->cfg.train.trace, svg, ts.span_s * 1e3, 100 * ts.util_mean,
+			100 * ts.busy_mean, 100 * ts.bubble);
+		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f}", "event", "trace", "step",
+				      (json_int_t)step, "step_s", ts.span_s, "utilisation",
+				      ts.util_mean, "busy", ts.busy_mean, "bubble", ts.bubble));
+		clp_trace_stats_free(&ts);
+	}
+	clp_trace_free(&tr);
+	return st;
+}
+
 clp_status clp_session_train(clp_session *s, double *val_loss)
 {
 	const clp_train_config *c = &s->cfg;
@@ -201,9 +239,17 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		size_t valid;
 		int skipped;
 
+		int trace = c->train.trace[0] && step + 1 == (c->train.trace_step > 0
+								   ? c->train.trace_step
+								   : c->train.steps);
+
 		CLP_TRY(draw_step(s, step, &valid));
 		d = replica_data(s, valid, (uint32_t)step);
+		if (trace)
+			CLP_TRY(clp_exec_trace_start(s->ex));
 		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
+		if (trace)
+			CLP_TRY(write_trace(s, step + 1));
 		loss = res.loss;
 		skipped = res.skipped;
 		if (!skipped)

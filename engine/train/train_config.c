@@ -53,6 +53,10 @@ static const clp_cfg_field fields[] = {
 	F(train.device, "train.device", CLP_CFG_STRING, "\"\"",
 	  "device selector (\"\": CLPIPE_DEVICE or the default)", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
+	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
+	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),
+	F(train.trace_step, "train.trace_step", CLP_CFG_INT, "0", "the step traced (0: the last)",
+	  0, 1L << 40, NULL),
 
 	F(pipeline.schedule, "pipeline.schedule", CLP_CFG_STRING, "\"1f1b\"",
 	  "pipeline schedule", 0, 0, "gpipe|1f1b|interleaved|chimera|chimera-fd|zbh1"),
