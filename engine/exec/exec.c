@@ -15,6 +15,15 @@ struct lstage *exec_find(clp_exec *e, int stage, int pipe)
 	return NULL;
 }
 
+/* Whether the list runs the stage's backward in halves (zero-bubble B and W). */
+static int has_split(const clp_rank_prog *p, int stage, int pipe)
+{
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].stage == stage && p->ops[i].pipe == pipe && p->ops[i].kind == CLP_OP_BWD_B)
+			return 1;
+	return 0;
+}
+
 /* The most micro-batches a stage holds at once in this rank's list. */
 static int slots_needed(const clp_rank_prog *p, int stage, int pipe)
 {
@@ -43,7 +52,8 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	int first = si->embed ? 0 : si->first_layer + 1;
 	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
 	struct lstage *l = &e->ls[e->nls];
-	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe)};
+	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe),
+			    has_split(&e->s->ranks[e->rank], stage, pipe)};
 	const clp_param_table *t;
 	clp_status st;
 

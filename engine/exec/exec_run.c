@@ -200,8 +200,10 @@ static clp_status run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_d
 		CLP_TRY(fetch_input(e, i, clp_stage_grad_in(l->st), d->step));
 	if (e->tracing)
 		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
-	/* BWD_B computes both halves; BWD_W then only frees the slot (see docs/PIPELINE.md) */
-	CLP_TRY(clp_stage_backward(l->st, &m, d->inv_count));
+	if (op->kind == CLP_OP_BWD_B)
+		CLP_TRY(clp_stage_backward_input(l->st, &m, d->inv_count));
+	else
+		CLP_TRY(clp_stage_backward(l->st, &m, d->inv_count));
 	CLP_TRY(stage_output(e, i, clp_stage_grad_in(l->st)));
 	if (op->kind == CLP_OP_BWD)
 		release_slot(l, op->mb);
@@ -466,8 +468,15 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 			break;
 		case CLP_OP_BWD_W: {
 			struct lstage *l = exec_find(e, op->stage, op->pipe);
+			int slot = l ? slot_of(l, op->mb, 0) : -1;
+			clp_stage_mb m = mb_of(e, d, slot, op->mb);
 
-			if (l)
+			if (slot < 0)
+				st = clp_error(CLP_ERR_STATE, "rank %d: W of stage %d mb %d before its B",
+					       e->rank, op->stage, op->mb);
+			else
+				st = clp_stage_backward_weight(l->st, &m);
+			if (st == CLP_OK)
 				release_slot(l, op->mb);
 			break;
 		}

@@ -66,6 +66,8 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		[LA_LN2] = st->cfg.preset == CLP_PRESET_BERT ? 0 : N * C, [LA_LN2_MEAN] = N,
 		[LA_LN2_RSTD] = N, [LA_FC] = N * st->dfc, [LA_ACT] = N * st->F,
 		[LA_RES2] = st->cfg.preset == CLP_PRESET_BERT ? N * C : 0,
+		[LA_DY_QKV] = st->split ? N * st->dq : 0, [LA_DY_O] = st->split ? N * C : 0,
+		[LA_DY_FC] = st->split ? N * st->dfc : 0, [LA_DY_PROJ] = st->split ? N * C : 0,
 	};
 	int bert = st->cfg.preset == CLP_PRESET_BERT;
 	size_t sa_size[SA_COUNT] = {
@@ -238,6 +240,7 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	st->dq = st->H * st->hd + 2 * st->KVH * st->hd;
 	st->dfc = st->cfg.preset == CLP_PRESET_LLAMA ? 2 * st->F : st->F;
 	st->nslots = o->slots;
+	st->split = o->split;
 	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
 	if (!st->slots)
 		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
@@ -429,6 +432,33 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 		CLP_TRY(st_layer_backward(st, s, l, mb));
 	if (st->has_emb)
 		CLP_TRY(st_embedding_backward(st, s, mb));
+	return CLP_OK;
+}
+
+clp_status clp_stage_backward_input(clp_stage *st, const clp_stage_mb *mb, float loss_scale)
+{
+	clp_status s;
+
+	if (!st->split)
+		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
+				 "opts.split");
+	st->bw_mode = 1;
+	s = clp_stage_backward(st, mb, loss_scale);
+	st->bw_mode = 0;
+	return s;
+}
+
+clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
+{
+	struct slot *s;
+
+	CLP_TRY(check_slot(st, mb));
+	if (!st->split)
+		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
+				 "opts.split");
+	s = &st->slots[mb->slot];
+	for (int l = st->nl - 1; l >= 0; l--)
+		CLP_TRY(st_layer_weight_grads(st, s, l));
 	return CLP_OK;
 }
 

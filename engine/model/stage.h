@@ -26,6 +26,7 @@ typedef struct clp_stage clp_stage;
 typedef struct clp_stage_opts {
 	size_t B, T; /* micro-batch: B sequences of T tokens (T <= ctx) */
 	int slots;   /* micro-batches whose activations are held at once (>= 1) */
+	int split;   /* backward in two halves (zero-bubble): input gradient, then weights */
 } clp_stage_opts;
 
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
@@ -69,6 +70,12 @@ clp_buf clp_stage_loss(const clp_stage *st, int slot);
 clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_count);
 /* Backward of a micro-batch; loss_scale (the same 1 / count) scales the loss gradient. */
 clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale);
+/* The two halves of a backward (stages created with opts.split): B computes the input gradient
+ * and every gradient except the weight matrices of the transformer layers' linear layers, whose
+ * output gradients it keeps in the slot; W then adds those weight gradients. B then W of one
+ * micro-batch add exactly what clp_stage_backward adds, in the same order per tensor. */
+clp_status clp_stage_backward_input(clp_stage *st, const clp_stage_mb *mb, float loss_scale);
+clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb);
 
 /* logits (rows, V) = final hidden rows [row0, row0 + rows) of a slot's last forward times the
  * head weight (+ bias): for sampling and for tests. Head stage only. */

@@ -15,6 +15,8 @@ enum lact {
 	LA_FC,    /* MLP pre-activation (gpt2/bert F, llama 2F: gate then up) */
 	LA_ACT,   /* MLP activation (N,F) */
 	LA_RES2,  /* bert: xmid + MLP output */
+	/* split backward: output gradients of the four linear layers, kept from B for W */
+	LA_DY_QKV, LA_DY_O, LA_DY_FC, LA_DY_PROJ,
 	LA_COUNT
 };
 
@@ -55,6 +57,8 @@ struct clp_stage {
 	clp_buf *units[4];      /* per unit, per kind */
 	int nslots;
 	struct slot *slots;
+	int split;              /* created for split backward */
+	int bw_mode;            /* 0 full backward, 1 input half (B) */
 	clp_cl_block *tmp;
 	clp_buf tv[TV_COUNT];
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
@@ -82,6 +86,7 @@ clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_sta
 clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count);
 clp_status st_head_backward(clp_stage *st, struct slot *s, float scale);
 clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status st_layer_weight_grads(clp_stage *st, struct slot *s, int li);
 clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 
 #endif
