@@ -53,7 +53,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
 	struct lstage *l = &e->ls[e->nls];
 	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe),
-			    has_split(&e->s->ranks[e->rank], stage, pipe)};
+			    has_split(&e->s->ranks[e->rank], stage, pipe), e->recompute};
 	const clp_param_table *t;
 	clp_status st;
 
@@ -124,6 +124,7 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	e->N = o->B * o->T;
 	e->C = (size_t)m->d_model;
 	e->det = o->deterministic;
+	e->recompute = o->recompute;
 	p = &s->ranks[e->rank];
 	e->replica = p->replica;
 	st = clp_model_config_resolve(&e->m);

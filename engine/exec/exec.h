@@ -31,6 +31,7 @@ typedef struct clp_exec clp_exec;
 typedef struct clp_exec_opts {
 	size_t B, T;       /* micro-batch shape */
 	int deterministic; /* all-reduces add in rank order: bitwise reproducible */
+	int recompute;     /* recompute layer activations in the backward (less memory) */
 } clp_exec_opts;
 
 /* The schedule must be valid (clp_sched_validate) and have comm's size of ranks. The schedule

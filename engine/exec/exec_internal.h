@@ -47,7 +47,7 @@ struct clp_exec {
 	struct opstate *os; /* per op of this rank's list */
 	int nops;
 	size_t B, T, N, C;
-	int det;
+	int det, recompute;
 	clp_comm **gcomm;    /* per schedule group: its communicator (NULL: not a member) */
 	cl_mem acc;          /* this rank's loss sum */
 	double *tsum;        /* per tensor of the whole model: sum of squares, then flags */

@@ -79,6 +79,12 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		[SA_XLSE] = N, [SA_LOSSES] = N, [SA_LOSS] = 1,
 	};
 	int nv = (st->nl + 1) + st->nl * LA_COUNT + SA_COUNT, v = 0;
+	size_t la_slot[LA_COUNT];
+
+	/* with recomputation a slot keeps only the split backward's output gradients; the rest
+	 * of a layer's activations live once, in st->rla, and are rebuilt layer by layer */
+	for (int a = 0; a < LA_COUNT; a++)
+		la_slot[a] = st->recompute && a < LA_DY_QKV ? 0 : la_size[a];
 	const char **names = calloc((size_t)nv, sizeof(*names));
 	size_t *bytes = calloc((size_t)nv, sizeof(*bytes));
 	char label[64];
@@ -99,7 +105,7 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	for (int l = 0; l < st->nl; l++)
 		for (int a = 0; a < LA_COUNT; a++) {
 			names[v] = "layer activation";
-			bytes[v++] = la_size[a] * sizeof(float);
+			bytes[v++] = la_slot[a] * sizeof(float);
 		}
 	for (int a = 0; a < SA_COUNT; a++) {
 		names[v] = "stage activation";
@@ -113,8 +119,25 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	for (int i = 0; i <= st->nl; i++)
 		sl->x[i] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
 	for (int l = 0; l < st->nl; l++)
-		for (int a = 0; a < LA_COUNT; a++)
+		for (int a = 0; a < LA_COUNT; a++) {
 			sl->la[l][a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+			if (st->recompute && a < LA_DY_QKV)
+				sl->la[l][a] = st->rla[a];
+		}
+	if (st->recompute && !st->rmem) {
+		const char *rn[LA_COUNT];
+
+		for (int a = 0; a < LA_COUNT; a++) {
+			rn[a] = "recomputed activation";
+			bytes[a] = a < LA_DY_QKV ? la_size[a] * sizeof(float) : 0;
+		}
+		s = clp_cl_block_create(st->ctx, "recomputed layer", LA_COUNT, rn, bytes, &st->rmem);
+		for (int a = 0; s == CLP_OK && a < LA_COUNT; a++)
+			st->rla[a] = clp_buf_view(clp_cl_block_view(st->rmem, a));
+		for (int l = 0; s == CLP_OK && l < st->nl; l++)
+			for (int a = 0; a < LA_DY_QKV; a++)
+				sl->la[l][a] = st->rla[a];
+	}
 	for (int a = 0; a < SA_COUNT; a++)
 		sl->sa[a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
 out:
@@ -241,6 +264,7 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	st->dfc = st->cfg.preset == CLP_PRESET_LLAMA ? 2 * st->F : st->F;
 	st->nslots = o->slots;
 	st->split = o->split;
+	st->recompute = o->recompute;
 	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
 	if (!st->slots)
 		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
@@ -285,6 +309,7 @@ void clp_stage_free(clp_stage *st)
 	}
 	clp_cl_block_free(st->tmp);
 	clp_cl_block_free(st->misc);
+	clp_cl_block_free(st->rmem);
 	free(st->global_index);
 	clp_param_table_free(&st->tab);
 	free(st);
@@ -428,8 +453,11 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 	s = &st->slots[mb->slot];
 	if (st->has_head)
 		CLP_TRY(st_head_backward(st, s, loss_scale));
-	for (int l = st->nl - 1; l >= 0; l--)
+	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->recompute) /* the layer's activations again, from its input */
+			CLP_TRY(st_layer_forward(st, s, l, mb));
 		CLP_TRY(st_layer_backward(st, s, l, mb));
+	}
 	if (st->has_emb)
 		CLP_TRY(st_embedding_backward(st, s, mb));
 	return CLP_OK;
@@ -457,8 +485,11 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
 				 "opts.split");
 	s = &st->slots[mb->slot];
-	for (int l = st->nl - 1; l >= 0; l--)
+	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->recompute)
+			CLP_TRY(st_layer_forward(st, s, l, mb));
 		CLP_TRY(st_layer_weight_grads(st, s, l));
+	}
 	return CLP_OK;
 }
 

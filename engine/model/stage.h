@@ -27,6 +27,7 @@ typedef struct clp_stage_opts {
 	size_t B, T; /* micro-batch: B sequences of T tokens (T <= ctx) */
 	int slots;   /* micro-batches whose activations are held at once (>= 1) */
 	int split;   /* backward in two halves (zero-bubble): input gradient, then weights */
+	int recompute; /* keep only each layer's input; recompute the layer in the backward */
 } clp_stage_opts;
 
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,

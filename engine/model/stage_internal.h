@@ -58,6 +58,9 @@ struct clp_stage {
 	int nslots;
 	struct slot *slots;
 	int split;              /* created for split backward */
+	int recompute;          /* layers recomputed in the backward from their inputs */
+	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
+	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */
 	clp_cl_block *tmp;
 	clp_buf tv[TV_COUNT];

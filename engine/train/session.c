@@ -477,8 +477,8 @@ static clp_status open_device(clp_session *s)
 
 static clp_status open_model(clp_session *s)
 {
-	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic};
-	clp_stage_opts so = {s->B, s->T, 1, 0};
+	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
+	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
 	size_t n = (size_t)s->R * (size_t)s->M * s->N;
 
 	s->in = calloc(n, sizeof(int32_t));

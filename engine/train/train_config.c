@@ -55,6 +55,9 @@ static const clp_cfg_field fields[] = {
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
 	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),
+	F(train.recompute, "train.recompute", CLP_CFG_BOOL, "false",
+	  "keep only layer inputs; recompute activations in the backward (less memory)", 0, 0,
+	  NULL),
 	F(train.trace_step, "train.trace_step", CLP_CFG_INT, "0", "the step traced (0: the last)",
 	  0, 1L << 40, NULL),
 

@@ -32,6 +32,7 @@ typedef struct clp_train_config {
 		char log[1024];      /* JSON lines, one per step and evaluation */
 		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */
 		long trace_step;     /* the step traced (0: the last) */
+		int recompute;       /* recompute each layer's activations in the backward */
 	} train;
 	struct {
 		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 */
