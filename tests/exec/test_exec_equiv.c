@@ -1,6 +1,8 @@
 /* A pipelined run computes the same training as one device. Run under mpirun:
  *   test_exec_equiv PRESET SCHEDULE D R N CHUNKS MODE
- * MODE "exact": losses and parameters after 5 AdamW steps bitwise equal to the single-device
+ * MODE "resume": the pipeline runs 3 steps and saves; one device resumes from that checkpoint
+ * to step 5 and must equal the uninterrupted single-device run (a checkpoint loads into another
+ * layout). MODE "exact": losses and parameters after 5 AdamW steps bitwise equal to the single-device
  * run of the same micro-batches (same order of additions: GPipe, 1F1B, interleaved, ZB-H1 with
  * one replica); "close": normalised error <= 1e-4 (replicas, Chimera's twins); "repeat": two
  * pipelined runs in deterministic mode are bitwise equal to each other.
@@ -53,18 +55,38 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	c->ckpt.keep = 1;
 }
 
-static void run(const char *sub, int pipelined)
+static void run(const char *sub, int pipelined, int ckpt_every, const char *resume_from)
 {
 	clp_train_config c;
 	clp_session *s = NULL;
 	FILE *devnull = fopen("/dev/null", "w");
 
 	config(&c, sub, pipelined);
+	c.ckpt.every = ckpt_every;
+	c.ckpt.keep = ckpt_every ? 0 : 1;
+	if (resume_from) {
+		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, resume_from);
+		c.ckpt.resume = 1;
+	}
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, pipelined ? world : NULL, devnull));
 	if (s)
 		CHECK_OK(clp_session_train(s, NULL));
 	clp_session_close(s);
 	fclose(devnull);
+}
+
+static int losses(const char *sub, double *out, int max);
+
+/* The resumed run's steps 4 and 5 equal the uninterrupted run's. */
+static void compare_resumed(const char *resumed, const char *full)
+{
+	double a[8], b[8];
+	int na = losses(resumed, a, 8), nb = losses(full, b, 8);
+
+	CHECK(na == 2 && nb == 5, "2 resumed and 5 full steps (%d, %d)", na, nb);
+	for (int i = 0; i < na && nb == 5; i++)
+		CHECK(a[i] == b[3 + i], "step %d: %.17g resumed in another layout, %.17g "
+		      "uninterrupted", 4 + i, a[i], b[3 + i]);
 }
 
 static int losses(const char *sub, double *out, int max)
@@ -142,15 +164,28 @@ out:
 static void test_equivalence(void)
 {
 	if (!strcmp(mode, "repeat")) {
-		run("pipe1", 1);
-		run("pipe2", 1);
+		run("pipe1", 1, 0, NULL);
+		run("pipe2", 1, 0, NULL);
 		if (clp_comm_rank(world) == 0)
 			compare("pipe1", "pipe2", 0);
 		return;
 	}
-	run("pipe", 1);
+	if (!strcmp(mode, "resume")) {
+		run("pipe", 1, 3, NULL); /* checkpoints at steps 3 and 5; step 5's is removed */
+		if (clp_comm_rank(world) == 0) {
+			char cmd[700];
+
+			snprintf(cmd, sizeof(cmd), "rm -rf '%s/ck-pipe/step-00000005'", dir);
+			CHECK(system(cmd) == 0, "%s", cmd);
+			run("single", 0, 0, NULL);
+			run("resumed", 0, 0, "pipe");
+			compare_resumed("resumed", "single");
+		}
+		return;
+	}
+	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0) {
-		run("single", 0);
+		run("single", 0, 0, NULL);
 		compare("pipe", "single", !strcmp(mode, "exact") ? 0 : 1e-4);
 	}
 }
@@ -165,7 +200,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc != 9) {
-		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat DIR\n",
+		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat|resume "
+			"DIR\n",
 			argv[0]);
 		return 2;
 	}
