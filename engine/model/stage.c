@@ -311,6 +311,7 @@ void clp_stage_free(clp_stage *st)
 	clp_cl_block_free(st->misc);
 	clp_cl_block_free(st->rmem);
 	free(st->global_index);
+	free(st->skip);
 	clp_param_table_free(&st->tab);
 	free(st);
 }
@@ -438,8 +439,12 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 	if (st->has_head && mb->targets)
 		CLP_TRY(clp_cl_write(st->ctx, s->sa[SA_TARGETS].mem, s->sa[SA_TARGETS].off * 4,
 				     st->N * 4, mb->targets));
-	for (int l = 0; l < st->nl; l++)
-		CLP_TRY(st_layer_forward(st, s, l, mb));
+	for (int l = 0; l < st->nl; l++) {
+		if (st->skip && st->skip[l])
+			CLP_TRY(clp_cl_copy(st->ctx, s->x[l + 1], s->x[l], st->N * st->C));
+		else
+			CLP_TRY(st_layer_forward(st, s, l, mb));
+	}
 	if (st->has_head)
 		CLP_TRY(st_head_forward(st, s, inv_count));
 	return CLP_OK;
@@ -454,6 +459,8 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 	if (st->has_head)
 		CLP_TRY(st_head_backward(st, s, loss_scale));
 	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->skip && st->skip[l])
+			continue; /* identity: the gradient passes through */
 		if (st->recompute) /* the layer's activations again, from its input */
 			CLP_TRY(st_layer_forward(st, s, l, mb));
 		CLP_TRY(st_layer_backward(st, s, l, mb));
@@ -486,6 +493,8 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 				 "opts.split");
 	s = &st->slots[mb->slot];
 	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->skip && st->skip[l])
+			continue;
 		if (st->recompute)
 			CLP_TRY(st_layer_forward(st, s, l, mb));
 		CLP_TRY(st_layer_weight_grads(st, s, l));
@@ -548,5 +557,24 @@ clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf sta
 					    clp_stage_tensor(st, CLP_ST_GRAD, i),
 					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
 					    stats, 1.0f));
+	return CLP_OK;
+}
+
+clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n)
+{
+	free(st->skip);
+	st->skip = NULL;
+	if (n == 0)
+		return CLP_OK;
+	st->skip = calloc((size_t)st->nl + 1, 1);
+	if (!st->skip)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int i = 0; i < n; i++) {
+		if (layers[i] < 0 || layers[i] >= st->cfg.n_layer)
+			return clp_error(CLP_ERR_INVALID, "skip layer %d: the model has layers 0..%d",
+					 layers[i], st->cfg.n_layer - 1);
+		if (layers[i] >= st->l0 && layers[i] < st->l0 + st->nl)
+			st->skip[layers[i] - st->l0] = 1;
+	}
 	return CLP_OK;
 }

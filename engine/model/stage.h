@@ -59,6 +59,11 @@ typedef struct clp_stage_mb {
 	const int32_t *tokens, *types, *targets;
 } clp_stage_mb;
 
+/* Skip layers (global layer indices; n = 0 clears): their forward passes the residual stream
+ * through unchanged and their backward passes the gradient through. For evaluating and sampling
+ * a model with some of its layers removed (SkipPipe's partial inference). */
+clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n);
+
 clp_buf clp_stage_act_in(const clp_stage *st, int slot);  /* (N,C) input of a later stage */
 clp_buf clp_stage_act_out(const clp_stage *st, int slot); /* (N,C) output of an earlier stage */
 clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C), see above */

@@ -59,6 +59,7 @@ struct clp_stage {
 	struct slot *slots;
 	int split;              /* created for split backward */
 	int recompute;          /* layers recomputed in the backward from their inputs */
+	unsigned char *skip;    /* per layer held: 1 = identity (partial inference) */
 	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
 	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */

@@ -406,6 +406,11 @@ static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
 	}
 	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
 		s->cfg.train.seq = base.train.seq;
+	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
+		/* the stage map the model was trained with, for sample.skip_stages */
+		s->cfg.pipeline.stages = base.pipeline.stages;
+		s->cfg.pipeline.layers = base.pipeline.layers;
+	}
 	return CLP_OK;
 }
 
@@ -475,6 +480,42 @@ static clp_status open_device(clp_session *s)
 	return clp_cl_ctx_create(&s->ctx, sel[0] ? sel : NULL);
 }
 
+/* The layers eval and sample skip: sample.skip_layers, plus the layers of sample.skip_stages
+ * under the stage map of pipeline.stages / pipeline.layers (as the pipeline split them). */
+static clp_status apply_skips(clp_session *s, clp_stage *st)
+{
+	const clp_train_config *c = &s->cfg;
+	int L = s->m.n_layer, D = (int)c->pipeline.stages, list[4096], n = 0;
+
+	for (int i = 0; i < c->sample.skip_layers.n && n < 4096; i++)
+		list[n++] = (int)c->sample.skip_layers.v[i];
+	for (int i = 0; i < c->sample.skip_stages.n; i++) {
+		int stg = (int)c->sample.skip_stages.v[i], first = 0, count;
+
+		if (stg < 0 || stg >= D)
+			return clp_error(CLP_ERR_INVALID, "sample.skip_stages: stage %d of a %d-stage "
+					 "split (pipeline.stages)", stg, D);
+		if (c->pipeline.layers.n == D) {
+			for (int k = 0; k < stg; k++)
+				first += (int)c->pipeline.layers.v[k];
+			count = (int)c->pipeline.layers.v[stg];
+		} else { /* even split, earlier stages take the remainder */
+			for (int k = 0; k < stg; k++)
+				first += L / D + (k < L % D);
+			count = L / D + (stg < L % D);
+		}
+		for (int l = first; l < first + count && n < 4096; l++)
+			list[n++] = l;
+	}
+	if (n && st_rank(s) == 0) {
+		fprintf(s->out, "skipping %d of %d layers:", n, L);
+		for (int i = 0; i < n; i++)
+			fprintf(s->out, " %d", list[i]);
+		fprintf(s->out, "\n");
+	}
+	return clp_stage_skip_layers(st, list, n);
+}
+
 static clp_status open_model(clp_session *s)
 {
 	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
@@ -489,10 +530,13 @@ static clp_status open_model(clp_session *s)
 	if (s->mode == CLP_SESSION_SAMPLE) {
 		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));
+		CLP_TRY(apply_skips(s, s->st));
 		return clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
 	}
 	CLP_TRY(make_schedule(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
+	if (s->mode == CLP_SESSION_EVAL)
+		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 

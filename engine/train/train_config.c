@@ -115,6 +115,11 @@ static const clp_cfg_field fields[] = {
 	  "softmax temperature (0: greedy)", 0, 100, NULL),
 	F(sample.ckpt, "sample.ckpt", CLP_CFG_STRING, "\"\"", "checkpoint for eval and sample", 0,
 	  0, NULL),
+	F(sample.skip_layers, "sample.skip_layers", CLP_CFG_INTS, "[]",
+	  "eval/sample with these layers removed (identity)", 0, 100000, NULL),
+	F(sample.skip_stages, "sample.skip_stages", CLP_CFG_INTS, "[]",
+	  "eval/sample with these stages removed (their layers, by pipeline.stages and "
+	  "pipeline.layers)", 0, 100000, NULL),
 };
 
 const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / sizeof(fields[0])};

@@ -64,6 +64,8 @@ typedef struct clp_train_config {
 		long length, top_k;
 		double temperature;
 		char ckpt[1024];
+		clp_cfg_ints skip_layers; /* eval/sample: layers run as identity */
+		clp_cfg_ints skip_stages; /* eval/sample: stages (of pipeline.stages) skipped */
 	} sample;
 } clp_train_config;
 

@@ -2,6 +2,7 @@
  * uninterrupted run's losses, a checkpoint of another model is refused, evaluation and sampling
  * work from a checkpoint, and bad settings give messages that name the field or file. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,27 @@ static void test_eval_and_sample(void)
 	}
 	clp_session_close(s);
 	s = NULL;
+	/* partial inference: half the layers removed (stage 1 of a 2-stage split) */
+	c.pipeline.stages = 2;
+	c.sample.skip_stages.n = 1;
+	c.sample.skip_stages.v[0] = 1;
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
+	if (s) {
+		double l2, b2;
+
+		CHECK_OK(clp_session_eval(s, 2, &l2, &b2));
+		CHECK(isfinite(l2) && l2 != loss, "without layer 1 the loss changes: %g vs %g", l2,
+		      loss);
+	}
+	clp_session_close(s);
+	s = NULL;
+	c.pipeline.stages = 1;
+	c.sample.skip_stages.n = 0;
+	c.sample.skip_layers.n = 1;
+	c.sample.skip_layers.v[0] = 7;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout), CLP_ERR_INVALID,
+		  "skip layer 7");
+	c.sample.skip_layers.n = 0;
 	snprintf(c.sample.prompt, sizeof(c.sample.prompt), "the cat");
 	c.sample.length = 20;
 	snprintf(path, sizeof(path), "%s/sample.txt", dir);
