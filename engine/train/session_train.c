@@ -219,6 +219,29 @@ static clp_status write_trace(clp_session *s, long step)
 	return st;
 }
 
+/* The per-kernel device time of the steps run (train.profile), from profiling events. */
+static clp_status print_profile(clp_session *s)
+{
+	clp_cl_timing *t = NULL;
+	int n = 0;
+	double total = 0;
+
+	CLP_TRY(clp_cl_profile_stop(s->ctx, &t, &n));
+	for (int i = 0; i < n; i++)
+		total += t[i].total_ms;
+	if (st_rank(s) == 0) {
+		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms\n",
+			total);
+		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
+		for (int i = 0; i < n; i++)
+			fprintf(s->out, "  %-24s %8llu %12.1f %6.1f%%\n", t[i].label,
+				(unsigned long long)t[i].count, t[i].total_ms,
+				100 * t[i].total_ms / (total > 0 ? total : 1));
+	}
+	free(t);
+	return CLP_OK;
+}
+
 clp_status clp_session_train(clp_session *s, double *val_loss)
 {
 	const clp_train_config *c = &s->cfg;
@@ -282,9 +305,13 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		}
 		if (s->hook)
 			s->hook(s->hook_ud, step + 1);
+		if (c->train.profile && step == first) /* the first step builds kernels */
+			clp_cl_profile_start(s->ctx);
 	}
 	if (isatty(fileno(s->out)) && st_rank(s) == 0)
 		fputc('\n', s->out);
+	if (c->train.profile && s->step > first + 1)
+		CLP_TRY(print_profile(s));
 	CLP_TRY(evaluate(s, s->step, &last_val, &metric));
 	if (c->ckpt.dir[0])
 		CLP_TRY(st_save(s));

@@ -58,6 +58,9 @@ static const clp_cfg_field fields[] = {
 	F(train.recompute, "train.recompute", CLP_CFG_BOOL, "false",
 	  "keep only layer inputs; recompute activations in the backward (less memory)", 0, 0,
 	  NULL),
+	F(train.profile, "train.profile", CLP_CFG_BOOL, "false",
+	  "print where the device time went (per kernel, from events) after training", 0, 0,
+	  NULL),
 	F(train.trace_step, "train.trace_step", CLP_CFG_INT, "0", "the step traced (0: the last)",
 	  0, 1L << 40, NULL),
 

@@ -33,6 +33,7 @@ typedef struct clp_train_config {
 		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */
 		long trace_step;     /* the step traced (0: the last) */
 		int recompute;       /* recompute each layer's activations in the backward */
+		int profile;         /* print the device time per kernel at the end */
 	} train;
 	struct {
 		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 */
