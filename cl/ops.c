@@ -134,3 +134,16 @@ clp_status clp_cl_nrm2(clp_cl_ctx *ctx, clp_buf out, clp_buf x, size_t n)
 {
 	return reduce(ctx, out, x, n, RED_NRM2);
 }
+
+clp_status clp_cl_copy(clp_cl_ctx *ctx, clp_buf dst, clp_buf src, size_t n)
+{
+	cl_int err;
+
+	if (!n)
+		return CLP_OK;
+	err = clEnqueueCopyBuffer(clp_cl_ctx_queue(ctx), src.mem, dst.mem, src.off * 4, dst.off * 4,
+				  n * 4, 0, NULL, NULL);
+	if (err != CL_SUCCESS)
+		return clp_cl_fail(ctx, err, "copying %zu floats", n);
+	return CLP_OK;
+}

@@ -10,6 +10,7 @@ clp_status clp_cl_fill(clp_cl_ctx *ctx, clp_buf y, float v, size_t n);
 clp_status clp_cl_scale(clp_cl_ctx *ctx, clp_buf y, float a, size_t n);          /* y *= a */
 clp_status clp_cl_axpy(clp_cl_ctx *ctx, clp_buf y, clp_buf x, float a, size_t n); /* y += a x */
 clp_status clp_cl_add(clp_cl_ctx *ctx, clp_buf z, clp_buf x, clp_buf y, size_t n); /* z = x + y */
+clp_status clp_cl_copy(clp_cl_ctx *ctx, clp_buf dst, clp_buf src, size_t n); /* dst = src */
 clp_status clp_cl_mul(clp_cl_ctx *ctx, clp_buf z, clp_buf x, clp_buf y, size_t n); /* z = x * y */
 
 /* out[0] = sum x, sum x^2, or sqrt(sum x^2); compensated fp32 (relative error ~1e-7 for sums

@@ -22,6 +22,8 @@ int cmd_eval(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
+/* `clpipe bench` without a subcommand: the device benchmark (tools/cmd_bench_device.c). */
+int cmd_bench_device(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);

@@ -1,17 +1,30 @@
-/* clpipe devices: list the OpenCL devices this machine offers. */
+/* clpipe devices: the OpenCL devices and where they sit (PCI address, NUMA node, nearby cores),
+ * for this machine, for an hwloc XML topology with a device description, or for every host of
+ * an mpirun job. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/runtime.h"
+#include "topology/comm.h"
+#include "topology/discover.h"
+#include "topology/gather.h"
 #include "tools/cli.h"
 
 static void help(void)
 {
-	printf("usage: clpipe devices [--json]\n\n"
-	       "Lists every OpenCL device: index, platform, name, vendor, type, compute units,\n"
-	       "memory, largest single allocation, OpenCL C version, fp64/fp16 and how it splits.\n\n"
+	printf("usage: clpipe devices [--topology FILE] [--devices FILE] [--json]\n"
+	       "                      [--write-devices FILE]\n\n"
+	       "Lists every OpenCL device with its locality: vendor, type, memory, PCI address,\n"
+	       "NUMA node and the cores near it (from hwloc). CPU devices (PoCL) and devices\n"
+	       "without a PCI address are local to the whole host, and the notes say so.\n\n"
+	       "  --topology FILE       an hwloc XML topology (lstopo --of xml) instead of this\n"
+	       "                        machine\n"
+	       "  --devices FILE        the OpenCL devices that machine reports, as JSON (see\n"
+	       "                        topology/discover.h; --write-devices makes one)\n"
+	       "  --json                print the cluster inventory as JSON\n"
+	       "  --write-devices FILE  write this machine's device description to FILE\n\n"
+	       "Under mpirun every rank reports its host and rank 0 prints the whole cluster.\n\n"
 	       "Select a device elsewhere with --device SPEC or CLPIPE_DEVICE=SPEC, where SPEC is\n"
 	       "  N        device N of this list\n"
 	       "  N.J      sub-device J of device N split into single compute units\n"
@@ -21,73 +34,137 @@ static void help(void)
 	       "  default  the first GPU, else the first device\n");
 }
 
-static json_t *dev_json(const clp_cl_devinfo *d)
+static void print_host(const clp_topo_host *h, const clp_topo_cluster *c, int hi)
 {
-	return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:I, s:I, s:s, s:b, "
-			 "s:b, s:i, s:i}",
-			 "index", d->index, "platform", d->platform, "name", d->name, "vendor",
-			 d->vendor, "type", d->type, "driver", d->driver, "version", d->version,
-			 "compute_units", (int)d->compute_units, "max_clock_mhz",
-			 (int)d->max_clock_mhz, "global_mem", (json_int_t)d->global_mem,
-			 "max_alloc", (json_int_t)d->max_alloc, "local_mem",
-			 (json_int_t)d->local_mem, "opencl_c", d->c_version, "fp64", d->fp64,
-			 "fp16", d->fp16, "max_subdevices", (int)d->max_subdevices,
-			 "pref_vector_float", (int)d->pref_vec_float);
+	int nranks = 0;
+
+	for (int r = 0; c && r < c->nranks; r++)
+		nranks += c->ranks[r].host == hi;
+	printf("host %s: %d PUs (%d cores) %s, %d NUMA node%s", h->name, h->pus, h->cores,
+	       h->cpuset, h->numa_nodes, h->numa_nodes == 1 ? "" : "s");
+	if (nranks)
+		printf(", %d rank%s", nranks, nranks == 1 ? "" : "s");
+	printf("\n");
+	if (h->ndevices == 0) {
+		printf("  no OpenCL devices (is an ICD such as pocl-opencl-icd installed?)\n");
+		return;
+	}
+	printf("  %-3s %-30s %-18s %-5s %4s %9s %-12s %4s %s\n", "#", "device", "vendor", "type",
+	       "CUs", "memory", "PCI", "NUMA", "near cores");
+	for (int i = 0; i < h->ndevices; i++) {
+		const clp_topo_device *d = &h->devices[i];
+		char numa[8];
+
+		snprintf(numa, sizeof(numa), "%d", d->numa);
+		printf("  %-3d %-30.30s %-18.18s %-5s %4u %7.1fGi %-12s %4s %s (%d core%s%s)\n",
+		       d->index, d->name, d->vendor, d->type, d->compute_units,
+		       d->global_mem / 1073741824.0, d->pci[0] ? d->pci : "-",
+		       d->numa >= 0 ? numa : "-", d->cpuset, d->cores, d->cores == 1 ? "" : "s",
+		       d->local_to_host ? ", whole host" : "");
+	}
+	for (int i = 0; i < h->ndevices; i++) {
+		const clp_topo_device *d = &h->devices[i];
+
+		if (d->loc != CLP_TOPO_LOC_PCI)
+			printf("  note: device %d %s%s%s: %s\n", d->index,
+			       d->pci[0] ? "(PCI " : "", d->pci, d->pci[0] ? ")" : "",
+			       clp_topo_loc_text(d->loc));
+		if (d->max_subdevices > 1)
+			printf("  note: device %d splits into up to %u parts (%d.0 .. %d.%u)\n",
+			       d->index, d->max_subdevices, d->index, d->index,
+			       d->max_subdevices - 1);
+	}
+	for (int i = 0; i < h->nlinks; i++)
+		printf("  link: device %d <-> device %d  %s %.0f GB/s\n",
+		       h->devices[h->links[i].a].index, h->devices[h->links[i].b].index,
+		       h->links[i].kind, h->links[i].bandwidth_gbps);
+}
+
+static clp_status local_host(const char *topology, const char *devices, clp_topo_host *h)
+{
+	clp_topo_cldev *devs = NULL;
+	int n = 0;
+	clp_status s;
+
+	if (devices)
+		s = clp_topo_cldevs_read(devices, &devs, &n);
+	else
+		s = clp_topo_cldevs_live(&devs, &n);
+	if (s == CLP_OK)
+		s = clp_topo_discover(topology, devs, n, h);
+	free(devs);
+	return s;
 }
 
 int cmd_devices(int argc, char **argv)
 {
-	int as_json = 0, n = 0;
-	clp_cl_devinfo *devs = NULL;
+	const char *topology = NULL, *devices = NULL, *write_devices = NULL;
+	int as_json = 0, rc = 0;
+	clp_topo_host host = {0};
+	clp_topo_cluster cluster = {0};
+	clp_comm *comm = NULL;
 	clp_status s;
 
 	for (int i = 1; i < argc; i++) {
+		int r = 0;
+
 		if (cli_is_help(argv[i])) {
 			help();
 			return 0;
 		} else if (!strcmp(argv[i], "--json")) {
 			as_json = 1;
-		} else {
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--topology", &topology)) == 0 &&
+		    (r = cli_value(argc, argv, &i, "--devices", &devices)) == 0)
+			r = cli_value(argc, argv, &i, "--write-devices", &write_devices);
+		if (r < 0)
+			return cli_usage_error("devices", "%s needs a value", argv[i]);
+		if (r == 0)
 			return cli_usage_error("devices", "unknown option '%s'", argv[i]);
+	}
+	if (write_devices) {
+		clp_topo_cldev *devs = NULL;
+		int n = 0;
+
+		s = clp_topo_cldevs_live(&devs, &n);
+		if (s == CLP_OK)
+			s = clp_topo_cldevs_write(write_devices, devs, n);
+		free(devs);
+		if (s != CLP_OK)
+			return cli_fail("devices", s);
+		printf("wrote %d device%s to %s\n", n, n == 1 ? "" : "s", write_devices);
+		return 0;
+	}
+	if ((s = clp_comm_world(&argc, &argv, &comm)) != CLP_OK)
+		return cli_fail("devices", s);
+	s = local_host(topology, devices, &host);
+	if (s != CLP_OK) {
+		rc = cli_fail("devices", s);
+		if (clp_comm_size(comm) > 1)
+			clp_comm_abort(comm, 1);
+		goto out;
+	}
+	if ((s = clp_topo_gather(comm, &host, 0, &cluster)) != CLP_OK) {
+		rc = cli_fail("devices", s);
+		goto out;
+	}
+	if (clp_comm_rank(comm) == 0) {
+		if (as_json) {
+			json_t *j = clp_topo_cluster_to_json(&cluster);
+
+			json_dumpf(j, stdout, JSON_INDENT(2));
+			printf("\n");
+			json_decref(j);
+		} else {
+			for (int h = 0; h < cluster.nhosts; h++)
+				print_host(&cluster.hosts[h], clp_comm_size(comm) > 1 ? &cluster :
+					   NULL, h);
 		}
 	}
-	s = clp_cl_devices(&devs, &n);
-	if (s != CLP_OK)
-		return cli_fail("devices", s);
-	if (as_json) {
-		json_t *arr = json_array();
-
-		for (int i = 0; i < n; i++)
-			json_array_append_new(arr, dev_json(&devs[i]));
-		json_dumpf(arr, stdout, JSON_INDENT(2));
-		printf("\n");
-		json_decref(arr);
-		free(devs);
-		return 0;
-	}
-	if (n == 0) {
-		printf("no OpenCL devices found (is an ICD such as pocl-opencl-icd installed?)\n");
-		free(devs);
-		return 0;
-	}
-	printf("%-3s %-28s %-32s %-14s %-5s %4s %9s %9s %-10s %-9s %s\n", "#", "platform", "name",
-	       "vendor", "type", "CUs", "memory", "max alloc", "OpenCL C", "fp64/fp16", "split");
-	for (int i = 0; i < n; i++) {
-		const clp_cl_devinfo *d = &devs[i];
-		const char *cv = strstr(d->c_version, "OpenCL C ");
-		char ver[16];
-
-		snprintf(ver, sizeof(ver), "%.3s", cv ? cv + 9 : d->c_version);
-		printf("%-3d %-28.28s %-32.32s %-14.14s %-5s %4u %7.1fGi %7.1fGi %-10s %-4s/%-4s ", i,
-		       d->platform, d->name, d->vendor, d->type, d->compute_units,
-		       d->global_mem / 1073741824.0, d->max_alloc / 1073741824.0, ver,
-		       d->fp64 ? "yes" : "no", d->fp16 ? "yes" : "no");
-		if (d->max_subdevices > 1)
-			printf("up to %u parts (%d.0 .. %d.%u)\n", d->max_subdevices, i, i,
-			       d->max_subdevices - 1);
-		else
-			printf("-\n");
-	}
-	free(devs);
-	return 0;
+out:
+	clp_topo_cluster_clear(&cluster);
+	clp_topo_host_clear(&host);
+	clp_comm_free(comm);
+	return rc;
 }

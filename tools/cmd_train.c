@@ -1,6 +1,7 @@
 /* clpipe train, eval and sample: configuration from a file and the command line, then a session
  * (engine/train/session.h). */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,29 +106,85 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
 
+/* CLPIPE_FAULT="die|stop:RANK:STEP" makes that rank kill or stop itself after that step, to
+ * test how the job handles a rank that dies or stops answering. */
+struct fault {
+	int kind, rank; /* kind 1 die, 2 stop */
+	long step;
+};
+
+static void fault_hook(void *ud, long step)
+{
+	const struct fault *f = ud;
+
+	if (step != f->step)
+		return;
+	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank,
+		f->kind == 1 ? "dies" : "stops", step);
+	fflush(stderr);
+	raise(f->kind == 1 ? SIGKILL : SIGSTOP);
+}
+
+static void install_fault(clp_session *s, int rank, struct fault *f)
+{
+	const char *e = getenv("CLPIPE_FAULT");
+	char kind[8];
+
+	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
+		return;
+	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : 0;
+	if (f->kind)
+		clp_session_set_hook(s, fault_hook, f);
+}
+
+/* A fatal error on one rank ends the whole job (Open MPI has no way to carry on without it). */
+static int fail(const char *cmd, clp_comm *comm, clp_status st)
+{
+	int rc = cli_fail(cmd, st);
+
+	if (comm && clp_comm_size(comm) > 1) {
+		fprintf(stderr, "clpipe %s: rank %d stops the job\n", cmd, clp_comm_rank(comm));
+		fflush(stderr);
+		clp_comm_abort(comm, rc);
+	}
+	clp_comm_free(comm);
+	return rc;
+}
+
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
 {
 	clp_train_config cfg;
 	clp_session *s = NULL;
-	int print_only = 0, rc;
+	clp_comm *comm = NULL;
+	int print_only = 0, rc, rank = 0;
 	clp_status st;
 
 	rc = parse(cmd, argc, argv, &cfg, &print_only);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
-	st = clp_session_open(&s, &cfg, mode, stdout);
+	if (mode == CLP_SESSION_TRAIN) {
+		st = clp_comm_world(&argc, &argv, &comm);
+		if (st != CLP_OK)
+			return cli_fail(cmd, st);
+		rank = clp_comm_rank(comm);
+	}
+	st = clp_session_open(&s, &cfg, mode, comm, stdout);
 	if (st != CLP_OK)
-		return cli_fail(cmd, st);
-	if (mode == CLP_SESSION_TRAIN || print_only) {
+		return fail(cmd, comm, st);
+	if ((mode == CLP_SESSION_TRAIN || print_only) && rank == 0) {
 		printf("# effective config (clpipe %s)\n", cmd);
 		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, 0);
 		printf("\n");
 	}
 	if (print_only) {
 		clp_session_close(s);
+		clp_comm_free(comm);
 		return 0;
 	}
 	if (mode == CLP_SESSION_TRAIN) {
+		struct fault f = {0, -1, 0};
+
+		install_fault(s, rank, &f);
 		st = clp_session_train(s, NULL);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
@@ -144,7 +201,10 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		st = clp_session_sample(s, stdout);
 	}
 	clp_session_close(s);
-	return st == CLP_OK ? 0 : cli_fail(cmd, st);
+	if (st != CLP_OK)
+		return fail(cmd, comm, st);
+	clp_comm_free(comm);
+	return 0;
 }
 
 int cmd_train(int argc, char **argv)

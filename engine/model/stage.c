@@ -66,6 +66,8 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		[LA_LN2] = st->cfg.preset == CLP_PRESET_BERT ? 0 : N * C, [LA_LN2_MEAN] = N,
 		[LA_LN2_RSTD] = N, [LA_FC] = N * st->dfc, [LA_ACT] = N * st->F,
 		[LA_RES2] = st->cfg.preset == CLP_PRESET_BERT ? N * C : 0,
+		[LA_DY_QKV] = st->split ? N * st->dq : 0, [LA_DY_O] = st->split ? N * C : 0,
+		[LA_DY_FC] = st->split ? N * st->dfc : 0, [LA_DY_PROJ] = st->split ? N * C : 0,
 	};
 	int bert = st->cfg.preset == CLP_PRESET_BERT;
 	size_t sa_size[SA_COUNT] = {
@@ -77,6 +79,12 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		[SA_XLSE] = N, [SA_LOSSES] = N, [SA_LOSS] = 1,
 	};
 	int nv = (st->nl + 1) + st->nl * LA_COUNT + SA_COUNT, v = 0;
+	size_t la_slot[LA_COUNT];
+
+	/* with recomputation a slot keeps only the split backward's output gradients; the rest
+	 * of a layer's activations live once, in st->rla, and are rebuilt layer by layer */
+	for (int a = 0; a < LA_COUNT; a++)
+		la_slot[a] = st->recompute && a < LA_DY_QKV ? 0 : la_size[a];
 	const char **names = calloc((size_t)nv, sizeof(*names));
 	size_t *bytes = calloc((size_t)nv, sizeof(*bytes));
 	char label[64];
@@ -97,7 +105,7 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	for (int l = 0; l < st->nl; l++)
 		for (int a = 0; a < LA_COUNT; a++) {
 			names[v] = "layer activation";
-			bytes[v++] = la_size[a] * sizeof(float);
+			bytes[v++] = la_slot[a] * sizeof(float);
 		}
 	for (int a = 0; a < SA_COUNT; a++) {
 		names[v] = "stage activation";
@@ -111,8 +119,25 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	for (int i = 0; i <= st->nl; i++)
 		sl->x[i] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
 	for (int l = 0; l < st->nl; l++)
-		for (int a = 0; a < LA_COUNT; a++)
+		for (int a = 0; a < LA_COUNT; a++) {
 			sl->la[l][a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+			if (st->recompute && a < LA_DY_QKV)
+				sl->la[l][a] = st->rla[a];
+		}
+	if (st->recompute && !st->rmem) {
+		const char *rn[LA_COUNT];
+
+		for (int a = 0; a < LA_COUNT; a++) {
+			rn[a] = "recomputed activation";
+			bytes[a] = a < LA_DY_QKV ? la_size[a] * sizeof(float) : 0;
+		}
+		s = clp_cl_block_create(st->ctx, "recomputed layer", LA_COUNT, rn, bytes, &st->rmem);
+		for (int a = 0; s == CLP_OK && a < LA_COUNT; a++)
+			st->rla[a] = clp_buf_view(clp_cl_block_view(st->rmem, a));
+		for (int l = 0; s == CLP_OK && l < st->nl; l++)
+			for (int a = 0; a < LA_DY_QKV; a++)
+				sl->la[l][a] = st->rla[a];
+	}
 	for (int a = 0; a < SA_COUNT; a++)
 		sl->sa[a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
 out:
@@ -142,19 +167,26 @@ static clp_status alloc_tmp(clp_stage *st)
 	return CLP_OK;
 }
 
+static int holds_tied_pair(const clp_stage *st)
+{
+	return st->has_emb && st->has_head && st->cfg.tied;
+}
+
 static clp_status alloc_misc(clp_stage *st)
 {
-	const char *names[2] = {"grad stats", "rope table"};
+	const char *names[3] = {"grad stats", "rope table", "tied head gradient"};
 	size_t half = st->hd / 2;
-	size_t bytes[2] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
+	size_t bytes[3] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
 						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
-						      : 4};
+						      : 4,
+			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4};
 	float *tab;
 	clp_status s;
 
-	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 2, names, bytes, &st->misc));
+	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 3, names, bytes, &st->misc));
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
+	st->tied_grad = clp_buf_view(clp_cl_block_view(st->misc, 2));
 	if (st->cfg.preset != CLP_PRESET_LLAMA)
 		return CLP_OK;
 	tab = malloc(bytes[1]);
@@ -231,6 +263,8 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	st->dq = st->H * st->hd + 2 * st->KVH * st->hd;
 	st->dfc = st->cfg.preset == CLP_PRESET_LLAMA ? 2 * st->F : st->F;
 	st->nslots = o->slots;
+	st->split = o->split;
+	st->recompute = o->recompute;
 	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
 	if (!st->slots)
 		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
@@ -275,7 +309,9 @@ void clp_stage_free(clp_stage *st)
 	}
 	clp_cl_block_free(st->tmp);
 	clp_cl_block_free(st->misc);
+	clp_cl_block_free(st->rmem);
 	free(st->global_index);
+	free(st->skip);
 	clp_param_table_free(&st->tab);
 	free(st);
 }
@@ -403,8 +439,12 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 	if (st->has_head && mb->targets)
 		CLP_TRY(clp_cl_write(st->ctx, s->sa[SA_TARGETS].mem, s->sa[SA_TARGETS].off * 4,
 				     st->N * 4, mb->targets));
-	for (int l = 0; l < st->nl; l++)
-		CLP_TRY(st_layer_forward(st, s, l, mb));
+	for (int l = 0; l < st->nl; l++) {
+		if (st->skip && st->skip[l])
+			CLP_TRY(clp_cl_copy(st->ctx, s->x[l + 1], s->x[l], st->N * st->C));
+		else
+			CLP_TRY(st_layer_forward(st, s, l, mb));
+	}
 	if (st->has_head)
 		CLP_TRY(st_head_forward(st, s, inv_count));
 	return CLP_OK;
@@ -418,10 +458,47 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 	s = &st->slots[mb->slot];
 	if (st->has_head)
 		CLP_TRY(st_head_backward(st, s, loss_scale));
-	for (int l = st->nl - 1; l >= 0; l--)
+	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->skip && st->skip[l])
+			continue; /* identity: the gradient passes through */
+		if (st->recompute) /* the layer's activations again, from its input */
+			CLP_TRY(st_layer_forward(st, s, l, mb));
 		CLP_TRY(st_layer_backward(st, s, l, mb));
+	}
 	if (st->has_emb)
 		CLP_TRY(st_embedding_backward(st, s, mb));
+	return CLP_OK;
+}
+
+clp_status clp_stage_backward_input(clp_stage *st, const clp_stage_mb *mb, float loss_scale)
+{
+	clp_status s;
+
+	if (!st->split)
+		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
+				 "opts.split");
+	st->bw_mode = 1;
+	s = clp_stage_backward(st, mb, loss_scale);
+	st->bw_mode = 0;
+	return s;
+}
+
+clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
+{
+	struct slot *s;
+
+	CLP_TRY(check_slot(st, mb));
+	if (!st->split)
+		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
+				 "opts.split");
+	s = &st->slots[mb->slot];
+	for (int l = st->nl - 1; l >= 0; l--) {
+		if (st->skip && st->skip[l])
+			continue;
+		if (st->recompute)
+			CLP_TRY(st_layer_forward(st, s, l, mb));
+		CLP_TRY(st_layer_weight_grads(st, s, l));
+	}
 	return CLP_OK;
 }
 
@@ -429,7 +506,24 @@ clp_status clp_stage_zero_grads(clp_stage *st)
 {
 	for (int u = 0; u < st->tab.nunits; u++)
 		CLP_TRY(clp_cl_fill(st->ctx, st->units[CLP_ST_GRAD][u], 0.0f, st->tab.units[u].numel));
+	if (holds_tied_pair(st))
+		CLP_TRY(clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C));
 	return CLP_OK;
+}
+
+clp_buf st_tied_head_grad(clp_stage *st)
+{
+	return holds_tied_pair(st) ? st->tied_grad : st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB,
+							      st->cfg.n_layer + 1);
+}
+
+clp_status clp_stage_fold_tied(clp_stage *st)
+{
+	clp_buf g = st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0);
+
+	if (!holds_tied_pair(st))
+		return CLP_OK;
+	return clp_cl_add(st->ctx, g, g, st->tied_grad, st->V * st->C);
 }
 
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
@@ -463,5 +557,24 @@ clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf sta
 					    clp_stage_tensor(st, CLP_ST_GRAD, i),
 					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
 					    stats, 1.0f));
+	return CLP_OK;
+}
+
+clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n)
+{
+	free(st->skip);
+	st->skip = NULL;
+	if (n == 0)
+		return CLP_OK;
+	st->skip = calloc((size_t)st->nl + 1, 1);
+	if (!st->skip)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int i = 0; i < n; i++) {
+		if (layers[i] < 0 || layers[i] >= st->cfg.n_layer)
+			return clp_error(CLP_ERR_INVALID, "skip layer %d: the model has layers 0..%d",
+					 layers[i], st->cfg.n_layer - 1);
+		if (layers[i] >= st->l0 && layers[i] < st->l0 + st->nl)
+			st->skip[layers[i] - st->l0] = 1;
+	}
 	return CLP_OK;
 }

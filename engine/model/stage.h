@@ -26,6 +26,8 @@ typedef struct clp_stage clp_stage;
 typedef struct clp_stage_opts {
 	size_t B, T; /* micro-batch: B sequences of T tokens (T <= ctx) */
 	int slots;   /* micro-batches whose activations are held at once (>= 1) */
+	int split;   /* backward in two halves (zero-bubble): input gradient, then weights */
+	int recompute; /* keep only each layer's input; recompute the layer in the backward */
 } clp_stage_opts;
 
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
@@ -57,6 +59,11 @@ typedef struct clp_stage_mb {
 	const int32_t *tokens, *types, *targets;
 } clp_stage_mb;
 
+/* Skip layers (global layer indices; n = 0 clears): their forward passes the residual stream
+ * through unchanged and their backward passes the gradient through. For evaluating and sampling
+ * a model with some of its layers removed (SkipPipe's partial inference). */
+clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n);
+
 clp_buf clp_stage_act_in(const clp_stage *st, int slot);  /* (N,C) input of a later stage */
 clp_buf clp_stage_act_out(const clp_stage *st, int slot); /* (N,C) output of an earlier stage */
 clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C), see above */
@@ -69,12 +76,23 @@ clp_buf clp_stage_loss(const clp_stage *st, int slot);
 clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_count);
 /* Backward of a micro-batch; loss_scale (the same 1 / count) scales the loss gradient. */
 clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale);
+/* The two halves of a backward (stages created with opts.split): B computes the input gradient
+ * and every gradient except the weight matrices of the transformer layers' linear layers, whose
+ * output gradients it keeps in the slot; W then adds those weight gradients. B then W of one
+ * micro-batch add exactly what clp_stage_backward adds, in the same order per tensor. */
+clp_status clp_stage_backward_input(clp_stage *st, const clp_stage_mb *mb, float loss_scale);
+clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb);
 
 /* logits (rows, V) = final hidden rows [row0, row0 + rows) of a slot's last forward times the
  * head weight (+ bias): for sampling and for tests. Head stage only. */
 clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, clp_buf logits);
 
 clp_status clp_stage_zero_grads(clp_stage *st);
+/* A stage holding both the embedding and the tied head keeps the head's share of the
+ * embedding's gradient apart, as a pipeline does when they sit on two ranks, and adds it once
+ * all micro-batches are done: call this before reading gradients, the norm or the optimizer.
+ * The sum (embedding + head) is then the same in both layouts, bit for bit. */
+clp_status clp_stage_fold_tied(clp_stage *st);
 /* Sum of squares and non-finite flag of all gradients into stats (see clp_nn_grad_stats). */
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm);
 /* AdamW on every parameter (decay per tensor), using stats (scale / skip) as clp_nn_adamw. */
@@ -105,6 +123,7 @@ void clp_stage_linear_get(const clp_stage *st, clp_stage_linear lin, clp_stage_l
 /* Layers held: model layers first .. first + n - 1 of the model's model_layers; rows N = B*T of
  * a micro-batch; the stage's context. */
 clp_cl_ctx *clp_stage_ctx(const clp_stage *st);
+int clp_stage_recomputes(const clp_stage *st); /* layers recomputed in the backward */
 int clp_stage_model_layers(const clp_stage *st);
 int clp_stage_first_layer(const clp_stage *st);
 int clp_stage_nlayers(const clp_stage *st);

@@ -11,21 +11,31 @@
 #define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
 #define G(role) st_unit(st, CLP_ST_GRAD, role, blk)
 
-/* For y = x W (+ b): dx = beta dx + dy W' (skipped when dx.mem is NULL), dW += x' dy, db +=
- * column sums of dy. Layouts as st_linear_fwd. */
+/* dW += x' dy for y = x W; layouts as st_linear_fwd. */
+static clp_status weight_grad(clp_stage *st, clp_buf dw, clp_buf dy, clp_buf x, size_t N,
+			      size_t I, size_t O, int in_out)
+{
+	if (in_out)
+		return clp_cl_gemm(st->ctx, CLP_T, CLP_N, I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O);
+	return clp_cl_gemm(st->ctx, CLP_T, CLP_N, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
+}
+
+/* For y = x W (+ b): dx = beta dx + dy W' (skipped when dx.mem is NULL), db += column sums of
+ * dy, and dW += x' dy, or, in the input half of a split backward, dy kept in stash for the
+ * weight half. Layouts as st_linear_fwd. */
 static clp_status linear_bwd(clp_stage *st, clp_buf dx, float beta, clp_buf dw, clp_buf db,
 			     clp_buf dy, clp_buf x, clp_buf w, size_t N, size_t I, size_t O,
-			     int in_out)
+			     int in_out, clp_buf stash)
 {
 	clp_cl_ctx *ctx = st->ctx;
 
 	if (dx.mem)
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, in_out ? CLP_T : CLP_N, N, I, O, 1.0f, dy, O, w,
 				    in_out ? O : I, beta, dx, I));
-	if (in_out)
-		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O));
+	if (st->bw_mode == 1 && stash.mem)
+		CLP_TRY(clp_cl_copy(ctx, stash, dy, N * O));
 	else
-		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I));
+		CLP_TRY(weight_grad(st, dw, dy, x, N, I, O, in_out));
 	if (db.mem)
 		CLP_TRY(clp_nn_bias_backward(ctx, db, dy, N, O));
 	return CLP_OK;
@@ -72,7 +82,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(branch_grad(st, dres, mb, layer, 1, &dy));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
-			   W(CLP_R_PROJ_W), N, F, C, gpt2));
+			   W(CLP_R_PROJ_W), N, F, C, gpt2, la[LA_DY_PROJ]));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
 	if (gpt2)
 		CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
@@ -82,7 +92,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 					       la[LA_FC], OFF(la[LA_FC], F), 2 * F, N, F));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
-			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2));
+			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2, la[LA_DY_FC]));
 	if (gpt2)
 		CLP_TRY(clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN2_W), G(CLP_R_LN2_B),
 						  tv[TV_DLN], la[LA_XMID], W(CLP_R_LN2_W),
@@ -94,7 +104,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
-			   la[LA_ATT], W(CLP_R_ATT_O_W), N, HD, C, gpt2));
+			   la[LA_ATT], W(CLP_R_ATT_O_W), N, HD, C, gpt2, la[LA_DY_O]));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
 	if (!gpt2) {
 		CLP_TRY(clp_nn_rope_backward(ctx, tv[TV_DQKV], st->dq, st->rope, st->B, st->T, st->H,
@@ -104,7 +114,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	}
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV],
-			   la[LA_LN1], W(CLP_R_QKV_W), N, C, st->dq, gpt2));
+			   la[LA_LN1], W(CLP_R_QKV_W), N, C, st->dq, gpt2, la[LA_DY_QKV]));
 	if (gpt2)
 		return clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN1_W), G(CLP_R_LN1_B),
 						 tv[TV_DLN], x, W(CLP_R_LN1_W), la[LA_LN1_MEAN],
@@ -128,13 +138,13 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 	CLP_TRY(branch_grad(st, tv[TV_DA], mb, layer, 1, &dy));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
-			   W(CLP_R_PROJ_W), N, F, C, 0));
+			   W(CLP_R_PROJ_W), N, F, C, 0, la[LA_DY_PROJ]));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * F));
 	CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
 				     CLP_NN_GELU_ERF));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DA], 1.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
-			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0));
+			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0, la[LA_DY_FC]));
 	/* xmid = LN1(res1), res1 = x + o(attn(qkv(x))) */
 	CLP_TRY(clp_cl_fill(ctx, dres, 0.0f, N * C));
 	CLP_TRY(clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN1_W), G(CLP_R_LN1_B), tv[TV_DA],
@@ -143,11 +153,11 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
-			   la[LA_ATT], W(CLP_R_ATT_O_W), N, C, C, 0));
+			   la[LA_ATT], W(CLP_R_ATT_O_W), N, C, C, 0, la[LA_DY_O]));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
 	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	return linear_bwd(st, dres, 1.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV], x,
-			  W(CLP_R_QKV_W), N, C, st->dq, 0);
+			  W(CLP_R_QKV_W), N, C, st->dq, 0, la[LA_DY_QKV]);
 }
 
 clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
@@ -162,14 +172,14 @@ clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
 	int blk = st->cfg.n_layer + 1;
-	clp_buf *tv = st->tv, x = s->x[st->nl], dres = tv[TV_DRES], w, dw;
+	clp_buf *tv = st->tv, x = s->x[st->nl], dres = tv[TV_DRES], w, dw, none = {NULL, 0};
 
 	if (st->cfg.preset == CLP_PRESET_LLAMA && !st->cfg.tied) {
 		w = W(CLP_R_HEAD_W);
 		dw = G(CLP_R_HEAD_W);
 	} else {
 		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
-		dw = st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, blk);
+		dw = st_tied_head_grad(st);
 	}
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DLN], 0.0f, N * C));
 	CLP_TRY(clp_nn_xent_backward(ctx, tv[TV_DLN], dw, G(CLP_R_HEAD_BIAS), s->sa[SA_LNF], w,
@@ -195,7 +205,7 @@ clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
 		CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_TMP], tv[TV_DA], s->sa[SA_HEAD_D], N * C,
 					     CLP_NN_GELU_ERF));
 		return linear_bwd(st, dres, 0.0f, G(CLP_R_HEAD_DENSE_W), G(CLP_R_HEAD_DENSE_B),
-				  tv[TV_TMP], x, W(CLP_R_HEAD_DENSE_W), N, C, C, 0);
+				  tv[TV_TMP], x, W(CLP_R_HEAD_DENSE_W), N, C, C, 0, none);
 	}
 }
 
@@ -222,5 +232,21 @@ clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_
 				     st_unit(st, CLP_ST_GRAD, CLP_R_TYPE_EMB, 0), dy, s->tok_idx,
 				     bert ? s->type_idx : NULL, st->B, st->T, C);
 }
+/* The weight half of a split backward for one layer: dW += x' dy from the kept dy. */
+clp_status st_layer_weight_grads(clp_stage *st, struct slot *s, int li)
+{
+	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
+	int blk = st->l0 + li + 1, io = st->cfg.preset == CLP_PRESET_GPT2;
+	int bert = st->cfg.preset == CLP_PRESET_BERT;
+	clp_buf *la = s->la[li];
+
+	CLP_TRY(weight_grad(st, G(CLP_R_PROJ_W), la[LA_DY_PROJ], la[LA_ACT], N, F, C, io));
+	CLP_TRY(weight_grad(st, G(CLP_R_FC_W), la[LA_DY_FC], bert ? la[LA_XMID] : la[LA_LN2], N, C,
+			    st->dfc, io));
+	CLP_TRY(weight_grad(st, G(CLP_R_ATT_O_W), la[LA_DY_O], la[LA_ATT], N, HD, C, io));
+	return weight_grad(st, G(CLP_R_QKV_W), la[LA_DY_QKV], bert ? s->x[li] : la[LA_LN1], N, C,
+			   st->dq, io);
+}
+
 #undef W
 #undef G

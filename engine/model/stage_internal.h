@@ -15,6 +15,8 @@ enum lact {
 	LA_FC,    /* MLP pre-activation (gpt2/bert F, llama 2F: gate then up) */
 	LA_ACT,   /* MLP activation (N,F) */
 	LA_RES2,  /* bert: xmid + MLP output */
+	/* split backward: output gradients of the four linear layers, kept from B for W */
+	LA_DY_QKV, LA_DY_O, LA_DY_FC, LA_DY_PROJ,
 	LA_COUNT
 };
 
@@ -55,11 +57,19 @@ struct clp_stage {
 	clp_buf *units[4];      /* per unit, per kind */
 	int nslots;
 	struct slot *slots;
+	int split;              /* created for split backward */
+	int recompute;          /* layers recomputed in the backward from their inputs */
+	unsigned char *skip;    /* per layer held: 1 = identity (partial inference) */
+	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
+	clp_buf rla[LA_COUNT];
+	int bw_mode;            /* 0 full backward, 1 input half (B) */
 	clp_cl_block *tmp;
 	clp_buf tv[TV_COUNT];
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;
+	clp_buf tied_grad;      /* the head's share of the tied embedding's gradient, kept apart
+				   until clp_stage_fold_tied() (stages holding both ends) */
 	int *global_index;      /* per tensor: index in the whole model's table (init streams) */
 	clp_stage_tap_fn tap;   /* K-FAC: output gradients of the linear layers (stage_kfac.c) */
 	void *tap_user;
@@ -80,11 +90,15 @@ clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb
 		      int site, int backward, clp_buf dx);
 void st_attn_geometry(const clp_stage *st, clp_nn_attn *a);
 
+/* Where the head accumulates the tied embedding's gradient. */
+clp_buf st_tied_head_grad(clp_stage *st);
+
 clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
 clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count);
 clp_status st_head_backward(clp_stage *st, struct slot *s, float scale);
 clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status st_layer_weight_grads(clp_stage *st, struct slot *s, int li);
 clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 
 #endif

@@ -55,6 +55,11 @@ clp_cl_ctx *clp_stage_ctx(const clp_stage *st)
 	return st->ctx;
 }
 
+int clp_stage_recomputes(const clp_stage *st)
+{
+	return st->recompute;
+}
+
 int clp_stage_model_layers(const clp_stage *st)
 {
 	return st->cfg.n_layer;

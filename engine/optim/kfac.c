@@ -302,6 +302,9 @@ static clp_status acc_b(clp_kfac_opt *k, int li, int lin, clp_buf dy)
 	return CLP_OK;
 }
 
+static clp_status kept_entry(clp_kfac_opt *k, int mb, int create, struct kfac_kept **out);
+static void kept_done(clp_kfac_opt *k, struct kfac_kept *e, int li, int b);
+
 static clp_status check_layer(const clp_kfac_opt *k, int li, const char *what)
 {
 	if (li < -1 || li >= k->nl)
@@ -310,15 +313,29 @@ static clp_status check_layer(const clp_kfac_opt *k, int li, const char *what)
 	return CLP_OK;
 }
 
-clp_status clp_kfac_opt_curv_a(clp_kfac_opt *k, int li, int slot)
+clp_status clp_kfac_opt_curv_a(clp_kfac_opt *k, int li, int slot, int mb)
 {
+	struct kfac_kept *e = NULL;
+
 	CLP_TRY(check_layer(k, li, "factor A"));
 	if (!k->collecting)
 		return CLP_OK;
-	for (int l = li < 0 ? 0 : li; l < (li < 0 ? k->nl : li + 1); l++)
+	if (!k->defer)
+		return clp_error(CLP_ERR_STATE, "kfac: factor A comes from the backward's tap unless "
+				 "deferral is on (clp_kfac_opt_defer)");
+	if (clp_stage_recomputes(k->st))
+		return clp_error(CLP_ERR_STATE, "kfac: the stage recomputes its layers: their inputs "
+				 "exist only during the backward, so factor A is kept there");
+	CLP_TRY(kept_entry(k, mb, 1, &e));
+	for (int l = li < 0 ? 0 : li; l < (li < 0 ? k->nl : li + 1); l++) {
+		if (e->done & (1ull << (2 * l)))
+			return clp_error(CLP_ERR_STATE, "kfac: factor A of layer %d from micro-batch %d "
+					 "is already accumulated", k->l0 + l, mb);
 		for (int lin = 0; lin < CLP_LIN_COUNT; lin++)
 			CLP_TRY(acc_a(k, l, lin,
 				      clp_stage_linear_input(k->st, slot, l, (clp_stage_linear)lin)));
+		kept_done(k, e, l, 0);
+	}
 	return CLP_OK;
 }
 
@@ -399,24 +416,9 @@ static void kept_done(clp_kfac_opt *k, struct kfac_kept *e, int li, int b)
 		e->mb = -1;
 }
 
-clp_status clp_kfac_opt_keep(clp_kfac_opt *k, int slot, int mb)
+void clp_kfac_opt_defer(clp_kfac_opt *k, int on)
 {
-	struct kfac_kept *e;
-
-	if (!k->collecting)
-		return CLP_OK;
-	CLP_TRY(kept_entry(k, mb, 1, &e));
-	for (int li = 0; li < k->nl; li++)
-		for (int lin = 0; lin < CLP_LIN_COUNT; lin++)
-			CLP_TRY(kfac_copy(k->ctx, kept_buf(e, li, lin, 0),
-					  clp_stage_linear_input(k->st, slot, li, (clp_stage_linear)lin),
-					  k->N * k->lin[lin].I));
-	return CLP_OK;
-}
-
-void clp_kfac_opt_defer_b(clp_kfac_opt *k, int on)
-{
-	k->defer_b = on != 0;
+	k->defer = on != 0;
 }
 
 static clp_status curv_kept(clp_kfac_opt *k, int li, int mb, int b)
@@ -457,11 +459,19 @@ clp_status clp_kfac_opt_tap(void *user, const clp_stage_mb *mb, int li, clp_stag
 	clp_kfac_opt *k = user;
 	struct kfac_kept *e;
 
+	clp_buf x;
+
 	if (!k->collecting)
 		return CLP_OK;
-	if (!k->defer_b)
+	/* the layer's input is in the slot now, recomputed or saved */
+	x = clp_stage_linear_input(k->st, mb->slot, li, lin);
+	if (!k->defer) {
+		CLP_TRY(acc_a(k, li, lin, x));
 		return acc_b(k, li, lin, dy);
+	}
 	CLP_TRY(kept_entry(k, (int)mb->micro_batch, 1, &e));
+	if (!(e->done & (1ull << (2 * li))))
+		CLP_TRY(kfac_copy(k->ctx, kept_buf(e, li, lin, 0), x, k->N * k->lin[lin].I));
 	return kfac_copy(k->ctx, kept_buf(e, li, lin, 1), dy, k->N * k->lin[lin].O);
 }
 

@@ -17,16 +17,17 @@
  *
  * Every item is a separate call, so a pipeline executor can run the schedule's K-FAC ops
  * (engine/sched/sched.h) wherever the PipeFisher pass put them:
- *   KFAC_CURV_A(layer, mb)  clp_kfac_opt_curv_a (from the slot, right after the forward) or
- *                           clp_kfac_opt_keep + clp_kfac_opt_curv_a_kept (deferred)
- *   KFAC_CURV_B(layer, mb)  the stage's tap, during the backward (immediate), or with
- *                           clp_kfac_opt_defer_b on, clp_kfac_opt_curv_b_kept later (kept
- *                           data may be used in any later step of the cycle)
+ *   KFAC_CURV_A/B(layer, mb) the stage's tap during the backward (serially), or with
+ *                           clp_kfac_opt_defer on, clp_kfac_opt_curv_a_kept / _b_kept where
+ *                           the items sit (or clp_kfac_opt_curv_a from the slot before the
+ *                           backward)
  *   KFAC_SYNC(layer)        all-reduce clp_kfac_opt_factor(...) over the group
  *   KFAC_INV(layer, f)      clp_kfac_opt_invert
  *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition
  *   OPT_STEP(stage)         clp_kfac_opt_update
- * The single-device training loop calls them in the serial order of the same rule.
+ * In the first cycle the scheduled CURV/SYNC/INV items are skipped: the serial refresh did
+ * that work. The executor (engine/exec/exec_kfac.c) calls them in the serial order of the same
+ * rule for schedules without K-FAC items.
  * Everything is enqueued on the stage's context; nothing waits, except where a comment says. */
 #ifndef CLP_OPTIM_KFAC_H
 #define CLP_OPTIM_KFAC_H
@@ -80,15 +81,17 @@ clp_status clp_kfac_opt_step_begin(clp_kfac_opt *k, long step, double count, dou
  * average's old value (the others start the cycle from zero), so the sum is right. */
 void clp_kfac_opt_set_ema_owner(clp_kfac_opt *k, int owner);
 
-/* Factor A of every linear of stage layer li (-1: all layers) from the inputs slot's forward
- * saved. Only while collecting; otherwise does nothing. */
-clp_status clp_kfac_opt_curv_a(clp_kfac_opt *k, int li, int slot);
-/* Deferred factors: copy the inputs of all layers of slot for micro-batch mb (after its
- * forward), and with defer_b on, the tap copies the output gradients of micro-batch mb instead
- * of accumulating B. The _kept calls accumulate from the copies (li -1: all layers); a copy is
- * released once A and B of all its layers are done. CLP_ERR_NOMEM past max_kept. */
-clp_status clp_kfac_opt_keep(clp_kfac_opt *k, int slot, int mb);
-void clp_kfac_opt_defer_b(clp_kfac_opt *k, int on);
+/* The factors come through the stage's output-gradient tap during the backward: A from the
+ * layer's input (saved, or recomputed just then) and B from the output gradient, both at once.
+ * With deferral on (PipeFisher, from the second cycle), the tap instead keeps a copy of the
+ * inputs and output gradients of micro-batch mb, and the items accumulate later:
+ * clp_kfac_opt_curv_a_kept / _b_kept (li -1: all layers). A factor A placed between the forward
+ * and the backward may come straight from the slot with clp_kfac_opt_curv_a (not when the stage
+ * recomputes); the tap then keeps no input for it. A copy is released once A and B of all its
+ * layers are done; CLP_ERR_NOMEM past max_kept. Kept data may be used in any later step of the
+ * cycle. */
+void clp_kfac_opt_defer(clp_kfac_opt *k, int on);
+clp_status clp_kfac_opt_curv_a(clp_kfac_opt *k, int li, int slot, int mb);
 clp_status clp_kfac_opt_curv_a_kept(clp_kfac_opt *k, int li, int mb);
 clp_status clp_kfac_opt_curv_b_kept(clp_kfac_opt *k, int li, int mb);
 /* The tap the optimizer installs on its stage (exported so a test can chain its own). */

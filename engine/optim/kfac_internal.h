@@ -36,7 +36,7 @@ struct clp_kfac_opt {
 	int active;         /* which inverse set preconditions */
 	clp_cl_block *misc;
 	clp_buf mv[MV_COUNT];
-	int collecting, has_hist, ema_owner, defer_b;
+	int collecting, has_hist, ema_owner, defer;
 	float wa, wb;       /* weights of this cycle's A and B contributions */
 	struct kfac_kept *kept;
 	int nkept;

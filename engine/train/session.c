@@ -8,6 +8,11 @@
 #include <string.h>
 
 #include "cl/rng.h"
+#include "cl/warmup.h"
+#include "engine/sched/gen.h"
+#include "engine/sched/validate.h"
+#include "topology/bind.h"
+#include "topology/rank_device.h"
 
 /* ---- tokenizer, data, model ------------------------------------------------------------------ */
 
@@ -58,7 +63,10 @@ static clp_status model_config(clp_session *s)
 	m->d_ff = (int)c->model.d_ff;
 	m->vocab = c->model.vocab ? (int)c->model.vocab : tv;
 	m->ctx = (int)c->model.ctx;
-	m->norm_eps = (float)c->model.norm_eps;
+	if (c->model.norm_eps == 0) /* the preset's default, kept as a decimal in the config */
+		s->cfg.model.norm_eps = m->preset == CLP_PRESET_GPT2 ? 1e-5
+					: m->preset == CLP_PRESET_LLAMA ? 1e-6 : 1e-12;
+	m->norm_eps = (float)s->cfg.model.norm_eps;
 	m->rope_theta = (float)c->model.rope_theta;
 	m->dropout = (float)c->model.dropout;
 	if (m->vocab < tv)
@@ -69,7 +77,6 @@ static clp_status model_config(clp_session *s)
 	s->cfg.model.vocab = m->vocab;
 	s->cfg.model.n_kv_head = m->n_kv_head;
 	s->cfg.model.d_ff = m->d_ff;
-	s->cfg.model.norm_eps = m->norm_eps;
 	if (!s->cfg.train.seq)
 		s->cfg.train.seq = m->ctx;
 	if (s->cfg.train.seq > m->ctx)
@@ -156,21 +163,30 @@ static void identity(const clp_session *s, char vals[][32], clp_ckpt_kv *kv, int
 
 static uint64_t params_hash(const clp_session *s)
 {
-	const clp_param_table *t = clp_stage_table(s->st);
-	clp_ckpt_param *p = calloc((size_t)t->ntensors, sizeof(*p));
-	uint64_t h;
+	clp_param_table t;
+	clp_ckpt_param *p;
+	uint64_t h = 0;
 
-	if (!p)
+	if (clp_param_table_build(&s->m, 0, clp_model_nblocks(&s->m) - 1, &t) != CLP_OK)
 		return 0;
-	for (int i = 0; i < t->ntensors; i++) {
-		p[i].name = t->tensors[i].name;
-		p[i].ndim = t->tensors[i].ndim;
-		p[i].shape[0] = (int64_t)t->tensors[i].shape[0];
-		p[i].shape[1] = (int64_t)t->tensors[i].shape[1];
+	p = calloc((size_t)t.ntensors, sizeof(*p));
+	if (p) {
+		for (int i = 0; i < t.ntensors; i++) {
+			p[i].name = t.tensors[i].name;
+			p[i].ndim = t.tensors[i].ndim;
+			p[i].shape[0] = (int64_t)t.tensors[i].shape[0];
+			p[i].shape[1] = (int64_t)t.tensors[i].shape[1];
+		}
+		h = clp_ckpt_params_hash(p, t.ntensors);
 	}
-	h = clp_ckpt_params_hash(p, t->ntensors);
 	free(p);
+	clp_param_table_free(&t);
 	return h;
+}
+
+int st_rank(const clp_session *s)
+{
+	return s->comm ? clp_comm_rank(s->comm) : 0;
 }
 
 static void shape_of(const clp_tensor_desc *d, int64_t *shape)
@@ -179,23 +195,65 @@ static void shape_of(const clp_tensor_desc *d, int64_t *shape)
 	shape[1] = (int64_t)d->shape[1];
 }
 
+/* Add the tensors this rank saves (host copies kept in *bufs until the write). */
+static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs, int *nbufs)
+{
+	int cap = 0;
+
+	*bufs = NULL;
+	*nbufs = 0;
+	for (int i = 0; i < clp_exec_nstages(s->ex); i++) {
+		clp_stage *st = clp_exec_stage(s->ex, i, NULL);
+		const clp_param_table *t = clp_stage_table(st);
+
+		for (int k = 0; k < t->ntensors; k++) {
+			const clp_tensor_desc *d = &t->tensors[k];
+			static const clp_stage_what what[3] = {CLP_ST_PARAM, CLP_ST_ADAM_M,
+							       CLP_ST_ADAM_V};
+			static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
+			int64_t shape[2] = {(int64_t)d->shape[0], (int64_t)d->shape[1]};
+
+			if (!clp_exec_owns(s->ex, i, k))
+				continue;
+			if (*nbufs + 3 > cap) {
+				float **nb = realloc(*bufs, (size_t)(cap = 2 * cap + 48) * sizeof(*nb));
+
+				if (!nb)
+					return clp_error(CLP_ERR_NOMEM, "out of host memory saving");
+				*bufs = nb;
+			}
+			for (int j = 0; j < 3; j++) {
+				char name[CLP_MAX_NAME + 16];
+				float *h = malloc(d->numel * sizeof(float));
+
+				if (!h)
+					return clp_error(CLP_ERR_NOMEM, "out of host memory saving %s",
+							 d->name);
+				(*bufs)[(*nbufs)++] = h;
+				CLP_TRY(clp_stage_read(st, what[j], k, h));
+				snprintf(name, sizeof(name), "%s%s", d->name, suffix[j]);
+				CLP_TRY(clp_ckpt_writer_add(w, j ? CLP_CKPT_OPTIM : CLP_CKPT_MODEL, name,
+							    h, d->ndim, shape));
+			}
+		}
+	}
+	return CLP_OK;
+}
+
 clp_status st_save(clp_session *s)
 {
-	const clp_param_table *t = clp_stage_table(s->st);
 	clp_ckpt_writer *w = NULL;
-	float **host = calloc((size_t)t->ntensors * 3, sizeof(float *));
+	float **bufs = NULL;
+	int nbufs = 0, nkv;
 	char vals[8][32], pos[256], num[64];
 	clp_ckpt_kv kv[8];
 	char *cfgtext = clp_cfg_to_string(&clp_train_schema, &s->cfg);
-	int nkv;
 	clp_status st;
 
-	if (!host || !cfgtext) {
-		free(host);
-		free(cfgtext);
+	if (!cfgtext)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	}
-	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, 0, 1);
+	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, st_rank(s),
+				    clp_comm_size(s->comm));
 	identity(s, vals, kv, &nkv);
 	for (int i = 0; st == CLP_OK && i < nkv; i++)
 		st = clp_ckpt_writer_identity(w, kv[i].key, kv[i].value);
@@ -210,50 +268,33 @@ clp_status st_save(clp_session *s)
 	snprintf(num, sizeof(num), "%ld", s->applied);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_meta(w, "train.applied", num);
-	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
-		const clp_tensor_desc *d = &t->tensors[i];
-		static const clp_stage_what what[3] = {CLP_ST_PARAM, CLP_ST_ADAM_M, CLP_ST_ADAM_V};
-		static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
-		int64_t shape[2];
-
-		shape_of(d, shape);
-		for (int k = 0; st == CLP_OK && k < 3; k++) {
-			char name[CLP_MAX_NAME + 16];
-
-			host[i * 3 + k] = malloc(d->numel * sizeof(float));
-			if (!host[i * 3 + k]) {
-				st = clp_error(CLP_ERR_NOMEM, "out of host memory saving %s", d->name);
-				break;
-			}
-			st = clp_stage_read(s->st, what[k], i, host[i * 3 + k]);
-			snprintf(name, sizeof(name), "%s%s", d->name, suffix[k]);
-			if (st == CLP_OK)
-				st = clp_ckpt_writer_add(w, k ? CLP_CKPT_OPTIM : CLP_CKPT_MODEL, name,
-							 host[i * 3 + k], d->ndim, shape);
-		}
-	}
-	if (st == CLP_OK && s->kfac)
-		st = clp_kfac_opt_save(s->kfac, w);
+	if (st == CLP_OK)
+		st = add_tensors(s, w, &bufs, &nbufs);
+	if (st == CLP_OK)
+		st = st_kfac_save(s, w);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_write(w);
-	if (st == CLP_OK)
+	/* every rank's files are durable before rank 0 writes the manifest */
+	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
+		st = clp_comm_barrier(s->comm, "checkpoint files written");
+	if (st == CLP_OK && st_rank(s) == 0)
 		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
-	if (st == CLP_OK)
+	if (st == CLP_OK && st_rank(s) == 0)
 		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
-	else
-		clp_error_context(st, "saving checkpoint of step %ld: ", s->step);
-	for (int i = 0; i < t->ntensors * 3; i++)
-		free(host[i]);
-	free(host);
+	else if (st != CLP_OK)
+		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", st_rank(s), s->step);
+	for (int i = 0; i < nbufs; i++)
+		free(bufs[i]);
+	free(bufs);
 	free(cfgtext);
 	clp_ckpt_writer_free(w);
 	return st;
 }
 
-/* Parameters (and with optim, AdamW state) of the stage from a checkpoint. */
-static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
+/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name. */
+static clp_status load_stage(clp_stage *stage, clp_ckpt *c, int optim)
 {
-	const clp_param_table *t = clp_stage_table(s->st);
+	const clp_param_table *t = clp_stage_table(stage);
 	clp_status st = CLP_OK;
 
 	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
@@ -266,19 +307,29 @@ static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
 		shape_of(d, shape);
 		st = clp_ckpt_read(c, CLP_CKPT_MODEL, d->name, buf, d->ndim, shape);
 		if (st == CLP_OK)
-			st = clp_stage_write(s->st, CLP_ST_PARAM, i, buf);
+			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
 		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
 			char name[CLP_MAX_NAME + 16];
 
 			snprintf(name, sizeof(name), "%s%s", d->name, k == 1 ? ".exp_avg" : ".exp_avg_sq");
 			st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, buf, d->ndim, shape);
 			if (st == CLP_OK)
-				st = clp_stage_write(s->st, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
+				st = clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
 						     buf);
 		}
 		free(buf);
 	}
 	return st;
+}
+
+/* Every stage this process holds. */
+static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
+{
+	if (s->st)
+		return load_stage(s->st, c, optim);
+	for (int i = 0; i < clp_exec_nstages(s->ex); i++)
+		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, optim));
+	return CLP_OK;
 }
 
 static clp_status check_identity(clp_session *s, clp_ckpt *c)
@@ -298,20 +349,21 @@ static clp_status resume(clp_session *s)
 	const char *v;
 
 	if (st == CLP_ERR_NOT_FOUND) {
-		fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
-			s->cfg.ckpt.dir);
+		if (st_rank(s) == 0)
+			fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
+				s->cfg.ckpt.dir);
 		clp_error_clear();
 		return CLP_OK;
 	}
 	if (st != CLP_OK)
 		return st;
-	if (clp_ckpt_notes(c)[0])
+	if (clp_ckpt_notes(c)[0] && st_rank(s) == 0)
 		fprintf(s->out, "%s", clp_ckpt_notes(c));
 	st = check_identity(s, c);
 	if (st == CLP_OK)
 		st = load_tensors(s, c, 1);
-	if (st == CLP_OK && s->kfac)
-		st = clp_kfac_opt_load(s->kfac, c);
+	if (st == CLP_OK)
+		st = st_kfac_load(s, c);
 	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
 		st = clp_dataset_restore(s->ds, v);
 	if (st == CLP_OK) {
@@ -319,7 +371,8 @@ static clp_status resume(clp_session *s)
 		s->step = v ? atol(v) : clp_ckpt_step(c);
 		v = clp_ckpt_meta(c, "train.applied");
 		s->applied = v ? atol(v) : s->step;
-		fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
+		if (st_rank(s) == 0)
+			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
 	}
 	clp_ckpt_close(c);
 	return st;
@@ -357,18 +410,148 @@ static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
 	}
 	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
 		s->cfg.train.seq = base.train.seq;
+	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
+		/* the stage map the model was trained with, for sample.skip_stages */
+		s->cfg.pipeline.stages = base.pipeline.stages;
+		s->cfg.pipeline.layers = base.pipeline.layers;
+	}
 	return CLP_OK;
 }
 
 /* ---- open and close --------------------------------------------------------------------------- */
 
+/* The schedule: the configured pipeline for training, one stage for evaluation. */
+static clp_status make_schedule(clp_session *s)
+{
+	const clp_train_config *c = &s->cfg;
+	clp_gen_opts o;
+	const clp_cfg_ints *lay = &c->pipeline.layers;
+	int train = s->mode == CLP_SESSION_TRAIN;
+	clp_status st;
+
+	clp_gen_opts_default(&o);
+	o.kind = train ? clp_sched_kind_parse(c->pipeline.schedule) : CLP_SCHED_GPIPE;
+	o.depth = train ? (int)c->pipeline.stages : 1;
+	o.replicas = train ? (int)c->pipeline.replicas : 1;
+	o.chunks = train ? (int)c->pipeline.chunks : 1;
+	o.microbatches = s->M;
+	o.layers = s->m.n_layer;
+	o.opt_step = 1;
+	o.tied_embedding = s->m.tied;
+	o.grad_norm = 1;
+	o.loss_reduce = 0;
+	if (o.kind < 0)
+		return clp_error(CLP_ERR_INVALID, "pipeline.schedule = \"%s\": unknown",
+				 c->pipeline.schedule);
+	st = clp_sched_generate(&s->sched, &o);
+	if (st != CLP_OK)
+		return clp_error_context(st, "pipeline (schedule %s, %ld stages, %ld replicas, %d "
+					 "micro-batches): ", c->pipeline.schedule, c->pipeline.stages,
+					 c->pipeline.replicas, s->M);
+	if (train && lay->n) {
+		int sum = 0;
+
+		if (lay->n != s->sched->nstages)
+			return clp_error(CLP_ERR_INVALID, "pipeline.layers has %d entries for %d stages",
+					 lay->n, s->sched->nstages);
+		for (int i = 0; i < lay->n; i++) {
+			s->sched->stages[i].first_layer = sum;
+			s->sched->stages[i].nlayers = (int)lay->v[i];
+			sum += (int)lay->v[i];
+		}
+		if (sum != s->m.n_layer)
+			return clp_error(CLP_ERR_INVALID, "pipeline.layers adds up to %d layers, the "
+					 "model has model.n_layer = %d", sum, s->m.n_layer);
+	}
+	if (s->sched->nranks != clp_comm_size(s->comm))
+		return clp_error(CLP_ERR_INVALID, "pipeline: %ld stages x %ld replicas need %d ranks; "
+				 "this job has %d (mpirun -np %d)", c->pipeline.stages,
+				 c->pipeline.replicas, s->sched->nranks, clp_comm_size(s->comm),
+				 s->sched->nranks);
+	return clp_sched_validate(s->sched, 1);
+}
+
+static clp_status open_device(clp_session *s)
+{
+	char sel[64] = "", note[1400];
+	clp_topo_bind_mode bind = CLP_TOPO_BIND_AUTO;
+
+	CLP_TRY(clp_topo_bind_parse(s->cfg.pipeline.bind, &bind));
+	CLP_TRY(clp_topo_rank_device(s->comm, s->cfg.train.device, bind, sel, sizeof(sel), note,
+				     sizeof(note)));
+	if (note[0])
+		fprintf(stderr, "%s\n", note);
+	return clp_cl_ctx_create(&s->ctx, sel[0] ? sel : NULL);
+}
+
+/* The layers eval and sample skip: sample.skip_layers, plus the layers of sample.skip_stages
+ * under the stage map of pipeline.stages / pipeline.layers (as the pipeline split them). */
+static clp_status apply_skips(clp_session *s, clp_stage *st)
+{
+	const clp_train_config *c = &s->cfg;
+	int L = s->m.n_layer, D = (int)c->pipeline.stages, list[4096], n = 0;
+
+	for (int i = 0; i < c->sample.skip_layers.n && n < 4096; i++)
+		list[n++] = (int)c->sample.skip_layers.v[i];
+	for (int i = 0; i < c->sample.skip_stages.n; i++) {
+		int stg = (int)c->sample.skip_stages.v[i], first = 0, count;
+
+		if (stg < 0 || stg >= D)
+			return clp_error(CLP_ERR_INVALID, "sample.skip_stages: stage %d of a %d-stage "
+					 "split (pipeline.stages)", stg, D);
+		if (c->pipeline.layers.n == D) {
+			for (int k = 0; k < stg; k++)
+				first += (int)c->pipeline.layers.v[k];
+			count = (int)c->pipeline.layers.v[stg];
+		} else { /* even split, earlier stages take the remainder */
+			for (int k = 0; k < stg; k++)
+				first += L / D + (k < L % D);
+			count = L / D + (stg < L % D);
+		}
+		for (int l = first; l < first + count && n < 4096; l++)
+			list[n++] = l;
+	}
+	if (n && st_rank(s) == 0) {
+		fprintf(s->out, "skipping %d of %d layers:", n, L);
+		for (int i = 0; i < n; i++)
+			fprintf(s->out, " %d", list[i]);
+		fprintf(s->out, "\n");
+	}
+	return clp_stage_skip_layers(st, list, n);
+}
+
+static clp_status open_model(clp_session *s)
+{
+	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
+	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
+	size_t n = (size_t)s->R * (size_t)s->M * s->N;
+
+	s->in = calloc(n, sizeof(int32_t));
+	s->tg = calloc(n, sizeof(int32_t));
+	s->types = calloc(n, sizeof(int32_t));
+	if (!s->in || !s->tg || !s->types)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
+	if (s->mode == CLP_SESSION_SAMPLE) {
+		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
+					 &so));
+		CLP_TRY(apply_skips(s, s->st));
+		return clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
+	}
+	CLP_TRY(make_schedule(s));
+	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
+	if (s->mode == CLP_SESSION_EVAL)
+		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
+	if (s->mode == CLP_SESSION_TRAIN)
+		CLP_TRY(st_kfac_open(s));
+	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
+}
+
 clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
-			    enum clp_session_mode mode, FILE *fout)
+			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
 {
 	clp_session *s = calloc(1, sizeof(*s));
 	clp_ckpt *ck = NULL;
-	clp_stage_opts o;
-	clp_status st;
+	clp_status st = CLP_OK;
 
 	*out = NULL;
 	if (!s)
@@ -376,7 +559,22 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	s->cfg = *cfg;
 	s->mode = mode;
 	s->out = fout;
-	st = mode == CLP_SESSION_TRAIN ? CLP_OK : config_from_ckpt(s, &ck);
+	s->comm = comm;
+	if (!s->comm || mode != CLP_SESSION_TRAIN) {
+		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
+			st = clp_error(CLP_ERR_UNSUPPORTED, "eval and sample run on one device; start "
+				       "them without mpirun");
+		if (st == CLP_OK)
+			st = clp_comm_self(&s->comm);
+		s->own_comm = 1;
+	}
+	/* until every rank has built its kernels, waits may be long: the deadline is armed after
+	 * the start-up barrier below */
+	if (st == CLP_OK)
+		clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
+						       ? 3600.0 : s->cfg.pipeline.deadline);
+	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
+		st = config_from_ckpt(s, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
 	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
 		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
@@ -390,32 +588,15 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
 		st = baseline(s);
 	if (st == CLP_OK)
-		st = clp_cl_ctx_create(&s->ctx, s->cfg.train.device[0] ? s->cfg.train.device : NULL);
+		st = open_device(s);
 	if (st == CLP_OK) {
 		s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
 		s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
 		s->N = s->B * s->T;
 		s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
-		o.B = s->B;
-		o.T = s->T;
-		o.slots = 1;
-		st = clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1, &o);
+		s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
+		st = open_model(s);
 	}
-	if (st == CLP_OK) {
-		size_t n = (size_t)s->M * s->N;
-
-		s->in = calloc(n, sizeof(int32_t));
-		s->tg = calloc(n, sizeof(int32_t));
-		s->types = calloc(n, sizeof(int32_t));
-		if (!s->in || !s->tg || !s->types)
-			st = clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
-	}
-	if (st == CLP_OK)
-		st = clp_cl_buffer(s->ctx, 4 * sizeof(float), "loss accumulator", &s->acc);
-	if (st == CLP_OK)
-		st = clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN)
-		st = st_kfac_open(s);
 	if (st == CLP_OK && ck) {
 		st = check_identity(s, ck);
 		if (st == CLP_OK)
@@ -427,7 +608,17 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		else
 			st = resume(s);
 	}
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0]) {
+	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
+		st = clp_cl_warmup(s->ctx, NULL);
+		if (st == CLP_OK)
+			st = clp_nn_warmup(s->ctx, NULL);
+		if (st == CLP_OK)
+			st = clp_comm_barrier(s->comm, "kernels built on every rank");
+	}
+	if (st == CLP_OK)
+		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && st_rank(s) == 0) {
 		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
 		if (!s->log)
 			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
@@ -448,13 +639,14 @@ void clp_session_close(clp_session *s)
 		return;
 	if (s->log)
 		fclose(s->log);
-	clp_kfac_opt_free(s->kfac);
+	clp_exec_free(s->ex);
+	clp_sched_free(s->sched);
 	clp_stage_free(s->st);
-	if (s->acc)
-		clReleaseMemObject(s->acc);
 	clp_cl_ctx_free(s->ctx);
 	clp_dataset_free(s->ds);
 	clp_tok_free(s->tok);
+	if (s->own_comm)
+		clp_comm_free(s->comm);
 	free(s->in);
 	free(s->tg);
 	free(s->types);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "engine/train/train_config.h"
+#include "topology/comm.h"
 
 typedef struct clp_session clp_session;
 
@@ -20,9 +21,11 @@ enum clp_session_mode {
 };
 
 /* cfg is copied. For EVAL and SAMPLE the model fields come from the checkpoint's stored config
- * (the command line's data and sample settings still apply). Progress goes to out. */
+ * (the command line's data and sample settings still apply). Progress goes to out (rank 0).
+ * comm: the job's ranks (borrowed; NULL: this process alone); training runs the configured
+ * pipeline schedule over them, D x R ranks. */
 clp_status clp_session_open(clp_session **s, const clp_train_config *cfg,
-			    enum clp_session_mode mode, FILE *out);
+			    enum clp_session_mode mode, clp_comm *comm, FILE *out);
 void clp_session_close(clp_session *s);
 
 /* The effective config (after presets and the checkpoint's settings are applied). */
@@ -38,6 +41,9 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 
 /* The unigram entropy of the training split in bits per byte (the baseline a model must beat). */
 double clp_session_baseline_bpb(const clp_session *s);
+
+/* Called after every completed step (1-based count) with ud; for tests of failure handling. */
+void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);
 
 /* Write cfg.sample.length tokens continuing cfg.sample.prompt to out (as they are drawn). */
 clp_status clp_session_sample(clp_session *s, FILE *out);

@@ -9,9 +9,11 @@
 #include "engine/data/mask.h"
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
+#include "engine/exec/exec.h"
 #include "engine/model/stage.h"
-#include "engine/optim/kfac.h"
+#include "engine/sched/sched.h"
 #include "engine/train/session.h"
+#include "topology/comm.h"
 
 struct clp_session {
 	clp_train_config cfg;
@@ -21,27 +23,32 @@ struct clp_session {
 	clp_cl_ctx *ctx;
 	clp_tok *tok;
 	clp_dataset *ds;
-	clp_stage *st;
-	size_t B, T, N; /* micro-batch */
-	int M;          /* micro-batches per step */
-	int32_t *in, *tg, *types; /* (M, N) */
-	cl_mem acc;     /* loss accumulator */
+	clp_comm *comm;       /* the job's ranks (a one-rank stand-in when alone) */
+	int own_comm;
+	clp_sched *sched;     /* train and eval: the schedule the executor runs */
+	clp_exec *ex;
+	clp_stage *st;        /* sample: one stage of batch 1 */
+	size_t B, T, N;       /* micro-batch */
+	int M;                /* micro-batches per replica per step */
+	int R;                /* replicas */
+	int32_t *in, *tg, *types; /* (R * M, N): the whole step, every replica */
 	long step;      /* next step to run */
 	long applied;   /* optimizer steps taken (skipped ones excluded) */
 	double baseline_bpb, bytes_per_token;
 	int bert, byte_level;
+	void (*hook)(void *ud, long step);
+	void *hook_ud;
 	int32_t specials[8], mask_id;
 	int nspecial;
-	clp_kfac_opt *kfac; /* optim.name = "kfac" (session_kfac.c); NULL for AdamW */
 };
 
 clp_status st_save(clp_session *s);
 
-/* session_kfac.c */
+/* session_kfac.c: optim.name = "kfac" (the executor runs it); K-FAC state in checkpoints */
 clp_status st_kfac_open(clp_session *s);
-clp_status st_kfac_step_begin(clp_session *s, long step, size_t valid, int *collect);
-clp_status st_kfac_after_forward(clp_session *s, int collect);
-clp_status st_kfac_update(clp_session *s, long step, int collect, const clp_nn_adamw_hp *hp);
-clp_status st_kfac_after_sync(clp_session *s, int collect);
+clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w);
+clp_status st_kfac_load(clp_session *s, clp_ckpt *c);
+/* Rank 0 prints; the others are quiet. */
+int st_rank(const clp_session *s);
 
 #endif

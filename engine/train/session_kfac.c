@@ -1,6 +1,6 @@
-/* K-FAC in the single-device training session (optim.name = "kfac"): the cycle rule of
- * engine/optim/kfac.h run serially, step by step. Kept apart from the step loop, which calls
- * these st_kfac_* hooks at five places. */
+/* K-FAC in the training session (optim.name = "kfac"; docs/KFAC.md): the executor runs the
+ * cycle rule (engine/exec/exec_kfac.c); the session sets it up and puts its state into
+ * checkpoints. Three calls from session.c. */
 #include "engine/train/session_internal.h"
 
 #include <string.h>
@@ -19,45 +19,32 @@ clp_status st_kfac_open(clp_session *s)
 	o.base = strcmp(c->kfac.base, "adamw") ? CLP_KFAC_BASE_SGD : CLP_KFAC_BASE_ADAMW;
 	o.momentum = c->kfac.momentum;
 	o.kl_clip = c->kfac.kl_clip;
-	return clp_kfac_opt_create(&s->kfac, s->st, &o);
+	return clp_exec_kfac(s->ex, &o, c->kfac.lr > 0 && c->optim.lr > 0
+						? (float)(c->kfac.lr / c->optim.lr)
+						: 1.0f);
 }
 
-/* The first step of a cycle collects factors from its micro-batches (A after each forward,
- * B through the stage's tap during each backward). */
-clp_status st_kfac_step_begin(clp_session *s, long step, size_t valid, int *collect)
+/* Factors and inverses of the stages this rank saves. */
+clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w)
 {
-	*collect = 0;
-	if (!s->kfac)
-		return CLP_OK;
-	return clp_kfac_opt_step_begin(s->kfac, step, (double)valid, (double)(s->N * (size_t)s->M),
-				       collect);
-}
+	for (int i = 0; i < clp_exec_nstages(s->ex); i++) {
+		int owner = 0;
+		clp_kfac_opt *k = clp_exec_kfac_opt(s->ex, i);
 
-clp_status st_kfac_after_forward(clp_session *s, int collect)
-{
-	return s->kfac && collect ? clp_kfac_opt_curv_a(s->kfac, -1, 0) : CLP_OK;
-}
-
-/* Invert in the collecting step (the inverses take over at the next cycle; step 0 also uses
- * them at once), precondition with the active inverses, then the update. */
-clp_status st_kfac_update(clp_session *s, long step, int collect, const clp_nn_adamw_hp *hp)
-{
-	const clp_train_config *c = &s->cfg;
-	float kfac_lr = c->kfac.lr > 0 && c->optim.lr > 0
-				? hp->lr * (float)(c->kfac.lr / c->optim.lr)
-				: hp->lr;
-
-	if (collect) {
-		CLP_TRY(clp_kfac_opt_invert(s->kfac, -1, -1));
-		if (step == 0)
-			CLP_TRY(clp_kfac_opt_activate(s->kfac));
+		clp_exec_stage(s->ex, i, &owner);
+		if (k && owner)
+			CLP_TRY(clp_kfac_opt_save(k, w));
 	}
-	CLP_TRY(clp_kfac_opt_precondition(s->kfac));
-	return clp_kfac_opt_update(s->kfac, hp, kfac_lr, clp_stage_stats(s->st));
+	return CLP_OK;
 }
 
-/* After the step's synchronisation: report a failed inversion. */
-clp_status st_kfac_after_sync(clp_session *s, int collect)
+clp_status st_kfac_load(clp_session *s, clp_ckpt *c)
 {
-	return s->kfac && collect ? clp_kfac_opt_check(s->kfac) : CLP_OK;
+	for (int i = 0; i < clp_exec_nstages(s->ex); i++) {
+		clp_kfac_opt *k = clp_exec_kfac_opt(s->ex, i);
+
+		if (k)
+			CLP_TRY(clp_kfac_opt_load(k, c));
+	}
+	return CLP_OK;
 }

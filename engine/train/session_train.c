@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cl/ops.h"
+#include "engine/io/trace.h"
 
 static double now_s(void)
 {
@@ -56,13 +57,14 @@ static void fmt_time(double sec, char *buf, size_t n)
 		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
-/* The micro-batches of a step: inputs, targets (BERT: masked), and the count of targets. */
+/* The micro-batches of a step for every replica (each rank draws the same global batch and
+ * runs its replica's share): inputs, targets (BERT: masked), and the count of targets. */
 static clp_status draw_step(clp_session *s, long step, size_t *valid)
 {
 	size_t N = s->N;
 
 	*valid = 0;
-	for (int mb = 0; mb < s->M; mb++) {
+	for (int mb = 0; mb < s->R * s->M; mb++) {
 		int32_t *in = s->in + (size_t)mb * N, *tg = s->tg + (size_t)mb * N;
 
 		CLP_TRY(clp_dataset_next(s->ds, (int)s->B, 0, (int)s->B, in, tg));
@@ -79,70 +81,55 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 	return CLP_OK;
 }
 
-/* Forward and backward of every micro-batch, then clipping and AdamW (or K-FAC): all enqueued.
- * *collect: this step collected K-FAC factors. */
-static clp_status run_step(clp_session *s, long step, size_t valid, double lr, int *collect)
+/* This rank's replica's share of the step's batch. */
+static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t step)
 {
-	clp_cl_ctx *ctx = s->ctx;
-	float inv = valid ? 1.0f / (float)valid : 0.0f;
-	clp_nn_adamw_hp hp = {(float)lr, (float)s->cfg.optim.beta1, (float)s->cfg.optim.beta2,
-			      (float)s->cfg.optim.eps, (float)s->cfg.optim.weight_decay,
-			      s->applied + 1};
+	int rep = s->sched->ranks[st_rank(s)].replica;
+	size_t off = (size_t)rep * (size_t)s->M * s->N;
+	clp_exec_data d = {s->in + off, s->types + off, s->tg + off,
+			   valid ? 1.0f / (float)valid : 0.0f, (uint64_t)s->cfg.train.seed, step};
 
-	CLP_TRY(clp_stage_zero_grads(s->st));
-	CLP_TRY(clp_cl_fill(ctx, clp_buf_at(s->acc, 0), 0.0f, 1));
-	CLP_TRY(st_kfac_step_begin(s, step, valid, collect));
-	for (int mb = 0; mb < s->M; mb++) {
-		clp_stage_mb m = {0, (uint32_t)step, (uint32_t)mb, (uint64_t)s->cfg.train.seed,
-				  s->in + (size_t)mb * s->N, s->types + (size_t)mb * s->N,
-				  s->tg + (size_t)mb * s->N};
-
-		CLP_TRY(clp_stage_forward(s->st, &m, inv));
-		CLP_TRY(st_kfac_after_forward(s, *collect));
-		CLP_TRY(clp_cl_axpy(ctx, clp_buf_at(s->acc, 0), clp_stage_loss(s->st, 0), 1.0f, 1));
-		CLP_TRY(clp_stage_backward(s->st, &m, inv));
-	}
-	CLP_TRY(clp_stage_grad_stats(s->st, clp_stage_stats(s->st), (float)s->cfg.optim.grad_clip));
-	if (s->kfac)
-		return st_kfac_update(s, step, *collect, &hp);
-	return clp_stage_adamw(s->st, &hp, clp_stage_stats(s->st));
+	return d;
 }
 
 clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb)
 {
 	uint64_t nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
+	long per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
 	long nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
+	long rounds = (nb + per - 1) / per;
 	size_t valid = 0;
-	float sum = 0;
+	double sum = 0;
 
+	nb = rounds * per;
 	/* count targets first: the mean is over every micro-batch of the evaluation */
-	for (long b = 0; b < nb; b++) {
-		CLP_TRY(clp_dataset_val(s->ds, (uint64_t)b * s->B, (int)s->B, s->in, s->tg));
-		if (s->bert) {
-			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
-					   s->nspecial, (uint64_t)s->cfg.train.seed + 1};
+	for (int pass = 0; pass < 2; pass++) {
+		for (long r = 0; r < rounds; r++) {
+			for (long b = 0; b < per; b++) {
+				long vb = r * per + b;
+				int32_t *in = s->in + (size_t)b * s->N, *tg = s->tg + (size_t)b * s->N;
 
-			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)b, 0, s->in, s->tg, s->N));
+				CLP_TRY(clp_dataset_val(s->ds, (uint64_t)vb * s->B, (int)s->B, in, tg));
+				if (s->bert) {
+					clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab,
+							   s->specials, s->nspecial,
+							   (uint64_t)s->cfg.train.seed + 1};
+
+					CLP_TRY(clp_data_mask_bert(&o, (uint64_t)vb, 0, in, tg, s->N));
+				}
+				if (pass == 0)
+					for (size_t i = 0; i < s->N; i++)
+						valid += tg[i] >= 0;
+			}
+			if (pass == 1) {
+				clp_exec_data d = replica_data(s, valid, 0);
+				double part = 0;
+
+				CLP_TRY(clp_exec_forward(s->ex, &d, &part));
+				sum += part;
+			}
 		}
-		for (size_t i = 0; i < s->N; i++)
-			valid += s->tg[i] >= 0;
 	}
-	CLP_TRY(clp_cl_fill(s->ctx, clp_buf_at(s->acc, 0), 0.0f, 1));
-	for (long b = 0; b < nb; b++) {
-		clp_stage_mb m = {0, 0, 0, (uint64_t)s->cfg.train.seed, s->in, s->types, s->tg};
-
-		CLP_TRY(clp_dataset_val(s->ds, (uint64_t)b * s->B, (int)s->B, s->in, s->tg));
-		if (s->bert) {
-			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
-					   s->nspecial, (uint64_t)s->cfg.train.seed + 1};
-
-			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)b, 0, s->in, s->tg, s->N));
-		}
-		CLP_TRY(clp_stage_forward(s->st, &m, valid ? 1.0f / (float)valid : 0.0f));
-		CLP_TRY(clp_cl_axpy(s->ctx, clp_buf_at(s->acc, 0), clp_stage_loss(s->st, 0), 1.0f,
-				    1));
-	}
-	CLP_TRY(clp_cl_read(s->ctx, s->acc, 0, sizeof(float), &sum));
 	*loss = sum;
 	*bpb = s->bert ? NAN : sum / log(2.0) / s->bytes_per_token;
 	return CLP_OK;
@@ -152,8 +139,10 @@ static void progress(clp_session *s, long step, double loss, double lr, double t
 		     double ms, double eta, int skipped, double norm)
 {
 	char e[32];
-	int tty = isatty(fileno(s->out));
+	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
 
+	if (st_rank(s) != 0)
+		return;
 	fmt_time(eta, e, sizeof(e));
 	if (tty) {
 		int width = 20, done = (int)((double)width * (double)(step + 1) /
@@ -174,6 +163,10 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	double loss, bpb;
 
 	CLP_TRY(clp_session_eval(s, s->cfg.eval.batches, &loss, &bpb));
+	*val = loss;
+	*metric = isnan(bpb) ? loss : bpb;
+	if (st_rank(s) != 0)
+		return CLP_OK;
 	if (isatty(fileno(s->out)))
 		fputc('\n', s->out);
 	if (isnan(bpb))
@@ -186,8 +179,66 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f}", "event", "eval", "step",
 			      (json_int_t)step, "val_loss", loss, "val_bpb", isnan(bpb) ? -1.0 : bpb,
 			      "baseline_bpb", s->baseline_bpb));
-	*val = loss;
-	*metric = isnan(bpb) ? loss : bpb;
+	return CLP_OK;
+}
+
+/* Gather the traced step on rank 0, write it as Chrome JSON and SVG, print its utilisation. */
+static clp_status write_trace(clp_session *s, long step)
+{
+	clp_trace tr;
+	clp_trace_stats ts;
+	char svg[1100];
+	const char *label = "measured";
+	const clp_trace *one;
+	clp_status st;
+
+	memset(&tr, 0, sizeof(tr));
+	st = clp_exec_trace_finish(s->ex, &tr);
+	if (st != CLP_OK || st_rank(s) != 0)
+		return st;
+	snprintf(tr.title, sizeof(tr.title), "step %ld, %s, %ld stages x %ld replicas", step,
+		 s->cfg.pipeline.schedule, s->cfg.pipeline.stages, s->cfg.pipeline.replicas);
+	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	one = &tr;
+	st = clp_trace_write_chrome(&tr, s->cfg.train.trace);
+	if (st == CLP_OK)
+		st = clp_trace_write_svg(svg, &one, &label, 1);
+	if (st == CLP_OK)
+		st = clp_trace_stats_compute(&tr, 0.0, &ts);
+	if (st == CLP_OK) {
+		fprintf(s->out, "%strace of step %ld: %s, %s; step %.1f ms, compute utilisation "
+			"%.1f %%, busy %.1f %%, bubble %.1f %%\n", isatty(fileno(s->out)) ? "\n" : "",
+			step, s->cfg.train.trace, svg, ts.span_s * 1e3, 100 * ts.util_mean,
+			100 * ts.busy_mean, 100 * ts.bubble);
+		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f}", "event", "trace", "step",
+				      (json_int_t)step, "step_s", ts.span_s, "utilisation",
+				      ts.util_mean, "busy", ts.busy_mean, "bubble", ts.bubble));
+		clp_trace_stats_free(&ts);
+	}
+	clp_trace_free(&tr);
+	return st;
+}
+
+/* The per-kernel device time of the steps run (train.profile), from profiling events. */
+static clp_status print_profile(clp_session *s)
+{
+	clp_cl_timing *t = NULL;
+	int n = 0;
+	double total = 0;
+
+	CLP_TRY(clp_cl_profile_stop(s->ctx, &t, &n));
+	for (int i = 0; i < n; i++)
+		total += t[i].total_ms;
+	if (st_rank(s) == 0) {
+		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms\n",
+			total);
+		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
+		for (int i = 0; i < n; i++)
+			fprintf(s->out, "  %-24s %8llu %12.1f %6.1f%%\n", t[i].label,
+				(unsigned long long)t[i].count, t[i].total_ms,
+				100 * t[i].total_ms / (total > 0 ? total : 1));
+	}
+	free(t);
 	return CLP_OK;
 }
 
@@ -196,42 +247,52 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	const clp_train_config *c = &s->cfg;
 	long first = s->step;
 	double t_start = now_s(), last_val = NAN, metric = NAN;
-	size_t tokens = (size_t)s->M * s->N;
+	size_t tokens = (size_t)s->R * (size_t)s->M * s->N;
 
-	if (s->byte_level && !s->bert)
+	if (s->byte_level && !s->bert && st_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	for (; s->step < c->train.steps; s->step++) {
 		long step = s->step;
-		double t0 = now_s(), lr = lr_at(c, step), ms, eta;
-		float loss = 0, stats[4];
+		double t0 = now_s(), lr = lr_at(c, step), ms, eta, loss;
+		clp_nn_adamw_hp hp = {(float)lr, (float)c->optim.beta1, (float)c->optim.beta2,
+				      (float)c->optim.eps, (float)c->optim.weight_decay,
+				      s->applied + 1};
+		clp_exec_result res;
+		clp_exec_data d;
 		size_t valid;
-		int skipped, collect = 0;
+		int skipped;
+
+		int trace = c->train.trace[0] && step + 1 == (c->train.trace_step > 0
+								   ? c->train.trace_step
+								   : c->train.steps);
 
 		CLP_TRY(draw_step(s, step, &valid));
-		CLP_TRY(run_step(s, step, valid, lr, &collect));
-		/* the one synchronisation of the step */
-		CLP_TRY(clp_cl_read(s->ctx, s->acc, 0, sizeof(float), &loss));
-		CLP_TRY(clp_cl_read(s->ctx, clp_stage_stats(s->st).mem,
-				    clp_stage_stats(s->st).off * 4, sizeof(stats), stats));
-		CLP_TRY(st_kfac_after_sync(s, collect));
-		skipped = stats[CLP_NN_GSTAT_NONFINITE] != 0.0f;
+		d = replica_data(s, valid, (uint32_t)step);
+		if (trace)
+			CLP_TRY(clp_exec_trace_start(s->ex));
+		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
+		if (trace)
+			CLP_TRY(write_trace(s, step + 1));
+		loss = res.loss;
+		skipped = res.skipped;
 		if (!skipped)
 			s->applied++;
 		ms = (now_s() - t0) * 1e3;
 		eta = (now_s() - t_start) / (double)(step - first + 1) *
 		      (double)(c->train.steps - step - 1);
 		progress(s, step, loss, lr, (double)tokens / (ms * 1e-3), ms, eta, skipped,
-			 stats[CLP_NN_GSTAT_NORM]);
+			 res.grad_norm);
 		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
-				      "step", (json_int_t)step + 1, "loss", (double)loss, "lr", lr,
-				      "grad_norm", (double)stats[CLP_NN_GSTAT_NORM], "tok_s",
+				      "step", (json_int_t)step + 1, "loss", loss, "lr", lr,
+				      "grad_norm", res.grad_norm, "tok_s",
 				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
 		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
 			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
 			if (c->eval.target_ratio > 0 && !s->bert &&
 			    metric <= c->eval.target_ratio * s->baseline_bpb) {
-				fprintf(s->out, "reached %.3f x the unigram baseline: stopping at step "
-					"%ld\n", c->eval.target_ratio, step + 1);
+				if (st_rank(s) == 0)
+					fprintf(s->out, "reached %.3f x the unigram baseline: stopping at "
+						"step %ld\n", c->eval.target_ratio, step + 1);
 				s->step++;
 				break;
 			}
@@ -242,13 +303,25 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			CLP_TRY(st_save(s));
 			s->step--;
 		}
+		if (s->hook)
+			s->hook(s->hook_ud, step + 1);
+		if (c->train.profile && step == first) /* the first step builds kernels */
+			clp_cl_profile_start(s->ctx);
 	}
-	if (isatty(fileno(s->out)))
+	if (isatty(fileno(s->out)) && st_rank(s) == 0)
 		fputc('\n', s->out);
+	if (c->train.profile && s->step > first + 1)
+		CLP_TRY(print_profile(s));
 	CLP_TRY(evaluate(s, s->step, &last_val, &metric));
 	if (c->ckpt.dir[0])
 		CLP_TRY(st_save(s));
 	if (val_loss)
 		*val_loss = last_val;
 	return CLP_OK;
+}
+
+void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)
+{
+	s->hook = fn;
+	s->hook_ud = ud;
 }

@@ -30,7 +30,21 @@ typedef struct clp_train_config {
 		long seed;
 		char device[256];
 		char log[1024];      /* JSON lines, one per step and evaluation */
+		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */
+		long trace_step;     /* the step traced (0: the last) */
+		int recompute;       /* recompute each layer's activations in the backward */
+		int profile;         /* print the device time per kernel at the end */
 	} train;
+	struct {
+		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 */
+		long stages;         /* D: pipeline ranks per replica */
+		long replicas;       /* R: data-parallel replicas (ranks = D * R) */
+		long chunks;         /* v: model chunks per rank (interleaved) */
+		clp_cfg_ints layers; /* layers per stage ([]: as even as possible) */
+		int deterministic;   /* reductions in rank order: bitwise reproducible */
+		double deadline;     /* seconds any wait on another rank may take */
+		char bind[16];       /* auto | none | core */
+	} pipeline;
 	struct {
 		char name[16];       /* adamw | kfac */
 		double lr, min_lr;
@@ -60,6 +74,8 @@ typedef struct clp_train_config {
 		long length, top_k;
 		double temperature;
 		char ckpt[1024];
+		clp_cfg_ints skip_layers; /* eval/sample: layers run as identity */
+		clp_cfg_ints skip_stages; /* eval/sample: stages (of pipeline.stages) skipped */
 	} sample;
 } clp_train_config;
 

@@ -49,7 +49,7 @@ static inline clp_status rig_tap(void *user, const clp_stage_mb *mb, int li, clp
  * and biases, masked targets): 2 layers of width 12, MLP 20, vocabulary 23, B 2 x T 7. */
 static inline int rig_open(rig *r, clp_preset preset, uint64_t seed)
 {
-	clp_stage_opts so = {2, 7, 1};
+	clp_stage_opts so = {2, 7, 1, 0, 0};
 	th_rng g = th_rng_seed(seed);
 
 	memset(r, 0, sizeof(*r));
@@ -83,9 +83,9 @@ static inline int rig_open(rig *r, clp_preset preset, uint64_t seed)
 	return 1;
 }
 
-/* Forward and backward of micro-batch m of step `step` in slot 0; with record, the layer inputs
- * are copied to the host and (immediate mode) factor A is accumulated. */
-static inline void rig_fwd_bwd(rig *r, uint32_t step, int m, int immediate_a)
+/* Forward and backward of micro-batch m of step `step` in slot 0; the layer inputs are copied
+ * to the host (the optimizer's tap takes the factors during the backward). */
+static inline void rig_fwd_bwd(rig *r, uint32_t step, int m)
 {
 	clp_stage_mb mb = {0, step, (uint32_t)m, 7, r->tok[m], r->types[m], r->tg[m]};
 	float inv = 1.0f / (float)r->count;
@@ -101,8 +101,6 @@ static inline void rig_fwd_bwd(rig *r, uint32_t step, int m, int immediate_a)
 									    (clp_stage_linear)lin),
 						     r->N * in.I);
 		}
-	if (immediate_a && r->k)
-		CHECK_OK(clp_kfac_opt_curv_a(r->k, -1, 0));
 	CHECK_OK(clp_stage_backward(r->st, &mb, inv));
 }
 

@@ -140,7 +140,7 @@ static void one_step(clp_preset preset)
 	CHECK_OK(clp_kfac_opt_step_begin(r.k, 0, (double)r.count, (double)(r.N * RIG_M), &collect));
 	CHECK(collect, "step 0 must collect factors");
 	for (int m = 0; m < RIG_M; m++)
-		rig_fwd_bwd(&r, 0, m, 1);
+		rig_fwd_bwd(&r, 0, m);
 	CHECK_OK(clp_stage_grad_stats(r.st, clp_stage_stats(r.st), max_norm));
 	t = clp_stage_table(r.st);
 	before = calloc((size_t)t->ntensors, sizeof(float *));
@@ -313,7 +313,7 @@ static void test_cycle_rule(void)
 		CHECK(collect == (step % 3 == 0), "step %ld collect %d", step, collect);
 		for (int m = 0; m < RIG_M; m++) {
 			r.tok[m][0] = (int32_t)((step * 7 + m) % 23); /* each step a different batch */
-			rig_fwd_bwd(&r, (uint32_t)step, m, 1);
+			rig_fwd_bwd(&r, (uint32_t)step, m);
 		}
 		if (collect) {
 			CHECK_OK(clp_kfac_opt_invert(r.k, -1, -1));
@@ -351,8 +351,9 @@ out:
 	rig_close(&r);
 }
 
-/* Deferred factors (inputs kept after the forward, output gradients copied by the tap, both
- * accumulated later in micro-batch order) equal the immediate ones bitwise. */
+/* Deferred factors (the tap keeps inputs and output gradients; A of layer 0 straight from the
+ * slot before the backward; the rest accumulated later in micro-batch order) equal the
+ * factors the tap accumulates at once, bitwise; copies are recycled; max_kept holds. */
 static void deferred(clp_preset preset)
 {
 	clp_kfac_opts o;
@@ -376,21 +377,22 @@ static void deferred(clp_preset preset)
 						 NULL));
 		CHECK_OK(clp_kfac_opt_step_begin(b.k, step, (double)b.count, (double)(b.N * RIG_M),
 						 NULL));
-		clp_kfac_opt_defer_b(b.k, 1);
+		clp_kfac_opt_defer(b.k, 1);
+		CHECK_ERR(clp_kfac_opt_curv_a(a.k, 0, 0, 0), CLP_ERR_STATE, "tap", NULL);
 		for (int m = 0; m < RIG_M; m++) {
 			clp_stage_mb mb = {0, (uint32_t)step, (uint32_t)m, 7, b.tok[m], b.types[m],
 					   b.tg[m]};
 
-			rig_fwd_bwd(&a, (uint32_t)step, m, 1);
+			rig_fwd_bwd(&a, (uint32_t)step, m);
 			CHECK_OK(clp_stage_forward(b.st, &mb, 1.0f / (float)b.count));
-			CHECK_OK(clp_kfac_opt_keep(b.k, 0, m));
+			CHECK_OK(clp_kfac_opt_curv_a(b.k, 0, 0, m));
 			CHECK_OK(clp_stage_backward(b.st, &mb, 1.0f / (float)b.count));
 		}
-		CHECK_ERR(clp_kfac_opt_keep(b.k, 0, 2), CLP_ERR_NOMEM, "max_kept = 2", NULL);
 		for (int li = 0; li < RIG_LAYERS; li++)
 			for (int m = 0; m < RIG_M; m++) {
 				CHECK_OK(clp_kfac_opt_curv_b_kept(b.k, li, m));
-				CHECK_OK(clp_kfac_opt_curv_a_kept(b.k, li, m));
+				if (li > 0)
+					CHECK_OK(clp_kfac_opt_curv_a_kept(b.k, li, m));
 			}
 		CHECK_ERR(clp_kfac_opt_curv_a_kept(b.k, 0, 0), CLP_ERR_STATE, "micro-batch 0", NULL);
 		for (int l = 0; l < RIG_LAYERS; l++)
@@ -405,6 +407,19 @@ static void deferred(clp_preset preset)
 				free(fa);
 				free(fb);
 			}
+	}
+	/* three micro-batches kept at once is one too many */
+	CHECK_OK(clp_kfac_opt_step_begin(b.k, 2, (double)b.count, (double)(b.N * RIG_M), NULL));
+	for (int m = 0; m < 3; m++) {
+		clp_stage_mb mb = {0, 2, (uint32_t)m, 7, b.tok[m % RIG_M], b.types[m % RIG_M],
+				   b.tg[m % RIG_M]};
+
+		CHECK_OK(clp_stage_forward(b.st, &mb, 1.0f / (float)b.count));
+		if (m < 2)
+			CHECK_OK(clp_stage_backward(b.st, &mb, 1.0f / (float)b.count));
+		else
+			CHECK_ERR(clp_stage_backward(b.st, &mb, 1.0f / (float)b.count), CLP_ERR_NOMEM,
+				  "max_kept = 2", NULL);
 	}
 out:
 	rig_close(&a);
@@ -438,7 +453,7 @@ static void test_bad_options(void)
 		CHECK_ERR(clp_kfac_opt_invert(r.k, 0, 99), CLP_ERR_INVALID, "factor 99", NULL);
 		CHECK_ERR(clp_kfac_opt_step_begin(r.k, 0, 1, 0, NULL), CLP_ERR_INVALID, "0 rows",
 			  NULL);
-		CHECK_ERR(clp_kfac_opt_curv_a(r.k, 7, 0), CLP_ERR_INVALID, "stage layer 7", NULL);
+		CHECK_ERR(clp_kfac_opt_curv_a(r.k, 7, 0, 0), CLP_ERR_INVALID, "stage layer 7", NULL);
 	}
 	rig_close(&r);
 }

@@ -63,7 +63,7 @@ static int train(const clp_train_config *c, double *losses, int max)
 	FILE *log;
 	int n = 0;
 
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, devnull));
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, devnull));
 	if (s)
 		CHECK_OK(clp_session_train(s, NULL));
 	clp_session_close(s);
@@ -124,7 +124,7 @@ static void test_refuse_adamw_checkpoint(void)
 	snprintf(c.optim.name, sizeof(c.optim.name), "kfac");
 	c.ckpt.resume = 1;
 	c.train.steps = 2;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, devnull), CLP_ERR_NOT_FOUND,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_NOT_FOUND,
 		  "no K-FAC state", "ck-adamw");
 	CHECK(s == NULL, "no session");
 	fclose(devnull);

@@ -68,7 +68,7 @@ static const clp_nn_adamw_hp hp0 = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
 static clp_stage *serial(int K, int steps)
 {
 	clp_model_config c = model();
-	clp_stage_opts so = {BB, TT, 1};
+	clp_stage_opts so = {BB, TT, 1, 0, 0};
 	clp_kfac_opts o = kfac_opts(K);
 	clp_stage *st = NULL;
 	clp_kfac_opt *k = NULL;
@@ -91,8 +91,6 @@ static clp_stage *serial(int K, int steps)
 
 			batch(t, m, tok, tg);
 			CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (NN * M)));
-			if (collect)
-				CHECK_OK(clp_kfac_opt_curv_a(k, -1, 0));
 			CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (NN * M)));
 		}
 		CHECK_OK(clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f));
@@ -167,6 +165,9 @@ static void copy(clp_buf dst, clp_buf src, size_t n)
 	CHECK(err == CL_SUCCESS, "copy: %d", err);
 }
 
+/* Backwards run so far in the collecting step, per rank and micro-batch. */
+static int bwd_done[D][M];
+
 /* One op of the cycle on the two stages. */
 static void run_op(const clp_op *op, int r, long t, int cycle0, clp_stage **st, clp_kfac_opt **k,
 		   cl_mem pend, int32_t (*tok)[NN], int32_t (*tg)[NN])
@@ -192,9 +193,12 @@ static void run_op(const clp_op *op, int r, long t, int cycle0, clp_stage **st, 
 			copy(clp_stage_grad_in(st[r]), clp_buf_at(pend, (size_t)op->mb * NN * 16),
 			     NN * 16);
 		CHECK_OK(clp_stage_backward(st[r], &mb, 1.0f / (NN * M)));
+		bwd_done[r][op->mb] = 1;
 		break;
-	case CLP_OP_KFAC_CURV_A:
-		if (!cycle0)
+	case CLP_OP_KFAC_CURV_A: /* before the backward from the slot, else from the copy */
+		if (!cycle0 && !bwd_done[r][op->mb])
+			CHECK_OK(clp_kfac_opt_curv_a(k[r], op->layer - l0, op->mb, op->mb));
+		else if (!cycle0)
 			CHECK_OK(clp_kfac_opt_curv_a_kept(k[r], op->layer - l0, op->mb));
 		break;
 	case CLP_OP_KFAC_CURV_B:
@@ -246,7 +250,7 @@ static void test_pipefisher_equals_serial(void)
 	g.layers = c.n_layer;
 	CHECK_OK(clp_sched_generate(&base, &g));
 	for (int r = 0; r < D; r++) {
-		clp_stage_opts so = {BB, TT, M};
+		clp_stage_opts so = {BB, TT, M, 0, 0};
 
 		CHECK_OK(clp_stage_create(&st[r], th_ctx(), &c, r ? 3 : 0, r ? 5 : 2, &so));
 		if (!st[r])
@@ -303,14 +307,13 @@ static void test_pipefisher_equals_serial(void)
 				cur[r] = (int)t;
 				CHECK_OK(clp_stage_zero_grads(st[r]));
 				CHECK_OK(clp_kfac_opt_step_begin(k[r], t, NN * M, NN * M, &collect[r]));
-				clp_kfac_opt_defer_b(k[r], collect[r] && cy > 0);
+				/* the first cycle: factors at once (serial refresh); later ones: kept
+				 * for the items wherever they sit */
+				clp_kfac_opt_defer(k[r], collect[r] && cy > 0);
+				if (collect[r])
+					memset(bwd_done[r], 0, sizeof(bwd_done[r]));
 			}
 			run_op(op, r, t, cy == 0, st, k, pend, tok, tg);
-			/* the factors of a collecting step: A right away in the first cycle, else the
-			 * inputs are kept for the items wherever they sit */
-			if (op->kind == CLP_OP_FWD && collect[r])
-				CHECK_OK(cy == 0 ? clp_kfac_opt_curv_a(k[r], -1, op->mb)
-						 : clp_kfac_opt_keep(k[r], op->mb, op->mb));
 		}
 	CHECK_OK(clp_cl_finish(th_ctx()));
 	ref = serial(rep.K, CYCLES * rep.K);

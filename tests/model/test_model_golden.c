@@ -113,7 +113,7 @@ static void unload(struct golden *g)
 /* A stage holding the whole model with the fixture's weights. */
 static clp_stage *make_stage(struct golden *g)
 {
-	clp_stage_opts o = {g->B, g->T, 1};
+	clp_stage_opts o = {g->B, g->T, 1, 0, 0};
 	clp_stage *st = NULL;
 	const clp_param_table *tab;
 
@@ -138,6 +138,7 @@ static void run_step(clp_stage *st, struct golden *g, uint32_t step)
 
 	CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)g->valid));
 	CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (float)g->valid));
+	CHECK_OK(clp_stage_fold_tied(st));
 }
 
 static void check_preset(const char *preset)

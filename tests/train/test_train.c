@@ -2,6 +2,7 @@
  * uninterrupted run's losses, a checkpoint of another model is refused, evaluation and sampling
  * work from a checkpoint, and bad settings give messages that name the field or file. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ static void make_corpus(void)
 	th_rng r = th_rng_seed(5);
 	FILE *f;
 
+	if (corpus[0])
+		return; /* made by an earlier test of this run */
 	if (!mkdtemp(dir)) {
 		CHECK(0, "mkdtemp");
 		return;
@@ -34,6 +37,7 @@ static void make_corpus(void)
 
 static void base_config(clp_train_config *c, const char *preset)
 {
+	make_corpus();
 	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
 	snprintf(c->model.preset, sizeof(c->model.preset), "%s", preset);
 	c->model.n_layer = 2;
@@ -59,7 +63,7 @@ static int train(const clp_train_config *c, double *losses, int max, double *val
 	FILE *log;
 	int n = 0;
 
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, devnull));
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, devnull));
 	if (s)
 		CHECK_OK(clp_session_train(s, val));
 	clp_session_close(s);
@@ -112,6 +116,28 @@ static void test_resume_exact(void)
 	}
 }
 
+/* Recomputing activations in the backward changes memory, not arithmetic. */
+static void test_recompute_exact(void)
+{
+	clp_train_config c;
+	double a[8], b[8], val;
+	int na, nb;
+
+	base_config(&c, "llama");
+	c.model.n_kv_head = 2;
+	c.train.steps = 3;
+	c.model.dropout = 0.1;
+	snprintf(c.train.log, sizeof(c.train.log), "%s/norecompute.jsonl", dir);
+	na = train(&c, a, 8, &val);
+	c.train.recompute = 1;
+	snprintf(c.train.log, sizeof(c.train.log), "%s/recompute.jsonl", dir);
+	nb = train(&c, b, 8, &val);
+	CHECK(na == 3 && nb == 3, "3 steps each (%d, %d)", na, nb);
+	for (int i = 0; i < na && i < nb; i++)
+		CHECK(a[i] == b[i], "step %d: loss %.17g with recomputation, %.17g without", i + 1,
+		      b[i], a[i]);
+}
+
 static void test_refuse_other_model(void)
 {
 	clp_train_config c;
@@ -122,7 +148,7 @@ static void test_refuse_other_model(void)
 	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", dir);
 	c.ckpt.resume = 1;
 	c.model.n_layer = 3;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, devnull), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
 		  "n_layer", "ck-gpt2");
 	CHECK(s == NULL, "no session");
 	fclose(devnull);
@@ -140,7 +166,7 @@ static void test_eval_and_sample(void)
 	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
 	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-gpt2", dir);
 	c.eval.batches = 2;
-	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, stdout));
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
 	if (s) {
 		CHECK_OK(clp_session_eval(s, 2, &loss, &bpb));
 		CHECK(loss > 0 && loss < 10 && bpb > 0, "eval from a checkpoint: loss %g bpb %g",
@@ -150,11 +176,32 @@ static void test_eval_and_sample(void)
 	}
 	clp_session_close(s);
 	s = NULL;
+	/* partial inference: half the layers removed (stage 1 of a 2-stage split) */
+	c.pipeline.stages = 2;
+	c.sample.skip_stages.n = 1;
+	c.sample.skip_stages.v[0] = 1;
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
+	if (s) {
+		double l2, b2;
+
+		CHECK_OK(clp_session_eval(s, 2, &l2, &b2));
+		CHECK(isfinite(l2) && l2 != loss, "without layer 1 the loss changes: %g vs %g", l2,
+		      loss);
+	}
+	clp_session_close(s);
+	s = NULL;
+	c.pipeline.stages = 1;
+	c.sample.skip_stages.n = 0;
+	c.sample.skip_layers.n = 1;
+	c.sample.skip_layers.v[0] = 7;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout), CLP_ERR_INVALID,
+		  "skip layer 7");
+	c.sample.skip_layers.n = 0;
 	snprintf(c.sample.prompt, sizeof(c.sample.prompt), "the cat");
 	c.sample.length = 20;
 	snprintf(path, sizeof(path), "%s/sample.txt", dir);
 	f = fopen(path, "w+");
-	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout));
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout));
 	if (s && f) {
 		CHECK_OK(clp_session_sample(s, f));
 		rewind(f);
@@ -168,7 +215,7 @@ static void test_eval_and_sample(void)
 	/* bert does not generate */
 	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-bert", dir);
 	s = NULL;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, stdout), CLP_ERR_UNSUPPORTED,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout), CLP_ERR_UNSUPPORTED,
 		  "bert");
 }
 
@@ -179,15 +226,15 @@ static void test_bad_settings(void)
 
 	base_config(&c, "gpt2");
 	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", dir);
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_NOT_FOUND,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_NOT_FOUND,
 		  "no-such-file.txt");
 	base_config(&c, "gpt2");
 	c.model.d_model = 30;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "model.d_model = 30", "model.n_head = 4");
 	base_config(&c, "gpt2");
 	c.train.seq = 64;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, stdout), CLP_ERR_INVALID,
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "train.seq = 64", "model.ctx = 16");
 	CHECK(s == NULL, "no session after errors");
 }
@@ -201,5 +248,5 @@ static void cleanup(void)
 		fprintf(stderr, "could not remove %s\n", dir);
 }
 
-TH_MAIN(TH_TEST(test_resume_exact), TH_TEST(test_refuse_other_model),
+TH_MAIN(TH_TEST(test_resume_exact), TH_TEST(test_recompute_exact), TH_TEST(test_refuse_other_model),
 	TH_TEST(test_eval_and_sample), TH_TEST(test_bad_settings), TH_TEST(cleanup))

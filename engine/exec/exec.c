@@ -1,0 +1,261 @@
+/* Executor setup: the stages this rank holds, their slots, host staging for messages, and
+ * ownership of tensors for checkpoints and the gradient norm. */
+#include "engine/exec/exec_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/ops.h"
+
+struct lstage *exec_find(clp_exec *e, int stage, int pipe)
+{
+	for (int i = 0; i < e->nls; i++)
+		if (e->ls[i].stage == stage && e->ls[i].pipe == pipe)
+			return &e->ls[i];
+	return NULL;
+}
+
+/* Whether the list runs the stage's backward in halves (zero-bubble B and W). */
+static int has_split(const clp_rank_prog *p, int stage, int pipe)
+{
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].stage == stage && p->ops[i].pipe == pipe && p->ops[i].kind == CLP_OP_BWD_B)
+			return 1;
+	return 0;
+}
+
+/* The most micro-batches a stage holds at once in this rank's list. */
+static int slots_needed(const clp_rank_prog *p, int stage, int pipe)
+{
+	int live = 0, peak = 1, split = 0;
+
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].stage == stage && p->ops[i].pipe == pipe && p->ops[i].kind == CLP_OP_BWD_B)
+			split = 1;
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+
+		if (op->stage != stage || op->pipe != pipe)
+			continue;
+		if (op->kind == CLP_OP_FWD && ++live > peak)
+			peak = live;
+		if ((op->kind == CLP_OP_BWD && !split) || op->kind == CLP_OP_BWD_W)
+			live--;
+	}
+	return peak;
+}
+
+static clp_status add_stage(clp_exec *e, int stage, int pipe)
+{
+	const clp_stage_info *si = &e->s->stages[stage];
+	int L = e->m.n_layer;
+	int first = si->embed ? 0 : si->first_layer + 1;
+	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
+	struct lstage *l = &e->ls[e->nls];
+	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe),
+			    has_split(&e->s->ranks[e->rank], stage, pipe), e->recompute};
+	const clp_param_table *t;
+	clp_status st;
+
+	memset(l, 0, sizeof(*l));
+	l->stage = stage;
+	l->pipe = pipe;
+	l->nslots = o.slots;
+	l->owner = e->replica == 0 && pipe == 0;
+	CLP_TRY(clp_stage_create(&l->st, e->ctx, &e->m, first, last, &o));
+	e->nls++;
+	t = clp_stage_table(l->st);
+	l->slot_mb = malloc((size_t)o.slots * sizeof(int));
+	l->gindex = malloc((size_t)t->ntensors * sizeof(int));
+	l->owns = malloc((size_t)t->ntensors * sizeof(int));
+	if (!l->slot_mb || !l->gindex || !l->owns)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	for (int i = 0; i < o.slots; i++)
+		l->slot_mb[i] = -1;
+	for (int i = 0; i < t->ntensors; i++) {
+		l->gindex[i] = clp_param_find(&e->full, t->tensors[i].name);
+		/* the head's copy of the tied embedding is the embedding holder's to count */
+		l->owns[i] = l->owner && !(t->tensors[i].block != 0 &&
+					   t->tensors[i].role == CLP_R_TOK_EMB);
+	}
+	st = clp_cl_buffer(e->ctx, (size_t)t->ntensors * 4 * sizeof(float), "norm statistics",
+			   &l->stats_mem);
+	l->stats = clp_buf_at(l->stats_mem, 0);
+	return st;
+}
+
+static clp_status check(const clp_comm *comm, const clp_sched *s, const clp_model_config *m)
+{
+	int layers = 0;
+
+	if (s->nranks != clp_comm_size(comm))
+		return clp_error(CLP_ERR_INVALID, "the schedule has %d ranks but the job has %d "
+				 "(mpirun -np %d)", s->nranks, clp_comm_size(comm), s->nranks);
+	for (int i = 0; i < s->nstages; i++)
+		layers += s->stages[i].nlayers;
+	if (s->path_start == NULL && layers != m->n_layer)
+		return clp_error(CLP_ERR_INVALID, "the schedule's stages hold %d layers, the model has "
+				 "model.n_layer = %d", layers, m->n_layer);
+	if (s->ranks[clp_comm_rank(comm)].mode != CLP_RANK_ORDERED)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: dataflow schedules are not run by this "
+				 "executor yet", clp_comm_rank(comm));
+	return CLP_OK;
+}
+
+clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, const clp_sched *s,
+			   const clp_model_config *m, const clp_exec_opts *o)
+{
+	clp_exec *e;
+	const clp_rank_prog *p;
+	clp_status st;
+
+	*out = NULL;
+	CLP_TRY(check(comm, s, m));
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	e->comm = comm;
+	e->ctx = ctx;
+	e->s = s;
+	e->m = *m;
+	e->rank = clp_comm_rank(comm);
+	e->B = o->B;
+	e->T = o->T;
+	e->N = o->B * o->T;
+	e->C = (size_t)m->d_model;
+	e->det = o->deterministic;
+	e->recompute = o->recompute;
+	p = &s->ranks[e->rank];
+	e->replica = p->replica;
+	st = clp_model_config_resolve(&e->m);
+	if (st == CLP_OK)
+		st = clp_sched_index_build(s, &e->ix);
+	if (st == CLP_OK)
+		st = clp_param_table_build(&e->m, 0, clp_model_nblocks(&e->m) - 1, &e->full);
+	if (st == CLP_OK) {
+		e->ls = calloc((size_t)p->nops + 1, sizeof(*e->ls));
+		e->os = calloc((size_t)p->nops + 1, sizeof(*e->os));
+		e->tsum = calloc(2 * (size_t)e->full.ntensors + 1, sizeof(double));
+		e->posted = calloc((size_t)p->nops + 1, sizeof(double));
+		e->nops = p->nops;
+		if (!e->ls || !e->os || !e->tsum || !e->posted)
+			st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	}
+	/* the stages this rank runs, in order of first appearance */
+	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+
+		if ((op->kind == CLP_OP_FWD || op->kind == CLP_OP_BWD) &&
+		    !exec_find(e, op->stage, op->pipe))
+			st = add_stage(e, op->stage, op->pipe);
+	}
+	/* host staging: receives, and producers whose output a send or a local op consumes */
+	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+		int64_t in = e->ix.input[e->ix.off[e->rank] + i];
+		size_t bytes = e->N * e->C * sizeof(float);
+
+		if (clp_op_is_recv(op->kind)) {
+			e->os[i].bytes = bytes;
+		} else if (in >= 0 && clp_sched_index_rank(&e->ix, in) == e->rank &&
+			   (clp_op_is_send(op->kind) || op->kind == CLP_OP_FWD ||
+			    clp_op_is_bwd_input(op->kind))) {
+			const clp_op *src = clp_sched_index_op(s, &e->ix, in);
+
+			if (clp_op_is_compute(src->kind)) {
+				int pi = (int)(in - e->ix.off[e->rank]);
+
+				e->os[pi].needed = 1;
+				e->os[pi].bytes = bytes;
+			}
+		}
+	}
+	for (int i = 0; st == CLP_OK && i < p->nops; i++)
+		if (e->os[i].bytes && !(e->os[i].buf = malloc(e->os[i].bytes)))
+			st = clp_error(CLP_ERR_NOMEM, "out of host memory for message buffers");
+	if (st == CLP_OK)
+		st = clp_cl_buffer(ctx, 4 * sizeof(float), "loss sum", &e->acc);
+	/* one communicator per group; every rank takes part in every split, in group order */
+	if (st == CLP_OK && !(e->gcomm = calloc((size_t)s->ngroups + 1, sizeof(*e->gcomm))))
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	for (int g = 0; st == CLP_OK && g < s->ngroups; g++) {
+		int member = 0;
+
+		for (int k = 0; k < s->groups[g].n; k++)
+			member |= s->groups[g].ranks[k] == e->rank;
+		if (s->groups[g].n == clp_comm_size(comm) || s->groups[g].n == 1)
+			continue; /* the world itself, or nothing to reduce */
+		st = clp_comm_split(comm, member ? g : -1, e->rank, &e->gcomm[g]);
+	}
+	if (st != CLP_OK) {
+		clp_exec_free(e);
+		return st;
+	}
+	*out = e;
+	return CLP_OK;
+}
+
+void clp_exec_free(clp_exec *e)
+{
+	if (!e)
+		return;
+	clp_cl_finish(e->ctx);
+	exec_kfac_free(e);
+	for (int i = 0; i < e->nls; i++) {
+		clp_stage_free(e->ls[i].st);
+		free(e->ls[i].slot_mb);
+		free(e->ls[i].gindex);
+		free(e->ls[i].owns);
+		if (e->ls[i].stats_mem)
+			clReleaseMemObject(e->ls[i].stats_mem);
+	}
+	for (int i = 0; e->os && i < e->nops; i++) {
+		if (e->os[i].req)
+			clp_comm_cancel(e->comm, &e->os[i].req);
+		if (e->os[i].ev)
+			clReleaseEvent(e->os[i].ev);
+		free(e->os[i].buf);
+	}
+	if (e->acc)
+		clReleaseMemObject(e->acc);
+	for (int g = 0; e->gcomm && g < e->s->ngroups; g++)
+		clp_comm_free(e->gcomm[g]);
+	free(e->gcomm);
+	clp_param_table_free(&e->full);
+	clp_sched_index_free(&e->ix);
+	free(e->ls);
+	free(e->os);
+	free(e->tsum);
+	free(e->posted);
+	for (int i = 0; i < e->tr_n; i++)
+		if (e->tr[i].queue == CLP_TQ_COMPUTE) {
+			clReleaseEvent(e->tr[i].ev0);
+			clReleaseEvent(e->tr[i].ev1);
+		}
+	free(e->tr);
+	free(e);
+}
+
+clp_status clp_exec_init_params(clp_exec *e, uint64_t seed)
+{
+	for (int i = 0; i < e->nls; i++)
+		CLP_TRY(clp_stage_init_params(e->ls[i].st, seed));
+	return CLP_OK;
+}
+
+int clp_exec_nstages(const clp_exec *e)
+{
+	return e->nls;
+}
+
+clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner)
+{
+	if (owner)
+		*owner = e->ls[i].owner;
+	return e->ls[i].st;
+}
+
+int clp_exec_owns(const clp_exec *e, int i, int t)
+{
+	return e->ls[i].owns[t];
+}

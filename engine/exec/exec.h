@@ -1,0 +1,90 @@
+/* The executor: runs a schedule (engine/sched) for real, on this rank's OpenCL device and the
+ * transport (topology/comm.h). It holds the stages the schedule places on this rank, interprets
+ * the rank's op list step by step, moves activations and gradients between ranks through host
+ * staging buffers with nonblocking sends and receives, and performs the end-of-step reductions
+ * (replica and twin gradients, the tied embedding, the global gradient norm, the loss) and the
+ * optimizer step.
+ *
+ * Waiting never blocks in clFinish while messages are pending: a wait polls OpenCL event status
+ * and the transport's requests together, under the transport's deadline (Open MPI 4.1 makes
+ * progress only inside MPI calls). A single device is the one-rank case of the same code, so a
+ * pipelined run and the single-device run perform the same arithmetic in the same order where
+ * the schedule keeps the order of additions (GPipe, 1F1B, interleaved, ZB-H1 without replicas):
+ * losses and parameters are then bitwise equal.
+ *
+ * The global gradient norm is computed so that it does not depend on the split: a float sum of
+ * squares per tensor (compensated, on the device), gathered per tensor of the whole model and
+ * added in the model's tensor order in double; each tensor is counted once (its owner: replica
+ * 0, pipeline 0, and for the tied embedding the holder of block 0). */
+#ifndef CLP_EXEC_EXEC_H
+#define CLP_EXEC_EXEC_H
+
+#include <stdint.h>
+
+#include "cl/nn.h"
+#include "engine/model/stage.h"
+#include "engine/optim/kfac.h"
+#include "engine/sched/sched.h"
+#include "topology/comm.h"
+
+typedef struct clp_exec clp_exec;
+
+typedef struct clp_exec_opts {
+	size_t B, T;       /* micro-batch shape */
+	int deterministic; /* all-reduces add in rank order: bitwise reproducible */
+	int recompute;     /* recompute layer activations in the backward (less memory) */
+} clp_exec_opts;
+
+/* The schedule must be valid (clp_sched_validate) and have comm's size of ranks. The schedule
+ * is borrowed and must outlive the executor. */
+clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, const clp_sched *s,
+			   const clp_model_config *m, const clp_exec_opts *o);
+void clp_exec_free(clp_exec *e);
+
+clp_status clp_exec_init_params(clp_exec *e, uint64_t seed);
+
+/* One step's data for this rank's replica: micro-batch m's ids at tokens[m * B * T ...]
+ * (types: bert; targets: -1 = no loss). inv_count = 1 / the number of targets of the whole step
+ * over all replicas. */
+typedef struct clp_exec_data {
+	const int32_t *tokens, *types, *targets;
+	float inv_count;
+	uint64_t seed;
+	uint32_t step;
+} clp_exec_data;
+
+typedef struct clp_exec_result {
+	double loss;      /* mean loss of the step (all ranks) */
+	double grad_norm; /* global gradient norm before clipping */
+	int skipped;      /* a non-finite gradient: no parameter changed */
+} clp_exec_result;
+
+/* Run the rank's list for one training step (forward, backward, reductions, AdamW). */
+clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+			 float max_norm, clp_exec_result *r);
+/* Forward only (the schedule's forwards and their activation transfers); *loss gets the sum of
+ * the micro-batches' scaled losses over all ranks. */
+clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss);
+
+/* Trace the next step: clp_exec_trace_start() before clp_exec_step(), then every rank calls
+ * clp_exec_trace_finish(), which gathers the events of all ranks, aligned to rank 0's clock,
+ * into *out on rank 0 (initialised there; free with clp_trace_free). Compute ops are timed on
+ * the device (markers), transfers from post to completion, collectives on the host. */
+struct clp_trace;
+clp_status clp_exec_trace_start(clp_exec *e);
+clp_status clp_exec_trace_finish(clp_exec *e, struct clp_trace *out);
+
+/* K-FAC instead of AdamW (optim.name = "kfac", engine/exec/exec_kfac.c): one optimizer per
+ * local stage running the cycle rule serially; the K-FAC layers' learning rate is AdamW's times
+ * lr_ratio. The optimizer of local stage i (checkpoints), or NULL. */
+clp_status clp_exec_kfac(clp_exec *e, const clp_kfac_opts *o, float lr_ratio);
+clp_kfac_opt *clp_exec_kfac_opt(const clp_exec *e, int i);
+
+/* The stages on this rank, for checkpoints: owner = 1 when this rank saves the stage's tensors
+ * (replica 0, pipeline 0; a head stage's copy of the tied embedding is not saved). */
+int clp_exec_nstages(const clp_exec *e);
+clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner);
+/* 1 when tensor t of local stage i is saved by this rank. */
+int clp_exec_owns(const clp_exec *e, int i, int t);
+
+#endif

@@ -1,0 +1,86 @@
+/* Internals of the executor shared by exec.c (setup) and exec_run.c (the interpreter). */
+#ifndef CLP_EXEC_INTERNAL_H
+#define CLP_EXEC_INTERNAL_H
+
+#include "engine/exec/exec.h"
+#include "engine/io/trace.h"
+#include "engine/sched/index.h"
+
+/* A traced op: device markers around a compute op, or host times of a transfer/collective. */
+struct exec_tev {
+	clp_op op;
+	int queue;        /* clp_trace_queue */
+	cl_event ev0, ev1; /* compute: markers before and after */
+	double t0, t1;    /* host seconds (comm), filled in at the end for compute */
+};
+
+struct lstage {
+	int stage, pipe;
+	clp_stage *st;
+	int nslots;
+	int *slot_mb;  /* mb occupying each slot, -1 when free */
+	int owner;     /* replica 0, pipeline 0: saves and counts its tensors */
+	int *gindex;   /* per tensor of the stage: index in the whole model's table */
+	int *owns;     /* per tensor: counted in the norm and saved by this rank */
+	clp_buf stats; /* 4 floats per tensor, for the per-tensor sums of squares */
+	cl_mem stats_mem;
+};
+
+struct opstate {
+	void *buf;         /* host staging: a receive's target, a producer's copy for a send */
+	size_t bytes;
+	clp_comm_req *req; /* pending send or receive */
+	cl_event ev;       /* the read that fills buf (producers) */
+	int needed;        /* a producer whose output a send or another local op consumes */
+};
+
+struct clp_exec {
+	clp_comm *comm;
+	clp_cl_ctx *ctx;
+	const clp_sched *s;
+	clp_sched_index ix;
+	clp_model_config m;
+	clp_param_table full; /* the whole model, for tensor order and ownership */
+	int rank, replica;
+	struct lstage *ls;
+	int nls;
+	struct opstate *os; /* per op of this rank's list */
+	int nops;
+	size_t B, T, N, C;
+	int det, recompute;
+	clp_comm **gcomm;    /* per schedule group: its communicator (NULL: not a member) */
+	cl_mem acc;          /* this rank's loss sum */
+	double *tsum;        /* per tensor of the whole model: sum of squares, then flags */
+	int norm_done;       /* this step's norm is computed */
+	double norm;
+	int nonfinite;
+	/* tracing of one step */
+	int tracing;
+	struct exec_tev *tr;
+	int tr_n, tr_cap;
+	double tr_qoff, tr_t0;
+	double *posted; /* per op: host time a transfer was posted (tracing) */
+	cl_event cur_ev0; /* the start marker of the compute op running (tracing) */
+	/* K-FAC (exec_kfac.c): per local stage its optimizer and factor group; NULL: AdamW */
+	clp_kfac_opt **kfac;
+	int *kfac_group;
+	float kfac_lr_ratio;
+	int kfac_collect, kfac_prepared;
+	long kfac_step;
+};
+
+clp_status exec_trace_grow(clp_exec *e);
+clp_status exec_trace_mark(clp_exec *e, cl_event *ev);
+clp_status exec_trace_host(clp_exec *e, const clp_op *op, double t0, double t1);
+
+/* exec_kfac.c: the start of a step, the optimizer step of a stage (instead of AdamW), the end
+ * of a step (reports a failed inversion); freeing. */
+clp_status exec_kfac_step_begin(clp_exec *e, const clp_exec_data *d);
+clp_status exec_kfac_opt_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp);
+clp_status exec_kfac_step_end(clp_exec *e);
+void exec_kfac_free(clp_exec *e);
+
+/* The local stage running op (stage, pipe), or NULL. */
+struct lstage *exec_find(clp_exec *e, int stage, int pipe);
+
+#endif

@@ -1,0 +1,197 @@
+/* The MPI transport (Open MPI 4.1): nonblocking point to point and MPI-3 nonblocking
+ * collectives, polled by comm.c until their deadline. Errors return (MPI_ERRORS_RETURN) and
+ * carry MPI's error string. */
+#include "topology/comm_internal.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mpi_state {
+	MPI_Comm comm;
+	int is_world; /* freeing it finalises MPI */
+};
+
+static MPI_Request *req_of(clp_comm_req *r)
+{
+	return (MPI_Request *)&r->impl[0];
+}
+
+static clp_status mpi_fail(const clp_comm *c, int err, const char *what, const char *label)
+{
+	char msg[MPI_MAX_ERROR_STRING] = "";
+	int len = 0;
+
+	MPI_Error_string(err, msg, &len);
+	return clp_error(CLP_ERR_MPI, "rank %d: %s '%s': %s", c->rank, what, label ? label : "",
+			 msg);
+}
+
+static MPI_Comm comm_of(const clp_comm *c)
+{
+	return ((const struct mpi_state *)c->impl)->comm;
+}
+
+static clp_status mpi_isend(clp_comm *c, const void *buf, size_t bytes, clp_comm_req *r)
+{
+	int e = MPI_Isend(buf, (int)bytes, MPI_BYTE, r->peer, r->tag, comm_of(c), req_of(r));
+
+	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Isend", r->label);
+}
+
+static clp_status mpi_irecv(clp_comm *c, void *buf, size_t bytes, clp_comm_req *r)
+{
+	int e = MPI_Irecv(buf, (int)bytes, MPI_BYTE, r->peer, r->tag, comm_of(c), req_of(r));
+
+	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Irecv", r->label);
+}
+
+static clp_status mpi_test(clp_comm *c, clp_comm_req *r)
+{
+	MPI_Status st;
+	int flag = 0;
+	int e = MPI_Test(req_of(r), &flag, &st);
+
+	if (e != MPI_SUCCESS) {
+		r->done = 1;
+		r->status = mpi_fail(c, e, r->op, r->label);
+		return CLP_OK;
+	}
+	if (flag) {
+		r->done = 1;
+		r->status = CLP_OK;
+	}
+	return CLP_OK;
+}
+
+static void mpi_cancel(clp_comm *c, clp_comm_req *r)
+{
+	MPI_Request *q = req_of(r);
+
+	if (*q == MPI_REQUEST_NULL)
+		return;
+	if (!strcmp(r->op, "recv"))
+		MPI_Cancel(q);
+	MPI_Request_free(q);
+}
+
+static clp_status mpi_ibarrier(clp_comm *c, clp_comm_req *r)
+{
+	int e = MPI_Ibarrier(comm_of(c), req_of(r));
+
+	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Ibarrier", r->label);
+}
+
+static clp_status mpi_iallgather(clp_comm *c, const void *mine, size_t bytes, void *all,
+				 clp_comm_req *r)
+{
+	int e = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, comm_of(c),
+			       req_of(r));
+
+	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Iallgather", r->label);
+}
+
+static clp_status mpi_iallreduce(clp_comm *c, clp_comm_type t, void *inout, size_t n,
+				 clp_comm_req *r)
+{
+	int e = MPI_Iallreduce(MPI_IN_PLACE, inout, (int)n, t == CLP_COMM_F32 ? MPI_FLOAT :
+			       MPI_DOUBLE, MPI_SUM, comm_of(c), req_of(r));
+
+	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Iallreduce", r->label);
+}
+
+static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out);
+
+/* MPI's split calls block; a barrier with a deadline first makes sure every rank has arrived. */
+static clp_status mpi_split(clp_comm *c, int color, int key, clp_comm **out)
+{
+	MPI_Comm nc = MPI_COMM_NULL;
+	int e;
+
+	CLP_TRY(clp_comm_barrier(c, "before split"));
+	e = MPI_Comm_split(comm_of(c), color < 0 ? MPI_UNDEFINED : color, key, &nc);
+	if (e != MPI_SUCCESS)
+		return mpi_fail(c, e, "MPI_Comm_split", "");
+	if (nc == MPI_COMM_NULL)
+		return CLP_OK;
+	return wrap(nc, 0, out);
+}
+
+static clp_status mpi_split_host(clp_comm *c, clp_comm **out)
+{
+	MPI_Comm nc = MPI_COMM_NULL;
+	int e;
+
+	CLP_TRY(clp_comm_barrier(c, "before split by host"));
+	e = MPI_Comm_split_type(comm_of(c), MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &nc);
+	if (e != MPI_SUCCESS)
+		return mpi_fail(c, e, "MPI_Comm_split_type", "shared");
+	return wrap(nc, 0, out);
+}
+
+static void mpi_abort(clp_comm *c, int code)
+{
+	MPI_Abort(comm_of(c), code);
+}
+
+static void mpi_destroy(clp_comm *c)
+{
+	struct mpi_state *st = c->impl;
+	int fin = 0;
+
+	MPI_Finalized(&fin);
+	if (st && !fin) {
+		MPI_Comm_free(&st->comm);
+		if (st->is_world)
+			MPI_Finalize();
+	}
+	free(st);
+	free(c);
+}
+
+static const struct clp_comm_ops mpi_ops = {
+	mpi_isend,	mpi_irecv,	mpi_test,  mpi_cancel,	   mpi_ibarrier, mpi_iallgather,
+	mpi_iallreduce, mpi_split, mpi_split_host, mpi_abort, mpi_destroy,
+};
+
+static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out)
+{
+	struct mpi_state *st = calloc(1, sizeof(*st));
+	int rank = 0, size = 1;
+	clp_comm *c;
+
+	MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+	MPI_Comm_rank(comm, &rank);
+	MPI_Comm_size(comm, &size);
+	c = clp_comm_alloc(&mpi_ops, "mpi", rank, size);
+	if (!st || !c) {
+		free(st);
+		free(c);
+		MPI_Comm_free(&comm);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory creating a communicator");
+	}
+	st->comm = comm;
+	st->is_world = is_world;
+	c->impl = st;
+	*out = c;
+	return CLP_OK;
+}
+
+clp_status clp_comm_mpi_world(int *argc, char ***argv, clp_comm **out)
+{
+	int inited = 0, provided = 0, e;
+	MPI_Comm dup = MPI_COMM_NULL;
+
+	*out = NULL;
+	MPI_Initialized(&inited);
+	if (!inited) {
+		e = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+		if (e != MPI_SUCCESS)
+			return clp_error(CLP_ERR_MPI, "MPI_Init_thread failed (error %d)", e);
+	}
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	e = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+	if (e != MPI_SUCCESS)
+		return clp_error(CLP_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed (error %d)", e);
+	return wrap(dup, !inited, out);
+}
