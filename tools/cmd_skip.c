@@ -69,6 +69,8 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(alloc_iterations, "alloc_iterations", CLP_CFG_INT, "400", "allocation: swaps tried", 0,
 	  1e9, NULL),
+	F(baseline_iterations, "baseline_iterations", CLP_CFG_INT, "3000", "full pipeline: "
+	  "exchanges of nodes tried", 0, 1e9, NULL),
 	F(time_limit, "time_limit", CLP_CFG_FLOAT, "0", "scheduler: stop the search after this "
 	  "many seconds (0: none)", 0, 1e9, NULL),
 	F(random, "random", CLP_CFG_INT, "0", "also score this many random valid path sets", 0,
@@ -83,6 +85,8 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(costs_out, "costs_out", CLP_CFG_STRING, "\"\"", "write the schedule's cost table (S + 1 "
 	  "stages)", 0, 0, NULL),
+	F(baseline_out, "baseline_out", CLP_CFG_STRING, "\"\"", "write the full pipeline's paths "
+	  "(JSON; with --pipelines)", 0, 0, NULL),
 	F(trace, "trace", CLP_CFG_STRING, "\"\"", "write the simulated timeline (Chrome trace)", 0,
 	  0, NULL),
 	F(json, "json", CLP_CFG_BOOL, "false", "print the results as JSON", 0, 0, NULL),
@@ -398,9 +402,15 @@ static int cmd_schedule(int argc, char **argv)
 		clp_skip_paths_free(q);
 		q = NULL;
 		st = clp_skip_paths_copy(in.nodes, &q);
-		o.iterations = (int)c.alloc_iterations;
+		o.iterations = (int)c.baseline_iterations;
 		if (st == CLP_OK)
 			st = clp_skip_full_pipeline(&in.env, q, (int)c.pipelines, p->nmb, &o, &base);
+		if (st == CLP_OK && c.baseline_out[0]) {
+			clp_skip_rules br = in.env.rules;
+
+			br.path_len = br.nstages;
+			st = clp_skip_save(q, &br, base, c.baseline_out);
+		}
 	}
 	if (st == CLP_OK)
 		st = write_outputs(&c, &in, p, rep.iter_s);

@@ -87,7 +87,7 @@ static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_
 	memset(rw, 0, sizeof(*rw));
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
-	o.iterations = (int)c->alloc_iterations;
+	o.iterations = (int)c->baseline_iterations;
 	CLP_TRY(clp_skip_paths_copy(in->nodes, &p));
 	st = clp_skip_full_pipeline(e, p, (int)c->pipelines, in->nodes->nmb, &o, &rw->base);
 	if (st == CLP_OK)
@@ -155,7 +155,7 @@ int cmd_skip_compare(int argc, char **argv)
 	skip_inputs in = {0};
 	row rows[2];
 	clp_status st;
-	double slow;
+	double slow, t_alloc = 0;
 	int rc = skip_parse("skip compare", argc, argv, &c, usage_compare);
 
 	if (rc >= 0)
@@ -167,7 +167,9 @@ int cmd_skip_compare(int argc, char **argv)
 	if (st == CLP_OK) {
 		in.env.hop_s = c.hop_s;
 		in.env.gap_s = c.gap_s;
+		t_alloc = skip_clock();
 		st = skip_load_nodes(&c, &in, c.verbose);
+		t_alloc = skip_clock() - t_alloc;
 	}
 	slow = st == CLP_OK ? slow_threshold(&in.env, in.nodes) : 0;
 	for (int k = 0; k < 2 && st == CLP_OK; k++) {
@@ -215,6 +217,9 @@ int cmd_skip_compare(int argc, char **argv)
 			       rows[k].sched, rows[k].construct,
 			       100 * (rows[k].sched / rows[k].base - 1),
 			       100 * (rows[k].sched / rows[k].rnd_mean - 1), rows[k].run_s);
+		printf("\nallocation %.1f s (%s); scheduler run time: construction and search, "
+		       "%ld moves\n", t_alloc, c.layout[0] ? "the layout's" : "allocated once, plain "
+		       "model", c.iterations);
 		printf("\nslow links (message > 10 x the median, %.3g s):\n", slow);
 		for (int k = 0; k < 2; k++)
 			printf("  %s: random sets using one: %d of %ld (mean %.2f s; the others %.2f "
@@ -277,7 +282,7 @@ int cmd_skip_bench(int argc, char **argv)
 	clp_skip_result r = {0};
 	int S = 19, n, count[19], rc = skip_parse("skip bench", argc, argv, &c, usage_bench);
 	uint64_t rng = 7;
-	double t0, t_alloc = 0;
+	double t0, t_alloc = 0, last = 0;
 	clp_status st;
 
 	if (rc >= 0)
@@ -328,6 +333,16 @@ int cmd_skip_bench(int argc, char **argv)
 	o.verbose = c.verbose;
 	if (st == CLP_OK)
 		st = clp_skip_schedule(&e, p, &o, &rep);
+	if (st == CLP_OK && c.paths_out[0])
+		st = clp_skip_save(p, &e.rules, rep.iter_s, c.paths_out);
+	if (st == CLP_OK) { /* the last backward: the rest is the stages' gradient all-reduces */
+		clp_skip_result d;
+
+		st = clp_skip_simulate(&e, p, 1, c.trace[0] ? c.trace : NULL, &d);
+		for (int m = 0; st == CLP_OK && m < p->nmb; m++)
+			last = d.mb_end_s[m] > last ? d.mb_end_s[m] : last;
+		clp_skip_result_free(&d);
+	}
 	if (st == CLP_OK) {
 		printf("bench skip: %d nodes (%d on stage 0, %d stages), %d micro-batches, P = %d\n",
 		       n, count[0], S, p->nmb, e.rules.path_len);
@@ -338,6 +353,8 @@ int cmd_skip_bench(int argc, char **argv)
 		       "iteration %.4g s\n", rep.search_s, rep.evaluations,
 		       rep.search_s > 0 ? rep.evaluations / rep.search_s : 0, rep.accepted,
 		       rep.iter_s);
+		printf("                last backward at %.4g s (then the gradient all-reduces, "
+		       "rings of up to %d nodes)\n", last, count[0]);
 		printf("  random paths  iteration %.4g s (one set)\n", r.iter_s);
 	}
 	rc = st == CLP_OK ? 0 : cli_fail("skip bench", st);

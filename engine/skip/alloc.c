@@ -1,15 +1,10 @@
-/* Node-to-stage allocation and the full-pipeline baseline (docs/SKIPPIPE.md).
+/* Node-to-stage allocation (docs/SKIPPIPE.md).
  *
  * Allocation: order the nodes so that well-connected ones are neighbours (a nearest-neighbour
  * chain over round-trip message times), deal the stage labels along that order so that every
  * stretch of the chain holds about one node of each stage (so paths can stay among close
  * nodes), then improve by swapping the stages of two nodes while the simulated iteration time
- * of the constructed paths falls.
- *
- * Baseline: npipes complete pipelines; each micro-batch goes through every stage of its
- * pipeline in order. The pipelines are built greedily on the given allocation (the closest
- * unused node at each stage), then any two nodes exchange places (or an idle node takes one's
- * place) while the simulated iteration time falls. */
+ * of the constructed paths falls. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +12,7 @@
 #include "engine/skip/skip_internal.h"
 
 /* Round-trip time of a message of `bytes` between two devices (hop_s included). */
-static double rtt(const clp_skip_env *e, int a, int b, double bytes)
+double skip_rtt(const clp_skip_env *e, int a, int b, double bytes)
 {
 	clp_route r;
 	double t = 0;
@@ -31,7 +26,7 @@ static double rtt(const clp_skip_env *e, int a, int b, double bytes)
 	return t;
 }
 
-static double max_out_bytes(const clp_costs *c)
+double skip_max_out_bytes(const clp_costs *c)
 {
 	double b = 0;
 
@@ -42,7 +37,7 @@ static double max_out_bytes(const clp_costs *c)
 }
 
 /* A nearest-neighbour chain: start at the node closest to its nearest neighbours. */
-static void chain(const double *d, int n, int *order)
+void skip_chain(const double *d, int n, int *order)
 {
 	char *used = calloc((size_t)n, 1);
 	int start = 0;
@@ -103,7 +98,8 @@ static void deal(const int *count, int S, int n, int *label, double *key)
 		}
 }
 
-/* The simulated iteration time of the constructed paths for an allocation. */
+/* The simulated iteration time of the constructed paths for an allocation (the better of
+ * backwards first and forwards first on every node). */
 static clp_status score(const clp_skip_env *e, clp_skip_paths *p, int per_origin, double *iter)
 {
 	static const skip_build_w w[] = {{0.5, 1.0, 1.0}, {1.0, 2.0, 0.5}};
@@ -115,14 +111,17 @@ static clp_status score(const clp_skip_env *e, clp_skip_paths *p, int per_origin
 	CLP_TRY(skip_ctx_init(&c, e, p));
 	st = CLP_OK;
 	for (size_t i = 0; i < sizeof(w) / sizeof(w[0]) && st == CLP_OK; i++) {
-		double it;
-
 		st = skip_build(&c, p, &w[i], 0);
-		if (st == CLP_OK)
+		for (int pol = 0; pol < 2 && st == CLP_OK; pol++) {
+			double it;
+
+			memset(p->node_prio, pol, (size_t)p->nnodes);
 			st = skip_eval(&c, p, &it, NULL);
-		if (st == CLP_OK && it < *iter)
-			*iter = it;
+			if (st == CLP_OK && it < *iter)
+				*iter = it;
+		}
 	}
+	memset(p->node_prio, 0, (size_t)p->nnodes);
 	skip_ctx_free(&c);
 	if (st == CLP_ERR_NOT_FOUND) { /* no balanced path set on this allocation */
 		*iter = INFINITY;
@@ -152,18 +151,18 @@ clp_status clp_skip_allocate(const clp_skip_env *e, clp_skip_paths *p, const int
 	dev = malloc((size_t)n * sizeof(int));
 	order = malloc((size_t)n * sizeof(int));
 	label = malloc((size_t)n * sizeof(int));
-	d = malloc((size_t)n * (size_t)n * sizeof(double));
+	d = calloc((size_t)n * (size_t)n, sizeof(double));
 	if (!dev || !order || !label || !d) {
 		st = clp_error(CLP_ERR_NOMEM, "skip allocation: out of host memory");
 		goto out;
 	}
 	if ((st = clp_skip_resolve(e, p, dev)) != CLP_OK)
 		goto out;
-	bytes = e->costs ? max_out_bytes(e->costs) : 0;
+	bytes = e->costs ? skip_max_out_bytes(e->costs) : 0;
 	for (int u = 0; u < n; u++)
 		for (int v = 0; v < n; v++)
-			d[(size_t)u * n + v] = rtt(e, dev[u], dev[v], bytes);
-	chain(d, n, order);
+			d[(size_t)u * n + v] = skip_rtt(e, dev[u], dev[v], bytes);
+	skip_chain(d, n, order);
 	deal(count, S, n, label, d); /* d is not needed after the chain: it holds the keys */
 	for (int i = 0; i < n; i++)
 		p->node_stage[order[i]] = label[i];
@@ -215,194 +214,5 @@ out:
 	free(order);
 	free(label);
 	free(d);
-	return st;
-}
-
-/* ---- the full-pipeline baseline ---- */
-
-typedef struct base {
-	const clp_skip_env *e;
-	clp_skip_paths *p;
-	int K, S, total;
-	int *pipe; /* [K * S] node of stage s in pipeline k */
-} base;
-
-/* Nodes in no pipeline serve stage 0 and stay idle. */
-static clp_status base_apply(base *b)
-{
-	clp_skip_paths *p = b->p;
-	clp_skip_hop h[CLP_SKIP_MAX_STAGES];
-
-	for (int n = 0; n < p->nnodes; n++)
-		p->node_stage[n] = 0;
-	for (int k = 0; k < b->K; k++)
-		for (int s = 0; s < b->S; s++)
-			p->node_stage[b->pipe[k * b->S + s]] = s;
-	for (int m = 0; m < b->total; m++) {
-		int k = m % b->K;
-
-		p->origin[m] = b->pipe[k * b->S];
-		for (int s = 1; s < b->S; s++)
-			h[s - 1] = (clp_skip_hop){s, b->pipe[k * b->S + s]};
-		CLP_TRY(clp_skip_set_hops(p, m, h, b->S - 1));
-	}
-	return CLP_OK;
-}
-
-static clp_status base_eval(base *b, double *iter)
-{
-	clp_skip_env e2 = *b->e;
-	skip_ctx c;
-	clp_status st;
-
-	e2.rules.path_len = b->S;
-	CLP_TRY(base_apply(b));
-	CLP_TRY(skip_ctx_init(&c, &e2, b->p));
-	st = skip_eval(&c, b->p, iter, NULL);
-	skip_ctx_free(&c);
-	return st;
-}
-
-/* Greedy pipelines: for each, the origin and chain of closest unused nodes with the cheapest
- * round trip. */
-static void base_greedy(base *b, const int *dev, char *used)
-{
-	const clp_skip_paths *p = b->p;
-	double bytes = max_out_bytes(b->e->costs);
-	int *best = malloc((size_t)b->S * sizeof(int)), *cur = malloc((size_t)b->S * sizeof(int));
-
-	if (!best || !cur)
-		goto out;
-	for (int k = 0; k < b->K; k++) {
-		double best_c = INFINITY;
-
-		for (int o = 0; o < p->nnodes; o++) {
-			double cost = 0;
-
-			if (used[o] || p->node_stage[o] != 0)
-				continue;
-			cur[0] = o;
-			for (int s = 1; s < b->S; s++) {
-				int pick = -1;
-				double pc = INFINITY;
-
-				for (int y = 0; y < p->nnodes; y++) {
-					double v;
-
-					if (used[y] || p->node_stage[y] != s)
-						continue;
-					v = rtt(b->e, dev[cur[s - 1]], dev[y], bytes);
-					if (v < pc) {
-						pc = v;
-						pick = y;
-					}
-				}
-				cur[s] = pick;
-				cost += pc;
-			}
-			cost += rtt(b->e, dev[cur[b->S - 1]], dev[o], bytes);
-			if (cost < best_c) {
-				best_c = cost;
-				memcpy(best, cur, (size_t)b->S * sizeof(int));
-			}
-		}
-		for (int s = 0; s < b->S; s++) {
-			b->pipe[k * b->S + s] = best[s];
-			used[best[s]] = 1;
-		}
-	}
-out:
-	free(best);
-	free(cur);
-}
-
-clp_status clp_skip_full_pipeline(const clp_skip_env *e, clp_skip_paths *p, int K, int total,
-				  const clp_skip_opts *o, double *iter_s)
-{
-	base b = {e, p, K, p->nstages, total, NULL};
-	int n = p->nnodes, S = p->nstages, *dev = NULL, iters = o ? o->iterations : 0, evals = 0;
-	char *used = NULL;
-	double cur;
-	clp_status st = CLP_OK;
-
-	if (K < 1 || total < K || total > CLP_SKIP_MAX_MB || S > CLP_SKIP_MAX_STAGES)
-		return clp_error(CLP_ERR_INVALID, "skip baseline: %d pipelines for %d micro-batches",
-				 K, total);
-	for (int s = 0; s < S; s++) {
-		int c = 0;
-
-		for (int i = 0; i < n; i++)
-			c += p->node_stage[i] == s;
-		if (c < K)
-			return clp_error(CLP_ERR_INVALID, "skip baseline: %d pipelines need %d nodes on "
-					 "stage %d, it has %d", K, K, s, c);
-	}
-	b.pipe = malloc((size_t)K * S * sizeof(int));
-	dev = malloc((size_t)n * sizeof(int));
-	used = calloc((size_t)n, 1);
-	if (!b.pipe || !dev || !used) {
-		st = clp_error(CLP_ERR_NOMEM, "skip baseline: out of host memory");
-		goto out;
-	}
-	if ((st = clp_skip_resolve(e, p, dev)) != CLP_OK)
-		goto out;
-	/* total micro-batches, round-robin over the pipelines */
-	{
-		int *orig = realloc(p->origin, ((size_t)total + 1) * sizeof(int));
-		int *hs = calloc((size_t)total + 1, sizeof(int));
-
-		if (!orig || !hs) {
-			free(hs);
-			if (orig)
-				p->origin = orig;
-			st = clp_error(CLP_ERR_NOMEM, "skip baseline: out of host memory");
-			goto out;
-		}
-		p->origin = orig;
-		free(p->hop_start);
-		p->hop_start = hs;
-		p->nmb = total;
-	}
-	base_greedy(&b, dev, used);
-	if ((st = base_eval(&b, &cur)) != CLP_OK)
-		goto out;
-	/* Exchange two nodes' places (pipeline and stage), or put an idle node in one's place: the
-	 * baseline gets its own best arrangement of the nodes, not the one made for paths. */
-	for (int improved = 1; improved && evals < iters;) {
-		improved = 0;
-		for (int a = 0; a < K * S && evals < iters; a++)
-			for (int y = 0; y < n && evals < iters; y++) {
-				int x = b.pipe[a], other = -1;
-				double it;
-
-				if (y == x)
-					continue;
-				for (int q = 0; q < K * S; q++)
-					if (b.pipe[q] == y)
-						other = q;
-				if (other >= 0 && other < a)
-					continue; /* the pair was tried */
-				b.pipe[a] = y;
-				if (other >= 0)
-					b.pipe[other] = x;
-				evals++;
-				if ((st = base_eval(&b, &it)) != CLP_OK)
-					goto out;
-				if (it < cur - 1e-9) {
-					cur = it;
-					improved = 1;
-				} else {
-					b.pipe[a] = x;
-					if (other >= 0)
-						b.pipe[other] = y;
-				}
-			}
-	}
-	st = base_eval(&b, &cur);
-	*iter_s = cur;
-out:
-	free(b.pipe);
-	free(dev);
-	free(used);
 	return st;
 }

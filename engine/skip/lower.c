@@ -82,13 +82,14 @@ static clp_status emit(lower *L, const visit *v, int sec)
 		op = clp_op_make(CLP_OP_BWD, st, 0, 0, v->mb);
 		CLP_TRY(clp_sched_push(L->s, n, &op));
 		return pn >= 0 ? push_msg(L, n, CLP_OP_SEND_GRAD, st, v->mb, pn) : CLP_OK;
-	default:
+	case SEC_FWD:
 		if (head)
 			return CLP_OK;
 		op = clp_op_make(CLP_OP_FWD, st, 0, 0, v->mb);
 		CLP_TRY(clp_sched_push(L->s, n, &op));
 		return nn >= 0 ? push_msg(L, n, CLP_OP_SEND_ACT, st, v->mb, nn) : CLP_OK;
 	}
+	return CLP_OK;
 }
 
 /* The gradient all-reduce of the node's stage over the stage's nodes, then the optimizer steps.
@@ -224,10 +225,16 @@ clp_status clp_skip_to_sched(const clp_skip_paths *p, const clp_skip_rules *r, i
 		L.s->ranks[n].mem_cap = r ? r->memory : 0;
 	}
 	st = lower_paths(&L, vis, vstart, irp, irs);
-	for (int n = 0; n < p->nnodes && st == CLP_OK; n++)
-		for (int sec = SEC_RECV; sec <= SEC_FWD && st == CLP_OK; sec++)
+	/* Receives first (all posted at the start anyway), then the loss, then backwards before
+	 * forwards or the other way round, as the node's priority says. */
+	for (int n = 0; n < p->nnodes && st == CLP_OK; n++) {
+		int fwd = p->node_prio[n] == CLP_SKIP_FORWARD_FIRST;
+		int order[4] = {SEC_RECV, SEC_HEAD, fwd ? SEC_FWD : SEC_BWD, fwd ? SEC_BWD : SEC_FWD};
+
+		for (int k = 0; k < 4 && st == CLP_OK; k++)
 			for (int i = vstart[n]; i < vstart[n + 1] && st == CLP_OK; i++)
-				st = emit(&L, &vis[i], sec);
+				st = emit(&L, &vis[i], order[k]);
+	}
 	if (st == CLP_OK)
 		st = make_groups(&L, group_of, buf);
 	if (st == CLP_OK)

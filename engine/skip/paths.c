@@ -34,10 +34,11 @@ clp_status clp_skip_paths_create(clp_skip_paths **out, int nstages, int nnodes, 
 	p->nnodes = nnodes;
 	p->nmb = nmb;
 	p->node_stage = calloc((size_t)nnodes, sizeof(int));
+	p->node_prio = calloc((size_t)nnodes, 1);
 	p->node_device = calloc((size_t)nnodes, sizeof(*p->node_device));
 	p->origin = malloc(((size_t)nmb + 1) * sizeof(int));
 	p->hop_start = calloc((size_t)nmb + 1, sizeof(int));
-	if (!p->node_stage || !p->node_device || !p->origin || !p->hop_start) {
+	if (!p->node_stage || !p->node_prio || !p->node_device || !p->origin || !p->hop_start) {
 		clp_skip_paths_free(p);
 		return clp_error(CLP_ERR_NOMEM, "skip paths: out of host memory");
 	}
@@ -52,6 +53,7 @@ void clp_skip_paths_free(clp_skip_paths *p)
 	if (!p)
 		return;
 	free(p->node_stage);
+	free(p->node_prio);
 	free(p->node_device);
 	free(p->origin);
 	free(p->hop_start);
@@ -71,6 +73,7 @@ clp_status clp_skip_paths_copy(const clp_skip_paths *p, clp_skip_paths **out)
 		return clp_error(CLP_ERR_NOMEM, "skip paths: out of host memory");
 	}
 	memcpy(q->node_stage, p->node_stage, (size_t)p->nnodes * sizeof(int));
+	memcpy(q->node_prio, p->node_prio, (size_t)p->nnodes);
 	memcpy(q->node_device, p->node_device, (size_t)p->nnodes * sizeof(*p->node_device));
 	memcpy(q->origin, p->origin, (size_t)p->nmb * sizeof(int));
 	memcpy(q->hop_start, p->hop_start, ((size_t)p->nmb + 1) * sizeof(int));

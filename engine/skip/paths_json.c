@@ -51,6 +51,8 @@ clp_status clp_skip_save(const clp_skip_paths *p, const clp_skip_rules *r, doubl
 
 		if (p->node_device[n][0])
 			json_object_set_new(o, "device", json_string(p->node_device[n]));
+		if (p->node_prio[n] == CLP_SKIP_FORWARD_FIRST)
+			json_object_set_new(o, "priority", json_string("forward"));
 		fputs("    ", f);
 		put(f, o);
 		fputs(n + 1 < p->nnodes ? ",\n" : "\n", f);
@@ -96,12 +98,12 @@ static clp_status read_rules(const char *file, const json_t *root, clp_skip_rule
 
 static clp_status read_nodes(const char *file, const json_t *nodes, clp_skip_paths *p)
 {
-	static const char *const keys[] = {"node", "stage", "device", NULL};
+	static const char *const keys[] = {"node", "stage", "device", "priority", NULL};
 	size_t i;
 	json_t *o;
 
 	json_array_foreach(nodes, i, o) {
-		char at[48];
+		char at[48], prio[16];
 		int id = (int)i;
 
 		snprintf(at, sizeof(at), "nodes[%zu]", i);
@@ -114,6 +116,13 @@ static clp_status read_nodes(const char *file, const json_t *nodes, clp_skip_pat
 		CLP_TRY(clp_json_int(file, at, o, "stage", 1, 0, p->nstages - 1, &p->node_stage[i]));
 		CLP_TRY(clp_json_str(file, at, o, "device", 0, p->node_device[i],
 				     sizeof(p->node_device[i])));
+		prio[0] = '\0';
+		CLP_TRY(clp_json_str(file, at, o, "priority", 0, prio, sizeof(prio)));
+		if (prio[0] && strcmp(prio, "forward") && strcmp(prio, "backward"))
+			return clp_error(CLP_ERR_FORMAT, "%s: %s.priority: \"%s\", expected \"forward\" "
+					 "or \"backward\"", file, at, prio);
+		p->node_prio[i] = !strcmp(prio, "forward") ? CLP_SKIP_FORWARD_FIRST
+							   : CLP_SKIP_BACKWARD_FIRST;
 	}
 	return CLP_OK;
 }

@@ -49,11 +49,13 @@ static size_t sidx(const dp *d, int k, int far, int w, int pe, int xi)
 }
 
 /* The nodes worth considering on each stage: the cheapest by visit cost plus distance from the
- * origin (all of them when there are few). */
-static void candidates(dp *d)
+ * origin (all of them when there are few). Random paths take one node per stage drawn
+ * uniformly (draw: which draw), so that the planner only picks the stages. */
+static void candidates(dp *d, int draw)
 {
 	const skip_ctx *c = d->c;
 	int o = d->in->origin;
+	uint64_t h = d->in->noise_seed + 0x632be59bd9b4e019ULL * (uint64_t)(draw + 1);
 
 	for (int s = 0; s < d->S; s++) {
 		int n = 0;
@@ -61,6 +63,14 @@ static void candidates(dp *d)
 		if (s == 0) {
 			d->cand[0] = o;
 			d->ncand[0] = 1;
+			continue;
+		}
+		if (d->in->noise_seed) {
+			int k = c->st_first[s + 1] - c->st_first[s];
+
+			d->cand[s * d->C] = k ? c->st_nodes[c->st_first[s] +
+							    (int)(skip_rand(&h) % (uint64_t)k)] : -1;
+			d->ncand[s] = k > 0;
 			continue;
 		}
 		for (int i = c->st_first[s]; i < c->st_first[s + 1]; i++) {
@@ -260,6 +270,8 @@ clp_status skip_plan_path(const skip_ctx *c, const skip_plan_in *in, clp_skip_ho
 	}
 	if (in->max_cand > 0 && d.C > in->max_cand)
 		d.C = in->max_cand;
+	if (in->noise_seed)
+		d.C = 1;
 	d.ban = ban;
 	nst = sidx(&d, d.H + 1, 0, 0, 0, 0);
 	d.cand = malloc((size_t)d.S * d.C * sizeof(int));
@@ -273,11 +285,17 @@ clp_status skip_plan_path(const skip_ctx *c, const skip_plan_in *in, clp_skip_ho
 		st = clp_error(CLP_ERR_NOMEM, "skip planner: out of host memory");
 		goto out;
 	}
-	candidates(&d);
-	for (;;) {
+	candidates(&d, 0);
+	for (int draw = 0;;) {
 		int bad[2], ok;
 
 		if (plan_once(&d, h) != CLP_OK) {
+			/* Random paths: the drawn nodes may be what closes every way; draw again. */
+			if (in->noise_seed && d.nban > 0 && draw < 16) {
+				candidates(&d, ++draw);
+				d.nban = 0;
+				continue;
+			}
 			st = CLP_ERR_NOT_FOUND;
 			break;
 		}
@@ -307,6 +325,73 @@ out:
 	return st;
 }
 
+/* The building state: capacities, loads and the hand-off graph. */
+typedef struct build {
+	const skip_ctx *c;
+	clp_skip_paths *p;
+	int *cap;
+	double *load;
+	skip_graph *g;
+	uint64_t rng;
+} build;
+
+static void take(build *b, const clp_skip_hop *h, int sign)
+{
+	for (int i = 0; i < b->c->H; i++) {
+		b->cap[h[i].stage] -= sign;
+		b->load[h[i].node] += sign * b->c->work[h[i].node];
+	}
+}
+
+/* Plan mb m (in: its inputs, remaining counting it); when no path fits what is left (the greedy
+ * can leave stages no single path may take, e.g. two with more than J between them), re-plan
+ * it together with an earlier one: their stages pooled, m first, then the other. */
+static clp_status plan_or_repair(build *b, skip_plan_in *in, int m, clp_skip_hop *h,
+				 clp_skip_hop *h2)
+{
+	const skip_ctx *c = b->c;
+	clp_skip_paths *p = b->p;
+	clp_status st = skip_plan_path(c, in, h);
+
+	if (st != CLP_ERR_NOT_FOUND)
+		return st;
+	for (int tries = 0; tries < 64 && m > 0; tries++) {
+		int j = (int)(skip_rand(&b->rng) % (uint64_t)m);
+		clp_skip_hop *old = p->hops + p->hop_start[j];
+		skip_plan_in in2 = *in;
+
+		take(b, old, -1);
+		if (b->g)
+			skip_graph_remove_path(b->g, p, j);
+		in2.remaining = in->remaining + 1;
+		if (in->noise_seed)
+			in2.noise_seed = skip_rand(&b->rng) | 1;
+		st = skip_plan_path(c, &in2, h);
+		if (st == CLP_OK) {
+			take(b, h, 1);
+			in2.origin = p->origin[j];
+			in2.mb = j;
+			in2.remaining = in->remaining;
+			st = skip_plan_path(c, &in2, h2);
+			if (st == CLP_OK) {
+				take(b, h2, 1);
+				take(b, h, -1); /* the caller takes m's */
+				memcpy(old, h2, (size_t)c->H * sizeof(*h2));
+				return CLP_OK;
+			}
+			take(b, h, -1);
+			for (int i = 0; b->g && i + 1 < c->H; i++)
+				skip_graph_remove(b->g, h[i].node, h[i + 1].node);
+		}
+		take(b, old, 1);
+		if (b->g)
+			skip_graph_add_path(b->g, p, j);
+		if (st != CLP_ERR_NOT_FOUND)
+			return st;
+	}
+	return CLP_ERR_NOT_FOUND;
+}
+
 clp_status skip_build(const skip_ctx *c, clp_skip_paths *p, const skip_build_w *w,
 		      uint64_t noise_seed)
 {
@@ -318,13 +403,14 @@ clp_status skip_build(const skip_ctx *c, clp_skip_paths *p, const skip_build_w *
 	int use_graph = r->memory > 0 && r->deadlock_free, wave = -1;
 	uint64_t rng = noise_seed;
 	clp_status st = CLP_OK;
+	build b;
 
 	cap = malloc((size_t)c->S * sizeof(int));
 	round = calloc((size_t)c->nnodes, sizeof(int));
 	load = calloc((size_t)c->nnodes, sizeof(double));
 	wload = calloc((size_t)c->nnodes, sizeof(double));
 	ncost = malloc((size_t)c->nnodes * sizeof(double));
-	h = malloc(((size_t)H + 1) * sizeof(*h));
+	h = malloc((2 * (size_t)H + 1) * sizeof(*h));
 	if (!cap || !round || !load || !wload || !ncost || !h) {
 		st = clp_error(CLP_ERR_NOMEM, "skip: out of host memory");
 		goto out;
@@ -333,6 +419,7 @@ clp_status skip_build(const skip_ctx *c, clp_skip_paths *p, const skip_build_w *
 		goto out;
 	for (int s = 0; s < c->S; s++)
 		cap[s] = s == 0 ? 0 : r->balance && c->S > 1 ? (int)((int64_t)N * H / (c->S - 1)) : N;
+	b = (build){c, p, cap, load, use_graph ? &g : NULL, noise_seed ^ 0x5851f42d4c957f2dULL};
 	for (int m = 0; m < N && st == CLP_OK; m++) {
 		int o = p->origin[m], wv = r->memory > 0 ? round[o] / r->memory : round[o];
 		skip_plan_in in = {o, m, cap, r->balance ? N - m : N + 1, ncost, w->edge_w, 0, 8,
@@ -350,7 +437,7 @@ clp_status skip_build(const skip_ctx *c, clp_skip_paths *p, const skip_build_w *
 			in.noise_seed = skip_rand(&rng) | 1;
 			in.max_cand = 0;
 		}
-		st = skip_plan_path(c, &in, h);
+		st = plan_or_repair(&b, &in, m, h, h + H);
 		if (st == CLP_ERR_NOT_FOUND)
 			st = clp_error(CLP_ERR_NOT_FOUND, "skip: no valid path left for mb %d (origin "
 				       "node %d) under the rules (P = %d, J = %d, W = %d) and the "
@@ -358,11 +445,10 @@ clp_status skip_build(const skip_ctx *c, clp_skip_paths *p, const skip_build_w *
 				       r->max_swaps);
 		if (st == CLP_OK)
 			st = clp_skip_set_hops(p, m, h, H);
-		for (int i = 0; i < H && st == CLP_OK; i++) {
-			cap[h[i].stage]--;
-			load[h[i].node] += c->work[h[i].node];
+		if (st == CLP_OK)
+			take(&b, h, 1);
+		for (int i = 0; i < H && st == CLP_OK; i++)
 			wload[h[i].node] += c->work[h[i].node];
-		}
 	}
 out:
 	if (use_graph)
@@ -382,9 +468,19 @@ clp_status clp_skip_random(const clp_skip_env *e, clp_skip_paths *p, uint64_t se
 	skip_build_w w = {0, 0, 1};
 	clp_status st;
 
+	double t[2] = {0, 0};
+
 	CLP_TRY(clp_skip_check_config(&e->rules, p));
 	CLP_TRY(skip_ctx_init(&c, e, p));
 	st = skip_build(&c, p, &w, seed * 0x2545f4914f6cdd1dULL + 0x9e3779b97f4a7c15ULL);
+	/* The better of every node backwards first and every node forwards first: random paths,
+	 * not a handicap in priorities. */
+	for (int pol = 0; pol < 2 && st == CLP_OK; pol++) {
+		memset(p->node_prio, pol, (size_t)p->nnodes);
+		st = skip_eval(&c, p, &t[pol], NULL);
+	}
+	if (st == CLP_OK)
+		memset(p->node_prio, t[1] < t[0], (size_t)p->nnodes);
 	skip_ctx_free(&c);
 	return st;
 }

@@ -34,6 +34,7 @@ typedef struct search {
 	clp_skip_hop *old, *nw; /* [2 * H] undo and new hops of up to two micro-batches */
 	int moved[2], nmoved;
 	int in_graph[2]; /* the moved one's current hops are in the hand-off graph */
+	int flipped;     /* a node whose priority the move flipped, or -1 */
 	double iter, energy;
 } search;
 
@@ -80,6 +81,9 @@ static void undo(search *z)
 {
 	int H = z->c->H;
 
+	if (z->flipped >= 0)
+		z->p->node_prio[z->flipped] ^= 1;
+	z->flipped = -1;
 	for (int k = 0; k < z->nmoved; k++) {
 		int m = z->moved[k];
 
@@ -218,15 +222,19 @@ static int try_move(search *z)
 	int a = pick_mb(z), mbs[2];
 
 	z->nmoved = 0;
-	if (z->c->H == 0)
-		return 0;
-	if (u < 0.35)
+	z->flipped = -1;
+	if (u < 0.08 || z->c->H == 0) { /* a node's priority: forwards or backwards first */
+		z->flipped = (int)(skip_rand(&z->rng) % (uint64_t)z->c->nnodes);
+		z->p->node_prio[z->flipped] ^= 1;
+		return 1;
+	}
+	if (u < 0.38)
 		return move_node(z, a);
-	if (u < 0.6) {
+	if (u < 0.62) {
 		mbs[0] = a;
 		return move_replan(z, mbs, 1);
 	}
-	if (u < 0.9 || z->c->env->rules.max_swaps == 0) {
+	if (u < 0.92 || z->c->env->rules.max_swaps == 0) {
 		mbs[0] = a;
 		mbs[1] = (int)(skip_rand(&z->rng) % (uint64_t)z->p->nmb);
 		if (mbs[1] == a)
@@ -240,30 +248,41 @@ static int try_move(search *z)
 	return move_swap(z, a);
 }
 
-/* The construction portfolio: a few trade-offs between locality and load; the best wins. */
+/* The construction portfolio: a few trade-offs between locality and load, each with every node
+ * running backwards first and with every node running forwards first; the best wins. */
 static const skip_build_w portfolio[] = {
 	{0.5, 1.0, 1.0}, {1.0, 1.0, 1.0}, {0.25, 0.5, 1.0}, {1.0, 2.0, 0.5},
 	{2.0, 2.0, 1.0}, {0.0, 1.0, 1.0}, {0.5, 0.0, 2.0}, {0.1, 3.0, 1.0},
+	{0.05, 0.2, 1.0}, {0.0, 0.3, 1.0}, {0.02, 0.05, 1.0}, {0.0, 0.0, 1.0},
 };
+
+static void keep(clp_skip_paths *dst, const clp_skip_paths *src)
+{
+	memcpy(dst->hops, src->hops, (size_t)src->hop_start[src->nmb] * sizeof(clp_skip_hop));
+	memcpy(dst->node_prio, src->node_prio, (size_t)src->nnodes);
+}
 
 static clp_status construct(search *z, clp_skip_paths *best)
 {
 	double best_e = INFINITY;
 
 	for (size_t i = 0; i < sizeof(portfolio) / sizeof(portfolio[0]); i++) {
-		double it, e;
-
 		CLP_TRY(skip_build(z->c, z->p, &portfolio[i], 0));
-		CLP_TRY(skip_eval(z->c, z->p, &it, z->mb_end));
-		e = energy(z, it, z->mb_end);
-		if (it < z->iter || (it == z->iter && e < best_e)) {
-			z->iter = it;
-			best_e = e;
-			z->w = portfolio[i];
-			memcpy(best->hops, z->p->hops, (size_t)z->p->hop_start[z->p->nmb] * sizeof(clp_skip_hop));
+		for (int pol = 0; pol < 2; pol++) {
+			double it, e;
+
+			memset(z->p->node_prio, pol, (size_t)z->p->nnodes);
+			CLP_TRY(skip_eval(z->c, z->p, &it, z->mb_end));
+			e = energy(z, it, z->mb_end);
+			if (it < z->iter || (it == z->iter && e < best_e)) {
+				z->iter = it;
+				best_e = e;
+				z->w = portfolio[i];
+				keep(best, z->p);
+			}
 		}
 	}
-	memcpy(z->p->hops, best->hops, (size_t)z->p->hop_start[z->p->nmb] * sizeof(clp_skip_hop));
+	keep(z->p, best);
 	return CLP_OK;
 }
 
@@ -271,13 +290,12 @@ static clp_status anneal(search *z, const clp_skip_opts *o, clp_skip_paths *best
 			 clp_skip_report *rep)
 {
 	double t0 = skip_now(), temp0, best_iter, best_e, *end2;
-	size_t nh = (size_t)z->p->hop_start[z->p->nmb] * sizeof(clp_skip_hop);
 
 	CLP_TRY(skip_eval(z->c, z->p, &z->iter, z->mb_end));
 	z->energy = energy(z, z->iter, z->mb_end);
 	best_iter = z->iter;
 	best_e = z->energy;
-	temp0 = 0.01 * z->iter;
+	temp0 = 0.003 * z->iter;
 	end2 = malloc(((size_t)z->p->nmb + 1) * sizeof(double));
 	if (!end2)
 		return clp_error(CLP_ERR_NOMEM, "skip: out of host memory");
@@ -309,10 +327,11 @@ static clp_status anneal(search *z, const clp_skip_opts *o, clp_skip_paths *best
 			sort_by_end(z);
 			rep->accepted++;
 			z->nmoved = 0;
+			z->flipped = -1;
 			if (iter < best_iter || (iter == best_iter && e < best_e)) {
 				best_iter = iter;
 				best_e = e;
-				memcpy(best->hops, z->p->hops, nh);
+				keep(best, z->p);
 			}
 		} else {
 			undo(z);
@@ -323,7 +342,7 @@ static clp_status anneal(search *z, const clp_skip_opts *o, clp_skip_paths *best
 				it + 1, rep->accepted, z->iter, best_iter);
 	}
 	free(end2);
-	memcpy(z->p->hops, best->hops, nh);
+	keep(z->p, best);
 	z->iter = best_iter;
 	return CLP_OK;
 }
@@ -354,6 +373,7 @@ clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp
 	z.p = p;
 	z.rng = o->seed * 0x9e3779b97f4a7c15ULL + 12345;
 	z.iter = INFINITY;
+	z.flipped = -1;
 	z.use_graph = e->rules.memory > 0 && e->rules.deadlock_free;
 	z.mb_end = malloc(((size_t)N + 1) * sizeof(double));
 	z.load = malloc((size_t)c.nnodes * sizeof(double));

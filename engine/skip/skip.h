@@ -50,11 +50,16 @@ typedef struct clp_skip_hop {
 	int stage, node;
 } clp_skip_hop;
 
+/* Which ready op a node runs first when several are (the order of its dataflow list): the loss
+ * always, then backwards before forwards (the default) or forwards before backwards. */
+enum { CLP_SKIP_BACKWARD_FIRST = 0, CLP_SKIP_FORWARD_FIRST = 1 };
+
 /* A path set. Node i is rank i of the schedule made from it. */
 typedef struct clp_skip_paths {
 	int nstages;
 	int nnodes;
 	int *node_stage;                   /* [nnodes] the stage each node serves */
+	unsigned char *node_prio;          /* [nnodes] CLP_SKIP_BACKWARD_FIRST or _FORWARD_FIRST */
 	char (*node_device)[CLP_NAME_MAX]; /* [nnodes] its cluster device id ("" : device i) */
 	int nmb;
 	int *origin;                       /* [nmb] the stage-0 node it starts and ends at */
@@ -127,7 +132,9 @@ clp_status clp_skip_simulate(const clp_skip_env *e, const clp_skip_paths *p, int
 			     const char *trace_path, clp_skip_result *res);
 void clp_skip_result_free(clp_skip_result *r);
 
-/* Random valid paths: stage sets, orders, swaps and nodes drawn at random within the rules. */
+/* Random valid paths: stage sets, orders, swaps and nodes drawn at random within the rules;
+ * every node then runs backwards first or every node forwards first, whichever simulates
+ * faster (so that random paths are not also handicapped in priorities). */
 clp_status clp_skip_random(const clp_skip_env *e, clp_skip_paths *p, uint64_t seed);
 
 typedef struct clp_skip_opts {

@@ -116,4 +116,11 @@ static inline double skip_uniform(uint64_t *s)
 
 double skip_now(void);
 
+/* Round-trip time of a message of `bytes` between two devices (hop_s included; 0 without a
+ * cluster), the largest activation of a cost table, and a nearest-neighbour chain over a
+ * distance matrix (alloc.c). */
+double skip_rtt(const clp_skip_env *e, int a, int b, double bytes);
+double skip_max_out_bytes(const clp_costs *c);
+void skip_chain(const double *d, int n, int *order);
+
 #endif
