@@ -77,7 +77,8 @@ clp_status clp_skip_paths_copy(const clp_skip_paths *p, clp_skip_paths **out)
 	memcpy(q->node_device, p->node_device, (size_t)p->nnodes * sizeof(*p->node_device));
 	memcpy(q->origin, p->origin, (size_t)p->nmb * sizeof(int));
 	memcpy(q->hop_start, p->hop_start, ((size_t)p->nmb + 1) * sizeof(int));
-	memcpy(q->hops, p->hops, (size_t)nh * sizeof(*q->hops));
+	if (nh)
+		memcpy(q->hops, p->hops, (size_t)nh * sizeof(*q->hops));
 	*out = q;
 	return CLP_OK;
 }
@@ -99,7 +100,8 @@ clp_status clp_skip_set_hops(clp_skip_paths *p, int mb, const clp_skip_hop *h, i
 	}
 	memmove(hops + p->hop_start[mb + 1] + d, hops + p->hop_start[mb + 1],
 		(size_t)(total - p->hop_start[mb + 1]) * sizeof(*hops));
-	memcpy(hops + p->hop_start[mb], h, (size_t)n * sizeof(*h));
+	if (n)
+		memcpy(hops + p->hop_start[mb], h, (size_t)n * sizeof(*h));
 	for (int m = mb + 1; m <= p->nmb; m++)
 		p->hop_start[m] += d;
 	return CLP_OK;

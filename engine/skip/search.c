@@ -258,7 +258,8 @@ static const skip_build_w portfolio[] = {
 
 static void keep(clp_skip_paths *dst, const clp_skip_paths *src)
 {
-	memcpy(dst->hops, src->hops, (size_t)src->hop_start[src->nmb] * sizeof(clp_skip_hop));
+	if (src->hop_start[src->nmb])
+		memcpy(dst->hops, src->hops, (size_t)src->hop_start[src->nmb] * sizeof(clp_skip_hop));
 	memcpy(dst->node_prio, src->node_prio, (size_t)src->nnodes);
 }
 
