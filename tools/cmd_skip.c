@@ -290,7 +290,9 @@ clp_status skip_load_nodes(const skip_cfg *c, skip_inputs *in, int verbose)
 
 void skip_print_nodes(const clp_skip_paths *p)
 {
-	printf("node  device                   stage  visits\n");
+	int paths = p->hop_start[p->nmb] > 0;
+
+	printf("node  device                   stage  %s\n", paths ? "visits  priority" : "");
 	for (int n = 0; n < p->nnodes; n++) {
 		int v = 0;
 
@@ -298,8 +300,12 @@ void skip_print_nodes(const clp_skip_paths *p)
 			v += p->hops[i].node == n;
 		if (p->node_stage[n] == 0)
 			v = clp_skip_mb_of_origin(p, n);
-		printf("%4d  %-24s %5d  %6d%s\n", n, p->node_device[n][0] ? p->node_device[n] : "-",
-		       p->node_stage[n], v, p->node_stage[n] == 0 ? " (origin)" : "");
+		printf("%4d  %-24s %5d", n, p->node_device[n][0] ? p->node_device[n] : "-",
+		       p->node_stage[n]);
+		if (paths)
+			printf("  %6d  %s", v, p->node_prio[n] == CLP_SKIP_FORWARD_FIRST ? "forward"
+											: "backward");
+		printf("%s\n", p->node_stage[n] == 0 ? "  (origin)" : "");
 	}
 }
 
