@@ -276,8 +276,17 @@ clp_status skip_load_nodes(const skip_cfg *c, skip_inputs *in, int verbose)
 	for (int s = 0; s < S; s++)
 		count[s] = (int)c->stage_nodes.v[s];
 	CLP_TRY(clp_skip_paths_create(&in->nodes, S, in->cluster->ndevices, 0));
-	for (int n = 0; n < in->cluster->ndevices; n++)
+	for (int n = 0, s = 0, k = 0; n < in->cluster->ndevices; n++) {
 		snprintf(in->nodes->node_device[n], CLP_NAME_MAX, "%s", in->cluster->devices[n].id);
+		while (s < S - 1 && k >= count[s]) { /* in order, to check the rules first */
+			s++;
+			k = 0;
+		}
+		in->nodes->node_stage[n] = s;
+		k++;
+	}
+	if (clp_skip_set_origins(in->nodes, (int)c->microbatches) == CLP_OK)
+		CLP_TRY(clp_skip_check_config(&in->env.rules, in->nodes));
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
 	o.iterations = (int)c->alloc_iterations;
