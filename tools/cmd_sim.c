@@ -27,6 +27,7 @@ typedef struct sim_cfg {
 	long batch, seq, hidden;
 	double tf, tb, tw;
 	long eager_bytes;
+	double hop_s, task_gap_s;
 	int recompute, validate, strict_memory;
 	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
 	int full_trace, json, bench;
@@ -79,6 +80,10 @@ static const clp_cfg_field fields[] = {
 	  -1, 1e6, NULL),
 	F(eager_bytes, "eager_bytes", CLP_CFG_INT, "-1", "eager limit (-1: the cluster's)", -1,
 	  1e18, NULL),
+	F(hop_s, "hop_s", CLP_CFG_FLOAT, "0", "seconds added to every point-to-point transfer "
+	  "(SkipPipe's cost model: 0.35)", 0, 1e6, NULL),
+	F(task_gap_s, "task_gap_s", CLP_CFG_FLOAT, "0", "idle seconds after each F/B/W on a rank "
+	  "(SkipPipe's cost model: 0.13)", 0, 1e6, NULL),
 	F(recompute, "recompute", CLP_CFG_BOOL, "false", "activation recomputation", 0, 0, NULL),
 	F(validate, "validate", CLP_CFG_BOOL, "true", "validate the schedule first (with a dry "
 	  "run)", 0, 0, NULL),
@@ -469,6 +474,8 @@ int cmd_sim(int argc, char **argv)
 		o.layout = cluster ? layout : NULL;
 		o.eager_bytes = c.eager_bytes;
 		o.recompute = c.recompute;
+		o.hop_s = c.hop_s;
+		o.task_gap_s = c.task_gap_s;
 		o.trace_limit = c.bench ? 0 : c.full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
 		t0 = now_s();
 		st = clp_sim_run(s, &o, &r);

@@ -19,6 +19,7 @@ static const struct command commands[] = {
 	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},
 	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},
 	{"sim", cmd_sim, "simulate a pipeline schedule on a cost table and a cluster"},
+	{"skip", cmd_skip, "SkipPipe: schedule, simulate and check per-micro-batch paths"},
 };
 
 static void usage(FILE *f)

@@ -17,6 +17,8 @@ void clp_cluster_free(clp_cluster *c)
 	free(c->hosts);
 	free(c->devices);
 	free(c->links);
+	free(c->ix_keys);
+	free(c->ix_vals);
 	free(c);
 }
 
@@ -232,6 +234,8 @@ clp_status clp_cluster_load(const char *path, clp_cluster **out)
 	if (st == CLP_OK)
 		st = read_links(path, root, c);
 	json_decref(root);
+	if (st == CLP_OK)
+		st = clp_cluster_index(c);
 	if (st != CLP_OK) {
 		clp_cluster_free(c);
 		return st;
@@ -298,6 +302,73 @@ int64_t clp_cluster_nres(const clp_cluster *c)
 	       (int64_t)c->ndevices * c->ndevices;
 }
 
+/* Index keys: an ordered device pair (2k) or host pair (2k + 1); values 2 * link + reversed. */
+static int64_t ix_key(const clp_cluster *c, int dev, int x, int y)
+{
+	return dev ? 2 * ((int64_t)x * c->ndevices + y) : 2 * ((int64_t)x * c->nhosts + y) + 1;
+}
+
+static uint64_t ix_mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	return x;
+}
+
+/* The slot of key: where it is, or the empty slot where it goes. */
+static size_t ix_slot(const clp_cluster *c, int64_t key)
+{
+	size_t h = ix_mix((uint64_t)key) & (c->ix_cap - 1);
+
+	while (c->ix_vals[h] >= 0 && c->ix_keys[h] != key)
+		h = (h + 1) & (c->ix_cap - 1);
+	return h;
+}
+
+/* The first link (in list order) joining the pair, as the scan in clp_cluster_route finds it. */
+static void ix_put(clp_cluster *c, int64_t key, int64_t val)
+{
+	size_t h = ix_slot(c, key);
+
+	if (c->ix_vals[h] < 0) {
+		c->ix_keys[h] = key;
+		c->ix_vals[h] = val;
+	}
+}
+
+clp_status clp_cluster_index(clp_cluster *c)
+{
+	size_t cap = 16;
+
+	while (cap < 4 * (size_t)c->nlinks + 16)
+		cap *= 2;
+	free(c->ix_keys);
+	free(c->ix_vals);
+	c->ix_cap = 0;
+	c->ix_keys = malloc(cap * sizeof(int64_t));
+	c->ix_vals = malloc(cap * sizeof(int64_t));
+	if (!c->ix_keys || !c->ix_vals) {
+		free(c->ix_keys);
+		free(c->ix_vals);
+		c->ix_keys = c->ix_vals = NULL;
+		return clp_error(CLP_ERR_NOMEM, "cluster: out of host memory (link index)");
+	}
+	c->ix_cap = cap;
+	for (size_t i = 0; i < cap; i++)
+		c->ix_vals[i] = -1;
+	for (int i = 0; i < c->nlinks; i++) {
+		const clp_link *l = &c->links[i];
+		int dev = l->a_dev >= 0;
+		int x = dev ? l->a_dev : l->a_host, y = dev ? l->b_dev : l->b_host;
+
+		ix_put(c, ix_key(c, dev, x, y), 2 * (int64_t)i);
+		if (!l->directed)
+			ix_put(c, ix_key(c, dev, y, x), 2 * (int64_t)i + 1);
+	}
+	return CLP_OK;
+}
+
 clp_route clp_cluster_route(const clp_cluster *c, int a, int b)
 {
 	int ha = c->devices[a].host, hb = c->devices[b].host;
@@ -305,7 +376,16 @@ clp_route clp_cluster_route(const clp_cluster *c, int a, int b)
 
 	if (a == b)
 		return (clp_route){{0, INFINITY}, -1};
-	for (int pass = 0; pass < 2; pass++)
+	for (int pass = 0; c->ix_cap && pass < 2; pass++) {
+		int64_t v;
+
+		if (pass == 1 && ha == hb)
+			break;
+		v = c->ix_vals[ix_slot(c, pass ? ix_key(c, 0, ha, hb) : ix_key(c, 1, a, b))];
+		if (v >= 0)
+			return (clp_route){c->links[v / 2].spec, v};
+	}
+	for (int pass = 0; !c->ix_cap && pass < 2; pass++)
 		for (int i = 0; i < c->nlinks; i++) {
 			const clp_link *l = &c->links[i];
 			int fwd, rev;

@@ -9,6 +9,7 @@
 #ifndef CLP_IO_CLUSTER_H
 #define CLP_IO_CLUSTER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cl/status.h"
@@ -48,6 +49,10 @@ typedef struct clp_cluster {
 	int nlinks;
 	clp_link_spec intra, inter; /* defaults */
 	int64_t eager_bytes;        /* sends below this size complete without a posted receive */
+	/* Optional index of the explicit links (clp_cluster_index): a route is then a hash lookup,
+	 * not a scan of every link (a 1,000-node network lists 500,000 pairs). */
+	int64_t *ix_keys, *ix_vals;
+	size_t ix_cap;
 } clp_cluster;
 
 /* A resolved route: the spec and the FCFS resource it occupies (an id < clp_cluster_nres()). */
@@ -63,6 +68,9 @@ clp_status clp_cluster_ideal(int n, clp_cluster **out);
 void clp_cluster_free(clp_cluster *c);
 
 int clp_cluster_find_device(const clp_cluster *c, const char *id); /* -1 if absent */
+/* Index the explicit links (clp_cluster_load does; call it again after changing links by hand).
+ * Routes are the same with or without it. */
+clp_status clp_cluster_index(clp_cluster *c);
 /* Route from device a to device b (a != b), and the number of resource ids routes may use. */
 clp_route clp_cluster_route(const clp_cluster *c, int a, int b);
 int64_t clp_cluster_nres(const clp_cluster *c);

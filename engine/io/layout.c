@@ -211,8 +211,11 @@ clp_status clp_layout_check(const clp_layout *l, const clp_sched *s, const char 
 		for (int i = 0; i < lr->nstages; i++) {
 			int used = 0;
 
+			/* A SkipPipe node no micro-batch visits still holds its stage: it takes
+			 * part in the all-reduce and steps the optimizer. */
 			for (int k = 0; k < s->ranks[r].nops && !used; k++)
-				used = s->ranks[r].ops[k].kind == CLP_OP_FWD &&
+				used = (s->ranks[r].ops[k].kind == CLP_OP_FWD ||
+					s->ranks[r].ops[k].kind == CLP_OP_OPT_STEP) &&
 				       s->ranks[r].ops[k].stage == lr->stages[i].stage &&
 				       s->ranks[r].ops[k].pipe == lr->stages[i].pipe;
 			if (!used)

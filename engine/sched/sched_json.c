@@ -369,10 +369,14 @@ clp_status clp_sched_load(const char *path, clp_sched **out)
 		st = clp_json_int(path, "", root, "stages", 1, 1, 1 << 24, &nstages);
 	if (st == CLP_OK)
 		st = clp_json_int(path, "", root, "microbatches", 1, 1, 1 << 24, &nmb);
+	/* Fewer layers than stages only with a stage map (SkipPipe's head stage has none). */
 	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "layers", 0, nstages, 1 << 24, &nlayers);
+		st = clp_json_int(path, "", root, "layers", 0,
+				  json_object_get(root, "stage_map") ? 1 : nstages, 1 << 24, &nlayers);
 	if (st == CLP_OK)
-		st = clp_sched_create(&s, nranks, nstages, nmb, nlayers);
+		st = clp_sched_create(&s, nranks, nstages, nmb, nlayers > nstages ? nlayers : nstages);
+	if (st == CLP_OK && nlayers > 0)
+		s->nlayers = nlayers;
 	if (st == CLP_OK)
 		st = clp_json_str(path, "", root, "name", 0, s->name, sizeof(s->name));
 	if (st == CLP_OK)

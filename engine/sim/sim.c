@@ -19,8 +19,8 @@ typedef struct sim_event {
 enum { EV_RANK, EV_XFER_START, EV_XFER_DONE };
 /* What a rank waits for: its running compute op, what the next op needs (a receive or a local
  * op), a blocking send, every outstanding request at the end of its list (drain), a collective,
- * or (dataflow) any receive. */
-enum { W_NONE, W_RUN, W_RECV, W_SEND, W_DRAIN, W_COLL, W_ANY, W_DONE };
+ * (dataflow) any receive, or the end of the gap after its last task (task_gap_s). */
+enum { W_NONE, W_RUN, W_RECV, W_SEND, W_DRAIN, W_COLL, W_ANY, W_DONE, W_GAP };
 
 void clp_sim_opts_default(clp_sim_opts *o)
 {
@@ -131,7 +131,7 @@ static void start_xfer(sim *S, int64_t g, int src, double t)
 			start = S->res_free[rt.slot];
 		S->res_free[rt.slot] = start + occ;
 	}
-	done = start + occ + rt.spec.latency_s;
+	done = start + occ + rt.spec.latency_s + S->o->hop_s;
 	if (done > start) {
 		if (start > t)
 			push(S, EV_XFER_START, start, done, src, g);
@@ -180,18 +180,54 @@ static void post(sim *S, int r, int64_t g, const clp_op *op, double t)
 		start_xfer(S, m, op->peer, t);
 }
 
+/* F, B and W: the tasks that task_gap_s separates. */
+static int is_task(int kind)
+{
+	return kind == CLP_OP_FWD || kind == CLP_OP_BWD || kind == CLP_OP_BWD_B ||
+	       kind == CLP_OP_BWD_W;
+}
+
+/* The per-(step, mb) slot of an op in sim_rank.held. */
+static size_t held_slot(const sim *S, const clp_op *op)
+{
+	return (size_t)op->step * (size_t)S->s->nmb + (size_t)op->mb;
+}
+
+/* Whether the rank already holds activations of op's micro-batch (then a forward of another of
+ * its stages here does not count against the memory cap). */
+static int holds_mb(const sim *S, const sim_rank *R, const clp_op *op)
+{
+	return R->held && R->held[held_slot(S, op)] > 0;
+}
+
+/* A task may not start yet: wait for the end of the gap after the last one (one that takes no
+ * time, SkipPipe's folded head backward, is no task). */
+static int in_gap(sim *S, int r, const clp_op *op, double t)
+{
+	sim_rank *R = &S->rs[r];
+
+	if (!is_task(op->kind) || t >= R->gap_until || sim_op_time(S, r, op) <= 0)
+		return 0;
+	R->wait = W_GAP;
+	push(S, EV_RANK, R->gap_until, 0, r, 0);
+	return 1;
+}
+
 static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 {
 	sim_rank *R = &S->rs[r];
 	double d = sim_op_time(S, r, op);
 	int64_t act = sim_act_bytes(S, op->stage), act_w = sim_act_w_bytes(S, op->stage);
 
+	if (is_task(op->kind) && d > 0)
+		R->gap_until = t + d + S->o->task_gap_s;
 	switch (op->kind) {
 	case CLP_OP_FWD:
 		R->mem += act;
 		if (R->mem > R->peak)
 			R->peak = R->mem;
-		R->inflight++;
+		if (!R->held || R->held[held_slot(S, op)]++ == 0)
+			R->inflight++;
 		break;
 	case CLP_OP_BWD: R->pending_free = act; break;
 	case CLP_OP_BWD_B: R->pending_free = act - act_w; break;
@@ -288,6 +324,8 @@ static void ordered_step(sim *S, int r, double t)
 				R->wait_op = b;
 				return;
 			}
+			if (in_gap(S, r, op, t))
+				return;
 			R->pc++;
 			run_compute(S, r, g, op, t);
 			return;
@@ -311,7 +349,8 @@ static int is_barrier(int kind)
 
 /* Dataflow mode: every receive is posted at the start; then the first compute op in list order
  * whose inputs are ready runs (a forward only while fewer than mem_cap micro-batches hold
- * activations), and every send goes as soon as what it sends exists. */
+ * activations, or if its micro-batch already holds some here), and every send goes as soon as
+ * what it sends exists. */
 static void dataflow_step(sim *S, int r, double t)
 {
 	sim_rank *R = &S->rs[r];
@@ -344,7 +383,8 @@ static void dataflow_step(sim *S, int r, double t)
 			return;
 		}
 		if (blocker(S, g) >= 0 ||
-		    (op->kind == CLP_OP_FWD && p->mem_cap > 0 && R->inflight >= p->mem_cap)) {
+		    (op->kind == CLP_OP_FWD && p->mem_cap > 0 && R->inflight >= p->mem_cap &&
+		     !holds_mb(S, R, op))) {
 			prefix = 0;
 			continue;
 		}
@@ -357,10 +397,14 @@ static void dataflow_step(sim *S, int r, double t)
 			prefix = 0;
 		}
 	}
+	if (chosen >= 0 && in_gap(S, r, op_of(S, r, chosen), t))
+		chosen = -2; /* chosen again, or another, when the gap ends */
 	if (chosen >= 0)
 		S->fl[chosen] |= F_EXEC;
 	while (R->pc < p->nops && (S->fl[base + R->pc] & F_EXEC))
 		R->pc++;
+	if (chosen == -2)
+		return;
 	if (chosen >= 0)
 		run_compute(S, r, chosen, op_of(S, r, chosen), t);
 	else if (R->pc >= p->nops)
@@ -375,13 +419,15 @@ static void rank_step(sim *S, int r, double t)
 	sim_rank *R = &S->rs[r];
 
 	if (R->running >= 0) {
-		int k = op_of(S, r, R->running)->kind;
+		const clp_op *op = op_of(S, r, R->running);
+		int k = op->kind;
 
 		S->fl[R->running] |= F_DONE;
 		R->running = -1;
 		R->mem -= R->pending_free;
 		R->pending_free = 0;
-		if (k == CLP_OP_BWD || k == CLP_OP_BWD_W)
+		if ((k == CLP_OP_BWD || k == CLP_OP_BWD_W) &&
+		    (!R->held || --R->held[held_slot(S, op)] == 0))
 			R->inflight--;
 	}
 	R->wait = W_NONE;
@@ -561,8 +607,12 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 				 (long long)S->ix.nops);
 	for (int g = 0; g < s->ngroups; g++)
 		S->gspec[g].latency_s = -1;
-	for (int r = 0; r < s->nranks; r++)
+	for (int r = 0; r < s->nranks; r++) {
 		S->rs[r].running = -1;
+		if (s->ranks[r].mode == CLP_RANK_DATAFLOW && s->ranks[r].mem_cap > 0 &&
+		    !(S->rs[r].held = calloc((size_t)s->nmb * (size_t)s->nsteps, sizeof(uint16_t))))
+			return clp_error(CLP_ERR_NOMEM, "simulator: out of host memory");
+	}
 	for (int64_t g = 0; g < S->ix.nops; g++) {
 		if (o->op_t0)
 			o->op_t0[g] = -1;
@@ -615,6 +665,8 @@ static void teardown(sim *S)
 	free(S->res_free);
 	free(S->route_tab);
 	free(S->heap);
+	for (int r = 0; S->rs && r < S->s->nranks; r++)
+		free(S->rs[r].held);
 	free(S->rs);
 	free(S->fl);
 	free(S->inst_arrived);
@@ -641,7 +693,8 @@ clp_status clp_sim_run(const clp_sched *s, const clp_sim_opts *o, clp_sim_result
 
 		t = e.t;
 		if (e.type == EV_RANK) {
-			if (S.rs[e.rank].wait == W_RUN || S.rs[e.rank].wait == W_COLL)
+			if (S.rs[e.rank].wait == W_RUN || S.rs[e.rank].wait == W_COLL ||
+			    S.rs[e.rank].wait == W_GAP)
 				rank_step(&S, e.rank, t);
 		} else if (e.type == EV_XFER_START) {
 			emit_xfer(&S, e.arg, e.rank, t, e.t2);

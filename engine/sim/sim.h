@@ -34,6 +34,10 @@ typedef struct clp_sim_opts {
 	const clp_layout *layout;   /* NULL: rank r on device r; else needs the cluster */
 	int64_t eager_bytes;        /* -1: the cluster's limit (0 without a cluster) */
 	int recompute;              /* keep only stage inputs; backward recomputes the forward */
+	double hop_s;               /* added to every point-to-point transfer after its link's
+				     * latency (SkipPipe's cost model: 0.35 s of per-hop overhead) */
+	double task_gap_s;          /* a rank starts no F/B/W until this long after the last one it
+				     * ran ended (SkipPipe's cost model: 0.13 s) */
 	size_t trace_limit;         /* events stored in the result; 0: none, SIZE_MAX: all */
 	/* Optional, clp_sched_nops(s) entries each (ops numbered rank by rank in list order):
 	 * when each op started and ended. Compute ops: their run; collectives: the collective

@@ -26,6 +26,9 @@ typedef struct sim_rank {
 	int64_t open_reqs;  /* posted sends and receives not complete */
 	int64_t running;    /* the compute op in progress (global index), -1 */
 	int64_t inflight;   /* micro-batches holding activations (dataflow memory cap) */
+	uint16_t *held;     /* dataflow with a cap: per (step, mb), the stages of it holding
+			     * activations here; a micro-batch counts once in inflight */
+	double gap_until;   /* task_gap_s: no F/B/W starts before this time */
 	int started;        /* dataflow: receives posted */
 	int64_t pending_free; /* activation bytes freed when the running compute op ends */
 	int64_t mem, peak;

@@ -1,0 +1,367 @@
+/* clpipe skip compare: the full pipeline, random valid paths and the path scheduler on one
+ * allocation, with and without the SkipPipe authors' constants (the table of docs/SKIPPIPE.md);
+ * clpipe skip bench: the scheduler's speed on a synthetic 1,000-node cluster. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/cli.h"
+#include "tools/skip_cli.h"
+
+typedef struct row {
+	double base, rnd_mean, rnd_min, rnd_max, sched, construct, run_s;
+	int rnd_slow;            /* random sets that use a slow link */
+	double rnd_slow_mean, rnd_fast_mean;
+	int sched_slow, base_slow;
+} row;
+
+/* Whether a path set sends anything over a link slower than `slow` seconds per message. */
+static int uses_slow(const clp_skip_env *e, const clp_skip_paths *p, double slow)
+{
+	int *dev = malloc((size_t)p->nnodes * sizeof(int)), hit = 0;
+	double bytes = (double)e->costs->stages[0].out_bytes;
+
+	if (!dev || !e->cluster || clp_skip_resolve(e, p, dev) != CLP_OK) {
+		free(dev);
+		return 0;
+	}
+	for (int m = 0; m < p->nmb && !hit; m++) {
+		int prev = p->origin[m];
+
+		for (int i = p->hop_start[m]; i <= p->hop_start[m + 1] && !hit; i++) {
+			int nx = i < p->hop_start[m + 1] ? p->hops[i].node : p->origin[m];
+			clp_route r = clp_cluster_route(e->cluster, dev[prev], dev[nx]);
+
+			hit = prev != nx && r.spec.latency_s + bytes / r.spec.bandwidth_Bps > slow;
+			prev = nx;
+		}
+	}
+	free(dev);
+	return hit;
+}
+
+/* Ten times the median message time between two nodes: "slow". */
+static double slow_threshold(const clp_skip_env *e, const clp_skip_paths *p)
+{
+	int n = p->nnodes, k = 0, *dev = malloc((size_t)n * sizeof(int));
+	double *t = malloc((size_t)n * (size_t)n * sizeof(double) + 1), med;
+	double bytes = (double)e->costs->stages[0].out_bytes;
+
+	if (!dev || !t || !e->cluster || clp_skip_resolve(e, p, dev) != CLP_OK) {
+		free(dev);
+		free(t);
+		return INFINITY;
+	}
+	for (int u = 0; u < n; u++)
+		for (int v = 0; v < n; v++)
+			if (u != v) {
+				clp_route r = clp_cluster_route(e->cluster, dev[u], dev[v]);
+
+				t[k++] = r.spec.latency_s + bytes / r.spec.bandwidth_Bps;
+			}
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+			double x = t[j];
+
+			t[j] = t[j - 1];
+			t[j - 1] = x;
+		}
+	med = k ? t[k / 2] : INFINITY;
+	free(dev);
+	free(t);
+	return 10 * med;
+}
+
+static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_skip_env *e,
+			    row *rw, double slow)
+{
+	clp_skip_paths *p = NULL;
+	clp_skip_opts o;
+	clp_skip_report rep;
+	clp_status st;
+	double t0;
+	int fast = 0;
+
+	memset(rw, 0, sizeof(*rw));
+	clp_skip_opts_default(&o);
+	o.seed = (uint64_t)c->seed;
+	o.iterations = (int)c->baseline_iterations;
+	CLP_TRY(clp_skip_paths_copy(in->nodes, &p));
+	st = clp_skip_full_pipeline(e, p, (int)c->pipelines, in->nodes->nmb, &o, &rw->base);
+	if (st == CLP_OK)
+		rw->base_slow = uses_slow(e, p, slow);
+	for (int i = 0; i < c->random && st == CLP_OK; i++) {
+		clp_skip_result r;
+
+		clp_skip_paths_free(p);
+		p = NULL;
+		st = clp_skip_paths_copy(in->nodes, &p);
+		if (st == CLP_OK)
+			st = clp_skip_random(e, p, (uint64_t)(c->seed * 1000 + i));
+		if (st == CLP_OK)
+			st = clp_skip_simulate(e, p, 0, NULL, &r);
+		if (st != CLP_OK)
+			break;
+		rw->rnd_mean += r.iter_s / c->random;
+		rw->rnd_min = i == 0 || r.iter_s < rw->rnd_min ? r.iter_s : rw->rnd_min;
+		rw->rnd_max = i == 0 || r.iter_s > rw->rnd_max ? r.iter_s : rw->rnd_max;
+		if (uses_slow(e, p, slow)) {
+			rw->rnd_slow++;
+			rw->rnd_slow_mean += r.iter_s;
+		} else {
+			fast++;
+			rw->rnd_fast_mean += r.iter_s;
+		}
+	}
+	rw->rnd_slow_mean = rw->rnd_slow ? rw->rnd_slow_mean / rw->rnd_slow : NAN;
+	rw->rnd_fast_mean = fast ? rw->rnd_fast_mean / fast : NAN;
+	clp_skip_paths_free(p);
+	p = NULL;
+	if (st == CLP_OK)
+		st = clp_skip_paths_copy(in->nodes, &p);
+	o.iterations = (int)c->iterations;
+	o.time_limit_s = c->time_limit;
+	o.verbose = c->verbose;
+	t0 = skip_clock();
+	if (st == CLP_OK)
+		st = clp_skip_schedule(e, p, &o, &rep);
+	rw->run_s = skip_clock() - t0;
+	rw->sched = rep.iter_s;
+	rw->construct = rep.construct_iter_s;
+	if (st == CLP_OK)
+		rw->sched_slow = uses_slow(e, p, slow);
+	if (st == CLP_OK && c->paths_out[0] && e->hop_s == 0)
+		st = clp_skip_save(p, &e->rules, rep.iter_s, c->paths_out);
+	clp_skip_paths_free(p);
+	return st;
+}
+
+static void usage_compare(void)
+{
+	printf("usage: clpipe skip compare --config tests/skip/data/paper.toml [--skip.KEY=V ...]\n\n"
+	       "Allocates the nodes once, then for the plain cost model and the SkipPipe authors'\n"
+	       "(hop + 0.35 s, 0.13 s gap after each task) prints the iteration time of the full\n"
+	       "pipeline (--pipelines K complete pipelines, same global batch), of --random R\n"
+	       "random valid path sets and of the path scheduler, and the scheduler's run time.\n"
+	       "\noptions:\n");
+	clp_cfg_help(&skip_schema, stdout);
+}
+
+int cmd_skip_compare(int argc, char **argv)
+{
+	skip_cfg c;
+	skip_inputs in = {0};
+	row rows[2];
+	clp_status st;
+	double slow, t_alloc = 0;
+	int rc = skip_parse("skip compare", argc, argv, &c, usage_compare);
+
+	if (rc >= 0)
+		return rc;
+	if (c.pipelines < 1 || c.random < 1)
+		return cli_usage_error("skip compare", "--pipelines and --random must be >= 1");
+	c.authors = 0;
+	st = skip_load_env(&c, skip_nstages(&c), &in);
+	if (st == CLP_OK) {
+		in.env.hop_s = c.hop_s;
+		in.env.gap_s = c.gap_s;
+		t_alloc = skip_clock();
+		st = skip_load_nodes(&c, &in, c.verbose);
+		t_alloc = skip_clock() - t_alloc;
+	}
+	slow = st == CLP_OK ? slow_threshold(&in.env, in.nodes) : 0;
+	for (int k = 0; k < 2 && st == CLP_OK; k++) {
+		clp_skip_env e = in.env;
+
+		if (k) {
+			e.hop_s = 0.35;
+			e.gap_s = 0.13;
+		}
+		st = one_model(&c, &in, &e, &rows[k], slow);
+	}
+	if (st == CLP_OK && c.json) {
+		json_t *j = json_array();
+		char *txt;
+
+		for (int k = 0; k < 2; k++)
+			json_array_append_new(j, json_pack(
+				"{s:s, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i, s:i}", "model",
+				k ? "authors" : "plain", "full_pipeline_s", rows[k].base,
+				"random_mean_s", rows[k].rnd_mean, "random_min_s", rows[k].rnd_min,
+				"random_max_s", rows[k].rnd_max, "scheduler_s", rows[k].sched,
+				"construction_s", rows[k].construct, "scheduler_run_s", rows[k].run_s,
+				"random_sets_using_slow_link", rows[k].rnd_slow, "scheduler_uses_slow_link",
+				rows[k].sched_slow, "full_pipeline_uses_slow_link", rows[k].base_slow));
+		txt = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (txt)
+			printf("%s\n", txt);
+		free(txt);
+		json_decref(j);
+	} else if (st == CLP_OK) {
+		skip_print_nodes(in.nodes);
+		printf("\n%d micro-batches (%ld per stage-0 node), P = %d of S = %d, J = %d, W = %d, "
+		       "M = %d; full pipeline: %ld pipelines of %ld\n\n", in.nodes->nmb,
+		       c.microbatches, in.env.rules.path_len, in.env.rules.nstages,
+		       in.env.rules.max_jump, in.env.rules.max_swaps, in.env.rules.memory,
+		       c.pipelines, in.nodes->nmb / c.pipelines);
+		printf("| cost model | full pipeline | random valid paths (mean of %ld; min-max) | "
+		       "scheduler (construction) | vs full | vs random | scheduler run time |\n",
+		       c.random);
+		printf("|---|---|---|---|---|---|---|\n");
+		for (int k = 0; k < 2; k++)
+			printf("| %s | %.2f s | %.2f s (%.2f-%.2f) | %.2f s (%.2f s) | %+.0f %% | %+.0f %% | "
+			       "%.1f s |\n", k ? "authors' (hop + 0.35 s, gap 0.13 s)" : "plain",
+			       rows[k].base, rows[k].rnd_mean, rows[k].rnd_min, rows[k].rnd_max,
+			       rows[k].sched, rows[k].construct,
+			       100 * (rows[k].sched / rows[k].base - 1),
+			       100 * (rows[k].sched / rows[k].rnd_mean - 1), rows[k].run_s);
+		printf("\nallocation %.1f s (%s); scheduler run time: construction and search, "
+		       "%ld moves\n", t_alloc, c.layout[0] ? "the layout's" : "allocated once, plain "
+		       "model", c.iterations);
+		printf("\nslow links (message > 10 x the median, %.3g s):\n", slow);
+		for (int k = 0; k < 2; k++)
+			printf("  %s: random sets using one: %d of %ld (mean %.2f s; the others %.2f "
+			       "s); scheduler %s; full pipeline %s\n", k ? "authors'" : "plain",
+			       rows[k].rnd_slow, c.random, rows[k].rnd_slow_mean, rows[k].rnd_fast_mean,
+			       rows[k].sched_slow ? "uses one" : "avoids them",
+			       rows[k].base_slow ? "uses one" : "avoids them");
+	}
+	rc = st == CLP_OK ? 0 : cli_fail("skip compare", st);
+	skip_inputs_free(&in);
+	return rc;
+}
+
+/* ---- bench ---- */
+
+static void usage_bench(void)
+{
+	printf("usage: clpipe skip bench [--nodes 1000] [--iterations N] [--time-limit S]\n"
+	       "                         [--table ../shared/networks/gcp-12-regions.tsv]\n\n"
+	       "The path scheduler on a synthetic cluster: nodes in the table's regions (node i in\n"
+	       "region i mod 12), speeds drawn in [0.7, 1.3], S = 19 stages (a tenth of the nodes\n"
+	       "on stage 0, the rest spread evenly), P = 13 (a third skipped), 6 micro-batches\n"
+	       "per stage-0 node, M = 3; the per-layer costs of the paper's experiment.\n"
+	       "\noptions:\n");
+	clp_cfg_help(&skip_schema, stdout);
+}
+
+/* The paper's per-stage costs: 4 layers, 2 sequences, 0.055 s per sequence and layer. */
+static clp_status paper_costs(int S, clp_costs **out)
+{
+	clp_costs *k;
+
+	CLP_TRY(clp_costs_create(S + 1, &k));
+	for (int s = 0; s <= S; s++) {
+		clp_stage_cost *x = &k->stages[s];
+
+		x->t[CLP_COST_FWD] = s < S ? 0.44 : 0.11;
+		x->t[CLP_COST_BWD] = s < S ? 0.66 : 0;
+		x->t[CLP_COST_BWD_B] = x->t[CLP_COST_BWD] / 2;
+		x->t[CLP_COST_BWD_W] = x->t[CLP_COST_BWD] / 2;
+		x->out_bytes = s < S ? 33554432 : 0;
+		x->nlayers = 1;
+	}
+	snprintf(k->source, sizeof(k->source), "synthetic: the SkipPipe paper's per-layer costs");
+	*out = k;
+	return CLP_OK;
+}
+
+int cmd_skip_bench(int argc, char **argv)
+{
+	skip_cfg c;
+	const char *regions[12] = {"Belgium", "Canada", "Germany", "Iowa", "Japan", "LA",
+				   "NL", "Oregon", "Singapore", "Taiwan", "London", "Australia"};
+	clp_cluster *cl = NULL;
+	clp_costs *costs = NULL;
+	clp_skip_paths *p = NULL, *q = NULL;
+	clp_skip_env e = {0};
+	clp_skip_opts o;
+	clp_skip_report rep;
+	clp_skip_result r = {0};
+	int S = 19, n, count[19], rc = skip_parse("skip bench", argc, argv, &c, usage_bench);
+	uint64_t rng = 7;
+	double t0, t_alloc = 0, last = 0;
+	clp_status st;
+
+	if (rc >= 0)
+		return rc;
+	n = (int)c.nodes;
+	if (n < 2 * S)
+		return cli_usage_error("skip bench", "--nodes must be at least %d", 2 * S);
+	if (!c.table[0])
+		return cli_usage_error("skip bench", "--table (a network table, e.g. "
+				       "../shared/networks/gcp-12-regions.tsv) is required");
+	count[0] = n / 10;
+	for (int s = 1; s < S; s++)
+		count[s] = (n - n / 10) / (S - 1);
+	for (int s = 1, left = n - count[0] - (S - 1) * count[1]; left > 0; s++, left--)
+		count[s]++; /* any remainder: one more on the first stages */
+	st = clp_skip_cluster_from_table(c.table, regions, 12, n, (clp_link_spec){1e-3, 2147483648.0},
+					 &cl);
+	for (int d = 0; st == CLP_OK && d < n; d++) {
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		cl->devices[d].speed = 0.7 + 0.6 * (double)(rng >> 11) / 9007199254740992.0;
+	}
+	if (st == CLP_OK)
+		st = paper_costs(S, &costs);
+	clp_skip_rules_default(&e.rules, S);
+	e.rules.path_len = 13;
+	e.rules.memory = 3;
+	e.cluster = cl;
+	e.costs = costs;
+	if (st == CLP_OK)
+		st = clp_skip_paths_create(&p, S, n, 0);
+	for (int d = 0; st == CLP_OK && d < n; d++)
+		snprintf(p->node_device[d], CLP_NAME_MAX, "%s", cl->devices[d].id);
+	clp_skip_opts_default(&o);
+	o.seed = (uint64_t)c.seed;
+	o.iterations = (int)c.alloc_iterations;
+	t0 = skip_clock();
+	if (st == CLP_OK)
+		st = clp_skip_allocate(&e, p, count, 6, &o);
+	t_alloc = skip_clock() - t0;
+	if (st == CLP_OK)
+		st = clp_skip_paths_copy(p, &q);
+	if (st == CLP_OK)
+		st = clp_skip_random(&e, q, 1);
+	if (st == CLP_OK)
+		st = clp_skip_simulate(&e, q, 0, NULL, &r);
+	o.iterations = (int)c.iterations;
+	o.time_limit_s = c.time_limit;
+	o.verbose = c.verbose;
+	if (st == CLP_OK)
+		st = clp_skip_schedule(&e, p, &o, &rep);
+	if (st == CLP_OK && c.paths_out[0])
+		st = clp_skip_save(p, &e.rules, rep.iter_s, c.paths_out);
+	if (st == CLP_OK) { /* the last backward: the rest is the stages' gradient all-reduces */
+		clp_skip_result d;
+
+		st = clp_skip_simulate(&e, p, 1, c.trace[0] ? c.trace : NULL, &d);
+		for (int m = 0; st == CLP_OK && m < p->nmb; m++)
+			last = d.mb_end_s[m] > last ? d.mb_end_s[m] : last;
+		clp_skip_result_free(&d);
+	}
+	if (st == CLP_OK) {
+		printf("bench skip: %d nodes (%d on stage 0, %d stages), %d micro-batches, P = %d\n",
+		       n, count[0], S, p->nmb, e.rules.path_len);
+		printf("  allocation    %8.2f s (%ld swaps tried)\n", t_alloc, c.alloc_iterations);
+		printf("  construction  %8.2f s -> iteration %.4g s\n", rep.construct_s,
+		       rep.construct_iter_s);
+		printf("  search        %8.2f s, %d simulations (%.1f / s), %d accepted -> "
+		       "iteration %.4g s\n", rep.search_s, rep.evaluations,
+		       rep.search_s > 0 ? rep.evaluations / rep.search_s : 0, rep.accepted,
+		       rep.iter_s);
+		printf("                last backward at %.4g s (then the gradient all-reduces, "
+		       "rings of up to %d nodes)\n", last, count[0]);
+		printf("  random paths  iteration %.4g s (one set)\n", r.iter_s);
+	}
+	rc = st == CLP_OK ? 0 : cli_fail("skip bench", st);
+	clp_skip_result_free(&r);
+	clp_skip_paths_free(p);
+	clp_skip_paths_free(q);
+	clp_costs_free(costs);
+	clp_cluster_free(cl);
+	return rc;
+}
