@@ -10,28 +10,7 @@
 
 #include "engine/train/session.h"
 #include "tests/harness.h"
-
-static char dir[] = "/tmp/clpipe-test-kfac-XXXXXX";
-static char corpus[512];
-
-static void make_corpus(void)
-{
-	static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
-					     "ran", "to", "big", "red", "house", "in", "town"};
-	th_rng r = th_rng_seed(5);
-	FILE *f;
-
-	if (!mkdtemp(dir)) {
-		CHECK(0, "mkdtemp");
-		return;
-	}
-	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
-	f = fopen(corpus, "w");
-	for (int i = 0; f && i < 6000; i++)
-		fprintf(f, "%s%s", words[th_next(&r) % 15], i % 9 == 8 ? ".\n" : " ");
-	if (f)
-		fclose(f);
-}
+#include "tests/train_util.h"
 
 static void base_config(clp_train_config *c)
 {
@@ -51,34 +30,12 @@ static void base_config(clp_train_config *c)
 	c->kfac.interval = 3;
 	c->kfac.lr = 0.1;
 	c->kfac.damping = 0.01;
-	snprintf(c->data.path, sizeof(c->data.path), "%s", corpus);
+	snprintf(c->data.path, sizeof(c->data.path), "%s", tu_corpus());
 }
 
-/* Run a session; the losses of the steps it ran, from its JSON log. */
 static int train(const clp_train_config *c, double *losses, int max)
 {
-	clp_session *s = NULL;
-	FILE *devnull = fopen("/dev/null", "w");
-	char line[4096];
-	FILE *log;
-	int n = 0;
-
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, devnull));
-	if (s)
-		CHECK_OK(clp_session_train(s, NULL));
-	clp_session_close(s);
-	fclose(devnull);
-	log = fopen(c->train.log, "r");
-	while (log && fgets(line, sizeof(line), log)) {
-		json_t *j = json_loads(line, 0, NULL);
-
-		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step") && n < max)
-			losses[n++] = json_real_value(json_object_get(j, "loss"));
-		json_decref(j);
-	}
-	if (log)
-		fclose(log);
-	return n;
+	return tu_train(c, NULL, losses, max, NULL);
 }
 
 static void test_train_and_resume(void)
@@ -88,19 +45,18 @@ static void test_train_and_resume(void)
 	char cmd[8400];
 	int n1, n2;
 
-	make_corpus();
 	base_config(&c);
-	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck", dir);
-	snprintf(c.train.log, sizeof(c.train.log), "%s/full.jsonl", dir);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck", tu_dir());
+	snprintf(c.train.log, sizeof(c.train.log), "%s/full.jsonl", tu_dir());
 	c.ckpt.every = 4;
 	n1 = train(&c, full, 8);
 	CHECK(n1 == 8, "8 steps logged, got %d", n1);
 	CHECK(n1 == 8 && full[7] < full[0] - 0.5, "the loss falls (%g -> %g)", full[0], full[7]);
 	/* resume at step 4, inside the cycle of steps 3..5, from the checkpoint of step 4 */
-	snprintf(cmd, sizeof(cmd), "rm -rf %s/ck/step-00000008", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s/ck/step-00000008", tu_dir());
 	CHECK(system(cmd) == 0, "%s", cmd);
 	c.ckpt.resume = 1;
-	snprintf(c.train.log, sizeof(c.train.log), "%s/part.jsonl", dir);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/part.jsonl", tu_dir());
 	n2 = train(&c, part, 8);
 	CHECK(n2 == 4, "the resumed run ran 4 steps, got %d", n2);
 	for (int i = 0; i < 4 && n1 == 8 && n2 == 4; i++)
@@ -117,8 +73,8 @@ static void test_refuse_adamw_checkpoint(void)
 
 	base_config(&c);
 	snprintf(c.optim.name, sizeof(c.optim.name), "adamw");
-	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-adamw", dir);
-	snprintf(c.train.log, sizeof(c.train.log), "%s/adamw.jsonl", dir);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-adamw", tu_dir());
+	snprintf(c.train.log, sizeof(c.train.log), "%s/adamw.jsonl", tu_dir());
 	c.train.steps = 1;
 	train(&c, l, 4);
 	snprintf(c.optim.name, sizeof(c.optim.name), "kfac");
@@ -132,11 +88,7 @@ static void test_refuse_adamw_checkpoint(void)
 
 static void cleanup(void)
 {
-	char cmd[8300];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (dir[sizeof(dir) - 2] != 'X' && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
+	tu_cleanup();
 }
 
 static void test_cleanup(void)

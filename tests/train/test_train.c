@@ -10,34 +10,10 @@
 
 #include "engine/train/session.h"
 #include "tests/harness.h"
-
-static char dir[] = "/tmp/clpipe-test-train-XXXXXX";
-static char corpus[512];
-
-static void make_corpus(void)
-{
-	static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
-					     "ran", "to", "big", "red", "house", "in", "town"};
-	th_rng r = th_rng_seed(5);
-	FILE *f;
-
-	if (corpus[0])
-		return; /* made by an earlier test of this run */
-	if (!mkdtemp(dir)) {
-		CHECK(0, "mkdtemp");
-		return;
-	}
-	snprintf(corpus, sizeof(corpus), "%s/corpus.txt", dir);
-	f = fopen(corpus, "w");
-	for (int i = 0; f && i < 6000; i++)
-		fprintf(f, "%s%s", words[th_next(&r) % 15], i % 9 == 8 ? ".\n" : " ");
-	if (f)
-		fclose(f);
-}
+#include "tests/train_util.h"
 
 static void base_config(clp_train_config *c, const char *preset)
 {
-	make_corpus();
 	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
 	snprintf(c->model.preset, sizeof(c->model.preset), "%s", preset);
 	c->model.n_layer = 2;
@@ -51,34 +27,12 @@ static void base_config(clp_train_config *c, const char *preset)
 	c->optim.lr = 3e-3;
 	c->eval.every = 0;
 	c->eval.batches = 2;
-	snprintf(c->data.path, sizeof(c->data.path), "%s", corpus);
+	snprintf(c->data.path, sizeof(c->data.path), "%s", tu_corpus());
 }
 
-/* Run a session; returns the losses of the steps it ran from its JSON log. */
 static int train(const clp_train_config *c, double *losses, int max, double *val)
 {
-	clp_session *s = NULL;
-	FILE *devnull = fopen("/dev/null", "w");
-	char line[4096];
-	FILE *log;
-	int n = 0;
-
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, devnull));
-	if (s)
-		CHECK_OK(clp_session_train(s, val));
-	clp_session_close(s);
-	fclose(devnull);
-	log = fopen(c->train.log, "r");
-	while (log && fgets(line, sizeof(line), log)) {
-		json_t *j = json_loads(line, 0, NULL);
-
-		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step") && n < max)
-			losses[n++] = json_real_value(json_object_get(j, "loss"));
-		json_decref(j);
-	}
-	if (log)
-		fclose(log);
-	return n;
+	return tu_train(c, NULL, losses, max, val);
 }
 
 static void test_resume_exact(void)
@@ -88,15 +42,14 @@ static void test_resume_exact(void)
 	char cmd[8400];
 	int n1, n2;
 
-	make_corpus();
 	for (int p = 0; p < 3; p++) {
 		const char *preset = p == 0 ? "gpt2" : p == 1 ? "llama" : "bert";
 
 		base_config(&c, preset);
 		if (p == 1)
 			c.model.n_kv_head = 2;
-		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, preset);
-		snprintf(c.train.log, sizeof(c.train.log), "%s/full-%s.jsonl", dir, preset);
+		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", tu_dir(), preset);
+		snprintf(c.train.log, sizeof(c.train.log), "%s/full-%s.jsonl", tu_dir(), preset);
 		c.ckpt.every = 3;
 		n1 = train(&c, full, 8, &val);
 		CHECK(n1 == 6, "%s: 6 steps logged, got %d", preset, n1);
@@ -104,10 +57,10 @@ static void test_resume_exact(void)
 			CHECK(full[5] < full[0], "%s: the loss falls (%g -> %g)", preset, full[0],
 			      full[5]);
 		/* keep only step 3: the resumed run must equal steps 4..6 bit for bit */
-		snprintf(cmd, sizeof(cmd), "rm -rf %s/ck-%s/step-00000006", dir, preset);
+		snprintf(cmd, sizeof(cmd), "rm -rf %s/ck-%s/step-00000006", tu_dir(), preset);
 		CHECK(system(cmd) == 0, "%s", cmd);
 		c.ckpt.resume = 1;
-		snprintf(c.train.log, sizeof(c.train.log), "%s/part-%s.jsonl", dir, preset);
+		snprintf(c.train.log, sizeof(c.train.log), "%s/part-%s.jsonl", tu_dir(), preset);
 		n2 = train(&c, part, 8, &val);
 		CHECK(n2 == 3, "%s: the resumed run ran 3 steps, got %d", preset, n2);
 		for (int i = 0; i < 3 && n1 == 6 && n2 == 3; i++)
@@ -127,10 +80,10 @@ static void test_recompute_exact(void)
 	c.model.n_kv_head = 2;
 	c.train.steps = 3;
 	c.model.dropout = 0.1;
-	snprintf(c.train.log, sizeof(c.train.log), "%s/norecompute.jsonl", dir);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/norecompute.jsonl", tu_dir());
 	na = train(&c, a, 8, &val);
 	c.train.recompute = 1;
-	snprintf(c.train.log, sizeof(c.train.log), "%s/recompute.jsonl", dir);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/recompute.jsonl", tu_dir());
 	nb = train(&c, b, 8, &val);
 	CHECK(na == 3 && nb == 3, "3 steps each (%d, %d)", na, nb);
 	for (int i = 0; i < na && i < nb; i++)
@@ -145,7 +98,7 @@ static void test_refuse_other_model(void)
 	FILE *devnull = fopen("/dev/null", "w");
 
 	base_config(&c, "gpt2");
-	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", dir);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", tu_dir());
 	c.ckpt.resume = 1;
 	c.model.n_layer = 3;
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
@@ -164,7 +117,7 @@ static void test_eval_and_sample(void)
 	size_t n;
 
 	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
-	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-gpt2", dir);
+	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-gpt2", tu_dir());
 	c.eval.batches = 2;
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
 	if (s) {
@@ -199,7 +152,7 @@ static void test_eval_and_sample(void)
 	c.sample.skip_layers.n = 0;
 	snprintf(c.sample.prompt, sizeof(c.sample.prompt), "the cat");
 	c.sample.length = 20;
-	snprintf(path, sizeof(path), "%s/sample.txt", dir);
+	snprintf(path, sizeof(path), "%s/sample.txt", tu_dir());
 	f = fopen(path, "w+");
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout));
 	if (s && f) {
@@ -213,7 +166,7 @@ static void test_eval_and_sample(void)
 		fclose(f);
 	clp_session_close(s);
 	/* bert does not generate */
-	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-bert", dir);
+	snprintf(c.sample.ckpt, sizeof(c.sample.ckpt), "%s/ck-bert", tu_dir());
 	s = NULL;
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout), CLP_ERR_UNSUPPORTED,
 		  "bert");
@@ -225,7 +178,7 @@ static void test_bad_settings(void)
 	clp_session *s = NULL;
 
 	base_config(&c, "gpt2");
-	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", dir);
+	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", tu_dir());
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_NOT_FOUND,
 		  "no-such-file.txt");
 	base_config(&c, "gpt2");
@@ -241,11 +194,7 @@ static void test_bad_settings(void)
 
 static void cleanup(void)
 {
-	char cmd[8300];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-	if (dir[sizeof(dir) - 2] != 'X' && system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", dir);
+	tu_cleanup();
 }
 
 TH_MAIN(TH_TEST(test_resume_exact), TH_TEST(test_recompute_exact), TH_TEST(test_refuse_other_model),
