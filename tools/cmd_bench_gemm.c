@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cl/gemm.h"
 #include "tools/cli.h"
@@ -240,6 +241,12 @@ int cmd_bench_gemm(int argc, char **argv)
 	json_t *root, *records;
 	const clp_gemm_tuning *t;
 
+	/* OpenBLAS's idle workers spin ~0.1 s after each call, stealing a core from the device
+	 * runs that alternate with it; the timeout (read when the library loads) stops that */
+	if (!getenv("OPENBLAS_THREAD_TIMEOUT")) {
+		setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+		execv("/proc/self/exe", argv - 2); /* main's argv: clpipe bench gemm ... */
+	}
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
 
