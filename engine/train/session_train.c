@@ -247,6 +247,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	const clp_train_config *c = &s->cfg;
 	long first = s->step;
 	double t_start = now_s(), last_val = NAN, metric = NAN;
+	long evaluated_at = -1;
 	size_t tokens = (size_t)s->R * (size_t)s->M * s->N;
 
 	if (s->byte_level && !s->bert && st_rank(s) == 0)
@@ -288,6 +289,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
 		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
 			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
+			evaluated_at = step + 1;
 			if (c->eval.target_ratio > 0 && !s->bert &&
 			    metric <= c->eval.target_ratio * s->baseline_bpb) {
 				if (st_rank(s) == 0)
@@ -312,7 +314,12 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		fputc('\n', s->out);
 	if (c->train.profile && s->step > first + 1)
 		CLP_TRY(print_profile(s));
-	CLP_TRY(evaluate(s, s->step, &last_val, &metric));
+	if (evaluated_at != s->step)
+		CLP_TRY(evaluate(s, s->step, &last_val, &metric));
+	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && st_rank(s) == 0 &&
+	    metric > c->eval.target_ratio * s->baseline_bpb)
+		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
+			c->eval.target_ratio, s->step, metric / s->baseline_bpb);
 	if (c->ckpt.dir[0])
 		CLP_TRY(st_save(s));
 	if (val_loss)
