@@ -47,7 +47,7 @@ clp_status clp_plan_stage_mem(const clp_model_config *m, int first, int last, si
 		la += N * dq + N * C + N * dfc + N * C;
 	/* per-slot stage activations (SA_*): ids, embedding and head state, losses */
 	sa = 3 * N + (bert && emb ? N * C : 0) + 2 * N + (bert && head ? 2 * N * C : 0) +
-	     (head ? N * C : 0) + 2 * N + 3 * N + 1;
+	     (head ? N * C : 0) + 2 * N + 2 * N + 1;
 	out->act_bytes = (int64_t)(((nl + 1) * N * C + nl * la + sa) * 4);
 	out->out_bytes = (int64_t)(N * C * 4);
 	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;

@@ -108,16 +108,50 @@ static clp_status balance_and_eval(plan_ctx *x, const plan_shape *sh, clp_plan *
 	return st;
 }
 
-/* Devices of each (replica, position) from a subset in cluster order: 0 contiguous pipelines,
- * 1 strided (positions' devices neighbours in the cluster; alone: most memory first), 2 speed
- * classes (position p gets the p-th fastest group of R devices). */
+/* Devices in a chain of cheap hops: from the subset's first device, always on to the unvisited
+ * device the stage output reaches soonest (latency + bytes / bandwidth). Cluster files list
+ * devices in any order; a geo-distributed one may alternate regions. */
+static void chain(const plan_ctx *x, int *ord, int n)
+{
+	double bytes = (double)x->m->batch * (double)x->m->seq * x->m->cfg.d_model * 4;
+
+	for (int i = 1; i < n; i++) {
+		int best = i;
+		double bc = INFINITY;
+
+		for (int j = i; j < n; j++) {
+			clp_route rt = clp_cluster_route(x->c, ord[i - 1], ord[j]);
+			double cost = rt.spec.latency_s + bytes / rt.spec.bandwidth_Bps;
+
+			if (cost < bc * (1 - 1e-9))
+				bc = cost, best = j;
+		}
+		{
+			int t = ord[i];
+
+			ord[i] = ord[best], ord[best] = t;
+		}
+	}
+}
+
+/* Devices of each (replica, position) from a subset in cluster order. Groupings: 0 contiguous
+ * pipelines; 1 strided (the devices of a position are neighbours in the cluster; alone: most
+ * memory first); 2 speed classes (position p gets the p-th fastest group of R devices);
+ * 3 and 4 as 0 and 1 on the chain of cheapest hops. */
+#define NGROUPINGS 5
+static const char *const grouping_names[NGROUPINGS] = {
+	"contiguous pipelines", "strided replicas", "speed classes", "contiguous on the cheapest "
+	"chain", "strided on the cheapest chain"};
+
 static int group(const plan_ctx *x, const int *sub, int n, int R, int g, int *dev)
 {
-	int D = n / R, *ord = malloc((size_t)n * sizeof(int));
+	int D = n / R, *ord = malloc((size_t)n * sizeof(int)), strided;
 
 	if (!ord)
 		return 0;
 	memcpy(ord, sub, (size_t)n * sizeof(int));
+	if (g >= 3)
+		chain(x, ord, n);
 	if ((g == 1 && R == 1) || g == 2)
 		for (int i = 1; i < n; i++) /* stable insertion sort */
 			for (int j = i; j > 0; j--) {
@@ -131,9 +165,10 @@ static int group(const plan_ctx *x, const int *sub, int n, int R, int g, int *de
 					break;
 				ord[j - 1] = b, ord[j] = a;
 			}
+	strided = (g == 1 && R > 1) || g == 2 || g == 4;
 	for (int q = 0; q < R; q++)
 		for (int p = 0; p < D; p++)
-			dev[q * D + p] = g == 0 || (g == 1 && R == 1) ? ord[q * D + p] : ord[p * R + q];
+			dev[q * D + p] = strided ? ord[p * R + q] : ord[q * D + p];
 	free(ord);
 	return 1;
 }
@@ -191,7 +226,8 @@ static clp_status try_structure(plan_ctx *x, clp_plan *p, cands *out, clp_status
  * exchanged (then balanced again). */
 static clp_status refine(plan_ctx *x, clp_plan *p)
 {
-	int budget = x->o.refine_evals, improved = 1;
+	/* PipeFisher's pass simulates many steps per evaluation: a quarter of the budget */
+	int budget = p->pipefisher ? x->o.refine_evals / 4 : x->o.refine_evals, improved = 1;
 	clp_plan t = {0};
 	plan_shape *sh = malloc(sizeof(*sh));
 	clp_status st = CLP_OK;
@@ -303,7 +339,7 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 			    (x.o.fixed_replicas && R != x.o.fixed_replicas) ||
 			    (x.o.fixed_depth && D != x.o.fixed_depth))
 				continue;
-			for (int g = 0; st == CLP_OK && g < 3; g++) {
+			for (int g = 0; st == CLP_OK && g < NGROUPINGS; g++) {
 				int dup = 0;
 
 				if (!group(&x, sub, n, R, g, dev)) {
@@ -335,10 +371,8 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 						if (st == CLP_OK) {
 							memcpy(p.device, dev, (size_t)n * sizeof(int));
 							snprintf(p.note, sizeof(p.note), "%s",
-								 g == 0 ? "contiguous pipelines"
-								 : g == 1 ? (R == 1 ? "most memory first"
-										    : "strided replicas")
-									  : "speed classes");
+								 g == 1 && R == 1 ? "most memory first"
+										  : grouping_names[g]);
 							st = try_structure(&x, &p, &all, &last);
 							if (last != CLP_OK && !lastmsg[0])
 								snprintf(lastmsg, sizeof(lastmsg), "%s",
@@ -349,6 +383,17 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 				}
 			}
 		}
+	}
+	/* the naive split is a candidate too: the plan is never worse than it */
+	if (st == CLP_OK && (x.o.kinds & (1u << CLP_SCHED_1F1B)) && !x.o.fixed_replicas &&
+	    (!x.o.fixed_depth || x.o.fixed_depth == (nd < L ? nd : L))) {
+		clp_plan nv = {0};
+
+		st = clp_plan_naive(c, blocks, m, &x.o, &nv);
+		x.evals += nv.evaluations;
+		if (st == CLP_OK && fits(&nv))
+			st = cands_push(&all, &nv);
+		clp_plan_clear(&nv);
 	}
 	if (st == CLP_OK && all.n == 0)
 		st = clp_error(CLP_ERR_NOMEM, "plan: no placement fits the devices' memory%s%s",
