@@ -50,6 +50,19 @@ clp_status plan_alloc(clp_plan *p)
 	return CLP_OK;
 }
 
+clp_status clp_plan_init(clp_plan *p, int kind, int depth, int replicas, int chunks,
+			 int microbatches)
+{
+	memset(p, 0, sizeof(*p));
+	if (kind < 0 || kind >= CLP_SCHED_KIND_COUNT || depth < 1 || replicas < 1 || chunks < 1)
+		return clp_error(CLP_ERR_INVALID, "plan: schedule %d, %d x %d ranks, %d chunks", kind,
+				 depth, replicas, chunks);
+	p->kind = kind, p->depth = depth, p->replicas = replicas;
+	p->chunks = kind == CLP_SCHED_INTERLEAVED ? chunks : 1;
+	p->microbatches = microbatches;
+	return plan_alloc(p);
+}
+
 clp_status clp_plan_copy(clp_plan *dst, const clp_plan *src)
 {
 	clp_plan t = *src;

@@ -130,6 +130,9 @@ typedef struct clp_plan {
 	char note[256];
 } clp_plan;
 
+/* A plan of this structure with its arrays allocated (layers and devices zero). */
+clp_status clp_plan_init(clp_plan *p, int kind, int depth, int replicas, int chunks,
+			 int microbatches);
 void clp_plan_clear(clp_plan *p);
 clp_status clp_plan_copy(clp_plan *dst, const clp_plan *src);
 
