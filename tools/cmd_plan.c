@@ -26,7 +26,7 @@ static void help(void)
 	       "                   [--out PREFIX] [--schedules LIST] [--stages D] [--replicas R]\n"
 	       "                   [--max-replicas R] [--chunks v] [--recompute auto|on|off]\n"
 	       "                   [--pipefisher auto|on|off] [--reserve F] [--no-drop]\n"
-	       "                   [--include-cpu] [--verbose]\n\n"
+	       "                   [--include-cpu] [--skip P [--skip-stages S]] [--verbose]\n\n"
 	       "Chooses which devices serve which pipeline stages, the layers of each stage, the\n"
 	       "data-parallel degree, the schedule (with or without PipeFisher for K-FAC) and\n"
 	       "recomputation where memory needs it; every candidate is simulated with its memory\n"
@@ -53,13 +53,17 @@ static void help(void)
 	       "  --reserve F         fraction of device memory left free (default 0.1)\n"
 	       "  --no-drop           always use every device (default: also try without the\n"
 	       "                      slowest kinds)\n"
-	       "  --include-cpu       place stages on CPU devices of hosts with accelerators too\n",
+	       "  --include-cpu       place stages on CPU devices of hosts with accelerators too\n"
+	       "  --skip P            also report SkipPipe (docs/SKIPPIPE.md) on the same devices:\n"
+	       "                      paths of P of --skip-stages S stages (default: the plan's\n"
+	       "                      depth); it trains differently and is never chosen; --out\n"
+	       "                      writes its paths to PREFIX.paths.json\n",
 	       clp_sched_kind_list());
 }
 
 typedef struct plan_args {
 	const char *model, *cluster, *topology, *devices, *inventory, *blocks, *profile, *out;
-	int live, hosts, batch, include_cpu;
+	int live, hosts, batch, include_cpu, skip, skip_stages;
 	clp_plan_opts o;
 } plan_args;
 
@@ -134,16 +138,16 @@ static int parse_args(int argc, char **argv, plan_args *a)
 						       "[0, 1)");
 		} else if (got == 0) {
 			const char *num[] = {"--stages", "--replicas", "--max-replicas", "--chunks",
-					     "--hosts", "--batch"};
+					     "--hosts", "--batch", "--skip", "--skip-stages"};
 			int *nd[] = {&a->o.fixed_depth, &a->o.fixed_replicas, &a->o.max_replicas,
-				     &a->o.chunks, &a->hosts, &a->batch};
+				     &a->o.chunks, &a->hosts, &a->batch, &a->skip, &a->skip_stages};
 			char *end;
 			long n;
 
-			for (k = 0; k < 6; k++)
+			for (k = 0; k < 8; k++)
 				if ((got = cli_value(argc, argv, &i, num[k], &v)) != 0)
 					break;
-			if (k == 6)
+			if (k == 8)
 				return cli_usage_error("plan", "unknown option '%s'", argv[i]);
 			n = got > 0 ? strtol(v, &end, 10) : -1;
 			if (got < 0 || *end || n < 1 || n > 1 << 20)
@@ -325,6 +329,37 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 	return st;
 }
 
+/* SkipPipe on the same devices, next to the plan (it trains differently: never chosen). */
+static clp_status skippipe(const plan_args *a, const clp_plan *best, const clp_cluster *c,
+			   const clp_costs *blocks, const clp_plan_model *m)
+{
+	clp_plan_skip sk;
+	int S = a->skip_stages ? a->skip_stages : best->depth;
+	char path[1100];
+	clp_status st;
+
+	st = clp_plan_skippipe(c, blocks, m, S, a->skip, 2000, &sk);
+	if (st != CLP_OK) {
+		printf("\nskippipe  not applicable: %s\n", clp_last_error());
+		return CLP_OK;
+	}
+	printf("\nskippipe  paths of %d of %d stages, %d micro-batches from each of %d origins: "
+	       "iteration %.6g ms (the plan's step / %.2f); %s; clpipe train does not run path "
+	       "schedules yet\n", a->skip, S, sk.per_origin, m->micro_batches / sk.per_origin,
+	       sk.iter_s * 1e3, sk.iter_s > 0 ? best->step_s / sk.iter_s : 0,
+	       a->skip < S ? "each micro-batch skips stages, so it trains differently"
+			   : "every micro-batch visits every stage, on nodes of its own path");
+	snprintf(path, sizeof(path), "%s.paths.json", a->out ? a->out : "");
+	if (a->out) {
+		st = clp_skip_save(sk.paths, &sk.rules, sk.iter_s, path);
+		if (st == CLP_OK)
+			printf("wrote %s (clpipe skip simulate --paths %s --cluster ... --costs ...)\n",
+			       path, path);
+	}
+	clp_plan_skip_clear(&sk);
+	return st;
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	plan_args a;
@@ -393,6 +428,8 @@ int cmd_plan(int argc, char **argv)
 	if (st == CLP_OK && a.out)
 		st = write_outputs(&a, &best, naive_ok ? &naive : NULL, c, blocks, &m, &cfg,
 				   derived);
+	if (st == CLP_OK && a.skip)
+		st = skippipe(&a, &best, c, blocks, &m);
 out:
 	if (st != CLP_OK)
 		rc = cli_fail("plan", st);

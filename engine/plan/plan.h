@@ -36,6 +36,7 @@
 #include "engine/io/layout.h"
 #include "engine/model/model.h"
 #include "engine/sched/sched.h"
+#include "engine/skip/skip.h"
 #include "engine/train/train_config.h"
 #include "topology/inventory.h"
 
@@ -172,5 +173,25 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
  * train.micro_batches x pipeline.replicas micro-batches per step (the global batch the plan
  * keeps), optim.name = "kfac" and kfac.interval. */
 clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model *m);
+
+/* ---- SkipPipe on the same cluster (engine/plan/skip.c) ------------------------------------- */
+
+/* SkipPipe for slow wide-area links: the model in S stages, every device a node (nodes spread
+ * evenly over the stages, stage 0 taking the remainder), the step's micro-batches spread over
+ * the stage-0 nodes, paths of P stages (memory cap 3 micro-batches a node), allocation and paths
+ * from engine/skip's scheduler (`iterations` moves), the iteration simulated on the same
+ * cluster and block costs. SkipPipe computes less than a full pipeline (each micro-batch skips
+ * S - P stages) and trains differently: the planner reports it next to the plan, it does not
+ * choose it, and clpipe train does not run path schedules yet. */
+typedef struct clp_plan_skip {
+	int nstages, per_origin;
+	clp_skip_rules rules;
+	double iter_s;
+	clp_skip_paths *paths;
+} clp_plan_skip;
+clp_status clp_plan_skippipe(const clp_cluster *c, const clp_costs *blocks,
+			     const clp_plan_model *m, int S, int P, int iterations,
+			     clp_plan_skip *out);
+void clp_plan_skip_clear(clp_plan_skip *s);
 
 #endif

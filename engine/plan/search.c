@@ -399,14 +399,20 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 		st = clp_error(CLP_ERR_NOMEM, "plan: no placement fits the devices' memory%s%s",
 			       lastmsg[0] ? "; e.g. " : "", lastmsg);
 	if (st == CLP_OK) {
-		int top;
+		/* refine the best few, and the best of every schedule kind (a kind's best start
+		 * may climb further than another kind's) */
+		int seen[CLP_SCHED_KIND_COUNT] = {0}, nref = 0;
 
 		qsort(all.v, (size_t)all.n, sizeof(all.v[0]), by_step);
-		top = x.o.refine_top < all.n ? x.o.refine_top : all.n;
-		for (int i = 0; st == CLP_OK && i < top; i++)
+		for (int i = 0; st == CLP_OK && i < all.n; i++) {
+			if (nref >= x.o.refine_top && seen[all.v[i].kind])
+				continue;
+			seen[all.v[i].kind] = 1;
 			st = refine(&x, &all.v[i]);
+			nref++;
+		}
 		if (st == CLP_OK) {
-			qsort(all.v, (size_t)(top > 0 ? top : 1), sizeof(all.v[0]), by_step);
+			qsort(all.v, (size_t)all.n, sizeof(all.v[0]), by_step);
 			st = clp_plan_copy(best, &all.v[0]);
 			best->evaluations = x.evals;
 		}

@@ -20,6 +20,14 @@
 #define PD PLAN_DATA "/"
 #define TD TOPO_DATA "/"
 
+/* The default options with a smaller refinement budget (CI time; the facts hold either way). */
+static void opts(clp_plan_opts *o)
+{
+	clp_plan_opts_default(o);
+	o->refine_top = 2;
+	o->refine_evals = 60;
+}
+
 static clp_costs *profiles(const char *a, const char *b, int batch)
 {
 	const char *f[2] = {a, b};
@@ -122,7 +130,7 @@ static void test_two_fast_two_slow(void)
 	double ratio;
 
 	model(&m, 8, 8, "adamw");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	CHECK_OK(clp_cluster_load(PD "mix_2fast2slow.json", &c));
 	if (!c || !b)
 		goto out;
@@ -192,7 +200,7 @@ static void test_fast_small_memory(void)
 	int small;
 
 	model(&m, 32, 8, "adamw");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	CHECK_OK(clp_cluster_load(PD "mix_smallmem.json", &c));
 	if (!c || !b)
 		goto out;
@@ -226,7 +234,7 @@ static void test_two_sockets_and_hosts(void)
 	clp_plan_opts o;
 
 	model(&m, 8, 8, "adamw");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	for (int i = 0; b && i < 2; i++) {
 		clp_cluster *c = NULL;
 		clp_plan p = {0};
@@ -286,7 +294,7 @@ static void test_xml_topologies(void)
 
 	CHECK_OK(clp_costs_load(PD "blocks_2012.json", &old));
 	model(&m, 8, 16, "adamw");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		clp_cluster *c;
 		clp_plan p = {0};
@@ -338,7 +346,7 @@ static void test_geo_distributed(void)
 	double ratio;
 
 	model(&m, 8, 8, "adamw");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	CHECK_OK(clp_cluster_load(PD "geo8.json", &c));
 	if (!c || !b)
 		goto out;
@@ -360,6 +368,35 @@ out:
 	clp_costs_free(b);
 }
 
+/* SkipPipe on the geo-distributed nodes: paths the rules accept, a finite iteration; a batch
+ * the balance rule cannot spread is refused by name. */
+static void test_skippipe(void)
+{
+	clp_cluster *c = NULL;
+	clp_costs *b = profiles(PD "bert-large_time_memory_v100.csv", NULL, 8);
+	clp_plan_model m;
+	clp_plan_skip sk;
+
+	model(&m, 8, 12, "adamw");
+	CHECK_OK(clp_cluster_load(PD "geo8.json", &c));
+	if (!c || !b)
+		goto out;
+	CHECK_OK(clp_plan_skippipe(c, b, &m, 4, 3, 100, &sk));
+	if (sk.paths) {
+		CHECK_OK(clp_skip_validate(&sk.rules, sk.paths));
+		CHECK(sk.iter_s > 0 && isfinite(sk.iter_s), "iteration %g s", sk.iter_s);
+		CHECK(sk.paths->nmb == 12 && sk.per_origin == 6, "%d micro-batches, %d per origin",
+		      sk.paths->nmb, sk.per_origin);
+	}
+	clp_plan_skip_clear(&sk);
+	m.micro_batches = 8;
+	CHECK_ERR(clp_plan_skippipe(c, b, &m, 4, 3, 100, &sk), CLP_ERR_INVALID, "balance");
+	CHECK_ERR(clp_plan_skippipe(c, b, &m, 9, 3, 100, &sk), CLP_ERR_INVALID, "9 stages");
+out:
+	clp_cluster_free(c);
+	clp_costs_free(b);
+}
+
 static void test_kfac_pipefisher(void)
 {
 	clp_cluster *c = NULL;
@@ -371,7 +408,7 @@ static void test_kfac_pipefisher(void)
 	double ratio;
 
 	model(&m, 8, 8, "kfac");
-	clp_plan_opts_default(&o);
+	opts(&o);
 	o.kinds = (1u << CLP_SCHED_1F1B) | (1u << CLP_SCHED_GPIPE);
 	o.fixed_replicas = 1, o.fixed_depth = 4;
 	o.refine_top = 2, o.refine_evals = 40;
@@ -576,5 +613,5 @@ out:
 
 TH_MAIN(TH_TEST(test_two_fast_two_slow), TH_TEST(test_fast_small_memory),
 	TH_TEST(test_two_sockets_and_hosts), TH_TEST(test_xml_topologies),
-	TH_TEST(test_geo_distributed), TH_TEST(test_kfac_pipefisher), TH_TEST(test_balance_exact),
+	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_balance_exact),
 	TH_TEST(test_stage_costs), TH_TEST(test_bad_input))
