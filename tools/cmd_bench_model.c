@@ -451,6 +451,12 @@ int cmd_bench_model(int argc, char **argv)
 		return cli_usage_error("bench", "--all and --device exclude each other");
 	if (lay && stages)
 		return cli_usage_error("bench", "--layers and --stages exclude each other");
+	if (lay && lay[0] != '[') { /* 3,3,2 as well as [3, 3, 2] */
+		static char wrapped[600];
+
+		snprintf(wrapped, sizeof(wrapped), "[%.590s]", lay);
+		lay = wrapped;
+	}
 	if (lay && (s = clp_cfg_set(&clp_train_schema, &cfg, "pipeline.layers", lay,
 				    "--layers")) != CLP_OK)
 		return cli_usage_error("bench", "--layers: expected [N, N, ..]: %s",
@@ -467,6 +473,15 @@ int cmd_bench_model(int argc, char **argv)
 			layers.v[i] = m.cfg.n_layer / stages + (i < m.cfg.n_layer % stages);
 	} else if (!lay) {
 		layers.n = 0;
+	}
+	{
+		long sum = 0;
+
+		for (int i = 0; i < layers.n; i++)
+			sum += layers.v[i] > 0 ? layers.v[i] : -1000000;
+		if (layers.n && sum != m.cfg.n_layer)
+			return cli_usage_error("bench", "--layers: %d stages of %ld layers in all, each "
+					       ">= 1; the model has %d", layers.n, sum, m.cfg.n_layer);
 	}
 	if (all) {
 		clp_cl_devinfo *devs = NULL;
