@@ -24,10 +24,13 @@ int cmd_bench(int argc, char **argv);
 int cmd_bench_gemm(int argc, char **argv);
 /* `clpipe bench` without a subcommand: the device benchmark (tools/cmd_bench_device.c). */
 int cmd_bench_device(int argc, char **argv);
+/* `clpipe bench --model CONFIG`: model-shaped profiles, the planner's block costs. */
+int cmd_bench_model(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_skip(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 
 #endif

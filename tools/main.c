@@ -20,6 +20,7 @@ static const struct command commands[] = {
 	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},
 	{"sim", cmd_sim, "simulate a pipeline schedule on a cost table and a cluster"},
 	{"skip", cmd_skip, "SkipPipe: schedule, simulate and check per-micro-batch paths"},
+	{"plan", cmd_plan, "placement and schedule for a cluster of mixed devices"},
 };
 
 static void usage(FILE *f)

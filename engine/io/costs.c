@@ -171,10 +171,11 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	static const char *const keys[] = {
 		"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
 		"kfac_inv_s", "kfac_precond_s", "act_bytes", "act_w_bytes", "out_bytes",
-		"param_bytes", "opt_bytes", "kfac_bytes", "layers", "devices", "blocks", NULL};
+		"param_bytes", "opt_bytes", "kfac_bytes", "work_bytes", "layers", "devices", "blocks",
+		NULL};
 	clp_stage_cost *sc = &c->stages[s];
 	char at[64];
-	json_t *devs;
+	json_t *devs, *blocks;
 
 	snprintf(at, sizeof(at), "stages[%d]", s);
 	CLP_TRY(clp_json_expect_obj(file, at, o));
@@ -194,7 +195,12 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	CLP_TRY(clp_json_i64(file, at, o, "param_bytes", 0, 0, INT64_MAX, &sc->param_bytes));
 	CLP_TRY(clp_json_i64(file, at, o, "opt_bytes", 0, 0, INT64_MAX, &sc->opt_bytes));
 	CLP_TRY(clp_json_i64(file, at, o, "kfac_bytes", 0, 0, INT64_MAX, &sc->kfac_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "work_bytes", 0, 0, INT64_MAX, &sc->work_bytes));
 	CLP_TRY(clp_json_int(file, at, o, "layers", 0, 1, 1 << 20, &sc->nlayers));
+	/* free-form: kept (truncated) when it is a string, accepted whatever it is */
+	blocks = json_object_get(o, "blocks");
+	if (json_is_string(blocks))
+		snprintf(sc->blocks, sizeof(sc->blocks), "%s", json_string_value(blocks));
 	if (sc->opt_bytes < 0)
 		sc->opt_bytes = 2 * sc->param_bytes;
 	if (sc->act_w_bytes < 0)
@@ -329,7 +335,11 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 		json_object_set_new(o, "opt_bytes", json_integer(sc->opt_bytes));
 		if (sc->kfac_bytes)
 			json_object_set_new(o, "kfac_bytes", json_integer(sc->kfac_bytes));
+		if (sc->work_bytes)
+			json_object_set_new(o, "work_bytes", json_integer(sc->work_bytes));
 		json_object_set_new(o, "layers", json_integer(sc->nlayers));
+		if (sc->blocks[0])
+			json_object_set_new(o, "blocks", json_string(sc->blocks));
 		if (c->nkinds) {
 			json_t *devs = json_object();
 

@@ -33,7 +33,11 @@ typedef struct clp_stage_cost {
 	int64_t param_bytes;
 	int64_t opt_bytes;   /* optimizer state (AdamW: 2 x param_bytes, the default) */
 	int64_t kfac_bytes;  /* K-FAC factors and their inverses */
+	int64_t work_bytes;  /* held all step besides parameters: backward temporaries, the
+			      * recomputation buffer (the planner's tables; 0 elsewhere) */
 	int nlayers;         /* K-FAC per-layer items take stage totals / nlayers */
+	char blocks[128];    /* free-form description of the stage's blocks ("" if none); the
+			      * planner's block tables name theirs "embedding", "layer", "head" */
 } clp_stage_cost;
 
 /* At most this many K-FAC factors per layer have their own share of the inversion time. */

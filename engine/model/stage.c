@@ -86,7 +86,9 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	for (int a = 0; a < LA_COUNT; a++)
 		la_slot[a] = st->recompute && a < LA_DY_QKV ? 0 : la_size[a];
 	const char **names = calloc((size_t)nv, sizeof(*names));
-	size_t *bytes = calloc((size_t)nv, sizeof(*bytes));
+	/* also holds the recomputation buffer's LA_COUNT sizes below (a stage without layers
+	 * has fewer views than that) */
+	size_t *bytes = calloc((size_t)(nv > LA_COUNT ? nv : LA_COUNT), sizeof(*bytes));
 	char label[64];
 	clp_status s = CLP_OK;
 

@@ -271,8 +271,8 @@ double sim_coll_time(sim *S, const clp_op *op, int64_t bytes)
 					 : clp_sim_allreduce_s(p, bytes, l);
 }
 
-/* Parameters + gradients + optimizer state of every stage a rank runs, plus K-FAC factors where
- * it runs K-FAC items. */
+/* Parameters + gradients + optimizer state (+ workspace) of every stage a rank runs, plus K-FAC
+ * factors where it runs K-FAC items. */
 clp_status sim_static_memory(sim *S)
 {
 	const clp_costs *c = S->o->costs;
@@ -293,7 +293,8 @@ clp_status sim_static_memory(sim *S)
 				continue;
 			if (op->kind == CLP_OP_FWD && !held[2 * st]) {
 				held[2 * st] = 1;
-				bytes += 2 * c->stages[st].param_bytes + c->stages[st].opt_bytes;
+				bytes += 2 * c->stages[st].param_bytes + c->stages[st].opt_bytes +
+					 c->stages[st].work_bytes;
 			}
 			if (op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_PRECOND &&
 			    !held[2 * st + 1]) {

@@ -9,6 +9,7 @@
 
 #include "cl/rng.h"
 #include "cl/warmup.h"
+#include "engine/io/layout.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/validate.h"
 #include "topology/bind.h"
@@ -468,16 +469,70 @@ static clp_status make_schedule(clp_session *s)
 				 "this job has %d (mpirun -np %d)", c->pipeline.stages,
 				 c->pipeline.replicas, s->sched->nranks, clp_comm_size(s->comm),
 				 s->sched->nranks);
+	if (train && c->pipeline.layout[0]) { /* the plan's stages are the schedule's */
+		clp_layout *l = NULL;
+
+		st = clp_layout_load(c->pipeline.layout, &l);
+		if (st == CLP_OK)
+			st = clp_layout_check(l, s->sched, c->pipeline.layout);
+		clp_layout_free(l);
+		CLP_TRY(st);
+	}
 	return clp_sched_validate(s->sched, 1);
+}
+
+/* Host names match when equal, or when one is the other's first label ("n1", "n1.lab"). */
+static int same_host(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	return !strcmp(a, b) || (la < lb && !strncmp(a, b, la) && b[la] == '.') ||
+	       (lb < la && !strncmp(a, b, lb) && a[lb] == '.');
+}
+
+/* pipeline.layout (clpipe plan): this rank's device "host:selector" (or a bare selector) as the
+ * device policy; the host part must be this rank's host. */
+static clp_status layout_selector(clp_session *s, char *sel, size_t n)
+{
+	const char *path = s->cfg.pipeline.layout, *id, *colon;
+	int r = clp_comm_rank(s->comm);
+	clp_layout *l = NULL;
+	clp_status st = clp_layout_load(path, &l);
+
+	if (st == CLP_OK && l->nranks != clp_comm_size(s->comm))
+		st = clp_error(CLP_ERR_INVALID, "pipeline.layout %s: %d ranks; this job has %d",
+			       path, l->nranks, clp_comm_size(s->comm));
+	if (st == CLP_OK) {
+		id = l->ranks[r].device_id;
+		colon = strrchr(id, ':');
+		if (colon) {
+			char host[CLP_NAME_MAX];
+
+			snprintf(host, sizeof(host), "%.*s", (int)(colon - id), id);
+			if (!same_host(host, clp_comm_host(s->comm)))
+				st = clp_error(CLP_ERR_INVALID, "pipeline.layout %s: rank %d runs on "
+					       "host %s, the layout puts it on %s (start the ranks "
+					       "in the layout's host order)", path, r,
+					       clp_comm_host(s->comm), id);
+		}
+		snprintf(sel, n, "%s", colon ? colon + 1 : id);
+	}
+	clp_layout_free(l);
+	return st;
 }
 
 static clp_status open_device(clp_session *s)
 {
-	char sel[64] = "", note[1400];
+	char sel[64] = "", note[1400], from_layout[64] = "";
 	clp_topo_bind_mode bind = CLP_TOPO_BIND_AUTO;
+	const char *policy = s->cfg.train.device;
 
 	CLP_TRY(clp_topo_bind_parse(s->cfg.pipeline.bind, &bind));
-	CLP_TRY(clp_topo_rank_device(s->comm, s->cfg.train.device, bind, sel, sizeof(sel), note,
+	if (s->mode == CLP_SESSION_TRAIN && s->cfg.pipeline.layout[0]) {
+		CLP_TRY(layout_selector(s, from_layout, sizeof(from_layout)));
+		policy = from_layout;
+	}
+	CLP_TRY(clp_topo_rank_device(s->comm, policy, bind, sel, sizeof(sel), note,
 				     sizeof(note)));
 	if (note[0])
 		fprintf(stderr, "%s\n", note);

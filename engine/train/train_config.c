@@ -80,6 +80,8 @@ static const clp_cfg_field fields[] = {
 	  "seconds a wait on another rank may take before the job stops", 0.001, 1e7, NULL),
 	F(pipeline.bind, "pipeline.bind", CLP_CFG_STRING, "\"auto\"",
 	  "bind each rank's threads near its device", 0, 0, "auto|none|core"),
+	F(pipeline.layout, "pipeline.layout", CLP_CFG_STRING, "\"\"",
+	  "rank layout from clpipe plan: each rank's device (\"host:selector\")", 0, 0, NULL),
 	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw|kfac"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
 	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,

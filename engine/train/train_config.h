@@ -44,6 +44,7 @@ typedef struct clp_train_config {
 		int deterministic;   /* reductions in rank order: bitwise reproducible */
 		double deadline;     /* seconds any wait on another rank may take */
 		char bind[16];       /* auto | none | core */
+		char layout[1024];   /* rank layout (clpipe plan): rank -> device "host:selector" */
 	} pipeline;
 	struct {
 		char name[16];       /* adamw | kfac */

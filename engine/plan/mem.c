@@ -1,0 +1,71 @@
+/* Device memory of a stage, computed as clp_stage_create allocates it (engine/model/stage.c):
+ * parameters, gradients and AdamW moments from the parameter table, one activation slot per
+ * micro-batch in flight, the backward temporaries and the misc tables, and with recomputation
+ * one layer's activations shared by all slots. tests/plan/test_plan_mem.c holds this against
+ * real stages' allocations, so a change to the stage's layout shows there. */
+#include <string.h>
+
+#include "engine/plan/plan.h"
+
+clp_status clp_plan_stage_mem(const clp_model_config *m, int first, int last, size_t B,
+			      size_t T, int split, int recompute, clp_plan_mem *out)
+{
+	clp_model_config c = *m;
+	clp_param_table tab;
+	size_t N = B * T, C, H, KVH, hd, F, V, dq, dfc, nl, la = 0, rla, sa, tmp, misc;
+	int bert, llama, emb, head, L;
+
+	memset(out, 0, sizeof(*out));
+	CLP_TRY(clp_model_config_resolve(&c));
+	L = c.n_layer;
+	if (first < 0 || last < first || last > L + 1)
+		return clp_error(CLP_ERR_INVALID, "stage memory: blocks %d..%d of a model of %d "
+				 "blocks", first, last, L + 2);
+	CLP_TRY(clp_param_table_build(&c, first, last, &tab));
+	out->param_bytes = (int64_t)tab.numel * 4;
+	out->opt_bytes = 2 * out->param_bytes;
+	clp_param_table_free(&tab);
+
+	C = (size_t)c.d_model, H = (size_t)c.n_head, KVH = (size_t)c.n_kv_head, hd = C / H;
+	F = (size_t)c.d_ff, V = (size_t)c.vocab;
+	bert = c.preset == CLP_PRESET_BERT, llama = c.preset == CLP_PRESET_LLAMA;
+	dq = H * hd + 2 * KVH * hd;
+	dfc = llama ? 2 * F : F;
+	emb = first == 0, head = last == L + 1;
+	{
+		int lo = first < 1 ? 1 : first, hi = last > L ? L : last;
+
+		nl = hi >= lo ? (size_t)(hi - lo + 1) : 0;
+	}
+	/* one layer's activations (stage.c's la_size, LA_LN1 .. LA_RES2), then the split
+	 * backward's output gradients (LA_DY_*) */
+	rla = N * C + 2 * N + N * dq + N * H * hd + B * H * T + (bert ? N * C : 0) + N * C +
+	      (bert ? 0 : N * C) + 2 * N + N * dfc + N * F + (bert ? N * C : 0);
+	if (!recompute)
+		la = rla;
+	if (split)
+		la += N * dq + N * C + N * dfc + N * C;
+	/* per-slot stage activations (SA_*): ids, embedding and head state, losses */
+	sa = 3 * N + (bert && emb ? N * C : 0) + 2 * N + (bert && head ? 2 * N * C : 0) +
+	     (head ? N * C : 0) + 2 * N + 2 * N + 1;
+	out->act_bytes = (int64_t)(((nl + 1) * N * C + nl * la + sa) * 4);
+	out->out_bytes = (int64_t)(N * C * 4);
+	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;
+	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (emb && head && c.tied ? V * C : 1);
+	out->work_bytes = (int64_t)((tmp + misc + (recompute ? rla : 0)) * 4);
+	/* K-FAC: per linear a factor A (inputs) and a factor B per output part, each with an
+	 * active and a next inverse (engine/optim/kfac.c) */
+	{
+		size_t qkv_a = C, o_a = H * hd, fc_a = C, proj_a = F;
+		size_t bsq = llama || bert ? H * hd * H * hd + 2 * KVH * hd * KVH * hd : dq * dq;
+		size_t bsfc = llama ? 2 * F * F : dfc * dfc;
+		size_t per = qkv_a * qkv_a + bsq + o_a * o_a + C * C + fc_a * fc_a + bsfc +
+			     proj_a * proj_a + C * C;
+
+		size_t maxd = F > C ? F : C, maxw = dfc * C > dq * C ? dfc * C : dq * C;
+
+		/* factors, active and next inverses; and the optimizer's work matrices once */
+		out->kfac_bytes = nl ? (int64_t)((nl * per * 3 + maxd * maxd + 2 * maxw) * 4) : 0;
+	}
+	return CLP_OK;
+}

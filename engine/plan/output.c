@@ -1,0 +1,126 @@
+/* A plan's outputs: the plan as JSON ("clpipe-plan": settings, predicted step, memory per rank,
+ * the naive split's figures) and the training config `clpipe train` runs it with. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/io/json_util.h"
+#include "engine/plan/plan.h"
+#include "engine/sched/gen.h"
+
+static json_t *ints(const int *v, int n)
+{
+	json_t *a = json_array();
+
+	for (int i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
+static json_t *summary(const clp_plan *p)
+{
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, s:s}",
+			 "schedule", clp_sched_kind_name(p->kind), "stages", p->depth, "replicas",
+			 p->replicas, "chunks", p->chunks, "micro_batches", p->microbatches,
+			 "recompute", p->recompute, "pipefisher", p->pipefisher, "kfac_interval",
+			 p->kfac_K, "layers", ints(p->layers, p->nstages), "step_s", p->step_s,
+			 "bubble", p->bubble, "utilisation", p->util, "fits", p->over_memory == 0,
+			 "note", p->note);
+}
+
+clp_status clp_plan_save(const clp_plan *p, const clp_cluster *c, const clp_plan_model *m,
+			 const clp_plan *naive, const char *path)
+{
+	json_t *root = summary(p), *ranks = json_array();
+	clp_status st;
+
+	json_object_set_new(root, "format", json_string("clpipe-plan"));
+	json_object_set_new(root, "version", json_integer(1));
+	json_object_set_new(root, "model_layers", json_integer(m->cfg.n_layer));
+	json_object_set_new(root, "micro_batch", json_pack("{s:I, s:I}", "batch",
+							   (json_int_t)m->batch, "seq",
+							   (json_int_t)m->seq));
+	json_object_set_new(root, "evaluations", json_integer(p->evaluations));
+	for (int r = 0; r < p->nranks; r++) {
+		const clp_device *d = &c->devices[p->device[r]];
+		json_t *stages = json_array();
+
+		/* the stages the generators put on position r mod D */
+		for (int s = 0; s < p->nstages; s++) {
+			int pos = r % p->depth, chim = p->kind == CLP_SCHED_CHIMERA ||
+							p->kind == CLP_SCHED_CHIMERA_FD;
+			int held = p->kind == CLP_SCHED_INTERLEAVED ? s % p->depth == pos
+				   : chim ? s == pos || s == p->depth - 1 - pos : s == pos;
+
+			if (held)
+				json_array_append_new(stages, json_integer(s));
+		}
+		json_array_append_new(ranks, json_pack("{s:i, s:s, s:s, s:s, s:i, s:o, s:I, s:I}",
+						       "rank", r, "device", d->id, "kind", d->kind,
+						       "host", c->hosts[d->host].name, "replica",
+						       r / p->depth, "stages", stages, "peak_bytes",
+						       (json_int_t)p->peak_bytes[r], "usable_bytes",
+						       (json_int_t)p->usable_bytes[r]));
+	}
+	json_object_set_new(root, "ranks", ranks);
+	if (naive)
+		json_object_set_new(root, "naive", summary(naive));
+	st = clp_json_save(path, root);
+	json_decref(root);
+	return st;
+}
+
+clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
+				 clp_train_config *cfg)
+{
+	if (p->nstages > CLP_CFG_MAX_INTS)
+		return clp_error(CLP_ERR_INVALID, "plan: %d stages; pipeline.layers holds at most %d",
+				 p->nstages, CLP_CFG_MAX_INTS);
+	if (layout_path && strlen(layout_path) >= sizeof(cfg->pipeline.layout))
+		return clp_error(CLP_ERR_INVALID, "plan: layout path too long: %s", layout_path);
+	snprintf(cfg->pipeline.schedule, sizeof(cfg->pipeline.schedule), "%s",
+		 clp_sched_kind_name(p->kind));
+	cfg->pipeline.stages = p->depth;
+	cfg->pipeline.replicas = p->replicas;
+	cfg->pipeline.chunks = p->chunks;
+	cfg->pipeline.layers.n = p->nstages;
+	for (int s = 0; s < p->nstages; s++)
+		cfg->pipeline.layers.v[s] = p->layers[s];
+	snprintf(cfg->pipeline.layout, sizeof(cfg->pipeline.layout), "%s",
+		 layout_path ? layout_path : "");
+	cfg->train.micro_batches = p->microbatches;
+	cfg->train.recompute = p->recompute;
+	if (p->pipefisher && p->kfac_K > 0)
+		cfg->kfac.interval = p->kfac_K;
+	return CLP_OK;
+}
+
+clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model *m)
+{
+	clp_model_config *mc = &m->cfg;
+
+	memset(m, 0, sizeof(*m));
+	CLP_TRY(clp_preset_parse(c->model.preset, &mc->preset));
+	mc->n_layer = (int)c->model.n_layer;
+	mc->d_model = (int)c->model.d_model;
+	mc->n_head = (int)c->model.n_head;
+	mc->n_kv_head = (int)c->model.n_kv_head;
+	mc->d_ff = (int)c->model.d_ff;
+	mc->ctx = (int)c->model.ctx;
+	mc->vocab = (int)c->model.vocab;
+	if (!mc->vocab) /* the tokenizer's: bytes and specials, or GPT-2's BPE */
+		mc->vocab = !strcmp(c->data.tokenizer, "gpt2") ? 50257
+			    : 256 + (mc->preset == CLP_PRESET_BERT ? 5 : 1);
+	mc->rope_theta = (float)c->model.rope_theta;
+	mc->dropout = (float)c->model.dropout;
+	CLP_TRY(clp_model_config_resolve(mc));
+	m->batch = (size_t)c->train.batch;
+	m->seq = (size_t)(c->train.seq ? c->train.seq : mc->ctx);
+	if (m->seq > (size_t)mc->ctx)
+		return clp_error(CLP_ERR_INVALID, "train.seq = %zu is longer than model.ctx = %d",
+				 m->seq, mc->ctx);
+	m->micro_batches = (int)(c->train.micro_batches * c->pipeline.replicas);
+	m->kfac = !strcmp(c->optim.name, "kfac");
+	m->kfac_interval = (int)c->kfac.interval;
+	return CLP_OK;
+}

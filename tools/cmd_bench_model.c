@@ -1,0 +1,556 @@
+/* clpipe bench --model CONFIG: model-shaped device profiles. Per selected device, the blocks of
+ * the config's model at its micro-batch (embedding, one transformer layer, head + loss) run as
+ * real stages: forward, backward, its B and W halves and the optimizer step, wall-clock with a
+ * clFinish each (what a training step pays, launches included), medians and spread over the
+ * repeats; attention forward and backward from the kernels' device times; the K-FAC work of one
+ * layer (factors A and B from one micro-batch, inverting all factors, preconditioning); memory
+ * per block as the stages allocate it. The output is a cost table (engine/io/costs.h): the block
+ * table clpipe plan reads (entries "embedding", "layer", "head"; other devices under
+ * `devices`), or with --layers / --stages the per-stage table clpipe sim reads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/runtime.h"
+#include "engine/io/config.h"
+#include "engine/optim/kfac.h"
+#include "engine/plan/plan.h"
+#include "engine/sched/gen.h"
+#include "tools/cli.h"
+#include "tools/stats.h"
+
+enum { F_FWD, F_BWD, F_BWD_B, F_BWD_W, F_OPT, F_ATT_F, F_ATT_B, F_KA, F_KB, F_KINV, F_KPRE, NF };
+static const char *const fig_names[NF] = {
+	"forward", "backward", "backward B (input)", "backward W (weights)", "optimizer (AdamW)",
+	"attention forward", "attention backward", "K-FAC factors A", "K-FAC factors B",
+	"K-FAC inversion", "K-FAC preconditioning"};
+
+typedef struct dev_result {
+	char kind[CLP_NAME_MAX], name[128];
+	clp_stats fig[CLP_PLAN_NBLOCKS][NF];
+	int nfactors;
+	int fdim[CLP_COST_MAX_FACTORS];
+} dev_result;
+
+typedef struct bm {
+	clp_cl_ctx *ctx;
+	const clp_plan_model *m;
+	int repeats, warmup;
+	int32_t *tok, *types, *tgt;
+} bm;
+
+static void help(void)
+{
+	printf("usage: clpipe bench --model CONFIG [--section.key=VALUE ...]\n"
+	       "                    [--device SPEC[,SPEC..] | --all] [--kind NAME[,NAME..]]\n"
+	       "                    [--repeats N] [--warmup N] [--layers N,N,.. | --stages D]\n"
+	       "                    [--json FILE] [--quiet]\n\n"
+	       "Times the model's blocks at its micro-batch (train.batch x train.seq) on each device:\n"
+	       "embedding, one transformer layer and head + loss, each forward, backward, the\n"
+	       "backward's input (B) and weight (W) halves and the AdamW step; attention forward\n"
+	       "and backward; K-FAC's factors, inversion and preconditioning of one layer; memory\n"
+	       "per block. Medians over --repeats (default 5) after --warmup (default 1), with\n"
+	       "their range. --json writes the block cost table clpipe plan reads (--blocks); with\n"
+	       "--layers (layers per stage) or --stages D (an even split) it writes the per-stage\n"
+	       "table clpipe sim reads (--costs) instead.\n\n"
+	       "  --kind NAME,..  device kinds as the cluster file names them (default: the device's\n"
+	       "                  name, which clpipe plan matches inside device names)\n");
+}
+
+static clp_status rnd_ids(int32_t *v, size_t n, int mod, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		v[i] = (int32_t)((seed >> 33) % (uint64_t)mod);
+	}
+	return CLP_OK;
+}
+
+/* Random values into a device range (the inputs and output gradients a stage gets). */
+static clp_status fill_rand(clp_cl_ctx *ctx, clp_buf b, size_t n)
+{
+	float *h = malloc(n * sizeof(float));
+	uint64_t s = 88172645463325252ULL;
+	clp_status st;
+
+	if (!h)
+		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+	for (size_t i = 0; i < n; i++) {
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		h[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.1f;
+	}
+	st = clp_cl_write(ctx, b.mem, b.off * 4, n * 4, h);
+	free(h);
+	return st;
+}
+
+static clp_stage_mb mb_of(const bm *b, uint32_t i)
+{
+	clp_stage_mb mb = {0, 1, i, 1, b->tok, b->types, b->tgt};
+
+	return mb;
+}
+
+/* One stage of block range [first, last]; inputs made up where the stage takes activations. */
+static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **out)
+{
+	clp_stage_opts so = {b->m->batch, b->m->seq, 1, split, 0};
+	size_t N = b->m->batch * b->m->seq, C = (size_t)b->m->cfg.d_model;
+
+	CLP_TRY(clp_stage_create(out, b->ctx, &b->m->cfg, first, last, &so));
+	CLP_TRY(clp_stage_init_params(*out, 3));
+	if (!clp_stage_has_embedding(*out))
+		CLP_TRY(fill_rand(b->ctx, clp_stage_act_in(*out, 0), N * C));
+	if (!clp_stage_has_head(*out))
+		CLP_TRY(fill_rand(b->ctx, clp_stage_grad_in(*out), N * C));
+	return clp_cl_finish(b->ctx);
+}
+
+/* Wall time of a call followed by clFinish. */
+#define TIMED(expr, out)                                                                           \
+	do {                                                                                       \
+		double t0_ = clp_now_s();                                                          \
+		CLP_TRY(expr);                                                                     \
+		CLP_TRY(clp_cl_finish(b->ctx));                                                    \
+		(out) = clp_now_s() - t0_;                                                         \
+	} while (0)
+
+static float inv_count(const bm *b)
+{
+	return 1.0f / (float)(b->m->batch * b->m->seq);
+}
+
+static clp_status adamw(clp_stage *st)
+{
+	clp_nn_adamw_hp hp = {1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+
+	CLP_TRY(clp_stage_grad_stats(st, clp_stage_stats(st), 1.0f));
+	return clp_stage_adamw(st, &hp, clp_stage_stats(st));
+}
+
+/* Device time of the attention kernels (labels "attn...") in a profile. */
+static clp_status attn_ms(clp_cl_ctx *ctx, double *s)
+{
+	clp_cl_timing *t = NULL;
+	int n = 0;
+
+	*s = 0;
+	CLP_TRY(clp_cl_profile_stop(ctx, &t, &n));
+	for (int i = 0; i < n; i++)
+		if (!strncmp(t[i].label, "attn", 4))
+			*s += t[i].total_ms * 1e-3;
+	free(t);
+	return CLP_OK;
+}
+
+/* One run of a block: forward, backward and AdamW on st; forward, B and W on sp (split);
+ * for the layer also the attention kernels' device time of a forward and a backward. */
+static clp_status one_run(bm *b, clp_stage *st, clp_stage *sp, uint32_t r, int layer, double *t)
+{
+	clp_stage_mb mb = mb_of(b, r);
+	float ic = inv_count(b);
+
+	TIMED(clp_stage_forward(st, &mb, ic), t[F_FWD]);
+	TIMED(clp_stage_backward(st, &mb, ic), t[F_BWD]);
+	TIMED(adamw(st), t[F_OPT]);
+	CLP_TRY(clp_stage_forward(sp, &mb, ic));
+	TIMED(clp_stage_backward_input(sp, &mb, ic), t[F_BWD_B]);
+	TIMED(clp_stage_backward_weight(sp, &mb), t[F_BWD_W]);
+	if (!layer)
+		return CLP_OK;
+	clp_cl_profile_start(b->ctx);
+	CLP_TRY(clp_stage_forward(st, &mb, ic));
+	CLP_TRY(attn_ms(b->ctx, &t[F_ATT_F]));
+	clp_cl_profile_start(b->ctx);
+	CLP_TRY(clp_stage_backward(st, &mb, ic));
+	return attn_ms(b->ctx, &t[F_ATT_B]);
+}
+
+/* K-FAC of one layer: the factors of a micro-batch kept by the backward's tap, then A and B of
+ * every linear from them; inverting every factor; preconditioning every gradient. */
+static clp_status kfac_run(bm *b, clp_stage *st, clp_kfac_opt *k, int K, uint32_t r, double *t)
+{
+	clp_stage_mb mb = mb_of(b, r);
+	float ic = inv_count(b);
+	double rows = (double)(b->m->batch * b->m->seq);
+
+	CLP_TRY(clp_kfac_opt_step_begin(k, (long)r * K, rows, rows, NULL));
+	clp_kfac_opt_defer(k, 1);
+	CLP_TRY(clp_stage_forward(st, &mb, ic));
+	CLP_TRY(clp_stage_backward(st, &mb, ic));
+	CLP_TRY(clp_cl_finish(b->ctx));
+	TIMED(clp_kfac_opt_curv_a_kept(k, -1, (int)r), t[F_KA]);
+	TIMED(clp_kfac_opt_curv_b_kept(k, -1, (int)r), t[F_KB]);
+	TIMED(clp_kfac_opt_invert(k, -1, -1), t[F_KINV]);
+	if (r == 0)
+		CLP_TRY(clp_kfac_opt_activate(k));
+	TIMED(clp_kfac_opt_precondition(k), t[F_KPRE]);
+	return CLP_OK;
+}
+
+/* Every figure of block `blk` (stage blocks first..last) on b's device into res. */
+static clp_status measure_block(bm *b, int blk, int first, int last, dev_result *res)
+{
+	clp_stage *st = NULL, *sp = NULL, *ks = NULL;
+	clp_kfac_opt *k = NULL;
+	clp_kfac_opts ko;
+	int n = b->warmup + b->repeats, layer = blk == CLP_PLAN_LAYER;
+	double *x = calloc((size_t)NF * (size_t)b->repeats, sizeof(double));
+	clp_status s = x ? CLP_OK : clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+
+	clp_kfac_opts_default(&ko);
+	if (s == CLP_OK)
+		s = make_stage(b, first, last, 0, &st);
+	if (s == CLP_OK)
+		s = make_stage(b, first, last, 1, &sp);
+	if (s == CLP_OK && layer)
+		s = make_stage(b, first, last, 0, &ks);
+	if (s == CLP_OK && layer)
+		s = clp_kfac_opt_create(&k, ks, &ko);
+	for (int r = 0; s == CLP_OK && r < n; r++) {
+		double t[NF] = {0};
+
+		s = one_run(b, st, sp, (uint32_t)r, layer, t);
+		if (s == CLP_OK && layer)
+			s = kfac_run(b, ks, k, ko.interval, (uint32_t)r, t);
+		for (int f = 0; r >= b->warmup && f < NF; f++)
+			x[(size_t)f * (size_t)b->repeats + (size_t)(r - b->warmup)] = t[f];
+	}
+	for (int f = 0; s == CLP_OK && f < NF; f++)
+		res->fig[blk][f] = clp_stats_of(&x[(size_t)f * (size_t)b->repeats], b->repeats);
+	if (s == CLP_OK && k) {
+		res->nfactors = clp_kfac_opt_nfactors(k);
+		if (res->nfactors > CLP_COST_MAX_FACTORS)
+			res->nfactors = 0;
+		for (int f = 0; f < res->nfactors; f++)
+			res->fdim[f] = (int)clp_kfac_opt_factor_dim(k, f);
+	}
+	clp_kfac_opt_free(k);
+	clp_stage_free(ks);
+	clp_stage_free(sp);
+	clp_stage_free(st);
+	free(x);
+	return s;
+}
+
+static clp_status measure_device(bm *b, const char *sel, const char *kind, int quiet,
+				 dev_result *res)
+{
+	int L = b->m->cfg.n_layer;
+	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
+	clp_status s;
+
+	memset(res, 0, sizeof(*res));
+	CLP_TRY(clp_cl_ctx_create(&b->ctx, sel[0] ? sel : NULL));
+	snprintf(res->name, sizeof(res->name), "%.127s", clp_cl_ctx_device(b->ctx)->name);
+	snprintf(res->kind, sizeof(res->kind), "%.*s", CLP_NAME_MAX - 1,
+		 kind && kind[0] ? kind : res->name);
+	s = CLP_OK;
+	for (int blk = 0; s == CLP_OK && blk < CLP_PLAN_NBLOCKS; blk++) {
+		if (!quiet)
+			fprintf(stderr, "bench: %s: %s\n", res->name, clp_plan_block_name(blk));
+		s = measure_block(b, blk, range[blk][0], range[blk][1], res);
+	}
+	clp_cl_ctx_free(b->ctx);
+	b->ctx = NULL;
+	if (s != CLP_OK)
+		return clp_error_context(s, "device '%s': ", sel[0] ? sel : "default");
+	return CLP_OK;
+}
+
+/* Times of one device into t (a stage's or a kind's): B and W keep their measured ratio and add
+ * up to the measured full backward (the cost table requires bwd_s = bwd_b_s + bwd_w_s). */
+static void put_times(const dev_result *r, int blk, double *t)
+{
+	const clp_stats *f = r->fig[blk];
+	double bb = f[F_BWD_B].median, bw = f[F_BWD_W].median, full = f[F_BWD].median;
+
+	t[CLP_COST_FWD] = f[F_FWD].median;
+	t[CLP_COST_BWD] = full;
+	t[CLP_COST_BWD_B] = bb + bw > 0 ? full * bb / (bb + bw) : full / 2;
+	t[CLP_COST_BWD_W] = full - t[CLP_COST_BWD_B];
+	t[CLP_COST_OPT] = f[F_OPT].median;
+	t[CLP_COST_KFAC_CURV_A] = f[F_KA].median;
+	t[CLP_COST_KFAC_CURV_B] = f[F_KB].median;
+	t[CLP_COST_KFAC_INV] = f[F_KINV].median;
+	t[CLP_COST_KFAC_PRECOND] = f[F_KPRE].median;
+}
+
+/* The block table: the first device's times, the others' under `devices`; memory per block. */
+static clp_status block_table(const bm *b, const dev_result *res, int n, clp_costs **out)
+{
+	const clp_plan_model *m = b->m;
+	int L = m->cfg.n_layer;
+	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
+	clp_costs *c = NULL;
+	size_t per = (size_t)CLP_PLAN_NBLOCKS * CLP_COST_NTIMES;
+
+	CLP_TRY(clp_costs_create(CLP_PLAN_NBLOCKS, &c));
+	snprintf(c->device_kind, sizeof(c->device_kind), "%s", res[0].kind);
+	snprintf(c->source, sizeof(c->source), "clpipe bench --model: %s, %d layers, micro-batch "
+		 "%zu x %zu, median of %d runs", clp_preset_name(m->cfg.preset), L, m->batch, m->seq,
+		 b->repeats);
+	c->micro_batch_size = (int)m->batch;
+	if (n > 1) {
+		c->kinds = calloc((size_t)n - 1, sizeof(*c->kinds));
+		c->kind_t = malloc((size_t)(n - 1) * per * sizeof(double));
+		if (!c->kinds || !c->kind_t) {
+			clp_costs_free(c);
+			return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+		}
+		c->nkinds = n - 1;
+	}
+	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
+		clp_stage_cost *sc = &c->stages[blk];
+		clp_plan_mem mem;
+		clp_status s = clp_plan_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch,
+						  m->seq, 0, 0, &mem);
+
+		if (s != CLP_OK) {
+			clp_costs_free(c);
+			return s;
+		}
+		put_times(&res[0], blk, sc->t);
+		for (int k = 1; k < n; k++)
+			put_times(&res[k], blk, &c->kind_t[(size_t)(k - 1) * per +
+							   (size_t)blk * CLP_COST_NTIMES]);
+		sc->act_bytes = sc->act_w_bytes = mem.act_bytes;
+		sc->out_bytes = mem.out_bytes;
+		sc->param_bytes = mem.param_bytes;
+		sc->opt_bytes = mem.opt_bytes;
+		sc->work_bytes = mem.work_bytes;
+		sc->kfac_bytes = mem.kfac_bytes;
+		snprintf(sc->blocks, sizeof(sc->blocks), "%s", clp_plan_block_name(blk));
+	}
+	for (int k = 1; k < n; k++)
+		snprintf(c->kinds[k - 1], CLP_NAME_MAX, "%s", res[k].kind);
+	if (res[0].nfactors)
+		clp_costs_set_kfac_factors(c, res[0].fdim, res[0].nfactors);
+	*out = c;
+	return CLP_OK;
+}
+
+static void print_device(const dev_result *r, const clp_plan_model *m)
+{
+	int L = m->cfg.n_layer;
+	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
+
+	printf("\ndevice %s (kind \"%s\"): %s, %d layers, micro-batch %zu x %zu\n", r->name,
+	       r->kind, clp_preset_name(m->cfg.preset), L, m->batch, m->seq);
+	printf("  %-10s %-24s %12s  [%10s .. %10s]\n", "block", "figure", "median ms", "min",
+	       "max");
+	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
+		clp_plan_mem mem;
+
+		for (int f = 0; f < NF; f++) {
+			const clp_stats *s = &r->fig[blk][f];
+
+			if (s->n == 0 || (blk != CLP_PLAN_LAYER && f >= F_ATT_F))
+				continue;
+			printf("  %-10s %-24s %12.3f  [%10.3f .. %10.3f]\n", clp_plan_block_name(blk),
+			       fig_names[f], s->median * 1e3, s->min * 1e3, s->max * 1e3);
+		}
+		if (clp_plan_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0, 0,
+				       &mem) == CLP_OK)
+			printf("  %-10s memory: parameters %.1f MiB (+ gradients, AdamW 2x), "
+			       "activations %.1f MiB per micro-batch, workspace %.1f MiB\n",
+			       clp_plan_block_name(blk), mem.param_bytes / 1048576.0,
+			       mem.act_bytes / 1048576.0, mem.work_bytes / 1048576.0);
+	}
+}
+
+/* With --layers / --stages: the per-stage table of a 1F1B pipeline with that split. */
+static clp_status stage_table(const clp_costs *blocks, const clp_plan_model *m,
+			      const clp_cfg_ints *layers, int recompute, clp_costs **out)
+{
+	clp_plan p = {0};
+	clp_sched *s = NULL;
+	clp_status st;
+	int sum = 0;
+
+	CLP_TRY(clp_plan_init(&p, CLP_SCHED_1F1B, layers->n, 1, 1, m->micro_batches));
+	for (int i = 0; i < layers->n; i++) {
+		p.layers[i] = (int)layers->v[i];
+		sum += p.layers[i];
+	}
+	st = sum == m->cfg.n_layer ? CLP_OK
+				   : clp_error(CLP_ERR_INVALID, "--layers adds up to %d layers, the "
+					       "model has %d", sum, m->cfg.n_layer);
+	if (st == CLP_OK)
+		st = clp_plan_schedule(&p, m, &s);
+	if (st == CLP_OK)
+		st = clp_plan_stage_costs(blocks, m, s, 0, recompute, 0, out);
+	clp_sched_free(s);
+	clp_plan_clear(&p);
+	return st;
+}
+
+int cmd_bench_model(int argc, char **argv)
+{
+	clp_train_config cfg;
+	clp_plan_model m;
+	bm b;
+	const char *devices = NULL, *kinds = NULL, *json = NULL, *lay = NULL;
+	char sel[64][32], kind[64][CLP_NAME_MAX];
+	int nsel = 0, nkind = 0, all = 0, quiet = 0, stages = 0, rc = 0;
+	dev_result *res = NULL;
+	clp_costs *blocks = NULL, *out = NULL;
+	clp_cfg_ints layers = {0};
+	clp_status s;
+
+	memset(&b, 0, sizeof(b));
+	b.repeats = 5, b.warmup = 1;
+	for (int i = 1; i < argc; i++)
+		if (cli_is_help(argv[i])) {
+			help();
+			return 0;
+		}
+	clp_cfg_defaults(&clp_train_schema, &cfg);
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--model") &&
+		    (s = clp_cfg_load_file(&clp_train_schema, &cfg, argv[i + 1])) != CLP_OK)
+			return cli_fail("bench", s);
+	if ((s = clp_cfg_args(&clp_train_schema, &cfg, &argc, argv)) != CLP_OK)
+		return cli_fail("bench", s);
+	for (int i = 1; i < argc; i++) {
+		const char *v = NULL;
+		int got;
+
+		if (!strcmp(argv[i], "--all")) {
+			all = 1;
+		} else if (!strcmp(argv[i], "--quiet")) {
+			quiet = 1;
+		} else if ((got = cli_value(argc, argv, &i, "--model", &v)) != 0) {
+			if (got < 0)
+				return cli_usage_error("bench", "--model needs a config file");
+		} else if ((got = cli_value(argc, argv, &i, "--device", &devices)) != 0 ||
+			   (got = cli_value(argc, argv, &i, "--kind", &kinds)) != 0 ||
+			   (got = cli_value(argc, argv, &i, "--json", &json)) != 0 ||
+			   (got = cli_value(argc, argv, &i, "--layers", &lay)) != 0) {
+			if (got < 0)
+				return cli_usage_error("bench", "%s needs a value", argv[i]);
+		} else {
+			const char *num[] = {"--repeats", "--warmup", "--stages"};
+			int *dst[] = {&b.repeats, &b.warmup, &stages}, k = 0;
+			char *end;
+			long n;
+
+			for (; k < 3; k++)
+				if ((got = cli_value(argc, argv, &i, num[k], &v)) != 0)
+					break;
+			if (k == 3)
+				return cli_usage_error("bench", "unknown option '%s' (with --model)",
+						       argv[i]);
+			n = got > 0 ? strtol(v, &end, 10) : -1;
+			if (got < 0 || *end || n < (k == 1 ? 0 : 1) || n > 4096)
+				return cli_usage_error("bench", "%s needs a number", num[k]);
+			*dst[k] = (int)n;
+		}
+	}
+	if (all && devices)
+		return cli_usage_error("bench", "--all and --device exclude each other");
+	if (lay && stages)
+		return cli_usage_error("bench", "--layers and --stages exclude each other");
+	if (lay && lay[0] != '[') { /* 3,3,2 as well as [3, 3, 2] */
+		static char wrapped[600];
+
+		snprintf(wrapped, sizeof(wrapped), "[%.590s]", lay);
+		lay = wrapped;
+	}
+	if (lay && (s = clp_cfg_set(&clp_train_schema, &cfg, "pipeline.layers", lay,
+				    "--layers")) != CLP_OK)
+		return cli_usage_error("bench", "--layers: expected [N, N, ..]: %s",
+				       clp_last_error());
+	if ((s = clp_plan_model_from_config(&cfg, &m)) != CLP_OK)
+		return cli_fail("bench", s);
+	layers = cfg.pipeline.layers;
+	if (stages) {
+		if (stages > m.cfg.n_layer || stages > CLP_CFG_MAX_INTS)
+			return cli_usage_error("bench", "--stages %d for %d layers", stages,
+					       m.cfg.n_layer);
+		layers.n = stages;
+		for (int i = 0; i < stages; i++)
+			layers.v[i] = m.cfg.n_layer / stages + (i < m.cfg.n_layer % stages);
+	} else if (!lay) {
+		layers.n = 0;
+	}
+	{
+		long sum = 0;
+
+		for (int i = 0; i < layers.n; i++)
+			sum += layers.v[i] > 0 ? layers.v[i] : -1000000;
+		if (layers.n && sum != m.cfg.n_layer)
+			return cli_usage_error("bench", "--layers: %d stages of %ld layers in all, each "
+					       ">= 1; the model has %d", layers.n, sum, m.cfg.n_layer);
+	}
+	if (all) {
+		clp_cl_devinfo *devs = NULL;
+		int n = 0;
+
+		if ((s = clp_cl_devices(&devs, &n)) != CLP_OK)
+			return cli_fail("bench", s);
+		for (int i = 0; i < n && i < 64; i++)
+			snprintf(sel[nsel++], 32, "%d", i);
+		free(devs);
+	} else {
+		char buf[512], *save = NULL;
+
+		snprintf(buf, sizeof(buf), "%s", devices ? devices : "");
+		for (char *t = strtok_r(buf, ",", &save); t && nsel < 64; t = strtok_r(NULL, ",", &save))
+			snprintf(sel[nsel++], 32, "%s", t);
+		if (nsel == 0)
+			sel[nsel++][0] = '\0';
+	}
+	if (kinds) {
+		char buf[1024], *save = NULL;
+
+		snprintf(buf, sizeof(buf), "%s", kinds);
+		for (char *t = strtok_r(buf, ",", &save); t && nkind < 64; t = strtok_r(NULL, ",", &save))
+			snprintf(kind[nkind++], CLP_NAME_MAX, "%.*s", CLP_NAME_MAX - 1, t);
+		if (nkind != nsel)
+			return cli_usage_error("bench", "--kind names %d kinds for %d devices", nkind,
+					       nsel);
+	}
+	b.m = &m;
+	b.tok = malloc(m.batch * m.seq * sizeof(int32_t));
+	b.types = calloc(m.batch * m.seq, sizeof(int32_t));
+	b.tgt = malloc(m.batch * m.seq * sizeof(int32_t));
+	res = calloc((size_t)nsel, sizeof(*res));
+	s = b.tok && b.types && b.tgt && res ? CLP_OK
+					     : clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+	if (s == CLP_OK) {
+		rnd_ids(b.tok, m.batch * m.seq, m.cfg.vocab, 1);
+		rnd_ids(b.tgt, m.batch * m.seq, m.cfg.vocab, 2);
+	}
+	for (int i = 0; s == CLP_OK && i < nsel; i++) {
+		s = measure_device(&b, sel[i], nkind ? kind[i] : NULL, quiet, &res[i]);
+		if (s == CLP_OK)
+			print_device(&res[i], &m);
+	}
+	for (int i = 0; s == CLP_OK && i < nsel; i++)
+		for (int j = 0; j < i; j++)
+			if (!strcmp(res[i].kind, res[j].kind))
+				s = clp_error(CLP_ERR_INVALID, "devices %d and %d are both of kind "
+					      "\"%s\": name them apart with --kind", j, i,
+					      res[i].kind);
+	if (s == CLP_OK)
+		s = block_table(&b, res, nsel, &blocks);
+	if (s == CLP_OK && json) {
+		if (layers.n)
+			s = stage_table(blocks, &m, &layers, cfg.train.recompute, &out);
+		if (s == CLP_OK)
+			s = clp_costs_save(out ? out : blocks, json);
+		if (s == CLP_OK)
+			printf("\nwrote %s (%s)\n", json, out ? "per-stage costs for clpipe sim"
+							      : "block costs for clpipe plan");
+	}
+	if (s != CLP_OK)
+		rc = cli_fail("bench", s);
+	clp_costs_free(out);
+	clp_costs_free(blocks);
+	free(res);
+	free(b.tok);
+	free(b.types);
+	free(b.tgt);
+	return rc;
+}
