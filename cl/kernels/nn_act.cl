@@ -4,6 +4,9 @@
  * Each work-item handles NN_EW_CHUNK consecutive elements (large on a CPU device, local size 1;
  * small on a GPU). NN_EW_CHUNK is a multiple of 4 so one Philox block serves four elements.
  * Streams arrive as (uint2 key, uint4 counter words), see philox.clh. */
+#ifdef __clang__ /* ulong8 helpers without AVX-512 change the x86 call ABI: internal, harmless */
+#pragma clang diagnostic ignored "-Wpsabi"
+#endif
 #include "philox.clh"
 
 #ifndef NN_EW_CHUNK
