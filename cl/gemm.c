@@ -131,7 +131,8 @@ clp_status clp_gemm_tuning_from_json(json_t *e, const char *where, clp_gemm_tuni
 
 	if (!bname)
 		return clp_error(CLP_ERR_FORMAT, "%s: missing \"backend\"", where);
-	CLP_TRY(clp_gemm_backend_parse(bname, &b));
+	if (clp_gemm_backend_parse(bname, &b) != CLP_OK)
+		return clp_error_context(CLP_ERR_FORMAT, "%s: ", where);
 	memset(out, 0, sizeof(*out));
 	out->backend = b;
 	snprintf(out->source, sizeof(out->source), "%s", where);
@@ -187,7 +188,8 @@ static clp_status table_pick(json_t *root, const char *where, const clp_cl_devin
 		snprintf(ewhere, sizeof(ewhere), "%s entry %zu", where, i);
 		if (!bname)
 			return clp_error(CLP_ERR_FORMAT, "%s: missing \"backend\"", ewhere);
-		CLP_TRY(clp_gemm_backend_parse(bname, &b));
+		if (clp_gemm_backend_parse(bname, &b) != CLP_OK)
+			return clp_error_context(CLP_ERR_FORMAT, "%s: ", ewhere);
 		if (want != CLP_GEMM_AUTO && b != want)
 			continue;
 		CLP_TRY(clp_gemm_tuning_from_json(e, ewhere, out));

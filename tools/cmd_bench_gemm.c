@@ -105,7 +105,14 @@ static int add_backend(clp_cl_ctx *ctx, struct bench_backend *bk, int *nb, const
 		return -1;
 	memset(b, 0, sizeof(*b));
 	snprintf(b->name, sizeof(b->name), "%s", name);
-	if (dflt || clp_gemm_tuning_lookup(dev, be, &b->tuning) != CLP_OK) {
+	if (!dflt) {
+		clp_status s = clp_gemm_tuning_lookup(dev, be, &b->tuning);
+
+		if (s != CLP_OK && s != CLP_ERR_NOT_FOUND) /* a broken table is an error */
+			return cli_fail("bench gemm", s);
+		dflt = s == CLP_ERR_NOT_FOUND;
+	}
+	if (dflt) {
 		memset(&b->tuning, 0, sizeof(b->tuning));
 		b->tuning.backend = be;
 		snprintf(b->tuning.source, sizeof(b->tuning.source), "%s defaults",
@@ -289,17 +296,25 @@ int cmd_bench_gemm(int argc, char **argv)
 
 		snprintf(list, sizeof(list), "%s", backends);
 		for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ","))
-			if (add_backend(ctx, bk, &nb, tok) != 0) {
+			if ((rc = add_backend(ctx, bk, &nb, tok)) != 0) {
 				clp_cl_ctx_free(ctx);
-				return cli_usage_error("bench gemm", "unknown backend '%s'", tok);
+				return rc < 0 ? cli_usage_error("bench gemm", "unknown backend '%s'", tok)
+					      : rc;
 			}
 	} else {
 		/* clblast-default first: measuring it after a tuned override would not be defaults */
 		add_backend(ctx, bk, &nb, "clblast-default");
-		if (clp_cl_gemm_tuning(ctx, &t) == CLP_OK)
-			add_backend(ctx, bk, &nb, clp_gemm_backend_name(t->backend));
-		if (!strcmp(clp_cl_ctx_device(ctx)->type, "cpu"))
-			add_backend(ctx, bk, &nb, "packed");
+		if ((s = clp_cl_gemm_tuning(ctx, &t)) != CLP_OK) {
+			clp_cl_ctx_free(ctx);
+			return cli_fail("bench gemm", s);
+		}
+		if ((rc = add_backend(ctx, bk, &nb, clp_gemm_backend_name(t->backend))) == 0 &&
+		    !strcmp(clp_cl_ctx_device(ctx)->type, "cpu"))
+			rc = add_backend(ctx, bk, &nb, "packed");
+		if (rc != 0) {
+			clp_cl_ctx_free(ctx);
+			return rc;
+		}
 	}
 	printf("device: %s (%s)\nOpenBLAS: %s, %d threads\nbackends:", clp_cl_ctx_device(ctx)->name,
 	       clp_cl_ctx_device(ctx)->platform, openblas_get_config(), openblas_get_num_threads());
