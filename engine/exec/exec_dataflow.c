@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cl/ops.h"
 
@@ -276,11 +277,26 @@ static clp_status stuck(df *f)
 			 e->rank, (unsigned)f->d->step + 1, clp_comm_timeout(e->comm));
 }
 
+/* Nothing to do: give the core away, longer the longer nothing happens (ranks often share
+ * cores with each other and with the device's threads; a message waits at most 250 us more). */
+static void back_off(int idle)
+{
+	struct timespec ts = {0, 0};
+
+	if (idle < 16) {
+		sched_yield();
+		return;
+	}
+	ts.tv_nsec = 5000L * (idle - 15 < 50 ? idle - 15 : 50);
+	nanosleep(&ts, NULL);
+}
+
 /* Forwards, backwards and transfers, in whatever order their data arrives. */
 static clp_status flow(df *f)
 {
 	clp_exec *e = f->e;
 	double idle_since = clp_comm_now();
+	int idle = 0;
 
 	for (int i = 0; i < f->barrier; i++)
 		if (clp_op_is_recv(f->p->ops[i].kind)) {
@@ -321,13 +337,16 @@ static clp_status flow(df *f)
 		}
 		while (f->first < f->barrier && f->ran[f->first])
 			f->first++;
-		if (moved || f->busy) {
+		if (moved) {
+			idle = 0;
 			idle_since = clp_comm_now();
-		} else if (clp_comm_now() - idle_since > clp_comm_timeout(e->comm)) {
-			return stuck(f);
-		} else {
-			sched_yield(); /* ranks share cores: let the one we wait for run */
+			continue;
 		}
+		if (f->busy) /* the deadline is for waits on other ranks */
+			idle_since = clp_comm_now();
+		else if (clp_comm_now() - idle_since > clp_comm_timeout(e->comm))
+			return stuck(f);
+		back_off(idle++);
 	}
 	return CLP_OK;
 }

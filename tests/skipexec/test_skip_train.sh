@@ -2,9 +2,10 @@
 # clpipe train with pipeline.schedule = "skippipe" under mpirun: (1) paths made from
 # skip.stage_nodes train, checkpoint, and the validation loss the job reports (the model gathered
 # on rank 0) is the one `clpipe eval` computes from the checkpoint on one device, which also
-# evaluates it with a stage removed; (2) a path file with a swap trains and resumes; (3) a path
-# file for 5 nodes on 4 ranks is refused with a message; (4) a rank that stops makes its peers'
-# dataflow stall past the deadline with a message naming the wait, and the job ends non-zero.
+# evaluates it with a stage removed; (2) a path file with a swap trains and resumes (with
+# recomputation: the head stage holds no layer); (3) a path file for 5 nodes on 4 ranks is
+# refused with a message; (4) a rank that stops makes its peers' dataflow stall past the
+# deadline with a message naming the wait, and the job ends non-zero.
 # Usage: test_skip_train.sh CLPIPE DATADIR WORKDIR
 set -u
 clpipe=$1
@@ -43,9 +44,9 @@ timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 2 --skip.pa
 	--ckpt.dir="$work/ck-b" >"$work/b.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'paths from' '$work/b.out'" "training with a path file"
 timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 3 --skip.paths="$paths" \
-	--ckpt.dir="$work/ck-b" --resume >"$work/b2.out" 2>&1
+	--ckpt.dir="$work/ck-b" --resume --train.recompute=true >"$work/b2.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'resumed from' '$work/b2.out' && grep -q 'step 3/3' '$work/b2.out'" \
-	"a path-file run resumes from its checkpoint"
+	"a path-file run resumes from its checkpoint (recomputing activations: the head stage has no layer)"
 
 # 3. the path file's 5 nodes on 4 ranks
 timeout 300 "${mpi[@]}" -np 4 "$clpipe" train "${common[@]}" --steps 1 --skip.paths="$paths" \
