@@ -251,30 +251,31 @@ static int pending(const clp_exec *e)
 static clp_status stuck(df *f)
 {
 	clp_exec *e = f->e;
-	char what[160], input[160] = "";
-	int peer = -1;
+	char what[160], input[160];
+	unsigned step = (unsigned)f->d->step + 1;
+	double s = clp_comm_timeout(e->comm);
 
 	for (int i = f->first; i < f->barrier; i++) {
 		const clp_op *op = &f->p->ops[i];
-		int64_t in;
+		int64_t in = e->ix.input[e->ix.off[e->rank] + i];
+		const clp_op *rc = in >= 0 ? &f->p->ops[LOCAL(e, in)] : NULL;
 
 		if (f->ran[i] || clp_op_is_recv(op->kind))
 			continue;
 		clp_op_describe(op, what, sizeof(what));
-		in = e->ix.input[e->ix.off[e->rank] + i];
-		if (in >= 0 && clp_op_is_recv(f->p->ops[LOCAL(e, in)].kind) &&
-		    e->os[LOCAL(e, in)].req) {
-			clp_op_describe(&f->p->ops[LOCAL(e, in)], input, sizeof(input));
-			peer = f->p->ops[LOCAL(e, in)].peer;
+		if (rc && clp_op_is_recv(rc->kind) && e->os[LOCAL(e, in)].req) {
+			clp_op_describe(rc, input, sizeof(input));
+			return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s: "
+					 "%s waits for %s (peer rank %d); %d micro-batches held, cap "
+					 "%d", e->rank, step, s, what, input, rc->peer, f->inflight,
+					 f->p->mem_cap);
 		}
 		return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s: %s "
-				 "waits%s%s (peer rank %d); %d micro-batches held, cap %d", e->rank,
-				 (unsigned)f->d->step + 1, clp_comm_timeout(e->comm), what,
-				 input[0] ? " for " : " (memory cap or a local input)", input, peer,
+				 "waits (%d micro-batches held, cap %d)", e->rank, step, s, what,
 				 f->inflight, f->p->mem_cap);
 	}
-	return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s",
-			 e->rank, (unsigned)f->d->step + 1, clp_comm_timeout(e->comm));
+	return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s", e->rank,
+			 step, s);
 }
 
 /* Nothing to do: give the core away, longer the longer nothing happens (ranks often share
