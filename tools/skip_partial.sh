@@ -52,15 +52,29 @@ val() { # checkpoint, stages removed -> validation loss
 		--sample.skip_stages="$2" 2>/dev/null | sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p'
 }
 mean() { awk '{ s += $1; n++ } END { printf "%.4f", s / n }'; }
+name() {
+	case $1 in 4) echo "no skipping (P = 4)" ;; 3) echo "1 of 3 stages skipped (P = 3)" ;;
+	           2) echo "2 of 3 stages skipped (P = 2)" ;; esac
+}
+sets=("[]" "[1]" "[2]" "[3]" "[1,2]" "[1,3]" "[2,3]")
+declare -A loss
+for P in 4 3 2; do
+	for s in "${sets[@]}"; do loss[$P$s]=$(val "$out/P$P" "$s"); done
+done
 {
 	echo "| trained with (per path) | all 4 stages | 1 of 4 removed (25 %) | 2 of 4 removed (50 %) |"
 	echo "|---|---|---|---|"
 	for P in 4 3 2; do
-		full=$(val "$out/P$P" "[]")
-		one=$(for s in 1 2 3; do val "$out/P$P" "[$s]"; done | mean)
-		two=$(for s in "1,2" "1,3" "2,3"; do val "$out/P$P" "[$s]"; done | mean)
-		case $P in 4) what="no skipping (P = 4)" ;; 3) what="1 of 3 stages skipped (P = 3)" ;;
-		           2) what="2 of 3 stages skipped (P = 2)" ;; esac
-		echo "| $what | $full | $one | $two |"
+		one=$(for s in "[1]" "[2]" "[3]"; do echo "${loss[$P$s]}"; done | mean)
+		two=$(for s in "[1,2]" "[1,3]" "[2,3]"; do echo "${loss[$P$s]}"; done | mean)
+		echo "| $(name $P) | ${loss[$P[]]} | $one | $two |"
+	done
+	echo
+	echo "| trained with | removed: none | 1 | 2 | 3 | 1, 2 | 1, 3 | 2, 3 |"
+	echo "|---|---|---|---|---|---|---|---|"
+	for P in 4 3 2; do
+		row="| $(name $P) |"
+		for s in "${sets[@]}"; do row="$row ${loss[$P$s]} |"; done
+		echo "$row"
 	done
 } | tee "$out/table.md"
