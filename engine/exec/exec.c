@@ -24,10 +24,21 @@ static int has_split(const clp_rank_prog *p, int stage, int pipe)
 	return 0;
 }
 
-/* The most micro-batches a stage holds at once in this rank's list. */
+/* The most micro-batches a stage holds at once in this rank's list; a dataflow rank runs its
+ * list in any order, so the cap or, without one, every micro-batch of the stage. */
 static int slots_needed(const clp_rank_prog *p, int stage, int pipe)
 {
 	int live = 0, peak = 1, split = 0;
+
+	if (p->mode == CLP_RANK_DATAFLOW) {
+		int n = 0;
+
+		for (int i = 0; i < p->nops; i++)
+			n += p->ops[i].kind == CLP_OP_FWD && p->ops[i].stage == stage &&
+			     p->ops[i].pipe == pipe;
+		n = p->mem_cap > 0 && p->mem_cap < n ? p->mem_cap : n;
+		return n > 0 ? n : 1;
+	}
 
 	for (int i = 0; i < p->nops; i++)
 		if (p->ops[i].stage == stage && p->ops[i].pipe == pipe && p->ops[i].kind == CLP_OP_BWD_B)
@@ -93,12 +104,9 @@ static clp_status check(const clp_comm *comm, const clp_sched *s, const clp_mode
 				 "(mpirun -np %d)", s->nranks, clp_comm_size(comm), s->nranks);
 	for (int i = 0; i < s->nstages; i++)
 		layers += s->stages[i].nlayers;
-	if (s->path_start == NULL && layers != m->n_layer)
+	if (layers != m->n_layer)
 		return clp_error(CLP_ERR_INVALID, "the schedule's stages hold %d layers, the model has "
 				 "model.n_layer = %d", layers, m->n_layer);
-	if (s->ranks[clp_comm_rank(comm)].mode != CLP_RANK_ORDERED)
-		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: dataflow schedules are not run by this "
-				 "executor yet", clp_comm_rank(comm));
 	return CLP_OK;
 }
 
@@ -141,11 +149,13 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 		if (!e->ls || !e->os || !e->tsum || !e->posted)
 			st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
 	}
-	/* the stages this rank runs, in order of first appearance */
+	/* the stages this rank runs, in order of first appearance (a dataflow node that no
+	 * micro-batch visits still holds its stage: it all-reduces and steps it) */
 	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
 
-		if ((op->kind == CLP_OP_FWD || op->kind == CLP_OP_BWD) &&
+		if ((op->kind == CLP_OP_FWD || op->kind == CLP_OP_BWD ||
+		     (op->kind == CLP_OP_OPT_STEP && p->mode == CLP_RANK_DATAFLOW)) &&
 		    !exec_find(e, op->stage, op->pipe))
 			st = add_stage(e, op->stage, op->pipe);
 	}
@@ -187,6 +197,8 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 			continue; /* the world itself, or nothing to reduce */
 		st = clp_comm_split(comm, member ? g : -1, e->rank, &e->gcomm[g]);
 	}
+	if (st == CLP_OK && p->mode == CLP_RANK_DATAFLOW)
+		st = exec_dataflow_setup(e);
 	if (st != CLP_OK) {
 		clp_exec_free(e);
 		return st;
@@ -258,4 +270,9 @@ clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner)
 int clp_exec_owns(const clp_exec *e, int i, int t)
 {
 	return e->ls[i].owns[t];
+}
+
+int clp_exec_stage_id(const clp_exec *e, int i)
+{
+	return e->ls[i].stage;
 }

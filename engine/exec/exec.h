@@ -45,25 +45,31 @@ clp_status clp_exec_init_params(clp_exec *e, uint64_t seed);
 
 /* One step's data for this rank's replica: micro-batch m's ids at tokens[m * B * T ...]
  * (types: bert; targets: -1 = no loss). inv_count = 1 / the number of targets of the whole step
- * over all replicas. */
+ * over all replicas. inv_mb (optional, NULL: inv_count for all): per micro-batch its own loss
+ * scale, e.g. SkipPipe's 1 / (targets of m x micro-batches of m's origin). */
 typedef struct clp_exec_data {
 	const int32_t *tokens, *types, *targets;
 	float inv_count;
 	uint64_t seed;
 	uint32_t step;
+	const float *inv_mb;
 } clp_exec_data;
 
 typedef struct clp_exec_result {
-	double loss;      /* mean loss of the step (all ranks) */
+	double loss;      /* mean loss of the step (all ranks); dataflow (SkipPipe) schedules: the
+			   * scaled losses' sum over the stage-0 nodes (the mean of their means) */
 	double grad_norm; /* global gradient norm before clipping */
 	int skipped;      /* a non-finite gradient: no parameter changed */
 } clp_exec_result;
 
-/* Run the rank's list for one training step (forward, backward, reductions, AdamW). */
+/* Run the rank's list for one training step (forward, backward, reductions, AdamW). Ranks in
+ * dataflow mode (SkipPipe path schedules, engine/exec/exec_dataflow.c) run whichever ready
+ * forward or backward comes first in list order, within the rank's memory cap, then average
+ * each stage's gradients over the stage's nodes (docs/SKIPPIPE.md, "How a node runs it"). */
 clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
 			 float max_norm, clp_exec_result *r);
 /* Forward only (the schedule's forwards and their activation transfers); *loss gets the sum of
- * the micro-batches' scaled losses over all ranks. */
+ * the micro-batches' scaled losses over all ranks. Ordered schedules only. */
 clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss);
 
 /* Trace the next step: clp_exec_trace_start() before clp_exec_step(), then every rank calls
@@ -86,5 +92,11 @@ int clp_exec_nstages(const clp_exec *e);
 clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner);
 /* 1 when tensor t of local stage i is saved by this rank. */
 int clp_exec_owns(const clp_exec *e, int i, int t);
+/* The IR stage of local stage i (a SkipPipe origin holds stage 0 and the head, stage S). */
+int clp_exec_stage_id(const clp_exec *e, int i);
+
+/* Dataflow ranks: the most micro-batches holding activations on this rank at once during the
+ * last step (never above the rank's mem_cap when it has one); 0 for ordered ranks. */
+int clp_exec_peak_held(const clp_exec *e);
 
 #endif

@@ -1,4 +1,5 @@
-/* Internals of the executor shared by exec.c (setup) and exec_run.c (the interpreter). */
+/* Internals of the executor shared by exec.c (setup), exec_run.c (the ordered interpreter) and
+ * exec_dataflow.c (the dataflow interpreter). */
 #ifndef CLP_EXEC_INTERNAL_H
 #define CLP_EXEC_INTERNAL_H
 
@@ -52,8 +53,12 @@ struct clp_exec {
 	cl_mem acc;          /* this rank's loss sum */
 	double *tsum;        /* per tensor of the whole model: sum of squares, then flags */
 	int norm_done;       /* this step's norm is computed */
+	int norm_world;      /* the norm's sums go over every rank without a NORM op (dataflow) */
 	double norm;
 	int nonfinite;
+	/* dataflow ranks (exec_dataflow.c) */
+	int df_origins;      /* ranks holding stage 0: the loss sum is divided by it */
+	int df_peak;         /* most micro-batches held at once in the last step */
 	/* tracing of one step */
 	int tracing;
 	struct exec_tev *tr;
@@ -82,5 +87,36 @@ void exec_kfac_free(clp_exec *e);
 
 /* The local stage running op (stage, pipe), or NULL. */
 struct lstage *exec_find(clp_exec *e, int stage, int pipe);
+
+/* The loss scale of micro-batch mb. */
+static inline float exec_inv(const clp_exec_data *d, int mb)
+{
+	return d->inv_mb ? d->inv_mb[mb] : d->inv_count;
+}
+
+/* exec_run.c, shared with exec_dataflow.c: poll every pending request once; wait for the device
+ * without blocking the transport; wait for op i's request; post op i (a send of a finished
+ * output, a receive); run forward / backward op i (its input must be there or arriving); the
+ * sum over op's group (NULL: over every rank); the per-tensor gradient norm (group_op NULL and
+ * e->norm_world: over every rank); wait for every request and the device, free the slots; the
+ * loss summed over every rank. */
+clp_status exec_progress(clp_exec *e);
+clp_status exec_drain(clp_exec *e);
+clp_status exec_wait_req(clp_exec *e, int i, uint32_t step);
+clp_status exec_post_send(clp_exec *e, int i, const clp_op *op, uint32_t step);
+clp_status exec_post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step);
+clp_status exec_run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d);
+clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d);
+clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
+			  const char *label);
+clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm);
+clp_status exec_finish_step(clp_exec *e, uint32_t step);
+clp_status exec_loss_total(clp_exec *e, double *loss);
+
+/* exec_dataflow.c: after creation, ownership of tensors (the lowest rank holding a stage saves
+ * and counts it) and the stage-0 node count; one step of a dataflow rank. */
+clp_status exec_dataflow_setup(clp_exec *e);
+clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+			      float max_norm, clp_exec_result *r);
 
 #endif

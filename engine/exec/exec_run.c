@@ -176,7 +176,7 @@ static clp_status run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_d
 		CLP_TRY(fetch_input(e, i, clp_stage_act_in(l->st, slot), d->step));
 	if (e->tracing) /* the op starts once its input is here */
 		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
-	CLP_TRY(clp_stage_forward(l->st, &m, d->inv_count));
+	CLP_TRY(clp_stage_forward(l->st, &m, exec_inv(d, op->mb)));
 	if (clp_stage_has_head(l->st))
 		CLP_TRY(clp_cl_axpy(e->ctx, clp_buf_at(e->acc, 0), clp_stage_loss(l->st, slot), 1.0f,
 				    1));
@@ -201,9 +201,9 @@ static clp_status run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_d
 	if (e->tracing)
 		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
 	if (op->kind == CLP_OP_BWD_B)
-		CLP_TRY(clp_stage_backward_input(l->st, &m, d->inv_count));
+		CLP_TRY(clp_stage_backward_input(l->st, &m, exec_inv(d, op->mb)));
 	else
-		CLP_TRY(clp_stage_backward(l->st, &m, d->inv_count));
+		CLP_TRY(clp_stage_backward(l->st, &m, exec_inv(d, op->mb)));
 	CLP_TRY(stage_output(e, i, clp_stage_grad_in(l->st)));
 	if (op->kind == CLP_OP_BWD)
 		release_slot(l, op->mb);
@@ -239,11 +239,16 @@ static clp_status post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step)
 			      &e->os[i].req);
 }
 
-/* Sum over the op's group (its communicator was made at creation). */
+/* Sum over the op's group (its communicator was made at creation); no op: every rank. */
 static clp_status group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
 			    const char *label)
 {
-	const clp_group *g = &e->s->groups[op->group];
+	const clp_group *g;
+
+	if (!op)
+		return clp_comm_size(e->comm) > 1
+			       ? clp_comm_allreduce_sum(e->comm, t, buf, n, e->det, label) : CLP_OK;
+	g = &e->s->groups[op->group];
 
 	if (g->n == 1)
 		return CLP_OK;
@@ -380,7 +385,7 @@ static clp_status grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
 			}
 		free(h);
 	}
-	if (group_op)
+	if (group_op || e->norm_world)
 		CLP_TRY(group_sum(e, group_op, CLP_COMM_F64, e->tsum, 2 * (size_t)nt,
 				  "gradient norm"));
 	e->nonfinite = 0;
@@ -434,6 +439,8 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
 	clp_status st = CLP_OK;
 
+	if (p->mode == CLP_RANK_DATAFLOW)
+		return exec_dataflow_step(e, d, hp, max_norm, r);
 	e->norm_done = 0;
 	for (int i = 0; i < e->nls; i++)
 		CLP_TRY(clp_stage_zero_grads(e->ls[i].st));
@@ -548,6 +555,10 @@ clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss)
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
 	clp_status st = CLP_OK;
 
+	if (p->mode == CLP_RANK_DATAFLOW)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: a forward-only pass of a dataflow "
+				 "(SkipPipe) schedule is not run; evaluate the gathered model",
+				 e->rank);
 	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));
 	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
@@ -564,4 +575,62 @@ clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss)
 	if (st == CLP_OK)
 		st = loss_total(e, loss);
 	return st;
+}
+
+/* ---- shared with the dataflow interpreter (exec_dataflow.c) --------------------------------- */
+
+clp_status exec_progress(clp_exec *e)
+{
+	return progress(e);
+}
+
+clp_status exec_drain(clp_exec *e)
+{
+	return drain(e);
+}
+
+clp_status exec_wait_req(clp_exec *e, int i, uint32_t step)
+{
+	return wait_req(e, i, step);
+}
+
+clp_status exec_post_send(clp_exec *e, int i, const clp_op *op, uint32_t step)
+{
+	return post_send(e, i, op, step);
+}
+
+clp_status exec_post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step)
+{
+	return post_recv(e, i, op, step);
+}
+
+clp_status exec_run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d)
+{
+	return run_fwd(e, i, op, d, 0);
+}
+
+clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d)
+{
+	return run_bwd(e, i, op, d);
+}
+
+clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
+			  const char *label)
+{
+	return group_sum(e, op, t, buf, n, label);
+}
+
+clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
+{
+	return grad_norm(e, group_op, max_norm);
+}
+
+clp_status exec_finish_step(clp_exec *e, uint32_t step)
+{
+	return finish_step(e, step);
+}
+
+clp_status exec_loss_total(clp_exec *e, double *loss)
+{
+	return loss_total(e, loss);
 }

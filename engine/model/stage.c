@@ -85,9 +85,8 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	 * of a layer's activations live once, in st->rla, and are rebuilt layer by layer */
 	for (int a = 0; a < LA_COUNT; a++)
 		la_slot[a] = st->recompute && a < LA_DY_QKV ? 0 : la_size[a];
-	const char **names = calloc((size_t)nv, sizeof(*names));
-	/* also holds the recomputation buffer's LA_COUNT sizes below (a stage without layers
-	 * has fewer views than that) */
+	/* room for the recomputed layer's LA_COUNT views too (more than nv on a head-only stage) */
+	const char **names = calloc((size_t)(nv > LA_COUNT ? nv : LA_COUNT), sizeof(*names));
 	size_t *bytes = calloc((size_t)(nv > LA_COUNT ? nv : LA_COUNT), sizeof(*bytes));
 	char label[64];
 	clp_status s = CLP_OK;

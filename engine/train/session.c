@@ -579,8 +579,11 @@ static clp_status open_model(clp_session *s)
 {
 	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
 	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
-	size_t n = (size_t)s->R * (size_t)s->M * s->N;
+	size_t n;
 
+	if (s->skip) /* the path set decides the micro-batches of a step */
+		CLP_TRY(st_skip_schedule(s));
+	n = (size_t)s->R * (size_t)s->M * s->N;
 	s->in = calloc(n, sizeof(int32_t));
 	s->tg = calloc(n, sizeof(int32_t));
 	s->types = calloc(n, sizeof(int32_t));
@@ -592,7 +595,8 @@ static clp_status open_model(clp_session *s)
 		CLP_TRY(apply_skips(s, s->st));
 		return clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
 	}
-	CLP_TRY(make_schedule(s));
+	if (!s->sched)
+		CLP_TRY(make_schedule(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
@@ -631,6 +635,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
 		st = config_from_ckpt(s, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
+	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
 	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
 		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
 			       "generate text; use clpipe eval");
@@ -695,6 +700,7 @@ void clp_session_close(clp_session *s)
 	if (s->log)
 		fclose(s->log);
 	clp_exec_free(s->ex);
+	st_skip_free(s);
 	clp_sched_free(s->sched);
 	clp_stage_free(s->st);
 	clp_cl_ctx_free(s->ctx);

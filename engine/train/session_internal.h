@@ -40,6 +40,11 @@ struct clp_session {
 	void *hook_ud;
 	int32_t specials[8], mask_id;
 	int nspecial;
+	/* pipeline.schedule = "skippipe" (session_skip.c) */
+	int skip;
+	int *mb_div;          /* [M] micro-batches of each micro-batch's origin */
+	float *inv_mb;        /* [M] this step's loss scales */
+	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 };
 
 clp_status st_save(clp_session *s);
@@ -50,5 +55,15 @@ clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w);
 clp_status st_kfac_load(clp_session *s, clp_ckpt *c);
 /* Rank 0 prints; the others are quiet. */
 int st_rank(const clp_session *s);
+
+/* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
+ * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the
+ * whole model, gathered on rank 0 (every rank gets the loss); freeing. */
+clp_status st_skip_schedule(clp_session *s);
+void st_skip_scales(clp_session *s);
+clp_status st_skip_eval_begin(clp_session *s);
+clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss);
+clp_status st_skip_eval_end(clp_session *s, double *loss);
+void st_skip_free(clp_session *s);
 
 #endif

@@ -87,7 +87,7 @@ static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t s
 	int rep = s->sched->ranks[st_rank(s)].replica;
 	size_t off = (size_t)rep * (size_t)s->M * s->N;
 	clp_exec_data d = {s->in + off, s->types + off, s->tg + off,
-			   valid ? 1.0f / (float)valid : 0.0f, (uint64_t)s->cfg.train.seed, step};
+			   valid ? 1.0f / (float)valid : 0.0f, (uint64_t)s->cfg.train.seed, step, NULL};
 
 	return d;
 }
@@ -102,6 +102,8 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 	double sum = 0;
 
 	nb = rounds * per;
+	if (s->skip) /* the stages live on several nodes: gather the model on rank 0 */
+		CLP_TRY(st_skip_eval_begin(s));
 	/* count targets first: the mean is over every micro-batch of the evaluation */
 	for (int pass = 0; pass < 2; pass++) {
 		for (long r = 0; r < rounds; r++) {
@@ -125,11 +127,16 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 				clp_exec_data d = replica_data(s, valid, 0);
 				double part = 0;
 
-				CLP_TRY(clp_exec_forward(s->ex, &d, &part));
+				if (s->skip)
+					CLP_TRY(st_skip_eval_forward(s, d.inv_count, &part));
+				else
+					CLP_TRY(clp_exec_forward(s->ex, &d, &part));
 				sum += part;
 			}
 		}
 	}
+	if (s->skip)
+		CLP_TRY(st_skip_eval_end(s, &sum));
 	*loss = sum;
 	*bpb = s->bert ? NAN : sum / log(2.0) / s->bytes_per_token;
 	return CLP_OK;
@@ -269,6 +276,10 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 
 		CLP_TRY(draw_step(s, step, &valid));
 		d = replica_data(s, valid, (uint32_t)step);
+		if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
+			st_skip_scales(s);
+			d.inv_mb = s->inv_mb;
+		}
 		if (trace)
 			CLP_TRY(clp_exec_trace_start(s->ex));
 		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));

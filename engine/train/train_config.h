@@ -36,7 +36,8 @@ typedef struct clp_train_config {
 		int profile;         /* print the device time per kernel at the end */
 	} train;
 	struct {
-		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 */
+		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 |
+				      * skippipe (the [skip] section below) */
 		long stages;         /* D: pipeline ranks per replica */
 		long replicas;       /* R: data-parallel replicas (ranks = D * R) */
 		long chunks;         /* v: model chunks per rank (interleaved) */
@@ -52,6 +53,15 @@ typedef struct clp_train_config {
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
 	} optim;
+	struct {                     /* pipeline.schedule = "skippipe" (docs/SKIPPIPE.md) */
+		char paths[1024];    /* path set JSON (clpipe skip schedule --paths-out); "": made
+				      * by the path scheduler from the settings below */
+		clp_cfg_ints stage_nodes; /* nodes per stage: rank i serves the stage it falls in */
+		long path_len;       /* P: stages on every path, stage 0 counted once (0: S) */
+		long max_jump, max_swaps, memory; /* J, W, M */
+		long iterations;     /* path scheduler: local-search moves */
+		long seed;
+	} skip;
 	struct {                     /* optim.name = "kfac" (docs/KFAC.md) */
 		double damping;      /* lambda of the pi damping */
 		long interval;       /* K: steps per factor refresh cycle */

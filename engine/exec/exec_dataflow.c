@@ -1,0 +1,511 @@
+/* The executor's dataflow interpreter: how a rank in CLP_RANK_DATAFLOW mode (a SkipPipe node,
+ * docs/SKIPPIPE.md "How a node runs it") runs its list for one step.
+ *
+ * Every receive is posted at the start. Then, repeatedly, every send whose data exists on the
+ * host is posted, and the first compute op in list order whose inputs are there runs: a forward
+ * needs its received activation (stage 0 on the origin needs nothing), a backward its forward and
+ * its received gradient (the head's needs nothing more). A forward of a micro-batch the rank does
+ * not hold yet runs only while fewer than mem_cap micro-batches are held; a micro-batch is held
+ * from its first forward on the rank to its last backward there. Nothing blocks: device events
+ * and transfers are polled together, and a rank with nothing to run for the transport's deadline
+ * reports what it waits for. Then the collectives and optimizer steps in list order: each
+ * stage's gradients are averaged over the stage's nodes (an origin's one all-reduce carries its
+ * two stages, stage 0 and the head S), the gradient norm is summed over every rank, AdamW.
+ *
+ * The tied embedding on an origin: stage 0 and the head are two stage objects, each with its own
+ * copy of the token embedding. The head's gradient is added to the embedding's before the
+ * all-reduce (which carries the embedding's only), and the result copied back to the head's
+ * copy, so both copies take the same AdamW step and stay equal. */
+#include "engine/exec/exec_internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cl/ops.h"
+
+#define LOCAL(e, g) ((int)((g) - (e)->ix.off[(e)->rank]))
+
+/* One step's bookkeeping. */
+typedef struct df {
+	clp_exec *e;
+	const clp_rank_prog *p;
+	const clp_exec_data *d;
+	unsigned char *ran; /* per op: compute enqueued, send or receive posted */
+	int *held;          /* per micro-batch: its stages holding activations on this rank */
+	int inflight;       /* micro-batches held */
+	int todo;           /* compute ops and sends not run yet */
+	int first;          /* no op before this one is left to run */
+	int barrier;        /* the first collective or optimizer step: the end of the dataflow */
+	int busy;           /* the device was seen working during the last scan */
+} df;
+
+static int is_barrier(int kind)
+{
+	return clp_op_is_collective(kind) || kind == CLP_OP_OPT_STEP;
+}
+
+/* A tensor of the head's stage that copies the tied embedding (the embedding's holder saves and
+ * counts it). */
+static int tied_copy(const clp_tensor_desc *t)
+{
+	return t->role == CLP_R_TOK_EMB && t->block != 0;
+}
+
+static int holds_stage(const clp_rank_prog *p, int stage)
+{
+	for (int i = 0; i < p->nops; i++)
+		if ((p->ops[i].kind == CLP_OP_FWD || p->ops[i].kind == CLP_OP_BWD ||
+		     p->ops[i].kind == CLP_OP_OPT_STEP) && p->ops[i].stage == stage)
+			return 1;
+	return 0;
+}
+
+clp_status exec_dataflow_setup(clp_exec *e)
+{
+	const clp_sched *s = e->s;
+	const clp_rank_prog *p = &s->ranks[e->rank];
+	int seen_barrier = 0;
+
+	e->norm_world = 1;
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+		char what[160];
+
+		clp_op_describe(op, what, sizeof(what));
+		if (is_barrier(op->kind)) {
+			seen_barrier = 1;
+			if (op->kind == CLP_OP_ALLREDUCE && op->what != CLP_RED_GRADS)
+				return clp_error(CLP_ERR_UNSUPPORTED, "dataflow rank %d: op %d (%s): only "
+						 "gradient all-reduces are run on dataflow ranks",
+						 e->rank, i, what);
+			if (op->kind != CLP_OP_ALLREDUCE && op->kind != CLP_OP_OPT_STEP)
+				return clp_error(CLP_ERR_UNSUPPORTED, "dataflow rank %d: op %d (%s) is not "
+						 "run on dataflow ranks", e->rank, i, what);
+			continue;
+		}
+		if (op->kind != CLP_OP_FWD && op->kind != CLP_OP_BWD && !clp_op_is_p2p(op->kind))
+			return clp_error(CLP_ERR_UNSUPPORTED, "dataflow rank %d: op %d (%s) is not run "
+					 "on dataflow ranks (forwards, full backwards, transfers, "
+					 "gradient all-reduces and optimizer steps are)", e->rank, i, what);
+		if (seen_barrier)
+			return clp_error(CLP_ERR_INVALID, "dataflow rank %d: op %d (%s) comes after a "
+					 "collective; the collectives and optimizer steps end the list",
+					 e->rank, i, what);
+		if (op->mb < 0 || op->mb >= s->nmb)
+			return clp_error(CLP_ERR_INVALID, "dataflow rank %d: op %d (%s): micro-batch "
+					 "outside 0 .. %d", e->rank, i, what, s->nmb - 1);
+	}
+	/* a stage's tensors are saved and counted in the norm by the lowest rank holding it */
+	for (int i = 0; i < e->nls; i++) {
+		struct lstage *l = &e->ls[i];
+		const clp_param_table *t = clp_stage_table(l->st);
+		int first = e->rank;
+
+		for (int r = 0; r < e->rank && first == e->rank; r++)
+			if (holds_stage(&s->ranks[r], l->stage))
+				first = r;
+		l->owner = first == e->rank;
+		for (int k = 0; k < t->ntensors; k++)
+			l->owns[k] = l->owner && !tied_copy(&t->tensors[k]);
+	}
+	e->df_origins = 0;
+	for (int r = 0; r < s->nranks; r++)
+		e->df_origins += holds_stage(&s->ranks[r], 0);
+	return CLP_OK;
+}
+
+int clp_exec_peak_held(const clp_exec *e)
+{
+	return e->df_peak;
+}
+
+static clp_status event_done(clp_exec *e, cl_event ev, int *done)
+{
+	cl_int status = CL_QUEUED;
+	cl_int err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+				    NULL);
+
+	if (err != CL_SUCCESS)
+		return clp_cl_fail(e->ctx, err, "rank %d: event status", e->rank);
+	if (status < 0)
+		return clp_cl_fail(e->ctx, status, "rank %d: a device command failed", e->rank);
+	*done = status == CL_COMPLETE;
+	return CLP_OK;
+}
+
+/* Whether the data op i consumes is here: its receive completed, or the local op making it has
+ * run and its output reached the host. */
+static clp_status input_ready(df *f, int i, int *ready)
+{
+	clp_exec *e = f->e;
+	int64_t in = e->ix.input[e->ix.off[e->rank] + i];
+	int j;
+
+	*ready = 0;
+	if (in < 0) {
+		char what[160];
+
+		clp_op_describe(&f->p->ops[i], what, sizeof(what));
+		return clp_error(CLP_ERR_INVALID, "dataflow rank %d: %s has no input in the list",
+				 e->rank, what);
+	}
+	j = LOCAL(e, in);
+	if (clp_op_is_recv(f->p->ops[j].kind)) {
+		*ready = f->ran[j] && !e->os[j].req;
+		return CLP_OK;
+	}
+	if (!f->ran[j] || !e->os[j].ev)
+		return CLP_OK;
+	CLP_TRY(event_done(e, e->os[j].ev, ready));
+	f->busy |= !*ready;
+	return CLP_OK;
+}
+
+static clp_status compute_ready(df *f, int i, int *ready)
+{
+	clp_exec *e = f->e;
+	const clp_op *op = &f->p->ops[i];
+	struct lstage *l = exec_find(e, op->stage, op->pipe);
+
+	*ready = 0;
+	if (!l)
+		return clp_error(CLP_ERR_STATE, "dataflow rank %d: stage %d is not held", e->rank,
+				 op->stage);
+	if (op->kind == CLP_OP_FWD) {
+		if (!f->held[op->mb] && f->p->mem_cap > 0 && f->inflight >= f->p->mem_cap)
+			return CLP_OK;
+		if (clp_stage_has_embedding(l->st)) {
+			*ready = 1;
+			return CLP_OK;
+		}
+		return input_ready(f, i, ready);
+	}
+	{
+		int64_t dep = e->ix.dep[e->ix.off[e->rank] + i];
+
+		if (dep < 0)
+			return clp_error(CLP_ERR_INVALID, "dataflow rank %d: BWD stage %d mb %d has no "
+					 "forward in the list", e->rank, op->stage, op->mb);
+		if (!f->ran[LOCAL(e, dep)])
+			return CLP_OK;
+	}
+	if (clp_stage_has_head(l->st)) {
+		*ready = 1;
+		return CLP_OK;
+	}
+	return input_ready(f, i, ready);
+}
+
+/* The trace record of a compute op whose start marker the forward or backward set. */
+static clp_status trace_compute(clp_exec *e, const clp_op *op)
+{
+	struct exec_tev *t;
+
+	CLP_TRY(exec_trace_grow(e));
+	t = &e->tr[e->tr_n++];
+	memset(t, 0, sizeof(*t));
+	t->op = *op;
+	t->queue = CLP_TQ_COMPUTE;
+	t->ev0 = e->cur_ev0;
+	e->cur_ev0 = NULL;
+	return exec_trace_mark(e, &t->ev1);
+}
+
+static clp_status run_compute(df *f, int i)
+{
+	clp_exec *e = f->e;
+	const clp_op *op = &f->p->ops[i];
+
+	e->cur_ev0 = NULL;
+	if (op->kind == CLP_OP_FWD) {
+		CLP_TRY(exec_run_fwd(e, i, op, f->d));
+		if (f->held[op->mb]++ == 0 && ++f->inflight > e->df_peak)
+			e->df_peak = f->inflight;
+	} else {
+		CLP_TRY(exec_run_bwd(e, i, op, f->d));
+		if (--f->held[op->mb] == 0)
+			f->inflight--;
+	}
+	if (e->tracing && e->cur_ev0)
+		CLP_TRY(trace_compute(e, op));
+	f->ran[i] = 1;
+	f->todo--;
+	clFlush(clp_cl_ctx_queue(e->ctx)); /* the device starts on it while we poll */
+	return CLP_OK;
+}
+
+static int pending(const clp_exec *e)
+{
+	int n = 0;
+
+	for (int i = 0; i < e->nops; i++)
+		n += e->os[i].req != NULL;
+	return n;
+}
+
+/* Nothing has been runnable for the transport's deadline: name the first op left and what it
+ * waits for. */
+static clp_status stuck(df *f)
+{
+	clp_exec *e = f->e;
+	char what[160], input[160];
+	unsigned step = (unsigned)f->d->step + 1;
+	double s = clp_comm_timeout(e->comm);
+
+	for (int i = f->first; i < f->barrier; i++) {
+		const clp_op *op = &f->p->ops[i];
+		int64_t in = e->ix.input[e->ix.off[e->rank] + i];
+		const clp_op *rc = in >= 0 ? &f->p->ops[LOCAL(e, in)] : NULL;
+
+		if (f->ran[i] || clp_op_is_recv(op->kind))
+			continue;
+		clp_op_describe(op, what, sizeof(what));
+		if (rc && clp_op_is_recv(rc->kind) && e->os[LOCAL(e, in)].req) {
+			clp_op_describe(rc, input, sizeof(input));
+			return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s: "
+					 "%s waits for %s (peer rank %d); %d micro-batches held, cap "
+					 "%d", e->rank, step, s, what, input, rc->peer, f->inflight,
+					 f->p->mem_cap);
+		}
+		return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s: %s "
+				 "waits (%d micro-batches held, cap %d)", e->rank, step, s, what,
+				 f->inflight, f->p->mem_cap);
+	}
+	return clp_error(CLP_ERR_TIMEOUT, "rank %d, step %u: dataflow stalled for %.1f s", e->rank,
+			 step, s);
+}
+
+/* Nothing to do: give the core away, longer the longer nothing happens (ranks often share
+ * cores with each other and with the device's threads; a message waits at most 250 us more). */
+static void back_off(int idle)
+{
+	struct timespec ts = {0, 0};
+
+	if (idle < 16) {
+		sched_yield();
+		return;
+	}
+	ts.tv_nsec = 5000L * (idle - 15 < 50 ? idle - 15 : 50);
+	nanosleep(&ts, NULL);
+}
+
+/* Forwards, backwards and transfers, in whatever order their data arrives. */
+static clp_status flow(df *f)
+{
+	clp_exec *e = f->e;
+	double idle_since = clp_comm_now();
+	int idle = 0;
+
+	for (int i = 0; i < f->barrier; i++)
+		if (clp_op_is_recv(f->p->ops[i].kind)) {
+			CLP_TRY(exec_post_recv(e, i, &f->p->ops[i], f->d->step));
+			f->ran[i] = 1;
+		} else {
+			f->todo++;
+		}
+	while (f->todo > 0) {
+		int before = pending(e), moved, chosen = -1;
+
+		CLP_TRY(exec_progress(e));
+		moved = pending(e) != before;
+		f->busy = 0;
+		for (int i = f->first; i < f->barrier; i++) {
+			const clp_op *op = &f->p->ops[i];
+			int ready = 0;
+
+			if (f->ran[i])
+				continue;
+			if (clp_op_is_send(op->kind)) {
+				CLP_TRY(input_ready(f, i, &ready));
+				if (ready) {
+					CLP_TRY(exec_post_send(e, i, op, f->d->step));
+					f->ran[i] = 1;
+					f->todo--;
+					moved = 1;
+				}
+			} else if (chosen < 0) {
+				CLP_TRY(compute_ready(f, i, &ready));
+				if (ready)
+					chosen = i;
+			}
+		}
+		if (chosen >= 0) {
+			CLP_TRY(run_compute(f, chosen));
+			moved = 1;
+		}
+		while (f->first < f->barrier && f->ran[f->first])
+			f->first++;
+		if (moved) {
+			idle = 0;
+			idle_since = clp_comm_now();
+			continue;
+		}
+		if (f->busy) /* the deadline is for waits on other ranks */
+			idle_since = clp_comm_now();
+		else if (clp_comm_now() - idle_since > clp_comm_timeout(e->comm))
+			return stuck(f);
+		back_off(idle++);
+	}
+	return CLP_OK;
+}
+
+/* The embedding's gradient and the head's copy of it, when this rank holds both as two stages. */
+static int tied_pair(clp_exec *e, clp_buf *emb, clp_buf *copy, size_t *n)
+{
+	int have = 0;
+
+	for (int i = 0; i < e->nls; i++) {
+		const clp_param_table *t = clp_stage_table(e->ls[i].st);
+
+		for (int k = 0; k < t->ntensors; k++)
+			if (t->tensors[k].role == CLP_R_TOK_EMB) {
+				*(tied_copy(&t->tensors[k]) ? copy : emb) =
+					clp_stage_tensor(e->ls[i].st, CLP_ST_GRAD, k);
+				*n = t->tensors[k].numel;
+				have |= tied_copy(&t->tensors[k]) ? 2 : 1;
+			}
+	}
+	return have == 3;
+}
+
+/* The local stages in IR stage order: the members of a group lay their gradients out alike,
+ * whatever order their lists made the stages in. */
+static void by_stage(const clp_exec *e, int *order)
+{
+	for (int i = 0; i < e->nls; i++) {
+		int j = i;
+
+		for (; j > 0 && e->ls[order[j - 1]].stage > e->ls[i].stage; j--)
+			order[j] = order[j - 1];
+		order[j] = i;
+	}
+}
+
+/* Every gradient this rank holds (but the tied copy) summed over the op's group, then divided by
+ * the group's size: the stage's mean over its nodes. */
+static clp_status average(clp_exec *e, const clp_op *op)
+{
+	const clp_group *g = &e->s->groups[op->group];
+	size_t total = 0, off = 0;
+	float *h, inv = 1.0f / (float)g->n;
+	int *order = malloc(((size_t)e->nls + 1) * sizeof(int));
+	clp_status st = CLP_OK;
+
+	if (!order)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the gradient all-reduce");
+	by_stage(e, order);
+	for (int i = 0; i < e->nls; i++) {
+		const clp_param_table *t = clp_stage_table(e->ls[i].st);
+
+		for (int k = 0; k < t->ntensors; k++)
+			total += tied_copy(&t->tensors[k]) ? 0 : t->tensors[k].numel;
+	}
+	if (!(h = malloc((total ? total : 1) * sizeof(float)))) {
+		free(order);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the gradient all-reduce");
+	}
+	for (int i = 0; st == CLP_OK && i < e->nls; i++) {
+		clp_stage *stg = e->ls[order[i]].st;
+		const clp_param_table *t = clp_stage_table(stg);
+
+		for (int k = 0; st == CLP_OK && k < t->ntensors; k++)
+			if (!tied_copy(&t->tensors[k])) {
+				st = clp_stage_read(stg, CLP_ST_GRAD, k, h + off);
+				off += t->tensors[k].numel;
+			}
+	}
+	if (st == CLP_OK)
+		st = exec_group_sum(e, op, CLP_COMM_F32, h, total, "stage gradients");
+	for (size_t j = 0; st == CLP_OK && j < total; j++)
+		h[j] *= inv;
+	off = 0;
+	for (int i = 0; st == CLP_OK && i < e->nls; i++) {
+		clp_stage *stg = e->ls[order[i]].st;
+		const clp_param_table *t = clp_stage_table(stg);
+
+		for (int k = 0; st == CLP_OK && k < t->ntensors; k++)
+			if (!tied_copy(&t->tensors[k])) {
+				st = clp_stage_write(stg, CLP_ST_GRAD, k, h + off);
+				off += t->tensors[k].numel;
+			}
+	}
+	free(h);
+	free(order);
+	return st;
+}
+
+/* After the forwards and backwards: the collectives and optimizer steps in list order. */
+static clp_status finish(df *f, const clp_nn_adamw_hp *hp, float max_norm)
+{
+	clp_exec *e = f->e;
+	clp_buf emb, copy;
+	size_t n = 0;
+	int tied = tied_pair(e, &emb, &copy, &n);
+
+	CLP_TRY(exec_finish_step(e, f->d->step));
+	if (tied)
+		CLP_TRY(clp_cl_axpy(e->ctx, emb, copy, 1.0f, n));
+	for (int i = f->barrier; i < f->p->nops; i++) {
+		const clp_op *op = &f->p->ops[i];
+		double h0 = clp_comm_now();
+
+		if (op->kind == CLP_OP_ALLREDUCE) {
+			CLP_TRY(average(e, op));
+			if (e->tracing)
+				CLP_TRY(exec_trace_host(e, op, h0, clp_comm_now()));
+			continue;
+		}
+		if (!e->norm_done) {
+			if (tied)
+				CLP_TRY(clp_cl_copy(e->ctx, copy, emb, n));
+			CLP_TRY(exec_grad_norm(e, NULL, max_norm));
+		}
+		for (int k = 0; k < e->nls; k++)
+			if (e->ls[k].stage == op->stage)
+				CLP_TRY(clp_stage_adamw(e->ls[k].st, hp, clp_stage_stats(e->ls[k].st)));
+	}
+	if (!e->norm_done) /* a list without optimizer steps */
+		CLP_TRY(exec_grad_norm(e, NULL, max_norm));
+	return exec_drain(e);
+}
+
+clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+			      float max_norm, clp_exec_result *r)
+{
+	df f = {e, &e->s->ranks[e->rank], d, NULL, NULL, 0, 0, 0, 0, 0};
+	clp_status st = CLP_OK;
+
+	if (e->kfac)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: K-FAC is not run on dataflow "
+				 "(SkipPipe) schedules yet", e->rank);
+	f.barrier = f.p->nops;
+	for (int i = 0; i < f.p->nops && f.barrier == f.p->nops; i++)
+		if (is_barrier(f.p->ops[i].kind))
+			f.barrier = i;
+	f.ran = calloc((size_t)f.p->nops + 1, 1);
+	f.held = calloc((size_t)e->s->nmb + 1, sizeof(int));
+	if (!f.ran || !f.held)
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory for the dataflow step");
+	e->norm_done = 0;
+	e->df_peak = 0;
+	for (int i = 0; st == CLP_OK && i < e->nls; i++)
+		st = clp_stage_zero_grads(e->ls[i].st);
+	if (st == CLP_OK)
+		st = clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1);
+	if (st == CLP_OK)
+		st = flow(&f);
+	if (st == CLP_OK)
+		st = finish(&f, hp, max_norm);
+	if (st == CLP_OK)
+		st = exec_loss_total(e, &r->loss);
+	if (st == CLP_OK && e->df_origins > 1)
+		r->loss /= e->df_origins;
+	r->grad_norm = e->norm;
+	r->skipped = e->nonfinite;
+	free(f.ran);
+	free(f.held);
+	return st;
+}
