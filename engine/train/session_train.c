@@ -214,8 +214,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 {
 	clp_trace tr;
 	clp_trace_stats ts;
-	char svg[1100];
-	const char *label = "measured";
+	char svg[1100], label[64] = "measured";
 	const clp_trace *one;
 	clp_status st;
 
@@ -228,10 +227,12 @@ static clp_status write_trace(clp_session *s, long first, long step)
 		 s->cfg.pipeline.schedule, st_pf_K(s) ? " + PipeFisher" : "", s->cfg.pipeline.stages,
 		 s->cfg.pipeline.replicas);
 	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	if (step > first) /* the picture's "step" is then the span of all of them */
+		snprintf(label, sizeof(label), "measured, steps %ld-%ld", first, step);
 	one = &tr;
 	st = clp_trace_write_chrome(&tr, s->cfg.train.trace);
 	if (st == CLP_OK)
-		st = clp_trace_write_svg(svg, &one, &label, 1);
+		st = clp_trace_write_svg(svg, &one, (const char *const[]){label}, 1);
 	if (st == CLP_OK)
 		st = clp_trace_stats_compute(&tr, 0.0, &ts);
 	if (st == CLP_OK) {
