@@ -5,7 +5,8 @@
 # the critical path), K-FAC with PipeFisher in a 2-rank 1F1B pipeline (mpirun --bind-to core).
 # Prints the steps and training time each needs to reach the target validation loss and writes
 # .cache/pf-conv/convergence.svg (validation loss against step and against time).
-# Usage: tools/pipefisher_convergence.sh [--steps N] [--target LOSS] [extra clpipe train args]
+# Usage: [PF_OUT=DIR] tools/pipefisher_convergence.sh [--steps N] [--target LOSS] [extra clpipe
+# train args, e.g. --kfac.base=adamw]. Another target on the same logs: tools/pipefisher_plot.py.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=300 target=2.5
@@ -26,7 +27,7 @@ if [ ! -s "$corpus" ]; then
     case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
   done > "$corpus"
 fi
-out=.cache/pf-conv
+out=${PF_OUT:-.cache/pf-conv} # another directory keeps earlier results
 mkdir -p "$out"
 common=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=64 --model.n_head=4
         --model.ctx=64 --data.path="$corpus" --train.batch=4 --train.micro_batches=4

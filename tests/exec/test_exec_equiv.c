@@ -8,7 +8,7 @@
  * pipelined runs in deterministic mode are bitwise equal to each other; "kfac": as "close" with
  * optim.name = "kfac" (refresh interval 2; factors summed over replicas and twins, the KL sum
  * over all ranks; docs/KFAC.md). PipeFisher (pipeline.pipefisher, the pass run at start-up on a
- * cost table the test writes, which spreads the K-FAC items over K = 2 or 3 steps; 3K steps: the
+ * cost table the test writes, which spreads the K-FAC items over K = 2 to 5 steps; 3K steps: the
  * second cycle runs every item where the pass put it, the third preconditions with its inverses): "pf" bitwise equal to one device
  * applying the cycle rule serially with the same K (KL clipping off: its global sum is added per
  * stage, then over ranks in double, an order one device does not use), "pfrecompute" the same
@@ -254,7 +254,7 @@ static void test_equivalence(void)
 		char cmd[1200];
 
 		run("probe", 1, 0, NULL); /* learns K */
-		CHECK(pfK >= 2 && pfK <= 3, "the cost table spreads the items over 2 or 3 steps "
+		CHECK(pfK >= 2 && pfK <= 5, "the cost table spreads the items over 2 to 5 steps "
 		      "(K = %d)", pfK);
 		nsteps = 3 * pfK;
 		run("full", 1, 0, NULL);
@@ -271,7 +271,7 @@ static void test_equivalence(void)
 	}
 	if (pf_mode()) { /* the pipeline learns K, then both sides run three cycles */
 		run("probe", 1, 0, NULL);
-		CHECK(pfK >= 2 && pfK <= 3, "the cost table spreads the items over 2 or 3 steps "
+		CHECK(pfK >= 2 && pfK <= 5, "the cost table spreads the items over 2 to 5 steps "
 		      "(K = %d)", pfK);
 		nsteps = 3 * pfK;
 	}
