@@ -291,7 +291,9 @@ static clp_status flush_pending(clp_exec *e)
 		CLP_TRY(clp_kfac_opt_curv_a_kept(e->kfac[q[0]], q[1], q[2]));
 		n++;
 	}
-	memmove(e->kfac_pend, e->kfac_pend + 3 * n, 3 * (size_t)(e->kfac_npend - n) * sizeof(int));
+	if (n && n < e->kfac_npend)
+		memmove(e->kfac_pend, e->kfac_pend + 3 * n,
+			3 * (size_t)(e->kfac_npend - n) * sizeof(int));
 	e->kfac_npend -= n;
 	return CLP_OK;
 }
