@@ -95,6 +95,33 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	return st;
 }
 
+/* The cycle step each op runs in (a K-step cycle runs one step per clp_exec_step): its op.step,
+ * except the factor items, whose op.step names the step they record (the cycle's first): they
+ * run with the op they precede (the PipeFisher pass puts an item before the op ending the gap it
+ * fills), or in the last step at the list's end. The steps must not go back along the list. */
+static clp_status run_steps(clp_exec *e, const clp_sched *s, const clp_rank_prog *p)
+{
+	int cur = s->nsteps - 1;
+
+	if (!(e->run_step = malloc(((size_t)p->nops + 1) * sizeof(int))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	for (int i = p->nops - 1; i >= 0; i--) {
+		const clp_op *op = &p->ops[i];
+
+		if (op->kind != CLP_OP_KFAC_CURV_A && op->kind != CLP_OP_KFAC_CURV_B)
+			cur = op->step;
+		if (cur >= s->nsteps)
+			return clp_error(CLP_ERR_INVALID, "rank %d: op %d runs in step %d of a %d-step "
+					 "cycle", e->rank, i, cur, s->nsteps);
+		if (i + 1 < p->nops && cur > e->run_step[i + 1])
+			return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: op %d (cycle step %d) comes after "
+					 "op %d (step %d): the executor runs a cycle step by step",
+					 e->rank, i + 1, e->run_step[i + 1], i, cur);
+		e->run_step[i] = cur;
+	}
+	return CLP_OK;
+}
+
 static clp_status check(const clp_comm *comm, const clp_sched *s, const clp_model_config *m)
 {
 	int layers = 0;
@@ -140,6 +167,8 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 		st = clp_sched_index_build(s, &e->ix);
 	if (st == CLP_OK)
 		st = clp_param_table_build(&e->m, 0, clp_model_nblocks(&e->m) - 1, &e->full);
+	if (st == CLP_OK)
+		st = run_steps(e, s, p);
 	if (st == CLP_OK) {
 		e->ls = calloc((size_t)p->nops + 1, sizeof(*e->ls));
 		e->os = calloc((size_t)p->nops + 1, sizeof(*e->os));
@@ -239,6 +268,7 @@ void clp_exec_free(clp_exec *e)
 	free(e->os);
 	free(e->tsum);
 	free(e->posted);
+	free(e->run_step);
 	for (int i = 0; i < e->tr_n; i++)
 		if (e->tr[i].queue == CLP_TQ_COMPUTE) {
 			clReleaseEvent(e->tr[i].ev0);

@@ -47,6 +47,8 @@ struct clp_exec {
 	int nls;
 	struct opstate *os; /* per op of this rank's list */
 	int nops;
+	int *run_step;      /* per op: the cycle step it runs in (op.step, or for a factor item
+			     * the step of the op it precedes) */
 	size_t B, T, N, C;
 	int det, recompute;
 	clp_comm **gcomm;    /* per schedule group: its communicator (NULL: not a member) */
@@ -72,6 +74,16 @@ struct clp_exec {
 	float kfac_lr_ratio;
 	int kfac_collect, kfac_prepared;
 	long kfac_step;
+	/* PipeFisher (the schedule has K-FAC items; exec_kfac.c) */
+	int kfac_pf;           /* run the schedule's K-FAC items */
+	int kfac_cycle0;       /* this step is in the first cycle: items skipped */
+	int kfac_refreshed;    /* step 0's serial refresh is done */
+	int kfac_inverted;     /* an inversion ran this step (checked at its end) */
+	uint8_t *kfac_bwd;     /* [nls * nmb]: the collecting step's backward of mb ran */
+	uint8_t *kfac_pre;     /* [nls]: preconditioned this step */
+	int *kfac_pend;        /* recomputation: factor A items waiting for their backward,
+				* (local stage, stage layer, mb) triples in list order */
+	int kfac_npend, kfac_cpend;
 };
 
 clp_status exec_trace_grow(clp_exec *e);
@@ -84,6 +96,14 @@ clp_status exec_kfac_step_begin(clp_exec *e, const clp_exec_data *d);
 clp_status exec_kfac_opt_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp);
 clp_status exec_kfac_step_end(clp_exec *e);
 void exec_kfac_free(clp_exec *e);
+/* PipeFisher: a K-FAC item of the list (op i), and the hook after a backward (BWD, BWD_B). */
+clp_status exec_kfac_item(clp_exec *e, const clp_op *op);
+clp_status exec_kfac_after_bwd(clp_exec *e, const clp_op *op);
+
+/* exec_run.c: wait until the device is idle while polling the transport; the slot holding
+ * micro-batch mb of a local stage (-1). */
+clp_status exec_drain(clp_exec *e);
+int exec_slot(struct lstage *l, int mb);
 
 /* The local stage running op (stage, pipe), or NULL. */
 struct lstage *exec_find(clp_exec *e, int stage, int pipe);
@@ -101,7 +121,6 @@ static inline float exec_inv(const clp_exec_data *d, int mb)
  * e->norm_world: over every rank); wait for every request and the device, free the slots; the
  * loss summed over every rank. */
 clp_status exec_progress(clp_exec *e);
-clp_status exec_drain(clp_exec *e);
 clp_status exec_wait_req(clp_exec *e, int i, uint32_t step);
 clp_status exec_post_send(clp_exec *e, int i, const clp_op *op, uint32_t step);
 clp_status exec_post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step);

@@ -67,6 +67,11 @@ static clp_status drain(clp_exec *e)
 	return st;
 }
 
+clp_status exec_drain(clp_exec *e)
+{
+	return drain(e);
+}
+
 /* Wait for the request of op i (a receive or a send), polling the others meanwhile. */
 static clp_status wait_req(clp_exec *e, int i, uint32_t step)
 {
@@ -104,6 +109,11 @@ static int slot_of(struct lstage *l, int mb, int take)
 				return i;
 			}
 	return -1;
+}
+
+int exec_slot(struct lstage *l, int mb)
+{
+	return slot_of(l, mb, 0);
 }
 
 static void release_slot(struct lstage *l, int mb)
@@ -437,6 +447,7 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 			 float max_norm, clp_exec_result *r)
 {
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	int cs = (int)(d->step % (uint32_t)e->s->nsteps); /* the step of a K-step cycle */
 	clp_status st = CLP_OK;
 
 	if (p->mode == CLP_RANK_DATAFLOW)
@@ -454,6 +465,11 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 		cl_event ev0 = NULL;
 		double h0 = clp_comm_now();
 
+		if (e->run_step[i] != cs)
+			continue;
+		/* the first cycle's serial refresh did the work of its factor items */
+		if (e->kfac_cycle0 && op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_INV)
+			continue;
 		e->cur_ev0 = NULL;
 		/* forwards and backwards mark their start once their input has arrived */
 		if (traced && op->kind != CLP_OP_FWD && !clp_op_is_bwd_input(op->kind) &&
@@ -474,6 +490,8 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 		case CLP_OP_BWD:
 		case CLP_OP_BWD_B:
 			st = run_bwd(e, i, op, d);
+			if (st == CLP_OK && e->kfac)
+				st = exec_kfac_after_bwd(e, op);
 			break;
 		case CLP_OP_BWD_W: {
 			struct lstage *l = exec_find(e, op->stage, op->pipe);
@@ -518,6 +536,17 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 					       "hold", e->rank, op->stage);
 			break;
 		}
+		case CLP_OP_KFAC_SYNC: /* a collective: the factors are read once the device is idle */
+			st = drain(e);
+			if (st == CLP_OK)
+				st = exec_kfac_item(e, op);
+			break;
+		case CLP_OP_KFAC_CURV_A:
+		case CLP_OP_KFAC_CURV_B:
+		case CLP_OP_KFAC_INV:
+		case CLP_OP_KFAC_PRECOND:
+			st = exec_kfac_item(e, op);
+			break;
 		default:
 			st = clp_error(CLP_ERR_UNSUPPORTED, "rank %d: op %s is not run by this executor "
 				       "yet", e->rank, clp_op_kind_name(op->kind));
@@ -563,6 +592,8 @@ clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss)
 	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
 
+		if (e->run_step[i] != 0) /* a cycle's first step passes every micro-batch once */
+			continue;
 		if (op->kind == CLP_OP_RECV_ACT)
 			st = post_recv(e, i, op, d->step);
 		else if (op->kind == CLP_OP_SEND_ACT)
@@ -582,11 +613,6 @@ clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss)
 clp_status exec_progress(clp_exec *e)
 {
 	return progress(e);
-}
-
-clp_status exec_drain(clp_exec *e)
-{
-	return drain(e);
 }
 
 clp_status exec_wait_req(clp_exec *e, int i, uint32_t step)

@@ -132,6 +132,7 @@ static void to_event(const clp_exec *e, const struct exec_tev *t, clp_trace_even
 	out->stage = t->op.stage;
 	out->mb = t->op.mb;
 	out->peer = t->op.peer;
+	out->layer = t->op.layer;
 }
 
 clp_status clp_exec_trace_finish(clp_exec *e, clp_trace *out)

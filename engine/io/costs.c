@@ -363,14 +363,102 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 	return st;
 }
 
+/* K-FAC items in a trace are finer than the table: factors per layer and micro-batch, the
+ * inversion per layer and factor (op.factor in the event's `what`; 0: the whole layer). A
+ * stage's time is the sum over its layers (and factors) of each item's mean duration, so
+ * several cycles, holders or replicas in the trace change nothing. Events without a layer
+ * (older traces) count as the mean layer. The inversion shares of the factors follow too when
+ * the trace has every factor. */
+#define CAL_F (CLP_COST_MAX_FACTORS + 1)
+static clp_status calibrate_kfac(clp_costs *c, const clp_trace *t, int *nset)
+{
+	static const int kinds[3] = {CLP_OP_KFAC_CURV_A, CLP_OP_KFAC_CURV_B, CLP_OP_KFAC_INV};
+	static const int times[3] = {CLP_COST_KFAC_CURV_A, CLP_COST_KFAC_CURV_B, CLP_COST_KFAC_INV};
+	int L = 0, maxf = 0;
+	size_t n;
+	double *sum, *share, all = 0;
+	int64_t *cnt;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (t->ev[i].kind >= CLP_OP_KFAC_CURV_A && t->ev[i].kind <= CLP_OP_KFAC_INV &&
+		    t->ev[i].layer + 1 > L)
+			L = t->ev[i].layer + 1;
+	L++; /* the last slot: events without a layer */
+	n = (size_t)c->nstages * 3 * (size_t)L * CAL_F;
+	sum = calloc(n, sizeof(double));
+	cnt = calloc(n, sizeof(int64_t));
+	share = calloc(CAL_F, sizeof(double));
+	if (!sum || !cnt || !share) {
+		free(sum);
+		free(cnt);
+		free(share);
+		return clp_error(CLP_ERR_NOMEM, "calibration: out of host memory");
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		const clp_trace_event *e = &t->ev[i];
+		int w = e->kind == kinds[0] ? 0 : e->kind == kinds[1] ? 1 : e->kind == kinds[2] ? 2 : -1;
+		int l = e->layer >= 0 ? e->layer : L - 1, f = w == 2 && e->what < CAL_F ? e->what : 0;
+		size_t at;
+
+		if (w < 0 || e->queue != CLP_TQ_COMPUTE || e->stage < 0 || e->stage >= c->nstages)
+			continue;
+		at = (((size_t)e->stage * 3 + (size_t)w) * (size_t)L + (size_t)l) * CAL_F + (size_t)f;
+		sum[at] += e->t1 - e->t0;
+		cnt[at]++;
+		maxf = f > maxf ? f : maxf;
+	}
+	for (int st = 0; st < c->nstages; st++)
+		for (int w = 0; w < 3; w++) {
+			double known = 0, unknown = 0;
+			int any = 0, anyu = 0;
+
+			for (int l = 0; l < L; l++)
+				for (int f = 0; f < CAL_F; f++) {
+					size_t at = (((size_t)st * 3 + (size_t)w) * (size_t)L + (size_t)l) *
+						    CAL_F + (size_t)f;
+					double m;
+
+					if (!cnt[at])
+						continue;
+					m = sum[at] / (double)cnt[at];
+					if (l < L - 1) {
+						known += m;
+						any = 1;
+					} else {
+						unknown += m;
+						anyu = 1;
+					}
+					if (w == 2 && f > 0) {
+						share[f] += m;
+						all += m;
+					}
+				}
+			if (!any && !anyu)
+				continue;
+			c->stages[st].t[times[w]] = any ? known : unknown * c->stages[st].nlayers;
+			(*nset)++;
+		}
+	for (int f = 1; f <= maxf && all > 0; f++)
+		if (!(share[f] > 0))
+			all = 0; /* a factor missing: keep the table's shares */
+	if (all > 0) {
+		c->kfac_nfactors = maxf;
+		for (int f = 1; f <= maxf; f++)
+			c->kfac_share[f - 1] = share[f] / all;
+	}
+	free(sum);
+	free(cnt);
+	free(share);
+	return CLP_OK;
+}
+
 clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 {
 	static const struct {
 		int kind, time;
 	} map[] = {{CLP_OP_FWD, CLP_COST_FWD},       {CLP_OP_BWD, CLP_COST_BWD},
 		   {CLP_OP_BWD_B, CLP_COST_BWD_B},   {CLP_OP_BWD_W, CLP_COST_BWD_W},
-		   {CLP_OP_OPT_STEP, CLP_COST_OPT},  {CLP_OP_KFAC_INV, CLP_COST_KFAC_INV},
-		   {CLP_OP_KFAC_PRECOND, CLP_COST_KFAC_PRECOND}};
+		   {CLP_OP_OPT_STEP, CLP_COST_OPT},  {CLP_OP_KFAC_PRECOND, CLP_COST_KFAC_PRECOND}};
 	size_t n = (size_t)c->nstages * CLP_COST_NTIMES;
 	double *sum = calloc(n, sizeof(double));
 	int64_t *cnt = calloc(n, sizeof(int64_t));
@@ -414,6 +502,7 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 	}
 	free(sum);
 	free(cnt);
+	CLP_TRY(calibrate_kfac(c, t, nset));
 	snprintf(c->source, sizeof(c->source), "calibrated from a trace (%d times)", *nset);
 	return CLP_OK;
 }

@@ -91,7 +91,9 @@ clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n);
 
 struct clp_trace;
 /* Set each stage's compute times to the mean duration of its events in a trace (calibration);
- * kinds without events keep their values. Returns how many times were set in *nset. */
+ * kinds without events keep their values. K-FAC items, which are per layer (factors) and per
+ * layer and factor (inversions), add up over the stage's layers and factors (each item's mean),
+ * and set the factor shares when every factor was seen. Returns how many times were set. */
 clp_status clp_costs_calibrate(clp_costs *c, const struct clp_trace *t, int *nset);
 
 #endif

@@ -27,8 +27,9 @@ typedef struct clp_trace_event {
 	uint8_t queue;   /* clp_trace_queue */
 	uint8_t kind;    /* clp_op_kind of the op */
 	uint8_t pipe;
-	uint8_t what;    /* collectives: clp_red_what */
+	uint8_t what;    /* collectives: clp_red_what; KFAC_INV: op.factor */
 	int32_t stage, mb, peer; /* -1 where they do not apply */
+	int32_t layer;   /* K-FAC items: the model layer (calibration); -1 or 0 for other ops */
 } clp_trace_event;
 
 typedef struct clp_trace {
@@ -73,7 +74,8 @@ void clp_trace_stats_free(clp_trace_stats *st);
 /* The stats of a whole trace (sorted copy, then the streaming code above). */
 clp_status clp_trace_stats_compute(const clp_trace *t, double t_begin, clp_trace_stats *st);
 
-/* Chrome trace-event JSON; ts and dur in microseconds, args carry kind, stage, mb, pipe, peer. */
+/* Chrome trace-event JSON; ts and dur in microseconds, args carry kind, stage, mb, pipe, peer
+ * (K-FAC items also layer, and KFAC_INV its factor). */
 clp_status clp_trace_write_chrome(const clp_trace *t, const char *path);
 /* Read a Chrome trace written by clpipe (the executor's or the simulator's). */
 clp_status clp_trace_read_chrome(const char *path, clp_trace *t);

@@ -44,13 +44,21 @@ clp_status clp_trace_write_chrome(const clp_trace *t, const char *path)
 		const clp_trace_event *e = &t->ev[i];
 		char label[32];
 
+		int kfac = e->kind >= CLP_OP_KFAC_CURV_A && e->kind <= CLP_OP_KFAC_PRECOND;
+		int inv = e->kind == CLP_OP_KFAC_INV;
+
 		clp_trace_event_label(e, label, sizeof(label));
 		fprintf(f, "{\"name\": \"%s s%d\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": %d, "
 			   "\"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, \"args\": {\"kind\": \"%s\", "
-			   "\"stage\": %d, \"mb\": %d, \"pipe\": %d, \"peer\": %d, \"what\": \"%s\"}}%s\n",
+			   "\"stage\": %d, \"mb\": %d, \"pipe\": %d, \"peer\": %d, \"what\": \"%s\"",
 			label, e->stage, clp_op_kind_name(e->kind), e->rank, e->queue, e->t0 * 1e6,
 			(e->t1 - e->t0) * 1e6, clp_op_kind_name(e->kind), e->stage, e->mb, e->pipe,
-			e->peer, clp_red_what_name(e->what), i + 1 < t->n ? "," : "");
+			e->peer, clp_red_what_name(inv ? 0 : e->what));
+		if (kfac)
+			fprintf(f, ", \"layer\": %d", e->layer);
+		if (inv)
+			fprintf(f, ", \"factor\": %d", e->what);
+		fprintf(f, "}}%s\n", i + 1 < t->n ? "," : "");
 	}
 	fprintf(f, "]}\n");
 	err = ferror(f);
@@ -80,10 +88,15 @@ static clp_status read_event(const char *path, size_t i, json_t *o, clp_trace *t
 	CLP_TRY(clp_json_int(path, at, args, "stage", 0, -1, 1 << 30, &e.stage));
 	CLP_TRY(clp_json_int(path, at, args, "mb", 0, -1, 1 << 30, &e.mb));
 	CLP_TRY(clp_json_int(path, at, args, "peer", 0, -1, 1 << 30, &e.peer));
+	e.layer = -1;
+	CLP_TRY(clp_json_int(path, at, args, "layer", 0, -1, 1 << 30, &e.layer));
 	{
-		int pipe = 0, k = clp_op_kind_parse(kind), w = clp_red_what_parse(what);
+		int pipe = 0, k = clp_op_kind_parse(kind), w = clp_red_what_parse(what), fac = -1;
 
 		CLP_TRY(clp_json_int(path, at, args, "pipe", 0, 0, 255, &pipe));
+		CLP_TRY(clp_json_int(path, at, args, "factor", 0, -1, 255, &fac));
+		if (fac >= 0)
+			w = fac;
 		if (k < 0)
 			return clp_error(CLP_ERR_FORMAT, "%s: %s.kind: unknown op kind \"%s\"", path,
 					 at, kind);

@@ -67,4 +67,8 @@ typedef struct clp_pf_report {
 clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
 			  clp_pf_report *rep);
 
+/* Whether cycle is base's one-step lists repeated cycle->nsteps times with K-FAC items added
+ * (a saved cycle reused for a pipeline); CLP_ERR_INVALID naming the first difference. */
+clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle);
+
 #endif

@@ -99,21 +99,13 @@ static json_t *header_json(const clp_sched *s)
 	return h;
 }
 
-clp_status clp_sched_save(const clp_sched *s, const char *path)
+static void write_sched(FILE *f, const clp_sched *s)
 {
-	char tmp[4096];
-	FILE *f;
 	json_t *h = header_json(s);
 	const char *key;
 	json_t *v;
-	int first = 1, err;
+	int first = 1;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f) {
-		json_decref(h);
-		return clp_error(CLP_ERR_IO, "%s: cannot open for writing", tmp);
-	}
 	fputs("{\n", f);
 	json_object_foreach(h, key, v) {
 		fprintf(f, "%s  \"%s\": ", first ? "" : ",\n", key);
@@ -137,6 +129,19 @@ clp_status clp_sched_save(const clp_sched *s, const char *path)
 		fprintf(f, "    ]}%s\n", r + 1 < s->nranks ? "," : "");
 	}
 	fputs("  ]\n}\n", f);
+}
+
+clp_status clp_sched_save(const clp_sched *s, const char *path)
+{
+	char tmp[4096];
+	FILE *f;
+	int err;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "w");
+	if (!f)
+		return clp_error(CLP_ERR_IO, "%s: cannot open for writing", tmp);
+	write_sched(f, s);
 	err = ferror(f);
 	if (fclose(f) || err) {
 		remove(tmp);
@@ -147,6 +152,24 @@ clp_status clp_sched_save(const clp_sched *s, const char *path)
 		return clp_error(CLP_ERR_IO, "%s: cannot rename %s into place", path, tmp);
 	}
 	return CLP_OK;
+}
+
+char *clp_sched_to_json(const clp_sched *s)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	int err;
+
+	if (!f)
+		return NULL;
+	write_sched(f, s);
+	err = ferror(f);
+	if (fclose(f) || err) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
 }
 
 static clp_status read_op(const char *file, const char *at, const json_t *o, clp_op *op)
@@ -347,19 +370,41 @@ static clp_status read_groups_paths(const char *file, const json_t *root, clp_sc
 	return st;
 }
 
+static clp_status load_root(const char *path, json_t *root, clp_sched **out);
+
 clp_status clp_sched_load(const char *path, clp_sched **out)
+{
+	json_t *root;
+
+	*out = NULL;
+	CLP_TRY(clp_json_load(path, &root));
+	return load_root(path, root, out);
+}
+
+clp_status clp_sched_from_json(const char *text, const char *name, clp_sched **out)
+{
+	json_error_t err;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+
+	*out = NULL;
+	if (!root)
+		return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", name, err.line,
+				 err.column, err.text);
+	return load_root(name, root, out);
+}
+
+/* Takes the reference to root. */
+static clp_status load_root(const char *path, json_t *root, clp_sched **out)
 {
 	static const char *const keys[] = {"format",   "version", "name",     "ranks",
 					   "stages",   "microbatches", "pipelines", "chunks",
 					   "replicas", "steps",   "layers",   "stage_map",
 					   "groups",   "paths",   "programs", NULL};
-	json_t *root, *progs;
+	json_t *progs;
 	clp_sched *s = NULL;
 	int nranks = 0, nstages = 0, nmb = 0, nlayers = 0;
 	clp_status st;
 
-	*out = NULL;
-	CLP_TRY(clp_json_load(path, &root));
 	st = clp_json_check_format(path, root, SCHED_FORMAT, 1);
 	if (st == CLP_OK)
 		st = clp_json_check_keys(path, "", root, keys);

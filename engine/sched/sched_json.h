@@ -10,6 +10,10 @@
  * The result is not validated: call clp_sched_validate(). */
 clp_status clp_sched_load(const char *path, clp_sched **out);
 clp_status clp_sched_save(const clp_sched *s, const char *path);
+/* The same JSON as text (malloc()ed; NULL when out of memory), and back (errors name `name`),
+ * e.g. a PipeFisher cycle kept in a checkpoint. */
+char *clp_sched_to_json(const clp_sched *s);
+clp_status clp_sched_from_json(const char *text, const char *name, clp_sched **out);
 /* Op-by-op comparison; on a difference returns CLP_ERR_INVALID naming rank, op and both ops. */
 clp_status clp_sched_compare(const clp_sched *a, const clp_sched *b);
 

@@ -89,7 +89,7 @@ static const clp_op *op_at(const sim *S, int64_t g, int *rank)
 static void emit(sim *S, int rank, int queue, const clp_op *op, double t0, double t1, int peer)
 {
 	clp_trace_event e = {t0, t1, rank, (uint8_t)queue, op->kind, op->pipe, op->what,
-			     op->stage, op->mb, peer};
+			     op->stage, op->mb, peer, op->layer};
 
 	clp_trace_stats_add(&S->stats, &e);
 	S->res->nevents++;

@@ -274,6 +274,8 @@ clp_status st_save(clp_session *s)
 	if (st == CLP_OK)
 		st = st_kfac_save(s, w);
 	if (st == CLP_OK)
+		st = st_pf_save(s, w);
+	if (st == CLP_OK)
 		st = clp_ckpt_writer_write(w);
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
@@ -374,6 +376,7 @@ static clp_status resume(clp_session *s)
 		s->applied = v ? atol(v) : s->step;
 		if (st_rank(s) == 0)
 			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
+		st = st_pf_resumed(s);
 	}
 	clp_ckpt_close(c);
 	return st;
@@ -597,6 +600,8 @@ static clp_status open_model(clp_session *s)
 	}
 	if (!s->sched)
 		CLP_TRY(make_schedule(s));
+	if (s->mode == CLP_SESSION_TRAIN)
+		CLP_TRY(st_pf_plan(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));

@@ -50,9 +50,17 @@ struct clp_session {
 clp_status st_save(clp_session *s);
 
 /* session_kfac.c: optim.name = "kfac" (the executor runs it); K-FAC state in checkpoints */
+void st_kfac_opts(const clp_session *s, clp_kfac_opts *o);
 clp_status st_kfac_open(clp_session *s);
 clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w);
 clp_status st_kfac_load(clp_session *s, clp_ckpt *c);
+/* session_pf.c: pipeline.pipefisher. st_pf_plan replaces the one-step schedule s->sched by
+ * the K-step cycle (and sets kfac.interval); st_pf_K is K (0: PipeFisher off); the cycle goes
+ * into checkpoints; a resumed run must start at a cycle boundary. */
+clp_status st_pf_plan(clp_session *s);
+int st_pf_K(const clp_session *s);
+clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w);
+clp_status st_pf_resumed(const clp_session *s);
 /* Rank 0 prints; the others are quiet. */
 int st_rank(const clp_session *s);
 

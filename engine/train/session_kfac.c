@@ -5,6 +5,19 @@
 
 #include <string.h>
 
+void st_kfac_opts(const clp_session *s, clp_kfac_opts *o)
+{
+	const clp_train_config *c = &s->cfg;
+
+	clp_kfac_opts_default(o);
+	o->damping = c->kfac.damping;
+	o->interval = (int)c->kfac.interval;
+	o->ema = c->kfac.ema;
+	o->base = strcmp(c->kfac.base, "adamw") ? CLP_KFAC_BASE_SGD : CLP_KFAC_BASE_ADAMW;
+	o->momentum = c->kfac.momentum;
+	o->kl_clip = c->kfac.kl_clip;
+}
+
 clp_status st_kfac_open(clp_session *s)
 {
 	const clp_train_config *c = &s->cfg;
@@ -12,13 +25,7 @@ clp_status st_kfac_open(clp_session *s)
 
 	if (strcmp(c->optim.name, "kfac"))
 		return CLP_OK;
-	clp_kfac_opts_default(&o);
-	o.damping = c->kfac.damping;
-	o.interval = (int)c->kfac.interval;
-	o.ema = c->kfac.ema;
-	o.base = strcmp(c->kfac.base, "adamw") ? CLP_KFAC_BASE_SGD : CLP_KFAC_BASE_ADAMW;
-	o.momentum = c->kfac.momentum;
-	o.kl_clip = c->kfac.kl_clip;
+	st_kfac_opts(s, &o);
 	return clp_exec_kfac(s->ex, &o, c->kfac.lr > 0 && c->optim.lr > 0
 						? (float)(c->kfac.lr / c->optim.lr)
 						: 1.0f);

@@ -189,13 +189,39 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	return CLP_OK;
 }
 
-/* Gather the traced step on rank 0, write it as Chrome JSON and SVG, print its utilisation. */
-static clp_status write_trace(clp_session *s, long step)
+/* The traced steps (1-based, first..last): train.trace_steps ending with train.trace_step; by
+ * default one step, or with PipeFisher the last whole cycle (every K-FAC item runs once). */
+static void trace_window(const clp_session *s, long *first, long *last)
+{
+	const clp_train_config *c = &s->cfg;
+	long K = st_pf_K(s), end = c->train.trace_step > 0 ? c->train.trace_step : c->train.steps;
+	long n = c->train.trace_steps > 0 ? c->train.trace_steps : K > 1 ? K : 1;
+
+	if (K > 1 && c->train.trace_steps == 0 && end >= K)
+		end = end / K * K;
+	*last = end;
+	*first = end - n + 1 > 1 ? end - n + 1 : 1;
+}
+
+/* Whether to write a checkpoint after `done` steps: every ckpt.every steps; with PipeFisher at
+ * the end of the cycle holding such a step (a cycle's kept data is not saved). */
+static int save_now(const clp_session *s, long done)
+{
+	long every = s->cfg.ckpt.every, K = st_pf_K(s);
+
+	if (!s->cfg.ckpt.dir[0] || every <= 0 || done >= s->cfg.train.steps)
+		return 0;
+	if (K <= 1)
+		return done % every == 0;
+	return done % K == 0 && done / every != (done - K) / every;
+}
+
+/* Gather the traced steps on rank 0, write them as Chrome JSON and SVG, print the utilisation. */
+static clp_status write_trace(clp_session *s, long first, long step)
 {
 	clp_trace tr;
 	clp_trace_stats ts;
-	char svg[1100];
-	const char *label = "measured";
+	char svg[1100], label[64] = "measured";
 	const clp_trace *one;
 	clp_status st;
 
@@ -203,23 +229,32 @@ static clp_status write_trace(clp_session *s, long step)
 	st = clp_exec_trace_finish(s->ex, &tr);
 	if (st != CLP_OK || st_rank(s) != 0)
 		return st;
-	snprintf(tr.title, sizeof(tr.title), "step %ld, %s, %ld stages x %ld replicas", step,
-		 s->cfg.pipeline.schedule, s->cfg.pipeline.stages, s->cfg.pipeline.replicas);
+	snprintf(tr.title, sizeof(tr.title), "step%s %ld%s%.0ld, %s%s, %ld stages x %ld replicas",
+		 first < step ? "s" : "", first, first < step ? "-" : "", first < step ? step : 0,
+		 s->cfg.pipeline.schedule, st_pf_K(s) ? " + PipeFisher" : "", s->cfg.pipeline.stages,
+		 s->cfg.pipeline.replicas);
 	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	if (step > first) /* the picture's "step" is then the span of all of them */
+		snprintf(label, sizeof(label), "measured, steps %ld-%ld", first, step);
 	one = &tr;
 	st = clp_trace_write_chrome(&tr, s->cfg.train.trace);
 	if (st == CLP_OK)
-		st = clp_trace_write_svg(svg, &one, &label, 1);
+		st = clp_trace_write_svg(svg, &one, (const char *const[]){label}, 1);
 	if (st == CLP_OK)
 		st = clp_trace_stats_compute(&tr, 0.0, &ts);
 	if (st == CLP_OK) {
-		fprintf(s->out, "%strace of step %ld: %s, %s; step %.1f ms, compute utilisation "
-			"%.1f %%, busy %.1f %%, bubble %.1f %%\n", isatty(fileno(s->out)) ? "\n" : "",
-			step, s->cfg.train.trace, svg, ts.span_s * 1e3, 100 * ts.util_mean,
-			100 * ts.busy_mean, 100 * ts.bubble);
-		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f}", "event", "trace", "step",
-				      (json_int_t)step, "step_s", ts.span_s, "utilisation",
-				      ts.util_mean, "busy", ts.busy_mean, "bubble", ts.bubble));
+		long n = step - first + 1;
+
+		fprintf(s->out, "%strace of %s %ld%s%.0ld: %s, %s; %.1f ms per step, compute "
+			"utilisation %.1f %%, busy %.1f %%, bubble %.1f %%\n",
+			isatty(fileno(s->out)) ? "\n" : "", n > 1 ? "steps" : "step", first,
+			n > 1 ? "-" : "", n > 1 ? step : 0, s->cfg.train.trace, svg,
+			ts.span_s * 1e3 / (double)n, 100 * ts.util_mean, 100 * ts.busy_mean,
+			100 * ts.bubble);
+		log_json(s, json_pack("{s:s, s:I, s:I, s:f, s:f, s:f, s:f}", "event", "trace",
+				      "first_step", (json_int_t)first, "step", (json_int_t)step,
+				      "step_s", ts.span_s / (double)n, "utilisation", ts.util_mean,
+				      "busy", ts.busy_mean, "bubble", ts.bubble));
 		clp_trace_stats_free(&ts);
 	}
 	clp_trace_free(&tr);
@@ -256,9 +291,13 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	double t_start = now_s(), last_val = NAN, metric = NAN;
 	long evaluated_at = -1;
 	size_t tokens = (size_t)s->R * (size_t)s->M * s->N;
+	long tr_first, tr_last;
 
 	if (s->byte_level && !s->bert && st_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
+	trace_window(s, &tr_first, &tr_last);
+	if (tr_first < first + 1) /* a resumed run starts inside the window */
+		tr_first = first + 1;
 	for (; s->step < c->train.steps; s->step++) {
 		long step = s->step;
 		double t0 = now_s(), lr = lr_at(c, step), ms, eta, loss;
@@ -270,9 +309,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		size_t valid;
 		int skipped;
 
-		int trace = c->train.trace[0] && step + 1 == (c->train.trace_step > 0
-								   ? c->train.trace_step
-								   : c->train.steps);
+		int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
 
 		CLP_TRY(draw_step(s, step, &valid));
 		d = replica_data(s, valid, (uint32_t)step);
@@ -280,11 +317,11 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			st_skip_scales(s);
 			d.inv_mb = s->inv_mb;
 		}
-		if (trace)
+		if (trace && step + 1 == tr_first)
 			CLP_TRY(clp_exec_trace_start(s->ex));
 		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
-		if (trace)
-			CLP_TRY(write_trace(s, step + 1));
+		if (trace && step + 1 == tr_last)
+			CLP_TRY(write_trace(s, tr_first, step + 1));
 		loss = res.loss;
 		skipped = res.skipped;
 		if (!skipped)
@@ -310,8 +347,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 				break;
 			}
 		}
-		if (c->ckpt.dir[0] && c->ckpt.every > 0 && (step + 1) % c->ckpt.every == 0 &&
-		    step + 1 < c->train.steps) {
+		if (save_now(s, step + 1)) {
 			s->step++; /* the checkpoint holds the next step to run */
 			CLP_TRY(st_save(s));
 			s->step--;
@@ -331,6 +367,9 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	    metric > c->eval.target_ratio * s->baseline_bpb)
 		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
 			c->eval.target_ratio, s->step, metric / s->baseline_bpb);
+	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && st_rank(s) == 0)
+		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
+			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
 	if (c->ckpt.dir[0])
 		CLP_TRY(st_save(s));
 	if (val_loss)

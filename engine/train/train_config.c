@@ -63,6 +63,9 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(train.trace_step, "train.trace_step", CLP_CFG_INT, "0", "the step traced (0: the last)",
 	  0, 1L << 40, NULL),
+	F(train.trace_steps, "train.trace_steps", CLP_CFG_INT, "0",
+	  "steps traced, ending with train.trace_step (0: one; with PipeFisher a whole cycle)", 0,
+	  1 << 16, NULL),
 
 	F(pipeline.schedule, "pipeline.schedule", CLP_CFG_STRING, "\"1f1b\"",
 	  "pipeline schedule", 0, 0, "gpipe|1f1b|interleaved|chimera|chimera-fd|zbh1|skippipe"),
@@ -100,6 +103,18 @@ static const clp_cfg_field fields[] = {
 	F(skip.iterations, "skip.iterations", CLP_CFG_INT, "300",
 	  "skippipe: path scheduler moves (unit costs, free links)", 0, 1L << 30, NULL),
 	F(skip.seed, "skip.seed", CLP_CFG_INT, "1", "skippipe: path scheduler seed", 0, 1L << 62,
+	  NULL),
+	F(pipeline.pipefisher, "pipeline.pipefisher", CLP_CFG_BOOL, "false",
+	  "PipeFisher: put the K-FAC work into the schedule's bubbles (optim.name = kfac; sets "
+	  "kfac.interval to the cycle's K)", 0, 0, NULL),
+	F(pipeline.pipefisher_mem_cap, "pipeline.pipefisher_mem_cap", CLP_CFG_INT, "-1",
+	  "PipeFisher: bytes of inputs and output gradients a rank may keep for deferred factors "
+	  "(-1: no cap)", -1, 1L << 50, NULL),
+	F(pipeline.pipefisher_costs, "pipeline.pipefisher_costs", CLP_CFG_STRING, "\"\"",
+	  "PipeFisher: cost table JSON for the pass (\"\": measured on each rank's device at "
+	  "start-up)", 0, 0, NULL),
+	F(pipeline.pipefisher_schedule, "pipeline.pipefisher_schedule", CLP_CFG_STRING, "\"\"",
+	  "PipeFisher: run this saved K-step cycle (JSON) instead of running the pass", 0, 0,
 	  NULL),
 	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw|kfac"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),

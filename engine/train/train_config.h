@@ -32,6 +32,7 @@ typedef struct clp_train_config {
 		char log[1024];      /* JSON lines, one per step and evaluation */
 		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */
 		long trace_step;     /* the step traced (0: the last) */
+		long trace_steps;    /* steps traced, ending at trace_step (0: 1, PipeFisher: K) */
 		int recompute;       /* recompute each layer's activations in the backward */
 		int profile;         /* print the device time per kernel at the end */
 	} train;
@@ -46,6 +47,10 @@ typedef struct clp_train_config {
 		double deadline;     /* seconds any wait on another rank may take */
 		char bind[16];       /* auto | none | core */
 		char layout[1024];   /* rank layout (clpipe plan): rank -> device "host:selector" */
+		int pipefisher;      /* K-FAC work in the bubbles (optim.name = "kfac"; KFAC.md) */
+		long pipefisher_mem_cap;        /* kept bytes per rank for deferred factors (-1: any) */
+		char pipefisher_costs[1024];    /* cost table for the pass ("": measured at start) */
+		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;
 	struct {
 		char name[16];       /* adamw | kfac */

@@ -3,6 +3,7 @@
  * (factors, both inverse sets and momentum are restored), and a K-FAC resume refuses an AdamW
  * checkpoint with a clear message. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +87,58 @@ static void test_refuse_adamw_checkpoint(void)
 	fclose(devnull);
 }
 
+/* pipeline.pipefisher on one device: the pass runs on costs measured at start-up and sets
+ * kfac.interval to its K; checkpoints fall at cycle ends; the final one, inside a cycle, is
+ * refused for resuming; and bad settings are refused by name. */
+static void test_pipefisher_settings(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	double l[16];
+	int K = 0, n;
+
+	base_config(&c);
+	c.pipeline.pipefisher = 1;
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull));
+	if (s)
+		K = (int)clp_session_config(s)->kfac.interval;
+	clp_session_close(s);
+	s = NULL;
+	CHECK(K >= 1 && K <= 256, "K = %d", K);
+	printf("one device, measured costs: PipeFisher K = %d\n", K);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-pf", tu_dir());
+	snprintf(c.train.log, sizeof(c.train.log), "%s/pf.jsonl", tu_dir());
+	c.ckpt.every = 1;
+	c.ckpt.keep = 0;
+	c.train.steps = K + 1;
+	c.kfac.interval = 1; /* the pass's K replaces it */
+	n = train(&c, l, 16);
+	CHECK(n == K + 1 && isfinite(l[n - 1]), "%d steps, last loss %g", n, n ? l[n - 1] : 0);
+	if (K > 1) { /* the run resumes from the final checkpoint, inside the second cycle */
+		c.ckpt.resume = 1;
+		c.train.steps = K + 2;
+		CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull),
+			  CLP_ERR_INVALID, "inside a PipeFisher cycle", "multiple of");
+		clp_session_close(s);
+		s = NULL;
+		c.ckpt.resume = 0;
+	}
+	snprintf(c.optim.name, sizeof(c.optim.name), "adamw");
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
+		  "optim.name = \"kfac\"");
+	snprintf(c.optim.name, sizeof(c.optim.name), "kfac");
+	snprintf(c.pipeline.pipefisher_costs, sizeof(c.pipeline.pipefisher_costs), "%s/none.json",
+		 tu_dir());
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_IO,
+		  "pipeline.pipefisher_costs", "none.json");
+	c.pipeline.pipefisher = 0;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
+		  "pipeline.pipefisher_costs is set but pipeline.pipefisher is off");
+	CHECK(s == NULL, "no session");
+	fclose(devnull);
+}
+
 static void cleanup(void)
 {
 	tu_cleanup();
@@ -97,4 +150,4 @@ static void test_cleanup(void)
 }
 
 TH_MAIN(TH_TEST(test_train_and_resume), TH_TEST(test_refuse_adamw_checkpoint),
-	TH_TEST(test_cleanup))
+	TH_TEST(test_pipefisher_settings), TH_TEST(test_cleanup))

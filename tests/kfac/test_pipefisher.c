@@ -356,5 +356,50 @@ done:
 	clp_costs_free(co);
 }
 
+/* A cycle kept as text (a checkpoint's "pipefisher.cycle") comes back the same, and
+ * clp_pipefisher_check accepts it for its own pipeline only. */
+static void test_text_and_check(void)
+{
+	clp_sched *b = generate(CLP_SCHED_GPIPE, 2, 4, 1), *other = generate(CLP_SCHED_1F1B, 2, 4, 1);
+	clp_sched *c = NULL, *back = NULL;
+	clp_costs *co = b ? costs(2, 2, 0.6, 2, 0.2) : NULL;
+	clp_pf_opts o;
+	clp_pf_report r;
+	char *text = NULL;
+
+	if (!co || !other)
+		goto out;
+	clp_pf_opts_default(&o);
+	o.costs = co;
+	CHECK_OK(clp_pipefisher(b, &o, &c, &r));
+	if (!c)
+		goto out;
+	CHECK(r.K >= 2, "K = %d", r.K);
+	text = clp_sched_to_json(c);
+	CHECK(text != NULL, "no text");
+	if (text)
+		CHECK_OK(clp_sched_from_json(text, "cycle text", &back));
+	if (back)
+		CHECK(clp_sched_compare(c, back) == CLP_OK, "text round trip: %s", clp_last_error());
+	CHECK_OK(clp_pipefisher_check(b, c));
+	CHECK(clp_pipefisher_check(other, c) == CLP_ERR_INVALID &&
+	      strstr(clp_last_error(), "rank 0 op"), "another schedule: %s", clp_last_error());
+	CHECK(clp_pipefisher_check(b, b) == CLP_OK, "a one-step base is its own cycle");
+	c->stages[1].nlayers++;
+	CHECK(clp_pipefisher_check(b, c) == CLP_ERR_INVALID && strstr(clp_last_error(), "stage 1"),
+	      "another stage map: %s", clp_last_error());
+	clp_sched_free(back);
+	CHECK(clp_sched_from_json("{\"format\": ", "broken", &back) == CLP_ERR_FORMAT &&
+	      strstr(clp_last_error(), "broken"), "broken text: %s", clp_last_error());
+out:
+	free(text);
+	clp_sched_free(back);
+	clp_sched_free(c);
+	clp_sched_free(b);
+	clp_sched_free(other);
+	clp_costs_free(co);
+}
+
 TH_MAIN(TH_TEST(test_generators), TH_TEST(test_forced_and_precondition),
-	TH_TEST(test_memory_cap_determinism_json), TH_TEST(test_bad_input))
+	TH_TEST(test_memory_cap_determinism_json), TH_TEST(test_text_and_check),
+	TH_TEST(test_bad_input))

@@ -328,11 +328,11 @@ static void test_calibrate(void)
 	clp_costs *c = NULL;
 	int nset = 0;
 	static const clp_trace_event ev[] = {
-		{0, 1, 0, CLP_TQ_COMPUTE, 0 /* FWD */, 0, 0, 1, 0, -1},
-		{1, 4, 0, CLP_TQ_COMPUTE, 0, 0, 0, 1, 1, -1},
-		{4, 6, 0, CLP_TQ_COMPUTE, 2 /* BWD_B */, 0, 0, 1, 0, -1},
-		{6, 7, 0, CLP_TQ_COMPUTE, 3 /* BWD_W */, 0, 0, 1, 0, -1},
-		{2, 9, 0, CLP_TQ_COMM, 4 /* SEND_ACT */, 0, 0, 1, 0, 1},
+		{0, 1, 0, CLP_TQ_COMPUTE, 0 /* FWD */, 0, 0, 1, 0, -1, -1},
+		{1, 4, 0, CLP_TQ_COMPUTE, 0, 0, 0, 1, 1, -1, -1},
+		{4, 6, 0, CLP_TQ_COMPUTE, 2 /* BWD_B */, 0, 0, 1, 0, -1, -1},
+		{6, 7, 0, CLP_TQ_COMPUTE, 3 /* BWD_W */, 0, 0, 1, 0, -1, -1},
+		{2, 9, 0, CLP_TQ_COMM, 4 /* SEND_ACT */, 0, 0, 1, 0, 1, -1},
 	};
 
 	clp_trace_init(&t, 1, 0);
@@ -350,6 +350,55 @@ static void test_calibrate(void)
 	clp_trace_free(&t);
 }
 
+/* K-FAC items of a PipeFisher trace: factors per layer and micro-batch, inversions per layer and
+ * factor (two holders), events without a layer; they survive the Chrome JSON and add up. */
+static void test_calibrate_kfac(void)
+{
+	enum { A = CLP_OP_KFAC_CURV_A, B = CLP_OP_KFAC_CURV_B, I = CLP_OP_KFAC_INV };
+	static const clp_trace_event ev[] = {
+		{0, 1, 0, CLP_TQ_COMPUTE, A, 0, 0, 0, 0, -1, 0},  /* layer 0: mean 2 */
+		{1, 4, 0, CLP_TQ_COMPUTE, A, 0, 0, 0, 1, -1, 0},
+		{4, 8, 0, CLP_TQ_COMPUTE, A, 0, 0, 0, 0, -1, 1},  /* layer 1: 4 -> A = 6 */
+		{8, 10, 0, CLP_TQ_COMPUTE, B, 0, 0, 0, 0, -1, -1}, /* no layer: 2 x 2 layers */
+		{10, 11, 0, CLP_TQ_COMPUTE, I, 0, 1, 0, -1, -1, 0}, /* factor 1 of layer 0 */
+		{10, 11, 1, CLP_TQ_COMPUTE, I, 1, 1, 0, -1, -1, 0}, /* ... on its twin */
+		{11, 14, 0, CLP_TQ_COMPUTE, I, 0, 2, 0, -1, -1, 0},
+		{14, 15, 0, CLP_TQ_COMPUTE, I, 0, 1, 0, -1, -1, 1},
+		{15, 18, 0, CLP_TQ_COMPUTE, I, 0, 2, 0, -1, -1, 1}, /* inversion 8, shares 1:3 */
+		{18, 18.5, 0, CLP_TQ_COMPUTE, CLP_OP_KFAC_PRECOND, 0, 0, 0, -1, -1, -1},
+	};
+	clp_trace t, back;
+	clp_costs *c = NULL;
+	int nset = 0;
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/kfac-trace.json", CLP_TEST_TMP);
+	clp_trace_init(&t, 2, 0);
+	memset(&back, 0, sizeof(back));
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+		CHECK_OK(clp_trace_push(&t, &ev[i]));
+	CHECK_OK(clp_trace_write_chrome(&t, path));
+	CHECK_OK(clp_trace_read_chrome(path, &back));
+	CHECK_OK(clp_costs_uniform(1, 9, 9, -1, &c));
+	if (c && back.n == t.n) {
+		c->stages[0].nlayers = 2;
+		CHECK_OK(clp_costs_calibrate(c, &back, &nset));
+		CHECK(nset == 4, "%d times set", nset);
+		near("factors A: sum of the layers' means", c->stages[0].t[CLP_COST_KFAC_CURV_A], 6);
+		near("factors B: mean x layers", c->stages[0].t[CLP_COST_KFAC_CURV_B], 4);
+		near("inversion: sum over layers and factors", c->stages[0].t[CLP_COST_KFAC_INV], 8);
+		near("preconditioning: per step", c->stages[0].t[CLP_COST_KFAC_PRECOND], 0.5);
+		CHECK(c->kfac_nfactors == 2, "%d factors", c->kfac_nfactors);
+		near("share of factor 1", c->kfac_share[0], 0.25);
+		near("share of factor 2", c->kfac_share[1], 0.75);
+	} else {
+		CHECK(0, "read %zu of %zu events back", back.n, t.n);
+	}
+	clp_costs_free(c);
+	clp_trace_free(&t);
+	clp_trace_free(&back);
+}
+
 TH_MAIN(TH_TEST(test_cluster), TH_TEST(test_cluster_errors), TH_TEST(test_costs),
 	TH_TEST(test_costs_errors), TH_TEST(test_layout), TH_TEST(test_layout_sim),
-	TH_TEST(test_profile), TH_TEST(test_calibrate))
+	TH_TEST(test_profile), TH_TEST(test_calibrate), TH_TEST(test_calibrate_kfac))

@@ -21,11 +21,11 @@ static void test_stats_by_hand(void)
 {
 	/* rank 0: compute [0,1] [2,3], comm [0.5,2.5] [2.6,2.7]; rank 1: compute [1,4] */
 	static const clp_trace_event ev[] = {
-		{2, 3, 0, CLP_TQ_COMPUTE, 0, 0, 0, 0, 1, -1},
-		{0.5, 2.5, 0, CLP_TQ_COMM, 4, 0, 0, 0, 0, 1},
-		{0, 1, 0, CLP_TQ_COMPUTE, 0, 0, 0, 0, 0, -1},
-		{2.6, 2.7, 0, CLP_TQ_COMM, 4, 0, 0, 0, 1, 1},
-		{1, 4, 1, CLP_TQ_COMPUTE, 0, 0, 0, 1, 0, -1},
+		{2, 3, 0, CLP_TQ_COMPUTE, 0, 0, 0, 0, 1, -1, -1},
+		{0.5, 2.5, 0, CLP_TQ_COMM, 4, 0, 0, 0, 0, 1, -1},
+		{0, 1, 0, CLP_TQ_COMPUTE, 0, 0, 0, 0, 0, -1, -1},
+		{2.6, 2.7, 0, CLP_TQ_COMM, 4, 0, 0, 0, 1, 1, -1},
+		{1, 4, 1, CLP_TQ_COMPUTE, 0, 0, 0, 1, 0, -1, -1},
 	};
 	clp_trace t;
 	clp_trace_stats st;

@@ -1,0 +1,448 @@
+/* PipeFisher in the training session (pipeline.pipefisher; docs/KFAC.md, "PipeFisher in clpipe
+ * train"). At start-up the configured one-step schedule becomes a K-step cycle with the K-FAC
+ * work in its bubbles: the cycle kept in the checkpoint being resumed, else a saved cycle
+ * (pipeline.pipefisher_schedule), else the pass run on a cost table (pipeline.pipefisher_costs,
+ * or times measured on every rank's device for the stages it holds and averaged over the job, so
+ * every rank runs the pass on the same numbers and gets the same cycle). kfac.interval becomes
+ * the cycle's K; checkpoints carry the cycle ("pipefisher.cycle") and are taken at cycle ends,
+ * so timing noise never changes the maths of a resumed run. */
+#include "engine/train/session_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/sched/pipefisher.h"
+#include "engine/sched/sched_json.h"
+#include "engine/sched/validate.h"
+
+#define PF_META "pipefisher.cycle"
+#define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Bytes one layer keeps per micro-batch for a deferred factor A (its linears' inputs) and B
+ * (their output gradients), and the dimensions of a layer's factors in the optimizer's order
+ * (per linear its A, then its B parts): from a stage holding the first layer. */
+static clp_status layer_shape(clp_session *s, int64_t *keep_a, int64_t *keep_b, int *dims,
+			      int *nf)
+{
+	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
+	clp_stage *st = NULL;
+
+	CLP_TRY(clp_stage_create(&st, s->ctx, &s->m, 1, 1, &so));
+	*keep_a = *keep_b = 0;
+	*nf = 0;
+	for (int l = 0; l < CLP_LIN_COUNT; l++) {
+		clp_stage_linear_info in;
+
+		clp_stage_linear_get(st, (clp_stage_linear)l, &in);
+		*keep_a += (int64_t)(s->N * in.I * sizeof(float));
+		*keep_b += (int64_t)(s->N * in.O * sizeof(float));
+		if (*nf + 1 + in.nparts <= CLP_COST_MAX_FACTORS) {
+			dims[(*nf)++] = (int)in.I;
+			for (int p = 0; p < in.nparts; p++)
+				dims[(*nf)++] = (int)in.part[p];
+		}
+	}
+	clp_stage_free(st);
+	return CLP_OK;
+}
+
+static uint64_t lcg(uint64_t *x)
+{
+	*x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
+	return *x >> 33;
+}
+
+static clp_status fill_random(clp_cl_ctx *ctx, clp_buf b, size_t n, float scale, uint64_t *x)
+{
+	float *h = malloc(n * sizeof(float) + 1);
+	clp_status st;
+
+	if (!h)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
+	for (size_t i = 0; i < n; i++)
+		h[i] = scale * ((float)(lcg(x) % 2001) / 1000.0f - 1.0f);
+	st = clp_cl_write(ctx, b.mem, b.off * 4, n * sizeof(float), h);
+	free(h);
+	return st;
+}
+
+/* Seconds since *t after the device finished; *t moves on. */
+static clp_status lap(clp_cl_ctx *ctx, double *t, double *out)
+{
+	double n;
+
+	CLP_TRY(clp_cl_finish(ctx));
+	n = now_s();
+	*out = n - *t;
+	*t = n;
+	return CLP_OK;
+}
+
+/* The times of local stage i of a scratch executor (its optimizer made with deferral, so the
+ * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS. */
+static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, double *best)
+{
+	clp_stage *st = clp_exec_stage(ex, i, NULL);
+	clp_kfac_opt *k = clp_exec_kfac_opt(ex, i);
+	size_t N = s->N, C = (size_t)s->m.d_model;
+	int32_t *tok = calloc(N, sizeof(int32_t)), *tg = calloc(N, sizeof(int32_t));
+	int32_t *types = calloc(N, sizeof(int32_t));
+	clp_nn_adamw_hp hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1};
+	uint64_t x = 12345;
+	clp_status r = CLP_OK;
+
+	for (int t = 0; t < CLP_COST_NTIMES; t++)
+		best[t] = 1e300;
+	if (!tok || !tg || !types)
+		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
+	for (size_t j = 0; r == CLP_OK && j < N; j++) {
+		tok[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
+		tg[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
+	}
+	for (int rep = 0; r == CLP_OK && rep <= PF_REPS; rep++) {
+		clp_stage_mb m = {0, 0, 0, 1, tok, types, tg};
+		double t, junk, d[CLP_COST_NTIMES] = {0};
+
+		r = clp_stage_zero_grads(st);
+		if (r == CLP_OK)
+			r = clp_kfac_opt_step_begin(k, 0, (double)N, (double)N, NULL);
+		clp_kfac_opt_defer(k, 1);
+		if (r == CLP_OK && !clp_stage_has_embedding(st))
+			r = fill_random(s->ctx, clp_stage_act_in(st, 0), N * C, 1.0f, &x);
+		if (r == CLP_OK)
+			r = clp_cl_finish(s->ctx);
+		t = now_s();
+		if (r == CLP_OK)
+			r = clp_stage_forward(st, &m, 1.0f / (float)N);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_FWD]);
+		if (r == CLP_OK && !clp_stage_has_head(st))
+			r = fill_random(s->ctx, clp_stage_grad_in(st), N * C, 1e-3f, &x);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &junk); /* the upload is not timed */
+		if (r == CLP_OK && split) {
+			r = clp_stage_backward_input(st, &m, 1.0f / (float)N);
+			if (r == CLP_OK)
+				r = lap(s->ctx, &t, &d[CLP_COST_BWD_B]);
+			if (r == CLP_OK)
+				r = clp_stage_backward_weight(st, &m);
+			if (r == CLP_OK)
+				r = lap(s->ctx, &t, &d[CLP_COST_BWD_W]);
+			d[CLP_COST_BWD] = d[CLP_COST_BWD_B] + d[CLP_COST_BWD_W];
+		} else if (r == CLP_OK) {
+			r = clp_stage_backward(st, &m, 1.0f / (float)N);
+			if (r == CLP_OK)
+				r = lap(s->ctx, &t, &d[CLP_COST_BWD]);
+			d[CLP_COST_BWD_B] = d[CLP_COST_BWD_W] = d[CLP_COST_BWD] / 2;
+		}
+		if (r == CLP_OK)
+			r = clp_kfac_opt_curv_a_kept(k, -1, 0);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_A]);
+		if (r == CLP_OK)
+			r = clp_kfac_opt_curv_b_kept(k, -1, 0);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_B]);
+		if (r == CLP_OK)
+			r = clp_kfac_opt_invert(k, -1, -1);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_INV]);
+		if (r == CLP_OK)
+			r = clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &junk);
+		if (r == CLP_OK)
+			r = clp_kfac_opt_precondition(k);
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_PRECOND]);
+		if (r == CLP_OK)
+			r = clp_kfac_opt_update(k, &hp, hp.lr, clp_stage_stats(st));
+		if (r == CLP_OK)
+			r = lap(s->ctx, &t, &d[CLP_COST_OPT]);
+		for (int j = 0; rep > 0 && j < CLP_COST_NTIMES; j++)
+			best[j] = d[j] < best[j] ? d[j] : best[j];
+	}
+	free(tok);
+	free(tg);
+	free(types);
+	return r;
+}
+
+/* Whether rank r's list splits the backward of (stage, pipe) (zero bubble). */
+static int splits(const clp_sched *b, int r, int stage, int pipe)
+{
+	for (int i = 0; i < b->ranks[r].nops; i++)
+		if (b->ranks[r].ops[i].kind == CLP_OP_BWD_B && b->ranks[r].ops[i].stage == stage &&
+		    b->ranks[r].ops[i].pipe == pipe)
+			return 1;
+	return 0;
+}
+
+/* Per stage the mean over its holders of what they measured: the same table on every rank. */
+static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
+{
+	clp_exec_opts eo = {s->B, s->T, 1, s->cfg.train.recompute};
+	clp_kfac_opts o;
+	clp_exec *ex = NULL;
+	int ns = base->nstages, me = st_rank(s);
+	double *sum = calloc((size_t)ns * (CLP_COST_NTIMES + 1) + 1, sizeof(double));
+	clp_status st;
+
+	if (!sum)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
+	st_kfac_opts(s, &o);
+	o.interval = 1;
+	st = clp_exec_create(&ex, s->comm, s->ctx, base, &s->m, &eo);
+	if (st == CLP_OK)
+		st = clp_exec_kfac(ex, &o, 1.0f);
+	if (st == CLP_OK)
+		st = clp_exec_init_params(ex, (uint64_t)s->cfg.train.seed);
+	for (int i = 0; st == CLP_OK && i < clp_exec_nstages(ex); i++) {
+		double t[CLP_COST_NTIMES];
+		int stage = -1, pipe = 0;
+
+		/* which stage: the first FWD of the list naming local stage i's blocks */
+		for (int j = 0, n = 0; j < base->ranks[me].nops && stage < 0; j++) {
+			const clp_op *op = &base->ranks[me].ops[j];
+			int seen = 0;
+
+			if (op->kind != CLP_OP_FWD)
+				continue;
+			for (int q = 0; q < j; q++)
+				seen |= base->ranks[me].ops[q].kind == CLP_OP_FWD &&
+					base->ranks[me].ops[q].stage == op->stage &&
+					base->ranks[me].ops[q].pipe == op->pipe;
+			if (!seen && n++ == i) {
+				stage = op->stage;
+				pipe = op->pipe;
+			}
+		}
+		if (stage < 0)
+			break;
+		st = measure_stage(s, ex, i, splits(base, me, stage, pipe), t);
+		for (int k = 0; st == CLP_OK && k < CLP_COST_NTIMES; k++)
+			sum[(size_t)stage * CLP_COST_NTIMES + (size_t)k] += t[k];
+		sum[(size_t)ns * CLP_COST_NTIMES + (size_t)stage] += 1;
+	}
+	clp_exec_free(ex);
+	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
+		st = clp_comm_allreduce_sum(s->comm, CLP_COMM_F64, sum,
+					    (size_t)ns * (CLP_COST_NTIMES + 1), 1, "PipeFisher costs");
+	for (int g = 0; st == CLP_OK && g < ns; g++) {
+		double n = sum[(size_t)ns * CLP_COST_NTIMES + (size_t)g];
+
+		if (n < 1) {
+			st = clp_error(CLP_ERR_STATE, "pipefisher: no rank measured stage %d", g);
+			break;
+		}
+		for (int k = 0; k < CLP_COST_NTIMES; k++)
+			c->stages[g].t[k] = sum[(size_t)g * CLP_COST_NTIMES + (size_t)k] / n;
+	}
+	free(sum);
+	if (st == CLP_OK)
+		snprintf(c->source, sizeof(c->source), "measured at start-up (%zu x %zu tokens per "
+			 "micro-batch, the least of %d)", s->B, s->T, PF_REPS);
+	return st;
+}
+
+/* The cost table for the pass: the configured file or measured; sizes and factor shares. */
+static clp_status costs_for(clp_session *s, const clp_sched *base, const int *dims, int nf,
+			    clp_costs **out)
+{
+	const char *file = s->cfg.pipeline.pipefisher_costs;
+	clp_costs *c = NULL;
+	clp_status st;
+
+	*out = NULL;
+	if (file[0]) {
+		st = clp_costs_load(file, &c);
+		if (st != CLP_OK)
+			return clp_error_context(st, "pipeline.pipefisher_costs: ");
+		if (c->nstages != base->nstages) {
+			st = clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_costs %s: %d stages, the "
+				       "pipeline has %d", file, c->nstages, base->nstages);
+			clp_costs_free(c);
+			return st;
+		}
+		if (c->kfac_nfactors && c->kfac_nfactors != nf) {
+			st = clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_costs %s: "
+				       "kfac_factor_shares has %d factors; a layer of %s has %d", file,
+				       c->kfac_nfactors, s->cfg.model.preset, nf);
+			clp_costs_free(c);
+			return st;
+		}
+	} else {
+		CLP_TRY(clp_costs_create(base->nstages, &c));
+		st = measure(s, base, c);
+		if (st != CLP_OK) {
+			clp_costs_free(c);
+			return clp_error_context(st, "pipefisher: measuring costs: ");
+		}
+	}
+	for (int g = 0; g < base->nstages; g++) {
+		c->stages[g].nlayers = base->stages[g].nlayers;
+		if (!c->stages[g].out_bytes)
+			c->stages[g].out_bytes = (int64_t)(s->N * (size_t)s->m.d_model * sizeof(float));
+	}
+	if (!c->kfac_nfactors && (st = clp_costs_set_kfac_factors(c, dims, nf)) != CLP_OK) {
+		clp_costs_free(c);
+		return st;
+	}
+	*out = c;
+	return CLP_OK;
+}
+
+static void fmt_bytes(int64_t b, char *buf, size_t n)
+{
+	if (b >= (int64_t)1 << 20)
+		snprintf(buf, n, "%.1f MiB", (double)b / (1 << 20));
+	else
+		snprintf(buf, n, "%.1f KiB", (double)b / 1024);
+}
+
+/* The cycle from the pass. */
+static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cycle)
+{
+	clp_pf_opts po;
+	clp_pf_report rep;
+	clp_costs *c = NULL;
+	int dims[CLP_COST_MAX_FACTORS], nf = 0;
+	int64_t ka, kb;
+	char kept[32];
+	clp_status st;
+
+	CLP_TRY(layer_shape(s, &ka, &kb, dims, &nf));
+	CLP_TRY(costs_for(s, base, dims, nf, &c));
+	clp_pf_opts_default(&po);
+	po.costs = c;
+	po.keep_a_bytes = ka;
+	po.keep_b_bytes = kb;
+	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	st = clp_pipefisher(base, &po, cycle, &rep);
+	if (st == CLP_OK && st_rank(s) == 0) {
+		const clp_stage_cost *t = &c->stages[0];
+
+		fmt_bytes(rep.peak_kept, kept, sizeof(kept));
+		fprintf(s->out, "pipefisher: costs %s; stage 0: F %.2f ms, B %.2f ms, factors A %.2f "
+			"ms + B %.2f ms per micro-batch, inversion %.2f ms, preconditioning %.2f ms\n",
+			c->source, 1e3 * t->t[CLP_COST_FWD], 1e3 * t->t[CLP_COST_BWD],
+			1e3 * t->t[CLP_COST_KFAC_CURV_A], 1e3 * t->t[CLP_COST_KFAC_CURV_B],
+			1e3 * t->t[CLP_COST_KFAC_INV], 1e3 * t->t[CLP_COST_KFAC_PRECOND]);
+		fprintf(s->out, "pipefisher: K = %d (kfac.interval); %d K-FAC items per cycle, %d "
+			"right after their pass (memory cap), %d longer than any bubble; kept data at "
+			"most %s per rank; predicted step %.2f -> %.2f ms, utilisation %.1f %% -> "
+			"%.1f %%\n", rep.K, rep.items, rep.immediate, rep.forced, kept,
+			1e3 * rep.base_step_s, 1e3 * rep.step_s, 100 * rep.base_util, 100 * rep.util);
+	}
+	clp_costs_free(c);
+	return st;
+}
+
+/* The cycle kept in the checkpoint a resumed run starts from (*cycle NULL: none). */
+static clp_status from_checkpoint(clp_session *s, clp_sched **cycle)
+{
+	clp_ckpt *ck = NULL;
+	clp_status st;
+	const char *text;
+	char name[1200];
+
+	*cycle = NULL;
+	if (!s->cfg.ckpt.resume || !s->cfg.ckpt.dir[0])
+		return CLP_OK;
+	st = clp_ckpt_open_latest(&ck, s->cfg.ckpt.dir);
+	if (st == CLP_ERR_NOT_FOUND) {
+		clp_error_clear();
+		return CLP_OK;
+	}
+	if (st != CLP_OK)
+		return st;
+	text = clp_ckpt_meta(ck, PF_META);
+	snprintf(name, sizeof(name), "%s: %s", clp_ckpt_path(ck), PF_META);
+	st = text ? clp_sched_from_json(text, name, cycle) : CLP_OK;
+	if (st == CLP_OK && text && st_rank(s) == 0)
+		fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", (*cycle)->nsteps,
+			clp_ckpt_path(ck));
+	clp_ckpt_close(ck);
+	return st;
+}
+
+clp_status st_pf_plan(clp_session *s)
+{
+	clp_train_config *c = &s->cfg;
+	clp_sched *cycle = NULL;
+	clp_status st;
+
+	if (!c->pipeline.pipefisher) {
+		if (c->pipeline.pipefisher_schedule[0] || c->pipeline.pipefisher_costs[0])
+			return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_%s is set but "
+					 "pipeline.pipefisher is off",
+					 c->pipeline.pipefisher_costs[0] ? "costs" : "schedule");
+		return CLP_OK;
+	}
+	if (strcmp(c->optim.name, "kfac"))
+		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts K-FAC work into the "
+				 "bubbles: it needs optim.name = \"kfac\" (not \"%s\")", c->optim.name);
+	st = from_checkpoint(s, &cycle);
+	if (st == CLP_OK && !cycle && c->pipeline.pipefisher_schedule[0]) {
+		st = clp_sched_load(c->pipeline.pipefisher_schedule, &cycle);
+		if (st != CLP_OK)
+			clp_error_context(st, "pipeline.pipefisher_schedule: ");
+		else if (st_rank(s) == 0)
+			fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", cycle->nsteps,
+				c->pipeline.pipefisher_schedule);
+	}
+	if (st == CLP_OK && !cycle)
+		st = run_pass(s, s->sched, &cycle);
+	if (st == CLP_OK)
+		st = clp_pipefisher_check(s->sched, cycle);
+	if (st == CLP_OK)
+		st = clp_sched_validate(cycle, 1);
+	if (st != CLP_OK) {
+		clp_sched_free(cycle);
+		return st;
+	}
+	clp_sched_free(s->sched);
+	s->sched = cycle;
+	c->kfac.interval = cycle->nsteps;
+	return CLP_OK;
+}
+
+int st_pf_K(const clp_session *s)
+{
+	return s->cfg.pipeline.pipefisher && s->sched ? s->sched->nsteps : 0;
+}
+
+clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w)
+{
+	char *text;
+	clp_status st;
+
+	if (!st_pf_K(s) || st_rank(s) != 0)
+		return CLP_OK;
+	if (!(text = clp_sched_to_json(s->sched)))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory saving the PipeFisher cycle");
+	st = clp_ckpt_writer_meta(w, PF_META, text);
+	free(text);
+	return st;
+}
+
+clp_status st_pf_resumed(const clp_session *s)
+{
+	int K = st_pf_K(s);
+
+	if (K > 1 && s->step % K)
+		return clp_error(CLP_ERR_INVALID, "the checkpoint of step %ld lies inside a "
+				 "PipeFisher cycle of K = %d steps: the inputs and output gradients "
+				 "kept for its deferred factors are not saved; resume from a checkpoint "
+				 "at a multiple of %d (PipeFisher runs write them there)", s->step, K, K);
+	return CLP_OK;
+}
