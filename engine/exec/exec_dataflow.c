@@ -278,20 +278,6 @@ static clp_status stuck(df *f)
 			 step, s);
 }
 
-/* Nothing to do: give the core away, longer the longer nothing happens (ranks often share
- * cores with each other and with the device's threads; a message waits at most 250 us more). */
-static void back_off(int idle)
-{
-	struct timespec ts = {0, 0};
-
-	if (idle < 16) {
-		sched_yield();
-		return;
-	}
-	ts.tv_nsec = 5000L * (idle - 15 < 50 ? idle - 15 : 50);
-	nanosleep(&ts, NULL);
-}
-
 /* Forwards, backwards and transfers, in whatever order their data arrives. */
 static clp_status flow(df *f)
 {
@@ -347,7 +333,7 @@ static clp_status flow(df *f)
 			idle_since = clp_comm_now();
 		else if (clp_comm_now() - idle_since > clp_comm_timeout(e->comm))
 			return stuck(f);
-		back_off(idle++);
+		exec_back_off(idle++);
 	}
 	return CLP_OK;
 }

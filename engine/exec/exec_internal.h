@@ -103,6 +103,8 @@ clp_status exec_kfac_after_bwd(clp_exec *e, const clp_op *op);
 /* exec_run.c: wait until the device is idle while polling the transport; the slot holding
  * micro-batch mb of a local stage (-1). */
 clp_status exec_drain(clp_exec *e);
+/* Yield (then sleep up to 250 us) after `idle` polls that found nothing. */
+void exec_back_off(int idle);
 int exec_slot(struct lstage *l, int mb);
 
 /* The local stage running op (stage, pipe), or NULL. */

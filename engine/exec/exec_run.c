@@ -3,9 +3,11 @@
 #include "engine/exec/exec_internal.h"
 
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cl/ops.h"
 
@@ -17,6 +19,21 @@ static clp_status transfer_done(clp_exec *e, int i)
 	if (!e->tracing)
 		return CLP_OK;
 	return exec_trace_host(e, &e->s->ranks[e->rank].ops[i], e->posted[i], clp_comm_now());
+}
+
+/* Nothing to do: give the core away, the longer the longer nothing happens (ranks often share
+ * cores with each other and with the device's threads, which a spinning poll would starve; a
+ * message or event waits at most 250 us more). */
+void exec_back_off(int idle)
+{
+	struct timespec ts = {0, 0};
+
+	if (idle < 16) {
+		sched_yield();
+		return;
+	}
+	ts.tv_nsec = 5000L * (idle - 15 < 50 ? idle - 15 : 50);
+	nanosleep(&ts, NULL);
 }
 
 /* Poll every pending request once. */
@@ -37,9 +54,10 @@ static clp_status progress(clp_exec *e)
 static clp_status wait_event(clp_exec *e, cl_event ev)
 {
 	cl_int status = CL_QUEUED;
+	int idle = 0;
 
 	clFlush(clp_cl_ctx_queue(e->ctx));
-	for (;;) {
+	for (;; exec_back_off(idle++)) {
 		cl_int err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status),
 					    &status, NULL);
 
@@ -76,8 +94,9 @@ clp_status exec_drain(clp_exec *e)
 static clp_status wait_req(clp_exec *e, int i, uint32_t step)
 {
 	double deadline = clp_comm_now() + clp_comm_timeout(e->comm);
+	int idle = 0;
 
-	while (e->os[i].req) {
+	for (; e->os[i].req; exec_back_off(idle++)) {
 		int done = 0;
 
 		CLP_TRY(clp_comm_test(e->comm, &e->os[i].req, &done));
