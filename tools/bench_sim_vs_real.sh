@@ -14,12 +14,7 @@ N=4
 cd "$root"
 build_tree "$root/build"
 clpipe=$root/build/tools/clpipe
-corpus=.cache/fortunes.txt
-if [ ! -s "$corpus" ]; then
-  for f in /usr/share/games/fortunes/*; do
-    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-  done > "$corpus"
-fi
+corpus=$(fortunes_corpus)
 out=.cache/sim-vs-real
 mkdir -p "$out"
 echo "== measured: 2 ranks, 1F1B, $N micro-batches, each rank on its own core"

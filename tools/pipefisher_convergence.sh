@@ -21,12 +21,7 @@ done
 cd "$root"
 build_tree "$root/build"
 clpipe=$root/build/tools/clpipe
-corpus=.cache/fortunes.txt
-if [ ! -s "$corpus" ]; then
-  for f in /usr/share/games/fortunes/*; do
-    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-  done > "$corpus"
-fi
+corpus=$(fortunes_corpus)
 out=${PF_OUT:-.cache/pf-conv} # another directory keeps earlier results
 mkdir -p "$out"
 common=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=64 --model.n_head=4

@@ -16,12 +16,7 @@ if [ "${1:-}" = "--steps" ]; then steps=$2; shift 2; fi
 cd "$root"
 build_tree "$root/build"
 clpipe=$root/build/tools/clpipe
-corpus=.cache/fortunes.txt
-if [ ! -s "$corpus" ]; then
-  for f in /usr/share/games/fortunes/*; do
-    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-  done > "$corpus"
-fi
+corpus=$(fortunes_corpus)
 out=.cache/pf-util
 mkdir -p "$out"
 model=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=64 --model.n_head=4 --model.ctx=64

@@ -13,13 +13,7 @@ build_tree "$root/build"
 clpipe=$root/build/tools/clpipe
 echo "== devices"
 "$clpipe" devices
-# the corpus: every fortune file (the .dat/.u8 files are indexes and symlinks)
-corpus=.cache/fortunes.txt
-if [ ! -s "$corpus" ]; then
-  for f in /usr/share/games/fortunes/*; do
-    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-  done > "$corpus"
-fi
+corpus=$(fortunes_corpus)
 echo "== training ($(wc -c < "$corpus") bytes of text)"
 rm -rf .cache/quickstart-ckpt
 "$clpipe" train --config tools/quickstart.toml "$@"

@@ -12,6 +12,7 @@
 # per step), EVAL_BATCHES (32), OUT (.cache/skip-partial), CLPIPE (build/tools/clpipe).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/tools/env.sh"
 cd "$root"
 clpipe=${CLPIPE:-$root/build/tools/clpipe}
 steps=${STEPS:-300}
@@ -20,13 +21,8 @@ np=${NP:-4}
 mb=${MB:-6}
 eval_batches=${EVAL_BATCHES:-32}
 out=${OUT:-.cache/skip-partial}
-corpus=.cache/fortunes.txt
+corpus=$(fortunes_corpus)
 mkdir -p "$out"
-if [ ! -s "$corpus" ]; then # as tools/quickstart.sh makes it
-	for f in /usr/share/games/fortunes/*; do
-		case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-	done > "$corpus"
-fi
 export POCL_MAX_PTHREAD_COUNT=${POCL_MAX_PTHREAD_COUNT:-1}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OMPI_MCA_btl_vader_single_copy_mechanism=none
 common=(--data "$corpus" --model.preset=gpt2 --model.n_layer=4 --model.d_model="$d_model"
