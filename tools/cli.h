@@ -32,5 +32,6 @@ int cmd_bench_nn(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_skip(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 
 #endif
