@@ -42,7 +42,27 @@ if ! "$py" -c "import tiktoken" 2>/dev/null; then
   python3 -m venv .cache/gpt2-venv && .cache/gpt2-venv/bin/pip install -q tiktoken
 fi
 if [ $# -eq 0 ]; then
-  set -- $(for f in /usr/share/games/fortunes/*; do
+  # plus a generated stress text: words of many scripts, digits of other scripts, combining
+  # marks, Unicode spaces, contractions, emoji, runs of whitespace
+  python3 - "$dir/stress.txt" <<'PY'
+import random, sys
+r = random.Random(20261129)
+pools = ["abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", "0123456789", "éèêàçñöüßøåÉÀ",
+         "αβγδεζηθλμπσωΩ", "абвгдежзийклмнопрЖЩЯ", "日本語中文字漢かなカナ한국어", "٠١٢٣٤٥٦٧٨٩०१२३",
+         "\u0301\u0308\u0327", "!?.,;:-_()[]{}<>/\\\"#$%&*+=@^`|~", "\u00a0\u2003\u3000\t",
+         "😀🚀👍🏽", "ⅠⅡⅢ½¼²³"]
+words = ["'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "''", "   ", "\n", "\n\n", " \n "]
+out = []
+for _ in range(60000):
+    if r.random() < 0.15:
+        out.append(r.choice(words))
+    else:
+        pool = r.choice(pools)
+        out.append("".join(r.choice(pool) for _ in range(r.randint(1, 8))))
+    out.append(r.choice([" ", " ", " ", "", "  ", "\n"]))
+open(sys.argv[1], "w", encoding="utf-8").write("".join(out))
+PY
+  set -- "$dir/stress.txt" $(for f in /usr/share/games/fortunes/*; do
     case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && echo "$f" ;; esac; done)
 fi
 # tiktoken sees decoded text: keep the files that are valid UTF-8 (clpipe takes any bytes)
