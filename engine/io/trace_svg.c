@@ -53,7 +53,7 @@ static void legend(FILE *f, double y)
 static void section(FILE *f, const clp_trace *t, const clp_trace_stats *st, const char *label,
 		    double y, double t0, double scale)
 {
-	fprintf(f, "<text x=\"4\" y=\"%.1f\" font-weight=\"bold\">%s: step %.6g ms, compute "
+	fprintf(f, "<text x=\"4\" y=\"%.1f\" font-weight=\"bold\">%s: %.6g ms, compute "
 		   "utilisation %.1f%%, busy %.1f%%, bubble %.1f%%%s</text>\n", y + 16,
 		label ? label : "", st->span_s * 1e3, 100 * st->util_mean, 100 * st->busy_mean,
 		100 * st->bubble, t->dropped ? " (first events only)" : "");

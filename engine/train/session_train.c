@@ -221,7 +221,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 {
 	clp_trace tr;
 	clp_trace_stats ts;
-	char svg[1100], label[64] = "measured";
+	char svg[1100], label[96] = "measured";
 	const clp_trace *one;
 	clp_status st;
 
@@ -235,7 +235,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 		 s->cfg.pipeline.replicas);
 	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
 	if (step > first) /* the picture's "step" is then the span of all of them */
-		snprintf(label, sizeof(label), "measured, steps %ld-%ld", first, step);
+		snprintf(label, sizeof(label), "measured, steps %ld-%ld together", first, step);
 	one = &tr;
 	st = clp_trace_write_chrome(&tr, s->cfg.train.trace);
 	if (st == CLP_OK)
