@@ -24,6 +24,14 @@ check "[ \"\$(od -An -tu4 -N12 '$work/s.bin' | tr -s ' ')\" = ' 20240520 1 $n' ]
 check "cmp -s '$work/back.txt' '$work/want.txt'" "decoding the shard gives the bytes back"
 "$clpipe" tokenize --version 7 --out "$work/s7.bin" "$work/a.txt" > /dev/null 2>&1
 check "[ $(wc -c < "$work/s7.bin") -eq $((1024 + 4 * $(wc -c < "$work/a.txt"))) ]" "--version 7 writes uint32 tokens"
+"$clpipe" tokenize --eot --shard-tokens 20 --out "$work/sh.bin" "$work/a.txt" "$work/b.txt" > "$work/out" 2>&1
+check "[ \"\$(ls '$work'/sh_*.bin | xargs -n1 basename | tr '\n' ' ')\" = 'sh_000000.bin sh_000001.bin sh_000002.bin ' ]" \
+  "--shard-tokens 20: $n tokens in three numbered shards"
+check "[ $(wc -c < "$work/sh_000002.bin") -eq $((1024 + 2 * (n - 40))) ]" "the last shard holds the rest"
+for k in 0 1 2; do "$clpipe" tokenize --decode --out "$work/part$k.txt" "$work/sh_00000$k.bin" > /dev/null 2>&1; done
+check "cat '$work'/part0.txt '$work'/part1.txt '$work'/part2.txt | cmp -s - '$work/want.txt'" "the shards decode to the input in order"
+"$clpipe" tokenize --shard-tokens 1 --out "$work/sh1.bin" "$work/a.txt" > "$work/err" 2>&1
+check "[ $? -eq 2 ]" "--shard-tokens 1 is refused (a shard of one token holds no sequence)"
 
 # errors: a missing input names it and leaves the existing shard as it was
 cp "$work/s.bin" "$work/keep.bin"
