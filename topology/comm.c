@@ -390,5 +390,5 @@ clp_status clp_comm_split_host(clp_comm *c, clp_comm **out)
 
 void clp_comm_abort(clp_comm *c, int code)
 {
-	c->ops->abort(c, code);
+	c->ops->abort_job(c, code);
 }

@@ -29,7 +29,7 @@ struct clp_comm_ops {
 				 clp_comm_req *r);
 	clp_status (*split)(clp_comm *c, int color, int key, clp_comm **out);
 	clp_status (*split_host)(clp_comm *c, clp_comm **out);
-	void (*abort)(clp_comm *c, int code);
+	void (*abort_job)(clp_comm *c, int code); /* MPI_Abort: for the command line only */
 	void (*destroy)(clp_comm *c);
 };
 

@@ -3,7 +3,10 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "engine/io/durable.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
 static const char *field(char *buf, size_t n, const char *at, const char *key)
@@ -201,14 +204,12 @@ clp_status clp_json_expect_obj(const char *file, const char *at, const json_t *v
 
 clp_status clp_json_save(const char *path, json_t *root)
 {
-	char tmp[4096];
+	char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+	clp_status s;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(root, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17)))
-		return clp_error(CLP_ERR_IO, "%s: cannot write", tmp);
-	if (rename(tmp, path)) {
-		remove(tmp);
-		return clp_error(CLP_ERR_IO, "%s: cannot rename %s into place", path, tmp);
-	}
-	return CLP_OK;
+	if (!txt)
+		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
+	s = clp_io_write_file(path, txt, strlen(txt));
+	free(txt);
+	return s;
 }

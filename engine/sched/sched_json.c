@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/io/durable.h"
 #include "engine/io/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"
@@ -133,25 +134,15 @@ static void write_sched(FILE *f, const clp_sched *s)
 
 clp_status clp_sched_save(const clp_sched *s, const char *path)
 {
-	char tmp[4096];
-	FILE *f;
-	int err;
+	char *txt = clp_sched_to_json(s);
+	clp_status st;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
-	if (!f)
-		return clp_error(CLP_ERR_IO, "%s: cannot open for writing", tmp);
-	write_sched(f, s);
-	err = ferror(f);
-	if (fclose(f) || err) {
-		remove(tmp);
-		return clp_error(CLP_ERR_IO, "%s: write failed", tmp);
-	}
-	if (rename(tmp, path)) {
-		remove(tmp);
-		return clp_error(CLP_ERR_IO, "%s: cannot rename %s into place", path, tmp);
-	}
-	return CLP_OK;
+	if (!txt)
+		return clp_error(CLP_ERR_IO, "%s: cannot format the schedule (out of host memory)",
+				 path);
+	st = clp_io_write_file(path, txt, strlen(txt));
+	free(txt);
+	return st;
 }
 
 char *clp_sched_to_json(const clp_sched *s)

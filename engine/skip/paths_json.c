@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/io/durable.h"
 #include "engine/io/json_util.h"
 #include "engine/skip/skip_internal.h"
 
@@ -28,14 +29,14 @@ static json_t *rules_json(const clp_skip_rules *r)
 clp_status clp_skip_save(const clp_skip_paths *p, const clp_skip_rules *r, double iter_s,
 			 const char *path)
 {
-	char tmp[1100];
-	FILE *f;
+	char *txt = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&txt, &len);
+	clp_status st;
 	int ok;
 
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	f = fopen(tmp, "w");
 	if (!f)
-		return clp_error(CLP_ERR_IO, "%s: cannot write", tmp);
+		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
 	fprintf(f, "{\n  \"format\": \"%s\", \"version\": 1,\n  \"stages\": %d,\n", CLP_SKIP_FORMAT,
 		p->nstages);
 	if (r) {
@@ -71,11 +72,10 @@ clp_status clp_skip_save(const clp_skip_paths *p, const clp_skip_rules *r, doubl
 	fputs("  ]\n}\n", f);
 	ok = !ferror(f);
 	ok &= fclose(f) == 0;
-	if (!ok || rename(tmp, path) != 0) {
-		remove(tmp);
-		return clp_error(CLP_ERR_IO, "%s: write failed", path);
-	}
-	return CLP_OK;
+	st = ok ? clp_io_write_file(path, txt, len)
+		: clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
+	free(txt);
+	return st;
 }
 
 static clp_status read_rules(const char *file, const json_t *root, clp_skip_rules *r)
