@@ -18,6 +18,24 @@ const char *tu_dir(void)
 	return dir;
 }
 
+void tu_tiny_config(clp_train_config *c, const char *preset)
+{
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
+	snprintf(c->model.preset, sizeof(c->model.preset), "%s", preset);
+	c->model.n_layer = 2;
+	c->model.d_model = 32;
+	c->model.n_head = 4;
+	c->model.ctx = 16;
+	c->train.batch = 4;
+	c->train.micro_batches = 2;
+	c->train.steps = 6;
+	c->optim.warmup = 2;
+	c->optim.lr = 3e-3;
+	c->eval.every = 0;
+	c->eval.batches = 2;
+	snprintf(c->data.path, sizeof(c->data.path), "%s", tu_corpus());
+}
+
 const char *tu_corpus(void)
 {
 	static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",

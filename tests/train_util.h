@@ -12,6 +12,11 @@ const char *tu_corpus(void);
 /* Remove the directory (end of a test program). */
 void tu_cleanup(void);
 
+/* The tiny model of the training tests: defaults, then 2 layers of width 32, 4 heads, context
+ * 16, 2 micro-batches of 4 sequences, 6 steps (warm-up 2, lr 3e-3), no periodic evaluation
+ * (2 batches at the end), on tu_corpus(). */
+void tu_tiny_config(clp_train_config *c, const char *preset);
+
 /* Train with c on this process (comm NULL) or a job (comm); returns the number of step losses
  * read back from c->train.log into losses (at most max); *val gets the final validation loss
  * when val is not NULL. Failures are reported through the harness. */

@@ -15,23 +15,12 @@
 
 static void base_config(clp_train_config *c)
 {
-	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
-	c->model.n_layer = 2;
-	c->model.d_model = 32;
-	c->model.n_head = 4;
-	c->model.ctx = 16;
-	c->train.batch = 4;
-	c->train.micro_batches = 2;
+	tu_tiny_config(c, "gpt2");
 	c->train.steps = 8;
-	c->optim.warmup = 2;
-	c->optim.lr = 3e-3;
-	c->eval.every = 0;
-	c->eval.batches = 2;
 	snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
 	c->kfac.interval = 3;
 	c->kfac.lr = 0.1;
 	c->kfac.damping = 0.01;
-	snprintf(c->data.path, sizeof(c->data.path), "%s", tu_corpus());
 }
 
 static int train(const clp_train_config *c, double *losses, int max)

@@ -12,24 +12,6 @@
 #include "tests/harness.h"
 #include "tests/train_util.h"
 
-static void base_config(clp_train_config *c, const char *preset)
-{
-	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
-	snprintf(c->model.preset, sizeof(c->model.preset), "%s", preset);
-	c->model.n_layer = 2;
-	c->model.d_model = 32;
-	c->model.n_head = 4;
-	c->model.ctx = 16;
-	c->train.batch = 4;
-	c->train.micro_batches = 2;
-	c->train.steps = 6;
-	c->optim.warmup = 2;
-	c->optim.lr = 3e-3;
-	c->eval.every = 0;
-	c->eval.batches = 2;
-	snprintf(c->data.path, sizeof(c->data.path), "%s", tu_corpus());
-}
-
 static int train(const clp_train_config *c, double *losses, int max, double *val)
 {
 	return tu_train(c, NULL, losses, max, val);
@@ -45,7 +27,7 @@ static void test_resume_exact(void)
 	for (int p = 0; p < 3; p++) {
 		const char *preset = p == 0 ? "gpt2" : p == 1 ? "llama" : "bert";
 
-		base_config(&c, preset);
+		tu_tiny_config(&c, preset);
 		if (p == 1)
 			c.model.n_kv_head = 2;
 		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", tu_dir(), preset);
@@ -76,7 +58,7 @@ static void test_recompute_exact(void)
 	double a[8], b[8], val;
 	int na, nb;
 
-	base_config(&c, "llama");
+	tu_tiny_config(&c, "llama");
 	c.model.n_kv_head = 2;
 	c.train.steps = 3;
 	c.model.dropout = 0.1;
@@ -97,7 +79,7 @@ static void test_refuse_other_model(void)
 	clp_session *s = NULL;
 	FILE *devnull = fopen("/dev/null", "w");
 
-	base_config(&c, "gpt2");
+	tu_tiny_config(&c, "gpt2");
 	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-gpt2", tu_dir());
 	c.ckpt.resume = 1;
 	c.model.n_layer = 3;
@@ -177,15 +159,15 @@ static void test_bad_settings(void)
 	clp_train_config c;
 	clp_session *s = NULL;
 
-	base_config(&c, "gpt2");
+	tu_tiny_config(&c, "gpt2");
 	snprintf(c.data.path, sizeof(c.data.path), "%s/no-such-file.txt", tu_dir());
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_NOT_FOUND,
 		  "no-such-file.txt");
-	base_config(&c, "gpt2");
+	tu_tiny_config(&c, "gpt2");
 	c.model.d_model = 30;
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "model.d_model = 30", "model.n_head = 4");
-	base_config(&c, "gpt2");
+	tu_tiny_config(&c, "gpt2");
 	c.train.seq = 64;
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, stdout), CLP_ERR_INVALID,
 		  "train.seq = 64", "model.ctx = 16");
