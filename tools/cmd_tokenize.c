@@ -4,9 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "engine/data/shard.h"
 #include "engine/data/tokenizer.h"
+#include "engine/io/durable.h"
 #include "tools/cli.h"
 
 static void usage(void)
@@ -35,7 +37,6 @@ static clp_status decode_shard(clp_tok *t, const char *in, const char *out)
 	int32_t *ids = NULL;
 	char *text = NULL;
 	size_t len;
-	FILE *f = NULL;
 	clp_status s = clp_shard_open(&sh, in, clp_tok_vocab_size(t));
 
 	if (s == CLP_OK && !(ids = malloc(sh.ntok * sizeof(*ids))))
@@ -44,12 +45,8 @@ static clp_status decode_shard(clp_tok *t, const char *in, const char *out)
 		clp_shard_copy(&sh, 0, sh.ntok, ids);
 		s = clp_tok_decode(t, ids, sh.ntok, &text, &len);
 	}
-	if (s == CLP_OK && !(f = fopen(out, "wb")))
-		s = clp_error(CLP_ERR_IO, "%s: cannot create", out);
-	if (s == CLP_OK && (fwrite(text, 1, len, f) != len || fflush(f)))
-		s = clp_error(CLP_ERR_IO, "%s: write failed", out);
-	if (f && fclose(f) && s == CLP_OK)
-		s = clp_error(CLP_ERR_IO, "%s: write failed", out);
+	if (s == CLP_OK)
+		s = clp_io_write_file(out, text, len);
 	if (s == CLP_OK)
 		printf("%s: %zu tokens -> %zu bytes in %s\n", in, sh.ntok, len, out);
 	free(text);
@@ -58,19 +55,25 @@ static clp_status decode_shard(clp_tok *t, const char *in, const char *out)
 	return s;
 }
 
+/* The length of out without a trailing ".bin": the prefix of --shard-tokens' numbered files. */
+static int prefix_len(const char *out)
+{
+	size_t len = strlen(out);
+
+	return (int)(len > 4 && !strcmp(out + len - 4, ".bin") ? len - 4 : len);
+}
+
 /* ids in shards of at most per tokens: PREFIX_000000.bin, ... (PREFIX = out without ".bin"). A
  * tail shorter than 2 tokens joins the shard before it (a shard with one token holds no
  * sequence); each file is written durably, in order. */
 static clp_status write_shards(const char *out, const clp_ids *ids, size_t per, int version)
 {
-	size_t len = strlen(out), nshards = (ids->n + per - 1) / per;
+	size_t len = (size_t)prefix_len(out), nshards = (ids->n + per - 1) / per;
 	char *path = malloc(len + 16);
 	clp_status s = CLP_OK;
 
 	if (!path)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
-	if (len > 4 && !strcmp(out + len - 4, ".bin"))
-		len -= 4;
 	if (nshards > 1 && ids->n - (nshards - 1) * per < 2)
 		nshards--;
 	if (nshards > 1000000) {
@@ -90,137 +93,135 @@ static clp_status write_shards(const char *out, const clp_ids *ids, size_t per, 
 	return s;
 }
 
-int cmd_tokenize(int argc, char **argv)
-{
-	const char *kind = "byte", *vocab = NULL, *merges = NULL, *out = NULL, *ver = NULL;
-	const char *per = NULL;
-	long long shard_tokens = 0;
-	const char **files = calloc((size_t)argc, sizeof(*files));
-	int nfiles = 0, eot = 0, decode = 0, version = 0, rc = 1;
-	clp_tok *t = NULL;
-	clp_ids ids = {0};
-	clp_status s = CLP_OK;
-	size_t bytes = 0;
+struct tok_args {
+	const char *kind, *vocab, *merges, *out;
+	const char **files;
+	int nfiles, eot, decode, version;
+	long long shard_tokens;
+};
 
-	if (!files)
-		return cli_fail("tokenize", clp_error(CLP_ERR_NOMEM, "out of host memory"));
+/* Fill a from the command line; -1 when the command should run, else the exit code. Input
+ * files may stand between the options. */
+static int parse_args(int argc, char **argv, struct tok_args *a)
+{
+	const char *ver = NULL, *per = NULL;
+
 	for (int i = 1; i < argc; i++) {
 		int r = 0;
 
 		if (cli_is_help(argv[i])) {
 			usage();
-			free(files);
 			return 0;
 		}
 		if (!strcmp(argv[i], "--eot")) {
-			eot = 1;
+			a->eot = 1;
 			continue;
 		}
 		if (!strcmp(argv[i], "--decode")) {
-			decode = 1;
+			a->decode = 1;
 			continue;
 		}
 		if (argv[i][0] != '-' || !argv[i][1]) {
-			files[nfiles++] = argv[i];
+			a->files[a->nfiles++] = argv[i];
 			continue;
 		}
-		if ((r = cli_value(argc, argv, &i, "--tokenizer", &kind)) ||
-		    (r = cli_value(argc, argv, &i, "--vocab", &vocab)) ||
-		    (r = cli_value(argc, argv, &i, "--merges", &merges)) ||
+		if ((r = cli_value(argc, argv, &i, "--tokenizer", &a->kind)) ||
+		    (r = cli_value(argc, argv, &i, "--vocab", &a->vocab)) ||
+		    (r = cli_value(argc, argv, &i, "--merges", &a->merges)) ||
 		    (r = cli_value(argc, argv, &i, "--version", &ver)) ||
 		    (r = cli_value(argc, argv, &i, "--shard-tokens", &per)) ||
-		    (r = cli_value(argc, argv, &i, "--out", &out))) {
-			if (r < 0) {
-				free(files);
+		    (r = cli_value(argc, argv, &i, "--out", &a->out))) {
+			if (r < 0)
 				return cli_usage_error("tokenize", "%s needs a value", argv[i]);
-			}
 			continue;
 		}
-		free(files);
 		return cli_usage_error("tokenize", "unknown option '%s'", argv[i]);
 	}
-	if (!out || !nfiles || (decode && nfiles != 1)) {
-		free(files);
-		return cli_usage_error("tokenize", decode ? "--decode needs --out and one shard" :
-				       "needs --out and at least one input file");
-	}
-	if (ver && strcmp(ver, "1") && strcmp(ver, "7")) {
-		free(files);
+	if (!a->out || !a->nfiles || (a->decode && a->nfiles != 1))
+		return cli_usage_error("tokenize", a->decode ? "--decode needs --out and one shard"
+							     : "needs --out and at least one input file");
+	if (ver && strcmp(ver, "1") && strcmp(ver, "7"))
 		return cli_usage_error("tokenize", "--version is 1 (uint16) or 7 (uint32), not '%s'",
 				       ver);
-	}
-	version = ver ? atoi(ver) : 0;
+	a->version = ver ? atoi(ver) : 0;
 	if (per) {
 		char *end;
 
-		shard_tokens = strtoll(per, &end, 10);
-		if (*end || end == per || shard_tokens < 2 || shard_tokens > INT32_MAX) {
-			free(files);
+		a->shard_tokens = strtoll(per, &end, 10);
+		if (*end || end == per || a->shard_tokens < 2 || a->shard_tokens > INT32_MAX)
 			return cli_usage_error("tokenize", "--shard-tokens is a count from 2 to %d, "
 					       "not '%s'", INT32_MAX, per);
-		}
 	}
-	if (!strcmp(kind, "byte")) {
-		s = clp_tok_byte_create(&t, clp_tok_specials_gpt, clp_tok_specials_gpt_n);
-	} else if (!strcmp(kind, "gpt2")) {
-		if (!vocab || !merges) {
-			free(files);
-			return cli_usage_error("tokenize", "--tokenizer gpt2 needs --vocab and "
-					       "--merges");
-		}
-		s = clp_tok_gpt2_load(&t, vocab, merges);
-	} else {
-		free(files);
-		return cli_usage_error("tokenize", "--tokenizer is byte or gpt2, not '%s'", kind);
+	if (strcmp(a->kind, "byte") && strcmp(a->kind, "gpt2"))
+		return cli_usage_error("tokenize", "--tokenizer is byte or gpt2, not '%s'", a->kind);
+	if (!strcmp(a->kind, "gpt2") && (!a->vocab || !a->merges))
+		return cli_usage_error("tokenize", "--tokenizer gpt2 needs --vocab and --merges");
+	return -1;
+}
+
+/* The files in order, each after <|endoftext|> with eot, appended to ids; *bytes their size. */
+static clp_status encode_files(clp_tok *t, const struct tok_args *a, clp_ids *ids,
+			       size_t *bytes)
+{
+	int32_t eot = clp_tok_special_id(t, "<|endoftext|>");
+
+	if (a->eot && eot < 0)
+		return clp_error(CLP_ERR_INVALID, "--eot: the %s tokeniser has no <|endoftext|> "
+				 "token", clp_tok_kind(t));
+	*bytes = 0;
+	for (int f = 0; f < a->nfiles; f++) {
+		size_t before = ids->n;
+		struct stat st;
+
+		if (a->eot)
+			CLP_TRY(clp_ids_push(ids, eot));
+		CLP_TRY(clp_tok_encode_file(t, a->files[f], ids));
+		if (!stat(a->files[f], &st))
+			*bytes += (size_t)st.st_size;
+		if (a->nfiles > 1)
+			printf("%s: %zu tokens\n", a->files[f], ids->n - before);
 	}
-	if (s == CLP_OK && decode) {
-		s = decode_shard(t, files[0], out);
+	return CLP_OK;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+	struct tok_args a = {.kind = "byte", .files = calloc((size_t)argc, sizeof(char *))};
+	clp_tok *t = NULL;
+	clp_ids ids = {0};
+	clp_status s;
+	size_t bytes = 0;
+	int rc;
+
+	if (!a.files)
+		return cli_fail("tokenize", clp_error(CLP_ERR_NOMEM, "out of host memory"));
+	if ((rc = parse_args(argc, argv, &a)) >= 0) {
+		free(a.files);
+		return rc;
+	}
+	s = !strcmp(a.kind, "gpt2") ? clp_tok_gpt2_load(&t, a.vocab, a.merges)
+				    : clp_tok_byte_create(&t, clp_tok_specials_gpt,
+							  clp_tok_specials_gpt_n);
+	if (s == CLP_OK && a.decode) {
+		s = decode_shard(t, a.files[0], a.out);
 		goto done;
 	}
-	for (int f = 0; s == CLP_OK && f < nfiles; f++) {
-		size_t before = ids.n;
-		FILE *fp;
-
-		if (eot) {
-			int32_t id = clp_tok_special_id(t, "<|endoftext|>");
-
-			if (id < 0) {
-				s = clp_error(CLP_ERR_INVALID, "--eot: the %s tokeniser has no "
-					      "<|endoftext|> token", clp_tok_kind(t));
-				break;
-			}
-			s = clp_ids_push(&ids, id);
-		}
-		if (s == CLP_OK)
-			s = clp_tok_encode_file(t, files[f], &ids);
-		if (s == CLP_OK && (fp = fopen(files[f], "rb"))) {
-			if (!fseek(fp, 0, SEEK_END))
-				bytes += (size_t)ftell(fp);
-			fclose(fp);
-		}
-		if (s == CLP_OK && nfiles > 1)
-			printf("%s: %zu tokens\n", files[f], ids.n - before);
-	}
-	if (s == CLP_OK && !version)
-		version = clp_tok_vocab_size(t) <= 65536 ? 1 : 7;
-	if (s == CLP_OK && !shard_tokens)
-		s = clp_shard_write(out, ids.v, ids.n, version);
-	if (s == CLP_OK && shard_tokens)
-		s = write_shards(out, &ids, (size_t)shard_tokens, version);
-	if (s == CLP_OK) {
-		int len = (int)strlen(out);
-
-		if (shard_tokens && len > 4 && !strcmp(out + len - 4, ".bin"))
-			len -= 4;
+	if (s == CLP_OK)
+		s = encode_files(t, &a, &ids, &bytes);
+	if (s == CLP_OK && !a.version)
+		a.version = clp_tok_vocab_size(t) <= 65536 ? 1 : 7;
+	if (s == CLP_OK)
+		s = a.shard_tokens ? write_shards(a.out, &ids, (size_t)a.shard_tokens, a.version)
+				   : clp_shard_write(a.out, ids.v, ids.n, a.version);
+	if (s == CLP_OK)
 		printf("%.*s%s: %zu tokens (%s tokeniser, vocabulary %d, version %d), %.3f bytes "
-		       "per token\n", len, out, shard_tokens ? "_*.bin" : "", ids.n,
-		       clp_tok_kind(t), clp_tok_vocab_size(t), version,
-		       ids.n ? (double)bytes / (double)ids.n : 0.0);
-	}
+		       "per token\n", a.shard_tokens ? prefix_len(a.out) : (int)strlen(a.out), a.out,
+		       a.shard_tokens ? "_*.bin" : "", ids.n, clp_tok_kind(t),
+		       clp_tok_vocab_size(t), a.version, ids.n ? (double)bytes / (double)ids.n : 0.0);
 done:
 	rc = s == CLP_OK ? 0 : cli_fail("tokenize", s);
 	clp_ids_free(&ids);
 	clp_tok_free(t);
-	free(files);
+	free(a.files);
 	return rc;
 }
