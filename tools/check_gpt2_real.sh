@@ -62,8 +62,7 @@ for _ in range(60000):
     out.append(r.choice([" ", " ", " ", "", "  ", "\n"]))
 open(sys.argv[1], "w", encoding="utf-8").write("".join(out))
 PY
-  set -- "$dir/stress.txt" $(for f in /usr/share/games/fortunes/*; do
-    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && echo "$f" ;; esac; done)
+  set -- "$dir/stress.txt" $(fortunes_files)
 fi
 # tiktoken sees decoded text: keep the files that are valid UTF-8 (clpipe takes any bytes)
 mapfile -t files < <("$py" -c '

@@ -13,15 +13,22 @@ build_tree() {
   cmake --build "$dir" -j"$jobs" >/dev/null
 }
 
-# the byte-level corpus of the main job and the benchmarks: every file of Debian's fortunes
-# package (the .dat/.u8 files are indexes and symlinks), made once under .cache/; prints its path
+# the text files of Debian's fortunes package, one per line (the .dat/.u8 files are indexes
+# and symlinks)
+fortunes_files() {
+  local f
+  for f in /usr/share/games/fortunes/*; do
+    case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && echo "$f" ;; esac
+  done
+}
+
+# the byte-level corpus of the main job and the benchmarks: every fortunes file, made once
+# under .cache/; prints its path
 fortunes_corpus() {
-  local corpus=$root/.cache/fortunes.txt f
+  local corpus=$root/.cache/fortunes.txt
   if [ ! -s "$corpus" ]; then
     mkdir -p "$root/.cache"
-    for f in /usr/share/games/fortunes/*; do
-      case "$f" in *.dat|*.u8) ;; *) [ -f "$f" ] && cat "$f" ;; esac
-    done > "$corpus.tmp" && mv "$corpus.tmp" "$corpus"
+    fortunes_files | xargs -r -d '\n' cat > "$corpus.tmp" && mv "$corpus.tmp" "$corpus"
   fi
   [ -s "$corpus" ] || { echo "no text under /usr/share/games/fortunes (package fortunes)" >&2; return 1; }
   echo "$corpus"
