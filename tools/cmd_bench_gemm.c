@@ -133,25 +133,25 @@ static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, cl_mem a, 
 			     double *secs)
 {
 	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-	double t0 = clp_now_s();
+	double t0 = clp_comm_now();
 
 	CLP_TRY(clp_cl_gemm(ctx, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f,
 			    clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f, clp_buf_at(c, 0),
 			    s->n));
 	CLP_TRY(clp_cl_finish(ctx));
-	*secs = clp_now_s() - t0;
+	*secs = clp_comm_now() - t0;
 	return CLP_OK;
 }
 
 static double run_openblas(const struct bshape *s, const float *a, const float *b, float *c)
 {
 	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
-	double t0 = clp_now_s();
+	double t0 = clp_comm_now();
 
 	cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
 		    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n, (int)s->k, 1.0f, a,
 		    (int)lda, b, (int)ldb, 0.0f, c, (int)s->n);
-	return clp_now_s() - t0;
+	return clp_comm_now() - t0;
 }
 
 static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct bshape *shapes,

@@ -109,10 +109,10 @@ static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **
 /* Wall time of a call followed by clFinish. */
 #define TIMED(expr, out)                                                                           \
 	do {                                                                                       \
-		double t0_ = clp_now_s();                                                          \
+		double t0_ = clp_comm_now();                                                          \
 		CLP_TRY(expr);                                                                     \
 		CLP_TRY(clp_cl_finish(b->ctx));                                                    \
-		(out) = clp_now_s() - t0_;                                                         \
+		(out) = clp_comm_now() - t0_;                                                         \
 	} while (0)
 
 static float inv_count(const bm *b)

@@ -74,7 +74,7 @@ static int eval_child(const char *device, const char *path)
 		    (s = clp_cl_buffer(ctx, sh->k * sh->n * 4, "B", &b)) == CLP_OK)
 			s = clp_cl_buffer(ctx, sh->m * sh->n * 4, "C", &c);
 		for (int r = -1; r < 5 && s == CLP_OK; r++) {
-			double t0 = clp_now_s();
+			double t0 = clp_comm_now();
 
 			s = clp_cl_gemm(ctx, (clp_trans)sh->ta, (clp_trans)sh->tb, sh->m, sh->n, sh->k,
 					1.0f, clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f,
@@ -82,7 +82,7 @@ static int eval_child(const char *device, const char *path)
 			if (s == CLP_OK)
 				s = clp_cl_finish(ctx);
 			if (r >= 0)
-				tms[r] = clp_now_s() - t0;
+				tms[r] = clp_comm_now() - t0;
 		}
 		if (s == CLP_OK)
 			logsum += log(2.0 * sh->m * sh->n * sh->k / clp_stats_of(tms, 5).median * 1e-9);
@@ -121,7 +121,7 @@ static void run_candidate(const char *device, const clp_gemm_tuning *t, double t
 	pid_t pid;
 	posix_spawn_file_actions_t fa;
 	int status = 0, timed_out = 0;
-	double t0 = clp_now_s();
+	double t0 = clp_comm_now();
 
 	*gflops = 0;
 	snprintf(why, whylen, "?");
@@ -156,7 +156,7 @@ static void run_candidate(const char *device, const clp_gemm_tuning *t, double t
 	close(pfd[1]);
 	for (;;) {
 		struct pollfd p = {pfd[0], POLLIN, 0};
-		double left = timeout - (clp_now_s() - t0);
+		double left = timeout - (clp_comm_now() - t0);
 		ssize_t r;
 
 		if (left <= 0) {

@@ -1,16 +1,21 @@
-/* Timing statistics for benchmarks: median and spread of repeated measurements. */
+/* Timing statistics for the benchmark commands: the device profile's figure over repeats
+ * (topology/profile.h: median, quartiles, min, max) and the monotonic clock of topology/comm.h,
+ * under the short names the commands use. */
 #ifndef CLP_TOOLS_STATS_H
 #define CLP_TOOLS_STATS_H
 
-#include <stddef.h>
+#include "topology/comm.h"
+#include "topology/profile.h"
 
-typedef struct clp_stats {
-	double median, min, max, q1, q3;
-	int n;
-} clp_stats;
+typedef clp_topo_stat clp_stats;
 
 /* Sorts x in place. */
-clp_stats clp_stats_of(double *x, int n);
-double clp_now_s(void); /* monotonic seconds */
+static inline clp_stats clp_stats_of(double *x, int n)
+{
+	clp_stats s;
+
+	clp_topo_stat_of(x, n, &s);
+	return s;
+}
 
 #endif
