@@ -86,7 +86,7 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 				char origin[64];
 
 				snprintf(origin, sizeof(origin), "command line %s", aliases[a].flag);
-				s = clp_cfg_set(&clp_train_schema, cfg, aliases[a].key, v, origin);
+				s = clp_cfg_set_arg(&clp_train_schema, cfg, aliases[a].key, v, origin);
 				matched = 1;
 			}
 		}
