@@ -31,9 +31,12 @@ static void help(const char *cmd)
 		       "in every checkpoint. One line per step (a progress bar on a terminal); --log F\n"
 		       "writes the same as JSON lines.\n");
 	else if (!strcmp(cmd, "eval"))
-		printf("usage: clpipe eval --ckpt DIR [--data FILE] [--eval.batches N]\n\n"
+		printf("usage: clpipe eval --ckpt DIR [--data FILE] [--eval.batches N] [--json]\n\n"
 		       "Validation loss, perplexity and bits per byte of a checkpoint (the model\n"
-		       "and tokenizer come from the checkpoint; eval.batches 0 = the whole split).\n");
+		       "and tokenizer come from the checkpoint, or from a Hugging Face model\n"
+		       "directory's config.json; eval.batches 0 = the whole split). --json prints one\n"
+		       "JSON object: loss (nats/token, full precision), perplexity, bits_per_byte,\n"
+		       "tokens (targets evaluated), sequences.\n");
 	else
 		printf("usage: clpipe sample --ckpt DIR [--prompt TEXT] [--length N]\n"
 		       "                     [--temperature T] [--top-k K]\n\n"
@@ -45,7 +48,8 @@ static void help(const char *cmd)
 }
 
 /* Apply the aliases, then the config file and --section.key overrides. */
-static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only)
+static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only,
+		 int *json)
 {
 	clp_status s = clp_cfg_defaults(&clp_train_schema, cfg);
 
@@ -58,6 +62,11 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 		}
 		if (!strcmp(argv[i], "--print-config")) {
 			*print_only = 1;
+			argv[i] = "";
+			continue;
+		}
+		if (!strcmp(argv[i], "--json") && !strcmp(cmd, "eval")) {
+			*json = 1;
 			argv[i] = "";
 			continue;
 		}
@@ -151,15 +160,30 @@ static int fail(const char *cmd, clp_comm *comm, clp_status st)
 	return rc;
 }
 
+/* clpipe eval --json: full precision, null where a figure does not apply (BERT's bits/byte). */
+static void print_json(const clp_session *s, double loss, double bpb)
+{
+	const clp_train_config *c = clp_session_config(s);
+
+	printf("{\"loss\": %.17g, \"perplexity\": %.17g, ", loss, exp(loss));
+	if (bpb == bpb)
+		printf("\"bits_per_byte\": %.17g, \"baseline_bits_per_byte\": %.17g, ", bpb,
+		       clp_session_baseline_bpb(s));
+	else
+		printf("\"bits_per_byte\": null, \"baseline_bits_per_byte\": null, ");
+	printf("\"tokens\": %llu, \"preset\": \"%s\", \"seq\": %ld}\n",
+	       (unsigned long long)clp_session_eval_tokens(s), c->model.preset, c->train.seq);
+}
+
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
 {
 	clp_train_config cfg;
 	clp_session *s = NULL;
 	clp_comm *comm = NULL;
-	int print_only = 0, rc, rank = 0;
+	int print_only = 0, json = 0, rc, rank = 0;
 	clp_status st;
 
-	rc = parse(cmd, argc, argv, &cfg, &print_only);
+	rc = parse(cmd, argc, argv, &cfg, &print_only, &json);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (mode == CLP_SESSION_TRAIN) {
@@ -173,7 +197,7 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		return fail(cmd, comm, st);
 	if ((mode == CLP_SESSION_TRAIN || print_only) && rank == 0) {
 		printf("# effective config (clpipe %s)\n", cmd);
-		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, 0);
+		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, CLP_CFG_ORIGINS);
 		printf("\n");
 	}
 	if (print_only) {
@@ -190,7 +214,9 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		double loss, bpb;
 
 		st = clp_session_eval(s, clp_session_config(s)->eval.batches, &loss, &bpb);
-		if (st == CLP_OK) {
+		if (st == CLP_OK && json) {
+			print_json(s, loss, bpb);
+		} else if (st == CLP_OK) {
 			printf("val loss %.4f nats/token, perplexity %.3f", loss, exp(loss));
 			if (bpb == bpb)
 				printf(", %.4f bits/byte (unigram baseline %.4f)", bpb,
