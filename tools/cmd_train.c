@@ -1,5 +1,6 @@
 /* clpipe train, eval and sample: configuration from a file and the command line, then a session
  * (engine/train/session.h). */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -164,15 +165,18 @@ static int fail(const char *cmd, clp_comm *comm, clp_status st)
 static void print_json(const clp_session *s, double loss, double bpb)
 {
 	const clp_train_config *c = clp_session_config(s);
+	json_t *o = json_pack("{s:f,s:f,s:o,s:o,s:I,s:s,s:I}", "loss", loss, "perplexity",
+			      exp(loss), "bits_per_byte", bpb == bpb ? json_real(bpb) : json_null(),
+			      "baseline_bits_per_byte", bpb == bpb
+			      ? json_real(clp_session_baseline_bpb(s)) : json_null(), "tokens",
+			      (json_int_t)clp_session_eval_tokens(s), "preset", c->model.preset,
+			      "seq", (json_int_t)c->train.seq);
 
-	printf("{\"loss\": %.17g, \"perplexity\": %.17g, ", loss, exp(loss));
-	if (bpb == bpb)
-		printf("\"bits_per_byte\": %.17g, \"baseline_bits_per_byte\": %.17g, ", bpb,
-		       clp_session_baseline_bpb(s));
-	else
-		printf("\"bits_per_byte\": null, \"baseline_bits_per_byte\": null, ");
-	printf("\"tokens\": %llu, \"preset\": \"%s\", \"seq\": %ld}\n",
-	       (unsigned long long)clp_session_eval_tokens(s), c->model.preset, c->train.seq);
+	if (o) {
+		json_dumpf(o, stdout, JSON_REAL_PRECISION(17));
+		fputc('\n', stdout);
+	}
+	json_decref(o);
 }
 
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)

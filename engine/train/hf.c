@@ -76,7 +76,7 @@ static void origin_of(char *o, size_t n, const char *file, const char *key, cons
 	}
 }
 
-/* The shortest decimal that reads back to v (as Python's repr, which transformers writes). */
+/* The shortest decimal that reads back to v, as config text. */
 static void fmt_double(char *b, size_t n, double v)
 {
 	for (int prec = 1; prec <= 17; prec++) {
@@ -335,89 +335,95 @@ clp_status clp_hf_config_apply(const char *path, clp_train_config *cfg, int *fou
 
 /* ---- writing ---------------------------------------------------------------------------------- */
 
-static void put_num(FILE *f, const char *key, double v)
+static void set_int(json_t *o, const char *key, long v)
 {
-	char b[64];
+	json_object_set_new(o, key, json_integer(v));
+}
 
-	fmt_double(b, sizeof(b), v);
-	fprintf(f, ",\n  \"%s\": %s", key, b);
+static void set_num(json_t *o, const char *key, double v)
+{
+	json_object_set_new(o, key, json_real(v));
+}
+
+static void set_id(json_t *o, const char *key, int id)
+{
+	json_object_set_new(o, key, id >= 0 ? json_integer(id) : json_null());
 }
 
 char *clp_hf_config_json(const clp_model_config *m, double norm_eps, double rope_theta,
 			 double dropout, int eos_id, int pad_id)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
 	static const char *const arch[] = {"GPT2LMHeadModel", "LlamaForCausalLM", "BertForMaskedLM"};
+	json_t *o = json_object();
+	char *text;
 
-	if (!f)
+	if (!o)
 		return NULL;
-	fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\"",
-		arch[m->preset], clp_preset_name(m->preset));
-	fprintf(f, ",\n  \"vocab_size\": %d", m->vocab);
+	json_object_set_new(o, "architectures", json_pack("[s]", arch[m->preset]));
+	json_object_set_new(o, "model_type", json_string(clp_preset_name(m->preset)));
+	set_int(o, "vocab_size", m->vocab);
 	switch (m->preset) {
 	case CLP_PRESET_GPT2:
-		fprintf(f, ",\n  \"n_layer\": %d,\n  \"n_embd\": %d,\n  \"n_head\": %d,\n  "
-			"\"n_inner\": %d,\n  \"n_positions\": %d,\n  \"n_ctx\": %d", m->n_layer,
-			m->d_model, m->n_head, m->d_ff, m->ctx, m->ctx);
-		fprintf(f, ",\n  \"activation_function\": \"gelu_new\"");
-		put_num(f, "layer_norm_epsilon", norm_eps);
-		put_num(f, "resid_pdrop", dropout);
-		put_num(f, "embd_pdrop", dropout);
-		put_num(f, "attn_pdrop", 0);
-		fprintf(f, ",\n  \"scale_attn_weights\": true");
-		if (eos_id >= 0)
-			fprintf(f, ",\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d", eos_id, eos_id);
-		else
-			fprintf(f, ",\n  \"bos_token_id\": null,\n  \"eos_token_id\": null");
+		set_int(o, "n_layer", m->n_layer);
+		set_int(o, "n_embd", m->d_model);
+		set_int(o, "n_head", m->n_head);
+		set_int(o, "n_inner", m->d_ff);
+		set_int(o, "n_positions", m->ctx);
+		set_int(o, "n_ctx", m->ctx);
+		json_object_set_new(o, "activation_function", json_string("gelu_new"));
+		set_num(o, "layer_norm_epsilon", norm_eps);
+		set_num(o, "resid_pdrop", dropout);
+		set_num(o, "embd_pdrop", dropout);
+		set_num(o, "attn_pdrop", 0);
+		json_object_set_new(o, "scale_attn_weights", json_true());
+		set_id(o, "bos_token_id", eos_id);
+		set_id(o, "eos_token_id", eos_id);
 		break;
 	case CLP_PRESET_LLAMA:
-		fprintf(f, ",\n  \"num_hidden_layers\": %d,\n  \"hidden_size\": %d,\n  "
-			"\"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  "
-			"\"head_dim\": %d,\n  \"intermediate_size\": %d,\n  "
-			"\"max_position_embeddings\": %d", m->n_layer, m->d_model, m->n_head,
-			m->n_kv_head, m->d_model / m->n_head, m->d_ff, m->ctx);
-		fprintf(f, ",\n  \"hidden_act\": \"silu\"");
-		put_num(f, "rms_norm_eps", norm_eps);
-		put_num(f, "rope_theta", rope_theta);
-		fprintf(f, ",\n  \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": ");
-		{
-			char b[64];
-
-			fmt_double(b, sizeof(b), rope_theta);
-			fprintf(f, "%s}", b);
-		}
-		fprintf(f, ",\n  \"rope_scaling\": null,\n  \"attention_bias\": false,\n  "
-			"\"mlp_bias\": false");
-		put_num(f, "attention_dropout", 0);
-		if (eos_id >= 0)
-			fprintf(f, ",\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d", eos_id, eos_id);
-		else
-			fprintf(f, ",\n  \"bos_token_id\": null,\n  \"eos_token_id\": null");
+		set_int(o, "num_hidden_layers", m->n_layer);
+		set_int(o, "hidden_size", m->d_model);
+		set_int(o, "num_attention_heads", m->n_head);
+		set_int(o, "num_key_value_heads", m->n_kv_head);
+		set_int(o, "head_dim", m->d_model / m->n_head);
+		set_int(o, "intermediate_size", m->d_ff);
+		set_int(o, "max_position_embeddings", m->ctx);
+		json_object_set_new(o, "hidden_act", json_string("silu"));
+		set_num(o, "rms_norm_eps", norm_eps);
+		/* transformers 4 reads rope_theta, 5 rope_parameters */
+		set_num(o, "rope_theta", rope_theta);
+		json_object_set_new(o, "rope_parameters", json_pack("{s:s,s:f}", "rope_type",
+								     "default", "rope_theta",
+								     rope_theta));
+		json_object_set_new(o, "rope_scaling", json_null());
+		json_object_set_new(o, "attention_bias", json_false());
+		json_object_set_new(o, "mlp_bias", json_false());
+		set_num(o, "attention_dropout", 0);
+		set_id(o, "bos_token_id", eos_id);
+		set_id(o, "eos_token_id", eos_id);
 		break;
 	case CLP_PRESET_BERT:
-		fprintf(f, ",\n  \"num_hidden_layers\": %d,\n  \"hidden_size\": %d,\n  "
-			"\"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n  "
-			"\"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d", m->n_layer,
-			m->d_model, m->n_head, m->d_ff, m->ctx, m->n_types);
-		fprintf(f, ",\n  \"hidden_act\": \"gelu\",\n  \"position_embedding_type\": "
-			"\"absolute\"");
-		put_num(f, "layer_norm_eps", norm_eps);
-		put_num(f, "hidden_dropout_prob", dropout);
-		put_num(f, "attention_probs_dropout_prob", 0);
+		set_int(o, "num_hidden_layers", m->n_layer);
+		set_int(o, "hidden_size", m->d_model);
+		set_int(o, "num_attention_heads", m->n_head);
+		set_int(o, "intermediate_size", m->d_ff);
+		set_int(o, "max_position_embeddings", m->ctx);
+		set_int(o, "type_vocab_size", m->n_types);
+		json_object_set_new(o, "hidden_act", json_string("gelu"));
+		json_object_set_new(o, "position_embedding_type", json_string("absolute"));
+		set_num(o, "layer_norm_eps", norm_eps);
+		set_num(o, "hidden_dropout_prob", dropout);
+		set_num(o, "attention_probs_dropout_prob", 0);
 		if (pad_id >= 0)
-			fprintf(f, ",\n  \"pad_token_id\": %d", pad_id);
+			set_int(o, "pad_token_id", pad_id);
 		break;
 	}
-	fprintf(f, ",\n  \"tie_word_embeddings\": %s", m->tied ? "true" : "false");
-	fprintf(f, ",\n  \"dtype\": \"float32\",\n  \"torch_dtype\": \"float32\"");
-	fprintf(f, ",\n  \"initializer_range\": 0.02,\n  \"use_cache\": true\n}\n");
-	if (fclose(f) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
+	json_object_set_new(o, "tie_word_embeddings", json_boolean(m->tied));
+	json_object_set_new(o, "dtype", json_string("float32"));
+	set_num(o, "initializer_range", 0.02);
+	/* 15 digits: the decimals a user configured (1e-05, not 1.0000000000000001e-05) */
+	text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
+	json_decref(o);
+	return text;
 }
 
 /* ---- tensor names ----------------------------------------------------------------------------- */
