@@ -41,7 +41,8 @@ static void help(const char *cmd)
 	else
 		printf("usage: clpipe sample --ckpt DIR [--prompt TEXT] [--length N]\n"
 		       "                     [--temperature T] [--top-k K]\n\n"
-		       "Generates text from a checkpoint (gpt2 and llama presets).\n");
+		       "Generates text from a checkpoint or a Hugging Face model directory (its\n"
+		       "config.json gives the model; gpt2 and llama). --temperature 0 is greedy.\n");
 	printf("\nshortcuts: --resume --device --log --steps --data --ckpt --prompt --length\n"
 	       "           --temperature --top-k --preset (for ckpt.resume, train.device, ...)\n\n"
 	       "settings (any can be given in the file or as --section.key=value):\n");

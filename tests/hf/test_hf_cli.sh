@@ -82,4 +82,42 @@ PY
 	[ "$a" = "$b" ] || { echo "FAIL: checkpoint $a, its model file + config.json $b"; exit 1; }
 	echo "$preset: the model file and config.json alone give the same eval: $b"
 done
+# a GPT-2 checkpoint written before checkpoints used GPT2LMHeadModel's names (no "transformer."
+# prefix, the parameter hash of those names) still evaluates and resumes
+cp -r "$work/ck-gpt2" "$work/ck-old"
+python3 - "$work/ck-old/step-00000002" <<'PY'
+import json, struct, sys, zlib
+d = sys.argv[1]
+def rewrite(name):
+    with open(f"{d}/{name}", "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        data = f.read()
+    h = {k[len("transformer."):] if k.startswith("transformer.") else k: v for k, v in h.items()}
+    t = json.dumps(h, separators=(",", ":")).encode()
+    t += b" " * (-len(t) % 8)
+    blob = struct.pack("<Q", len(t)) + t + data
+    with open(f"{d}/{name}", "wb") as f:
+        f.write(blob)
+    return h, blob
+man = json.load(open(f"{d}/manifest.json"))
+for e in man["files"]:
+    h, blob = rewrite(e["file"])
+    e["bytes"], e["crc32"] = len(blob), "%08x" % zlib.crc32(blob)
+    if e["kind"] == "model":
+        hv = 0xcbf29ce484222325
+        for k in sorted(x for x in h if x != "__metadata__"):
+            for c in k.encode() + b"\0" + "".join(f"{s}," for s in h[k]["shape"]).encode() + b";":
+                hv = ((hv ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+        man["identity"]["params"] = "%016x" % hv
+json.dump(man, open(f"{d}/manifest.json", "w"))
+PY
+a=$("$clpipe" eval --ckpt "$work/ck-gpt2/step-00000002" --data "$corpus" --eval.batches=0 --json)
+b=$("$clpipe" eval --ckpt "$work/ck-old/step-00000002" --data "$corpus" --eval.batches=0 --json)
+[ "$a" = "$b" ] || { echo "FAIL: new names $a, old names $b"; exit 1; }
+"$clpipe" train --data "$corpus" --model.preset=gpt2 --model.n_layer=1 --model.d_model=16 \
+	--model.n_head=2 --model.ctx=16 --train.batch=2 --train.steps=3 --eval.every=0 \
+	--eval.batches=1 --ckpt.dir="$work/ck-old" --resume >"$work/resume-old.out"
+grep -q "resumed from .*step-00000002 at step 2" "$work/resume-old.out"
+echo "gpt2: a checkpoint with the old unprefixed names evaluates the same and resumes"
 echo "hf cli: ok"
