@@ -10,6 +10,7 @@ load every weight (no missing or unexpected keys) and give clpipe eval's loss an
 Prints one line per check and a summary; exits 1 on any mismatch."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,9 @@ TOL = 1e-5
 failures = []
 
 
-def run(args):
-    r = subprocess.run([CLPIPE] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def run(args, prefix=()):
+    r = subprocess.run(list(prefix) + [CLPIPE] + args, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
     if r.returncode:
         sys.exit(f"clpipe {' '.join(args)} failed:\n{r.stderr.decode()}")
     return r.stdout
@@ -133,9 +135,15 @@ def clpipe_to_hf(work):
                             "--model.norm_eps=1e-5", "--model.rope_theta=500000"], True),
              ("llama tied", ["--model.preset=llama", "--model.tie_embeddings=true"], True),
              ("bert", ["--model.preset=bert"], False)]
+    mpirun = shutil.which("mpirun")
+    if mpirun:  # two pipeline stages: two model files and the weight map
+        cases.append(("gpt2 2 stages (mpirun)", ["--model.preset=gpt2", "--pipeline.stages=2"],
+                      True))
     for i, (label, args, causal) in enumerate(cases):
         ck = os.path.join(work, f"ck{i}")
-        run(["train"] + common + args + ["--ckpt.dir=" + ck])
+        prefix = ([mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2"]
+                  if "mpirun" in label else [])
+        run(["train"] + common + args + ["--ckpt.dir=" + ck], prefix)
         step = os.path.join(ck, "step-00000005")
         cls = AutoModelForCausalLM if causal else BertForMaskedLM
         m, info = cls.from_pretrained(step, output_loading_info=True)

@@ -7,7 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+
+#include "engine/io/durable.h"
 
 /* One model.* setting and the config.json key it comes from. kind: 'i' integer, 'f' number,
  * 'b' boolean; dflt: the class's default when the key is absent or null (NULL: required;
@@ -424,6 +427,66 @@ char *clp_hf_config_json(const clp_model_config *m, double norm_eps, double rope
 	text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(15));
 	json_decref(o);
 	return text;
+}
+
+/* Every model*.safetensors file of dir (not model.safetensors.index.json, not temporaries). */
+static int is_model_file(const char *name)
+{
+	size_t n = strlen(name), ext = strlen(".safetensors");
+
+	return !strncmp(name, "model", 5) && n > ext && !strcmp(name + n - ext, ".safetensors");
+}
+
+static clp_status index_file(json_t *map, const char *dir, const char *name, uint64_t *total)
+{
+	char path[1400];
+	clp_st_file *f = NULL;
+
+	snprintf(path, sizeof(path), "%.1023s/%.255s", dir, name);
+	CLP_TRY(clp_st_open(&f, path));
+	for (int i = 0; i < clp_st_count(f); i++) {
+		const clp_st_tensor *t = clp_st_at(f, i);
+
+		json_object_set_new(map, t->name, json_string(name));
+		*total += t->end - t->begin;
+	}
+	clp_st_close(f);
+	return CLP_OK;
+}
+
+clp_status clp_hf_write_index(const char *dir)
+{
+	DIR *d = opendir(dir);
+	json_t *map = json_object(), *idx = NULL;
+	struct dirent *e;
+	uint64_t total = 0;
+	char path[1100], *text = NULL;
+	clp_status st = CLP_OK;
+
+	if (!d || !map) {
+		json_decref(map);
+		if (d)
+			closedir(d);
+		return clp_error(CLP_ERR_IO, "%s: cannot list the checkpoint's files", dir);
+	}
+	while (st == CLP_OK && (e = readdir(d)))
+		if (is_model_file(e->d_name))
+			st = index_file(map, dir, e->d_name, &total);
+	closedir(d);
+	if (st == CLP_OK) {
+		idx = json_pack("{s:{s:I},s:O}", "metadata", "total_size", (json_int_t)total,
+				"weight_map", map);
+		text = idx ? json_dumps(idx, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+		if (!text)
+			st = clp_error(CLP_ERR_NOMEM, "out of host memory writing the weight map");
+	}
+	snprintf(path, sizeof(path), "%.1023s/model.safetensors.index.json", dir);
+	if (st == CLP_OK)
+		st = clp_io_write_file(path, text, strlen(text));
+	free(text);
+	json_decref(idx);
+	json_decref(map);
+	return st;
 }
 
 /* ---- tensor names ----------------------------------------------------------------------------- */

@@ -34,6 +34,11 @@ clp_status clp_hf_config_apply(const char *path, clp_train_config *cfg, int *fou
 char *clp_hf_config_json(const clp_model_config *m, double norm_eps, double rope_theta,
 			 double dropout, int eos_id, int pad_id);
 
+/* A checkpoint of several ranks (model-rank<R>.safetensors): write
+ * model.safetensors.index.json, the weight map transformers reads sharded models by, from the
+ * model files' headers (durably; the caller fsyncs the directory). */
+clp_status clp_hf_write_index(const char *dir);
+
 #define CLP_HF_NAME (CLP_MAX_NAME + 32)
 /* The name a checkpoint stores a parameter (clpipe's table name) under: GPT-2's get
  * GPT2LMHeadModel's "transformer." prefix; llama and bert names are already their LM classes'. */

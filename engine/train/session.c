@@ -311,6 +311,9 @@ clp_status st_save(clp_session *s)
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
 		st = clp_comm_barrier(s->comm, "checkpoint files written");
+	/* transformers reads several model files by their weight map */
+	if (st == CLP_OK && st_rank(s) == 0 && clp_comm_size(s->comm) > 1)
+		st = clp_hf_write_index(clp_ckpt_writer_dir(w));
 	if (st == CLP_OK && st_rank(s) == 0)
 		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
 	if (st == CLP_OK && st_rank(s) == 0)
