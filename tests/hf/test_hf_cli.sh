@@ -39,6 +39,18 @@ print(f"{sys.argv[3]:14s} greedy sample = transformers' tokens {g['tokens']}")
 PY
 done
 
+# --eval.batches=0 is every validation sequence once, whatever the batch: 5 sequences in
+# batches of 2 (the last one's second row predicts nothing) count as many tokens as in batches of 1
+"$clpipe" eval --ckpt "$fx/gpt2" --data "$corpus" --eval.batches=0 --train.batch=1 --json \
+	>"$work/b1.json"
+python3 - "$work/b1.json" "$work/gpt2.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["tokens"] == b["tokens"] == 5 * 16, (a, b)
+assert abs(a["loss"] - b["loss"]) <= 1e-6 * a["loss"], (a, b)
+print(f"eval.batches=0: {a['tokens']} tokens with batch 1 and with batch 2")
+PY
+
 # a flag that contradicts config.json
 if "$clpipe" eval --ckpt "$fx/gpt2" --data "$corpus" --model.n_head=4 >/dev/null 2>"$work/err"; then
 	echo "FAIL: --model.n_head=4 against a 2-head config.json was accepted"
