@@ -12,6 +12,8 @@ eval.dump) with transformers' loss on it, so the CLI is checked end to end witho
 The models (vocabulary 264: the byte tokenizer's 256 bytes and specials fit; width 8):
   gpt2           GPT2LMHeadModel.save_pretrained: "transformer." names, F32
   gpt2_hub       the Hub's older GPT-2 layout: unprefixed names, F16, no n_inner
+  gpt2_bpe       GPT2LMHeadModel with a tiny byte-level BPE (vocab.json, merges.txt: 256
+                 bytes, 8 merges, <|endoftext|>), which clpipe then uses as its tokenizer
   llama          LlamaForCausalLM, GQA (2 heads, 1 key/value head), untied lm_head,
                  rms_norm_eps 1e-5 and rope_theta 500000 (not the defaults), F32
   llama_tied     tie_word_embeddings = true (no lm_head.weight in the file), F32
@@ -33,8 +35,8 @@ import safetensors
 import torch
 import transformers
 from safetensors.torch import save_file
-from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                          LlamaForCausalLM)
+from transformers import (BertConfig, BertForMaskedLM, GPT2Config, GPT2LMHeadModel,
+                          GPT2TokenizerFast, LlamaConfig, LlamaForCausalLM)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "fixtures")
@@ -46,6 +48,55 @@ def gpt2(seed):
     torch.manual_seed(seed)
     c = GPT2Config(vocab_size=V, n_positions=T, n_embd=8, n_layer=2, n_head=2,
                    initializer_range=0.3, bos_token_id=None, eos_token_id=None)
+    return GPT2LMHeadModel(c)
+
+
+def bytes_to_unicode():
+    """GPT-2's byte -> printable character map (vocab.json and merges.txt spell bytes so)."""
+    bs = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1))
+          + list(range(ord("\u00ae"), ord("\u00ff") + 1)))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+MERGES = [("\u0120", "t"), ("h", "e"), ("\u0120t", "he"), ("i", "n"), ("\u0120", "a"), ("o", "f"),
+          ("\u0120", "o"), ("\u0120o", "f")]
+
+
+def bpe_vocab():
+    m = bytes_to_unicode()
+    vocab = {m[b]: b for b in range(256)}
+    for a, b in MERGES:
+        vocab[a + b] = len(vocab)
+    vocab["<|endoftext|>"] = len(vocab)
+    return vocab
+
+
+def write_bpe(d):
+    with open(os.path.join(d, "vocab.json"), "w") as f:
+        json.dump(bpe_vocab(), f)
+    with open(os.path.join(d, "merges.txt"), "w") as f:
+        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in MERGES))
+
+
+def token_bytes(ids, vocab=None):
+    """What clpipe sample prints for ids: their bytes (nothing for ids past the vocabulary)."""
+    if vocab is None:
+        return b"".join(bytes([i]) for i in ids if i < 256)
+    inv, u2b = {v: k for k, v in vocab.items()}, {c: b for b, c in bytes_to_unicode().items()}
+    return b"".join(bytes(u2b[c] for c in inv[i]) for i in ids if i in inv and inv[i] != "<|endoftext|>")
+
+
+def gpt2_bpe(seed):
+    torch.manual_seed(seed)
+    v = len(bpe_vocab())
+    c = GPT2Config(vocab_size=v, n_positions=T, n_embd=8, n_layer=2, n_head=2,
+                   initializer_range=0.3, bos_token_id=v - 1, eos_token_id=v - 1)
     return GPT2LMHeadModel(c)
 
 
@@ -73,7 +124,7 @@ def randomize_norms(m):
                 p.add_(0.1 * torch.randn_like(p))
 
 
-def save(name, m, dtype=None, shard=None, hub=False):
+def save(name, m, dtype=None, shard=None, hub=False, bpe=False):
     d = os.path.join(OUT, name)
     shutil.rmtree(d, ignore_errors=True)
     if dtype is not None:
@@ -92,6 +143,8 @@ def save(name, m, dtype=None, shard=None, hub=False):
     else:
         kw = {"max_shard_size": shard} if shard else {}
         m.save_pretrained(d, **kw)
+    if bpe:
+        write_bpe(d)
     for extra in ("generation_config.json",):
         p = os.path.join(d, extra)
         if os.path.exists(p):
@@ -151,6 +204,7 @@ def main():
         ("gpt2", lambda: gpt2(1), {}, GPT2LMHeadModel, True),
         ("gpt2_hub", lambda: gpt2(2), {"dtype": torch.float16, "hub": True}, GPT2LMHeadModel,
          True),
+        ("gpt2_bpe", lambda: gpt2_bpe(7), {"bpe": True}, GPT2LMHeadModel, True),
         ("llama", lambda: llama(3, False, rms_norm_eps=1e-5, rope_theta=500000.0), {},
          LlamaForCausalLM, True),
         ("llama_tied", lambda: llama(4, True), {}, LlamaForCausalLM, True),
@@ -163,22 +217,34 @@ def main():
         randomize_norms(m)
         d = save(name, m, **how)
         ref = reference(d, cls)
+        vocab = bpe_vocab() if how.get("bpe") else None
         x, y = batch(causal, 100 + i)
+        if vocab:
+            x, y = x % len(vocab), y % len(vocab)
         with torch.no_grad():
             loss = ce(ref(x).logits, y)
         e = {"versions": {"transformers": transformers.__version__, "torch": torch.__version__,
                           "safetensors": safetensors.__version__},
              "class": cls.__name__, "inputs": x.tolist(), "targets": y.tolist(), "loss": loss}
         if causal:
-            prompt = [84, 104, 101, 32]  # "The "
+            prompt = [84, 104, 101, 32]  # "The " in bytes
+            if vocab:
+                prompt = GPT2TokenizerFast(vocab=vocab, merges=MERGES).encode("The ")
             toks, gap = greedy(ref, prompt, 8)
             if gap < 1e-3:
                 sys.exit(f"{name}: greedy tokens nearly tie (gap {gap:.2e}): change the seed")
-            e["greedy"] = {"prompt": prompt, "tokens": toks, "min_gap": gap}
+            e["greedy"] = {"prompt": prompt, "tokens": toks, "min_gap": gap,
+                           "text_hex": (b"The " + token_bytes(toks, vocab)).hex()}
         if a.clpipe:
             dump = clpipe_eval(a.clpipe, d, os.path.join(OUT, name + ".dump.json"))
             os.remove(os.path.join(OUT, name + ".dump.json"))
             xi, yt = torch.tensor(dump["inputs"]), torch.tensor(dump["targets"])
+            if vocab:  # clpipe tokenized the corpus with the directory's BPE, as transformers
+                tok = GPT2TokenizerFast(vocab=vocab, merges=MERGES)
+                text = open(os.path.join(HERE, "corpus.txt")).read()
+                rows = [tok.decode(r) for r in dump["inputs"]]
+                assert all(r in text for r in rows), rows
+                assert len(dump["inputs"][0]) == T and max(max(r) for r in dump["inputs"]) >= 256
             with torch.no_grad():
                 e["eval"] = {"corpus": "corpus.txt", "batch": 2, "tokens": int((yt >= 0).sum()),
                              "loss": ce(ref(xi).logits, yt), "clpipe_loss": dump["loss"]}

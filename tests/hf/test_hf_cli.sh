@@ -12,7 +12,7 @@ corpus=$here/corpus.txt
 work=$(mktemp -d /tmp/clpipe-hf-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-for m in gpt2 gpt2_hub llama llama_tied llama_sharded bert; do
+for m in gpt2 gpt2_hub gpt2_bpe llama llama_tied llama_sharded bert; do
 	"$clpipe" eval --ckpt "$fx/$m" --data "$corpus" --eval.batches=0 --train.batch=2 --json \
 		>"$work/$m.json"
 	python3 - "$work/$m.json" "$fx/$m/expect.json" "$m" <<'PY'
@@ -27,12 +27,12 @@ print(f"{sys.argv[3]:14s} eval loss {got['loss']:.8f} transformers {want['loss']
 PY
 done
 
-for m in gpt2 gpt2_hub llama llama_tied llama_sharded; do
+for m in gpt2 gpt2_hub gpt2_bpe llama llama_tied llama_sharded; do
 	"$clpipe" sample --ckpt "$fx/$m" --prompt "The " --temperature 0 --length 8 >"$work/$m.txt"
 	python3 - "$work/$m.txt" "$fx/$m/expect.json" "$m" <<'PY'
 import json, sys
 g = json.load(open(sys.argv[2]))["greedy"]
-want = bytes(g["prompt"]) + bytes(g["tokens"]) + b"\n"
+want = bytes.fromhex(g["text_hex"]) + b"\n"
 got = open(sys.argv[1], "rb").read()
 assert got == want, f"{sys.argv[3]}: sample wrote {got!r}, transformers' greedy {want!r}"
 print(f"{sys.argv[3]:14s} greedy sample = transformers' tokens {g['tokens']}")
@@ -63,6 +63,9 @@ grep -q "model.n_head = 4 (command line --model.n_head) contradicts model.n_head
 	>"$work/cfg.txt"
 grep -q "^rope_theta = 10000.0  # .*llama_tied/config.json rope_theta" "$work/cfg.txt"
 grep -q "^tie_embeddings = true  # .*llama_tied/config.json tie_word_embeddings" "$work/cfg.txt"
+# vocab.json and merges.txt beside a GPT-2 config.json: its BPE is the tokenizer
+"$clpipe" eval --ckpt "$fx/gpt2_bpe" --data "$corpus" --print-config >"$work/cfg-bpe.txt"
+grep -q '^tokenizer = "gpt2"  # .*gpt2_bpe/vocab.json and merges.txt' "$work/cfg-bpe.txt"
 
 # clpipe's own checkpoints: config.json, transformers' names, the model file alone reloads
 for preset in gpt2 llama; do

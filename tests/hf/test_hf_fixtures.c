@@ -200,6 +200,11 @@ static void test_gpt2_hub(void)
 	check_fixture("gpt2_hub", "gpt2", 1);
 }
 
+static void test_gpt2_bpe(void)
+{
+	check_fixture("gpt2_bpe", "gpt2", 1);
+}
+
 static void test_llama(void)
 {
 	check_fixture("llama", "llama", 0);
@@ -252,5 +257,6 @@ static void test_config_values(void)
 	free(c);
 }
 
-TH_MAIN(TH_TEST(test_gpt2), TH_TEST(test_gpt2_hub), TH_TEST(test_llama), TH_TEST(test_llama_tied),
-	TH_TEST(test_llama_sharded), TH_TEST(test_bert), TH_TEST(test_config_values))
+TH_MAIN(TH_TEST(test_gpt2), TH_TEST(test_gpt2_hub), TH_TEST(test_gpt2_bpe), TH_TEST(test_llama),
+	TH_TEST(test_llama_tied), TH_TEST(test_llama_sharded), TH_TEST(test_bert),
+	TH_TEST(test_config_values))
