@@ -219,8 +219,13 @@ static clp_status value_of(json_t *j, const char *file, const struct hf_key *k, 
 		if (!k->dflt)
 			return clp_error(CLP_ERR_FORMAT, "%s: no %s", file, k->json);
 		*why = " (absent: the default)";
-		if (k->dflt[0] == '=')
+		if (k->dflt[0] == '=') { /* as another key (GQA off: as many key/value heads) */
 			v = json_object_get(j, k->dflt + 1);
+			*why = " (absent: as num_attention_heads)";
+			if (!v || json_is_null(v))
+				return clp_error(CLP_ERR_FORMAT, "%s: neither %s nor %s", file, k->json,
+						 k->dflt + 1);
+		}
 		if (k->dflt[0] == '*') {
 			snprintf(text, n, "%lld", (long long)(C * atoi(k->dflt + 1)));
 			*why = " (null: 4 x n_embd)";

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/model/stage.h"
 #include "engine/train/hf.h"
@@ -257,6 +258,59 @@ static void test_config_values(void)
 	free(c);
 }
 
+/* What clpipe cannot run is refused, naming the file and the key. */
+static void test_config_refusals(void)
+{
+	static const struct {
+		const char *json, *want1, *want2;
+		clp_status st;
+	} cases[] = {
+		{"{\"model_type\": \"mistral\"}", "model_type \"mistral\"", "gpt2, llama and bert",
+		 CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"gpt2\", \"activation_function\": \"relu\"}",
+		 "activation_function = relu", "gelu_new", CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"llama\", \"attention_bias\": true}", "attention_bias = true",
+		 "false only", CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"llama\", \"rope_scaling\": {\"rope_type\": \"yarn\"}}",
+		 "rope_scaling.rope_type = \"yarn\"", "default", CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"llama\", \"hidden_size\": 8, \"num_attention_heads\": 2, "
+		 "\"head_dim\": 8}", "head_dim = 8", "= 4", CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"bert\", \"type_vocab_size\": 3}", "type_vocab_size = 3", "2",
+		 CLP_ERR_UNSUPPORTED},
+		{"{\"model_type\": \"gpt2\", \"n_layer\": \"two\"}", "n_layer",
+		 "not a non-negative integer", CLP_ERR_FORMAT},
+		{"{\"model_type\": \"gpt2\",", "config.json:1", "malformed JSON", CLP_ERR_FORMAT},
+	};
+	char dir[] = "/tmp/clpipe-hf-config-XXXXXX", path[64];
+
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		clp_train_config *c = malloc(sizeof(*c));
+		FILE *f = fopen(path, "w");
+		int found;
+
+		if (!c || !f) {
+			CHECK(0, "setup");
+			free(c);
+			if (f)
+				fclose(f);
+			break;
+		}
+		fputs(cases[i].json, f);
+		fclose(f);
+		CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
+		CHECK_ERR(clp_hf_config_apply(dir, c, &found), cases[i].st, path, cases[i].want1,
+			  cases[i].want2);
+		free(c);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+
 TH_MAIN(TH_TEST(test_gpt2), TH_TEST(test_gpt2_hub), TH_TEST(test_gpt2_bpe), TH_TEST(test_llama),
 	TH_TEST(test_llama_tied), TH_TEST(test_llama_sharded), TH_TEST(test_bert),
-	TH_TEST(test_config_values))
+	TH_TEST(test_config_values), TH_TEST(test_config_refusals))
