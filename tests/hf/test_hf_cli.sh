@@ -51,6 +51,11 @@ assert abs(a["loss"] - b["loss"]) <= 1e-6 * a["loss"], (a, b)
 print(f"eval.batches=0: {a['tokens']} tokens with batch 1 and with batch 2")
 PY
 
+# a .safetensors file: the config.json beside it
+"$clpipe" eval --ckpt "$fx/gpt2/model.safetensors" --data "$corpus" --eval.batches=0 \
+	--train.batch=2 --json >"$work/file.json"
+cmp -s "$work/file.json" "$work/gpt2.json" || { echo "FAIL: the file gives another eval"; exit 1; }
+
 # a flag that contradicts config.json
 if "$clpipe" eval --ckpt "$fx/gpt2" --data "$corpus" --model.n_head=4 >/dev/null 2>"$work/err"; then
 	echo "FAIL: --model.n_head=4 against a 2-head config.json was accepted"
