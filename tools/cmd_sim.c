@@ -116,7 +116,7 @@ static const clp_cfg_field fields[] = {
 	  "gradients per micro-batch (0: 9 x the stage output)", 0, 1e18, NULL),
 };
 #undef F
-static const clp_cfg_schema schema = {"sim", fields, (int)(sizeof(fields) / sizeof(fields[0]))};
+static const clp_cfg_schema schema = {"sim", fields, (int)(sizeof(fields) / sizeof(fields[0])), 0};
 
 static double now_s(void)
 {

@@ -103,7 +103,7 @@ static const clp_cfg_field fields[] = {
 	F(out, "out", CLP_CFG_STRING, "\"\"", "cluster: output file", 0, 0, NULL),
 };
 #undef F
-const clp_cfg_schema skip_schema = {"skip", fields, (int)(sizeof(fields) / sizeof(fields[0]))};
+const clp_cfg_schema skip_schema = {"skip", fields, (int)(sizeof(fields) / sizeof(fields[0])), 0};
 
 static int parse_short(const char *cmd, skip_cfg *c, int argc, char **argv)
 {

@@ -1,5 +1,6 @@
 /* clpipe train, eval and sample: configuration from a file and the command line, then a session
  * (engine/train/session.h). */
+#include <jansson.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,13 +32,17 @@ static void help(const char *cmd)
 		       "in every checkpoint. One line per step (a progress bar on a terminal); --log F\n"
 		       "writes the same as JSON lines.\n");
 	else if (!strcmp(cmd, "eval"))
-		printf("usage: clpipe eval --ckpt DIR [--data FILE] [--eval.batches N]\n\n"
+		printf("usage: clpipe eval --ckpt DIR [--data FILE] [--eval.batches N] [--json]\n\n"
 		       "Validation loss, perplexity and bits per byte of a checkpoint (the model\n"
-		       "and tokenizer come from the checkpoint; eval.batches 0 = the whole split).\n");
+		       "and tokenizer come from the checkpoint, or from a Hugging Face model\n"
+		       "directory's config.json; eval.batches 0 = the whole split). --json prints one\n"
+		       "JSON object: loss (nats/token, full precision), perplexity, bits_per_byte,\n"
+		       "tokens (targets evaluated), sequences.\n");
 	else
 		printf("usage: clpipe sample --ckpt DIR [--prompt TEXT] [--length N]\n"
 		       "                     [--temperature T] [--top-k K]\n\n"
-		       "Generates text from a checkpoint (gpt2 and llama presets).\n");
+		       "Generates text from a checkpoint or a Hugging Face model directory (its\n"
+		       "config.json gives the model; gpt2 and llama). --temperature 0 is greedy.\n");
 	printf("\nshortcuts: --resume --device --log --steps --data --ckpt --prompt --length\n"
 	       "           --temperature --top-k --preset (for ckpt.resume, train.device, ...)\n\n"
 	       "settings (any can be given in the file or as --section.key=value):\n");
@@ -45,7 +50,8 @@ static void help(const char *cmd)
 }
 
 /* Apply the aliases, then the config file and --section.key overrides. */
-static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only)
+static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only,
+		 int *json)
 {
 	clp_status s = clp_cfg_defaults(&clp_train_schema, cfg);
 
@@ -58,6 +64,11 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 		}
 		if (!strcmp(argv[i], "--print-config")) {
 			*print_only = 1;
+			argv[i] = "";
+			continue;
+		}
+		if (!strcmp(argv[i], "--json") && !strcmp(cmd, "eval")) {
+			*json = 1;
 			argv[i] = "";
 			continue;
 		}
@@ -86,7 +97,7 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 				char origin[64];
 
 				snprintf(origin, sizeof(origin), "command line %s", aliases[a].flag);
-				s = clp_cfg_set(&clp_train_schema, cfg, aliases[a].key, v, origin);
+				s = clp_cfg_set_arg(&clp_train_schema, cfg, aliases[a].key, v, origin);
 				matched = 1;
 			}
 		}
@@ -151,15 +162,33 @@ static int fail(const char *cmd, clp_comm *comm, clp_status st)
 	return rc;
 }
 
+/* clpipe eval --json: full precision, null where a figure does not apply (BERT's bits/byte). */
+static void print_json(const clp_session *s, double loss, double bpb)
+{
+	const clp_train_config *c = clp_session_config(s);
+	json_t *o = json_pack("{s:f,s:f,s:o,s:o,s:I,s:s,s:I}", "loss", loss, "perplexity",
+			      exp(loss), "bits_per_byte", bpb == bpb ? json_real(bpb) : json_null(),
+			      "baseline_bits_per_byte", bpb == bpb
+			      ? json_real(clp_session_baseline_bpb(s)) : json_null(), "tokens",
+			      (json_int_t)clp_session_eval_tokens(s), "preset", c->model.preset,
+			      "seq", (json_int_t)c->train.seq);
+
+	if (o) {
+		json_dumpf(o, stdout, JSON_REAL_PRECISION(17));
+		fputc('\n', stdout);
+	}
+	json_decref(o);
+}
+
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
 {
 	clp_train_config cfg;
 	clp_session *s = NULL;
 	clp_comm *comm = NULL;
-	int print_only = 0, rc, rank = 0;
+	int print_only = 0, json = 0, rc, rank = 0;
 	clp_status st;
 
-	rc = parse(cmd, argc, argv, &cfg, &print_only);
+	rc = parse(cmd, argc, argv, &cfg, &print_only, &json);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
 	if (mode == CLP_SESSION_TRAIN) {
@@ -173,7 +202,7 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		return fail(cmd, comm, st);
 	if ((mode == CLP_SESSION_TRAIN || print_only) && rank == 0) {
 		printf("# effective config (clpipe %s)\n", cmd);
-		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, 0);
+		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, CLP_CFG_ORIGINS);
 		printf("\n");
 	}
 	if (print_only) {
@@ -190,7 +219,9 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		double loss, bpb;
 
 		st = clp_session_eval(s, clp_session_config(s)->eval.batches, &loss, &bpb);
-		if (st == CLP_OK) {
+		if (st == CLP_OK && json) {
+			print_json(s, loss, bpb);
+		} else if (st == CLP_OK) {
 			printf("val loss %.4f nats/token, perplexity %.3f", loss, exp(loss));
 			if (bpb == bpb)
 				printf(", %.4f bits/byte (unigram baseline %.4f)", bpb,

@@ -14,6 +14,7 @@ pkgs=(
   libopenblas-dev                     # reference GEMM for benchmarks
   libjansson-dev                      # JSON
   fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
+  python3                             # tests: stored config vs tomllib, JSON checks of clpipe output
 )
 
 missing=()

@@ -57,6 +57,23 @@ static const char *parse_quoted(const char *p, char quote, char *out, size_t cap
 			case 't': c = '\t'; break;
 			case '\\': c = '\\'; break;
 			case '"': c = '"'; break;
+			case 'r': c = '\r'; break;
+			case 'u': { /* \u00XX, as the writer escapes control characters */
+				unsigned v = 0;
+
+				for (int k = 0; k < 4; k++, p++) {
+					int d = isxdigit((unsigned char)*p) ? (isdigit((unsigned char)*p)
+						? *p - '0' : (tolower((unsigned char)*p) - 'a' + 10)) : -1;
+
+					if (d < 0)
+						return p;
+					v = v * 16 + (unsigned)d;
+				}
+				if (v == 0 || v > 0x7f)
+					return p;
+				c = (char)v;
+				break;
+			}
 			default: return p;
 			}
 		}
@@ -87,21 +104,78 @@ static int parse_long(const char *s, long *v)
 	return errno == 0 && e != s && *e == '\0';
 }
 
-clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
-		       const char *origin)
+static clp_cfg_origin *origin_slot(const clp_cfg_schema *s, const void *obj,
+				    const clp_cfg_field *f)
+{
+	if (!s->origins || !f)
+		return NULL;
+	return (clp_cfg_origin *)((char *)obj + s->origins) + (f - s->fields);
+}
+
+void clp_cfg_set_origin(const clp_cfg_schema *s, void *obj, const char *key, const char *origin)
+{
+	clp_cfg_origin *o = origin_slot(s, obj, clp_cfg_find(s, key));
+
+	if (o)
+		snprintf(*o, sizeof(*o), "%s", origin);
+}
+
+const char *clp_cfg_origin_of(const clp_cfg_schema *s, const void *obj, const char *key)
+{
+	clp_cfg_origin *o = origin_slot(s, obj, clp_cfg_find(s, key));
+
+	return o ? *o : "";
+}
+
+static clp_status parse_value(const clp_cfg_schema *s, const clp_cfg_field *f, void *obj,
+			      const char *buf, const char *origin, int raw);
+
+/* raw: a command-line value, whose string is taken as it is unless quoted as a whole */
+static clp_status set_field(const clp_cfg_schema *s, void *obj, const char *key,
+			    const char *value, const char *origin, int raw)
 {
 	const clp_cfg_field *f = clp_cfg_find(s, key);
-	char *dst;
 	char buf[4096];
+	size_t len = strlen(value);
 
 	if (!f)
 		return clp_error(CLP_ERR_INVALID, "%s: unknown %s setting '%s' (see --help for the "
 				 "list)", origin, s->name, key);
-	dst = (char *)obj + f->offset;
-	value = skip_ws(value);
-	snprintf(buf, sizeof(buf), "%s", value);
-	for (size_t n = strlen(buf); n && isspace((unsigned char)buf[n - 1]);)
-		buf[--n] = '\0';
+	if (len >= sizeof(buf))
+		return clp_error(CLP_ERR_INVALID, "%s: %s: the value is longer than %zu characters",
+				 origin, f->key, sizeof(buf) - 1);
+	if (raw && f->type == CLP_CFG_STRING &&
+	    !(len >= 2 && (value[0] == '"' || value[0] == '\'') && value[len - 1] == value[0])) {
+		memcpy(buf, value, len + 1);
+	} else {
+		value = skip_ws(value);
+		snprintf(buf, sizeof(buf), "%s", value);
+		for (size_t n = strlen(buf); n && isspace((unsigned char)buf[n - 1]);)
+			buf[--n] = '\0';
+		raw = 0;
+	}
+	CLP_TRY(parse_value(s, f, obj, buf, origin, raw));
+	clp_cfg_set_origin(s, obj, key, origin);
+	return CLP_OK;
+}
+
+clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
+		       const char *origin)
+{
+	return set_field(s, obj, key, value, origin, 0);
+}
+
+clp_status clp_cfg_set_arg(const clp_cfg_schema *s, void *obj, const char *key,
+			   const char *value, const char *origin)
+{
+	return set_field(s, obj, key, value, origin, 1);
+}
+
+static clp_status parse_value(const clp_cfg_schema *s, const clp_cfg_field *f, void *obj,
+			      const char *buf, const char *origin, int raw)
+{
+	char *dst = (char *)obj + f->offset;
+
 	switch (f->type) {
 	case CLP_CFG_INT: {
 		long v;
@@ -141,7 +215,7 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 		const char *src = buf;
 		int ok = 1;
 
-		if (buf[0] == '"' || buf[0] == '\'') {
+		if (!raw && (buf[0] == '"' || buf[0] == '\'')) {
 			const char *end = parse_quoted(buf + 1, buf[0], tmp, sizeof(tmp), &ok);
 
 			if (!ok || *skip_ws(end))
@@ -159,7 +233,7 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 	}
 	case CLP_CFG_INTS: {
 		clp_cfg_ints v = {0};
-		char *p = buf;
+		const char *p = buf;
 
 		if (*p == '[')
 			p++;
@@ -167,7 +241,7 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 			char *e;
 			long x;
 
-			p = (char *)skip_ws(p);
+			p = skip_ws(p);
 			if (*p == ']' || *p == '\0')
 				break;
 			errno = 0;
@@ -180,7 +254,7 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 				return clp_error(CLP_ERR_INVALID, "%s: %s: value %ld is out of range "
 						 "[%g, %g]", origin, f->key, x, f->min, f->max);
 			v.v[v.n++] = x;
-			p = (char *)skip_ws(e);
+			p = skip_ws(e);
 			if (*p == ',')
 				p++;
 		}
@@ -190,7 +264,8 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 		return CLP_OK;
 	}
 	}
-	return clp_error(CLP_ERR_INVALID, "%s: field %s has an unknown type", origin, key);
+	(void)s;
+	return clp_error(CLP_ERR_INVALID, "%s: field %s has an unknown type", origin, f->key);
 }
 
 clp_status clp_cfg_defaults(const clp_cfg_schema *s, void *obj)
@@ -348,7 +423,7 @@ clp_status clp_cfg_args(const clp_cfg_schema *s, void *obj, int *argc, char **ar
 			val = argv[++i];
 		}
 		snprintf(origin, sizeof(origin), "command line --%s", key);
-		CLP_TRY(clp_cfg_set(s, obj, key, val, origin));
+		CLP_TRY(clp_cfg_set_arg(s, obj, key, val, origin));
 	}
 	argv[out] = NULL;
 	*argc = out;
@@ -392,6 +467,8 @@ static void write_value(const clp_cfg_field *f, const void *obj, FILE *out)
 				fputs("\\n", out);
 			else if (*p == '\t')
 				fputs("\\t", out);
+			else if ((unsigned char)*p < 0x20 || *p == 0x7f) /* TOML: no raw controls */
+				fprintf(out, "\\u%04x", (unsigned)(unsigned char)*p);
 			else
 				fputc(*p, out);
 		}
@@ -409,25 +486,85 @@ static void write_value(const clp_cfg_field *f, const void *obj, FILE *out)
 	}
 }
 
-void clp_cfg_write(const clp_cfg_schema *s, const void *obj, FILE *out, int comments)
+static size_t section_len(const char *key)
 {
-	char cur[128] = "";
+	const char *dot = strrchr(key, '.');
+
+	return dot ? (size_t)(dot - key) : 0;
+}
+
+/* Each section once (TOML forbids a table twice), in the order sections first appear. */
+void clp_cfg_write(const clp_cfg_schema *s, const void *obj, FILE *out, int flags)
+{
+	int nsec = 0;
 
 	for (int i = 0; i < s->nfields; i++) {
-		const clp_cfg_field *f = &s->fields[i];
-		const char *dot = strrchr(f->key, '.');
-		size_t sl = dot ? (size_t)(dot - f->key) : 0;
+		const char *key = s->fields[i].key;
+		size_t sl = section_len(key);
+		int seen = 0;
 
-		if (sl != strlen(cur) || strncmp(cur, f->key, sl) != 0) {
-			snprintf(cur, sizeof(cur), "%.*s", (int)sl, f->key);
-			fprintf(out, "%s[%s]\n", i ? "\n" : "", cur);
+		for (int j = 0; j < i && !seen; j++)
+			seen = section_len(s->fields[j].key) == sl &&
+			       !strncmp(s->fields[j].key, key, sl);
+		if (seen)
+			continue;
+		if (sl)
+			fprintf(out, "%s[%.*s]\n", nsec ? "\n" : "", (int)sl, key);
+		nsec++;
+		for (int j = i; j < s->nfields; j++) {
+			const clp_cfg_field *f = &s->fields[j];
+			const clp_cfg_origin *o = origin_slot(s, obj, f);
+
+			if (section_len(f->key) != sl || strncmp(f->key, key, sl))
+				continue;
+			if ((flags & CLP_CFG_HELP) && f->help)
+				fprintf(out, "# %s\n", f->help);
+			fprintf(out, "%s = ", f->key + (sl ? sl + 1 : 0));
+			write_value(f, obj, out);
+			if ((flags & CLP_CFG_ORIGINS) && o && (*o)[0] && strcmp(*o, "default"))
+				fprintf(out, "  # %s", *o);
+			fputc('\n', out);
 		}
-		if (comments && f->help)
-			fprintf(out, "# %s\n", f->help);
-		fprintf(out, "%s = ", dot ? dot + 1 : f->key);
-		write_value(f, obj, out);
-		fputc('\n', out);
 	}
+}
+
+void clp_cfg_get(const clp_cfg_schema *s, const void *obj, const char *key, char *buf, size_t n)
+{
+	const clp_cfg_field *f = clp_cfg_find(s, key);
+	FILE *m;
+
+	if (n)
+		buf[0] = '\0';
+	if (!f || n < 2 || !(m = fmemopen(buf, n, "w")))
+		return;
+	setvbuf(m, NULL, _IONBF, 0);
+	write_value(f, obj, m);
+	fclose(m);
+	buf[n - 1] = '\0';
+}
+
+clp_status clp_cfg_set_strict(const clp_cfg_schema *s, void *obj, const char *key,
+			      const char *value, const char *origin)
+{
+	const clp_cfg_field *f = clp_cfg_find(s, key);
+	clp_cfg_origin *o = origin_slot(s, obj, f);
+	clp_cfg_origin was = "";
+	char old[4096], before[256], after[256];
+	clp_status st;
+
+	if (!f || f->size > sizeof(old) || !o || !(*o)[0] || !strcmp(*o, "default"))
+		return clp_cfg_set(s, obj, key, value, origin);
+	memcpy(old, (char *)obj + f->offset, f->size);
+	memcpy(was, *o, sizeof(was));
+	st = clp_cfg_set(s, obj, key, value, origin);
+	if (st != CLP_OK || !memcmp(old, (char *)obj + f->offset, f->size))
+		return st;
+	clp_cfg_get(s, obj, key, after, sizeof(after));
+	memcpy((char *)obj + f->offset, old, f->size);
+	memcpy(*o, was, sizeof(was));
+	clp_cfg_get(s, obj, key, before, sizeof(before));
+	return clp_error(CLP_ERR_INVALID, "%s = %s (%s) contradicts %s = %s (%s); drop one of them",
+			 key, before, was, key, after, origin);
 }
 
 char *clp_cfg_to_string(const clp_cfg_schema *s, const void *obj)

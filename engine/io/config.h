@@ -42,10 +42,18 @@ typedef struct clp_cfg_field {
 	const char *choices; /* "a|b|c" for STRING fields with a fixed set of values, or NULL */
 } clp_cfg_field;
 
+/* Where a value came from ("default", "run.toml:12", "command line --model.n_layer",
+ * "gpt2/config.json n_embd"), for messages and the printed effective config. */
+#define CLP_CFG_ORIGIN_LEN 96
+typedef char clp_cfg_origin[CLP_CFG_ORIGIN_LEN];
+
 typedef struct clp_cfg_schema {
 	const char *name; /* what it configures, for messages */
 	const clp_cfg_field *fields;
 	int nfields;
+	/* offset of a clp_cfg_origin[nfields] member of the config struct where clp_cfg_set
+	 * records each field's origin; 0 when the struct keeps none */
+	size_t origins;
 } clp_cfg_schema;
 
 /* Helpers to declare fields: CLP_CFG_FIELD(struct type, member, "section.key", TYPE, ...). */
@@ -57,9 +65,25 @@ clp_status clp_cfg_defaults(const clp_cfg_schema *s, void *obj);
 clp_status clp_cfg_load_file(const clp_cfg_schema *s, void *obj, const char *path);
 clp_status clp_cfg_load_string(const clp_cfg_schema *s, void *obj, const char *text,
 			       const char *origin);
-/* Set one field from text; origin names where the text came from in messages. */
+/* Set one field from text in file syntax (surrounding blanks are ignored, strings may be
+ * quoted); origin names where the text came from in messages (and is recorded). */
 clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
 		       const char *origin);
+/* The same for a command-line argument: a string value is taken as it is, blanks included
+ * (`--prompt "The "`), unless the whole value is quoted. */
+clp_status clp_cfg_set_arg(const clp_cfg_schema *s, void *obj, const char *key,
+			   const char *value, const char *origin);
+/* The recorded origin of a field ("" when the schema keeps none). */
+const char *clp_cfg_origin_of(const clp_cfg_schema *s, const void *obj, const char *key);
+/* Set a field from a source that describes the thing itself (a model's config.json, the
+ * config stored in a checkpoint): a value set before from anywhere but the defaults that
+ * differs is an error naming both values and their origins; the field is left unchanged. */
+clp_status clp_cfg_set_strict(const clp_cfg_schema *s, void *obj, const char *key,
+			      const char *value, const char *origin);
+/* A field's value in file syntax into buf (truncated to n); "" for an unknown key. */
+void clp_cfg_get(const clp_cfg_schema *s, const void *obj, const char *key, char *buf, size_t n);
+/* Record an origin for a field set directly in the struct. */
+void clp_cfg_set_origin(const clp_cfg_schema *s, void *obj, const char *key, const char *origin);
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key);
 
 /* Apply command-line overrides: every "--section.key=value" or "--section.key value" whose key
@@ -67,8 +91,11 @@ const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key);
  * appears). Other arguments stay, in order. */
 clp_status clp_cfg_args(const clp_cfg_schema *s, void *obj, int *argc, char **argv);
 
-/* Write obj in file syntax (with help comments when comments != 0). */
-void clp_cfg_write(const clp_cfg_schema *s, const void *obj, FILE *f, int comments);
+/* Write obj in file syntax, valid TOML (each section once): with CLP_CFG_HELP each field's help
+ * as a comment above it, with CLP_CFG_ORIGINS the origin of every value that is not a default
+ * as a comment after it. */
+enum { CLP_CFG_HELP = 1, CLP_CFG_ORIGINS = 2 };
+void clp_cfg_write(const clp_cfg_schema *s, const void *obj, FILE *f, int flags);
 /* The same text, malloc()ed. */
 char *clp_cfg_to_string(const clp_cfg_schema *s, const void *obj);
 /* Print the help of every field (for --help). */

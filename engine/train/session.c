@@ -9,9 +9,11 @@
 
 #include "cl/rng.h"
 #include "cl/warmup.h"
+#include "engine/io/durable.h"
 #include "engine/io/layout.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/validate.h"
+#include "engine/train/hf.h"
 #include "topology/bind.h"
 #include "topology/rank_device.h"
 
@@ -70,6 +72,7 @@ static clp_status model_config(clp_session *s)
 	m->norm_eps = (float)s->cfg.model.norm_eps;
 	m->rope_theta = (float)c->model.rope_theta;
 	m->dropout = (float)c->model.dropout;
+	m->tied = c->model.tie_embeddings;
 	if (m->vocab < tv)
 		return clp_error(CLP_ERR_INVALID, "model.vocab = %d is smaller than the tokenizer's "
 				 "%d symbols", m->vocab, tv);
@@ -162,18 +165,23 @@ static void identity(const clp_session *s, char vals[][32], clp_ckpt_kv *kv, int
 	}
 }
 
-static uint64_t params_hash(const clp_session *s)
+/* The hash of the names the checkpoint stores (saved: clp_hf_save_name; else the table's, as
+ * clpipe wrote GPT-2 before it used GPT2LMHeadModel's names). */
+static uint64_t params_hash(const clp_session *s, int saved)
 {
 	clp_param_table t;
 	clp_ckpt_param *p;
+	char (*names)[CLP_HF_NAME] = NULL;
 	uint64_t h = 0;
 
 	if (clp_param_table_build(&s->m, 0, clp_model_nblocks(&s->m) - 1, &t) != CLP_OK)
 		return 0;
 	p = calloc((size_t)t.ntensors, sizeof(*p));
-	if (p) {
+	names = calloc((size_t)t.ntensors, sizeof(*names));
+	if (p && names) {
 		for (int i = 0; i < t.ntensors; i++) {
-			p[i].name = t.tensors[i].name;
+			clp_hf_save_name(s->m.preset, t.tensors[i].name, names[i], CLP_HF_NAME);
+			p[i].name = saved ? names[i] : t.tensors[i].name;
 			p[i].ndim = t.tensors[i].ndim;
 			p[i].shape[0] = (int64_t)t.tensors[i].shape[0];
 			p[i].shape[1] = (int64_t)t.tensors[i].shape[1];
@@ -181,6 +189,7 @@ static uint64_t params_hash(const clp_session *s)
 		h = clp_ckpt_params_hash(p, t.ntensors);
 	}
 	free(p);
+	free(names);
 	clp_param_table_free(&t);
 	return h;
 }
@@ -224,7 +233,7 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
 				*bufs = nb;
 			}
 			for (int j = 0; j < 3; j++) {
-				char name[CLP_MAX_NAME + 16];
+				char name[CLP_HF_NAME + 16];
 				float *h = malloc(d->numel * sizeof(float));
 
 				if (!h)
@@ -232,13 +241,33 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
 							 d->name);
 				(*bufs)[(*nbufs)++] = h;
 				CLP_TRY(clp_stage_read(st, what[j], k, h));
-				snprintf(name, sizeof(name), "%s%s", d->name, suffix[j]);
+				clp_hf_save_name(s->m.preset, d->name, name, sizeof(name));
+				strncat(name, suffix[j], sizeof(name) - strlen(name) - 1);
 				CLP_TRY(clp_ckpt_writer_add(w, j ? CLP_CKPT_OPTIM : CLP_CKPT_MODEL, name,
 							    h, d->ndim, shape));
 			}
 		}
 	}
 	return CLP_OK;
+}
+
+/* config.json beside the model file, for transformers' from_pretrained (fsynced with the
+ * directory by the checkpoint writer, before the manifest makes the checkpoint complete). */
+static clp_status write_hf_config(const clp_session *s, const char *dir)
+{
+	int32_t eos = s->bert ? -1 : clp_tok_special_id(s->tok, "<|endoftext|>");
+	int32_t pad = s->bert ? clp_tok_special_id(s->tok, "[PAD]") : -1;
+	char *text = clp_hf_config_json(&s->m, s->cfg.model.norm_eps, s->cfg.model.rope_theta,
+					 s->cfg.model.dropout, eos, pad);
+	char path[1200];
+	clp_status st;
+
+	if (!text)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
+	snprintf(path, sizeof(path), "%s/%s", dir, CLP_HF_CONFIG);
+	st = clp_io_write_file(path, text, strlen(text));
+	free(text);
+	return st;
 }
 
 clp_status st_save(clp_session *s)
@@ -271,6 +300,8 @@ clp_status st_save(clp_session *s)
 		st = clp_ckpt_writer_meta(w, "train.applied", num);
 	if (st == CLP_OK)
 		st = add_tensors(s, w, &bufs, &nbufs);
+	if (st == CLP_OK && st_rank(s) == 0)
+		st = write_hf_config(s, clp_ckpt_writer_dir(w));
 	if (st == CLP_OK)
 		st = st_kfac_save(s, w);
 	if (st == CLP_OK)
@@ -280,6 +311,9 @@ clp_status st_save(clp_session *s)
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
 		st = clp_comm_barrier(s->comm, "checkpoint files written");
+	/* transformers reads several model files by their weight map */
+	if (st == CLP_OK && st_rank(s) == 0 && clp_comm_size(s->comm) > 1)
+		st = clp_hf_write_index(clp_ckpt_writer_dir(w));
 	if (st == CLP_OK && st_rank(s) == 0)
 		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
 	if (st == CLP_OK && st_rank(s) == 0)
@@ -294,8 +328,9 @@ clp_status st_save(clp_session *s)
 	return st;
 }
 
-/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name. */
-static clp_status load_stage(clp_stage *stage, clp_ckpt *c, int optim)
+/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name (under any of
+ * the names transformers' layouts use: clp_hf_read). */
+static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim)
 {
 	const clp_param_table *t = clp_stage_table(stage);
 	clp_status st = CLP_OK;
@@ -308,14 +343,12 @@ static clp_status load_stage(clp_stage *stage, clp_ckpt *c, int optim)
 		if (!buf)
 			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s", d->name);
 		shape_of(d, shape);
-		st = clp_ckpt_read(c, CLP_CKPT_MODEL, d->name, buf, d->ndim, shape);
+		st = clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape);
 		if (st == CLP_OK)
 			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
 		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
-			char name[CLP_MAX_NAME + 16];
-
-			snprintf(name, sizeof(name), "%s%s", d->name, k == 1 ? ".exp_avg" : ".exp_avg_sq");
-			st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, buf, d->ndim, shape);
+			st = clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name,
+					 k == 1 ? ".exp_avg" : ".exp_avg_sq", buf, d->ndim, shape);
 			if (st == CLP_OK)
 				st = clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
 						     buf);
@@ -329,9 +362,9 @@ static clp_status load_stage(clp_stage *stage, clp_ckpt *c, int optim)
 static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
 {
 	if (s->st)
-		return load_stage(s->st, c, optim);
+		return load_stage(s->st, c, s->m.preset, optim);
 	for (int i = 0; i < clp_exec_nstages(s->ex); i++)
-		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, optim));
+		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, s->m.preset, optim));
 	return CLP_OK;
 }
 
@@ -341,8 +374,17 @@ static clp_status check_identity(clp_session *s, clp_ckpt *c)
 	clp_ckpt_kv kv[8];
 	int n;
 
+	uint64_t h = params_hash(s, 1), old = params_hash(s, 0);
+	const char *have = clp_ckpt_identity(c, "params");
+	char hex[32];
+
+	snprintf(hex, sizeof(hex), "%016" PRIx64, old);
+	if (have && !strcmp(have, hex)) /* written before GPT-2 got GPT2LMHeadModel's names */
+		h = old;
+	if (!have) /* a model file copied out without its hash: the tensors' shapes still count */
+		h = 0;
 	identity(s, vals, kv, &n);
-	return clp_ckpt_check_identity(c, kv, n, params_hash(s));
+	return clp_ckpt_check_identity(c, kv, n, h);
 }
 
 static clp_status resume(clp_session *s)
@@ -387,6 +429,7 @@ static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
 {
 	const char *text;
 	clp_train_config base;
+	char origin[CLP_CFG_ORIGIN_LEN];
 	clp_status st;
 
 	if (!s->cfg.sample.ckpt[0])
@@ -394,13 +437,25 @@ static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
 				 "--sample.ckpt=DIR)");
 	CLP_TRY(clp_ckpt_open(cp, s->cfg.sample.ckpt));
 	text = clp_ckpt_meta(*cp, "config");
-	if (!text) /* a foreign file (Hugging Face): the command line must describe the model */
-		return CLP_OK;
+	if (!text) { /* a foreign file: its config.json, else the command line, gives the model */
+		int found;
+
+		return clp_hf_config_apply(clp_ckpt_path(*cp), &s->cfg, &found);
+	}
 	CLP_TRY(clp_cfg_defaults(&clp_train_schema, &base));
 	st = clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(*cp));
 	if (st != CLP_OK)
 		return clp_error_context(st, "the config stored in the checkpoint: ");
-	s->cfg.model = base.model;
+	snprintf(origin, sizeof(origin), "%s (stored config)", clp_ckpt_path(*cp));
+	for (int i = 0; i < clp_train_schema.nfields; i++) {
+		const char *key = clp_train_schema.fields[i].key;
+		char v[256];
+
+		if (strncmp(key, "model.", 6))
+			continue;
+		clp_cfg_get(&clp_train_schema, &base, key, v, sizeof(v));
+		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
+	}
 	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
 	if (!s->cfg.data.bpe_vocab[0])
 		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));

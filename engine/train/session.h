@@ -7,6 +7,7 @@
 #ifndef CLP_TRAIN_SESSION_H
 #define CLP_TRAIN_SESSION_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "engine/train/train_config.h"
@@ -35,9 +36,12 @@ const clp_train_config *clp_session_config(const clp_session *s);
  * *val_loss (may be NULL) gets the last validation loss. */
 clp_status clp_session_train(clp_session *s, double *val_loss);
 
-/* Mean validation loss (nats per token) over eval.batches micro-batches (0: all of the split),
- * and bits per byte (NaN when not meaningful, e.g. BERT's masked loss). */
+/* Mean validation loss (nats per token) over eval.batches micro-batches (0: every sequence of
+ * the split once), and bits per byte (NaN when not meaningful, e.g. BERT's masked loss). With
+ * eval.dump set (clpipe eval), the evaluated inputs and targets are written there as JSON. */
 clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb);
+/* The number of targets (tokens predicted) of the last evaluation. */
+uint64_t clp_session_eval_tokens(const clp_session *s);
 
 /* The unigram entropy of the training split in bits per byte (the baseline a model must beat). */
 double clp_session_baseline_bpb(const clp_session *s);

@@ -35,6 +35,7 @@ struct clp_session {
 	long step;      /* next step to run */
 	long applied;   /* optimizer steps taken (skipped ones excluded) */
 	double baseline_bpb, bytes_per_token;
+	uint64_t eval_tokens; /* targets of the last evaluation */
 	int bert, byte_level;
 	void (*hook)(void *ud, long step);
 	void *hook_ud;

@@ -92,6 +92,40 @@ static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t s
 	return d;
 }
 
+/* eval.dump: every evaluated micro-batch as rows of inputs and targets (-1: no target). */
+static clp_status dump_rows(json_t *d, const clp_session *s, const int32_t *in, const int32_t *tg)
+{
+	json_t *ins = json_object_get(d, "inputs"), *tgs = json_object_get(d, "targets");
+
+	for (size_t b = 0; b < s->B; b++) {
+		json_t *ri = json_array(), *rt = json_array();
+
+		for (size_t t = 0; ri && rt && t < s->T; t++) {
+			json_array_append_new(ri, json_integer(in[b * s->T + t]));
+			json_array_append_new(rt, json_integer(tg[b * s->T + t]));
+		}
+		if (!ri || !rt || json_array_append_new(ins, ri) || json_array_append_new(tgs, rt)) {
+			json_decref(rt);
+			return clp_error(CLP_ERR_NOMEM, "out of host memory for eval.dump");
+		}
+	}
+	return CLP_OK;
+}
+
+static clp_status dump_write(json_t *d, const clp_session *s, double loss)
+{
+	json_object_set_new(d, "loss", json_real(loss));
+	json_object_set_new(d, "preset", json_string(clp_preset_name(s->m.preset)));
+	if (json_dump_file(d, s->cfg.eval.dump, JSON_COMPACT) != 0)
+		return clp_error(CLP_ERR_IO, "eval.dump %s: cannot write", s->cfg.eval.dump);
+	return CLP_OK;
+}
+
+uint64_t clp_session_eval_tokens(const clp_session *s)
+{
+	return s->eval_tokens;
+}
+
 clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb)
 {
 	uint64_t nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
@@ -100,43 +134,61 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 	long rounds = (nb + per - 1) / per;
 	size_t valid = 0;
 	double sum = 0;
+	json_t *dump = NULL;
+	clp_status st = CLP_OK;
 
 	nb = rounds * per;
+	if (s->mode == CLP_SESSION_EVAL && s->cfg.eval.dump[0] &&
+	    !(dump = json_pack("{s:[],s:[]}", "inputs", "targets")))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for eval.dump");
 	if (s->skip) /* the stages live on several nodes: gather the model on rank 0 */
 		CLP_TRY(st_skip_eval_begin(s));
 	/* count targets first: the mean is over every micro-batch of the evaluation */
-	for (int pass = 0; pass < 2; pass++) {
-		for (long r = 0; r < rounds; r++) {
-			for (long b = 0; b < per; b++) {
+	for (int pass = 0; pass < 2 && st == CLP_OK; pass++) {
+		for (long r = 0; r < rounds && st == CLP_OK; r++) {
+			for (long b = 0; b < per && st == CLP_OK; b++) {
 				long vb = r * per + b;
 				int32_t *in = s->in + (size_t)b * s->N, *tg = s->tg + (size_t)b * s->N;
 
-				CLP_TRY(clp_dataset_val(s->ds, (uint64_t)vb * s->B, (int)s->B, in, tg));
-				if (s->bert) {
+				st = clp_dataset_val(s->ds, (uint64_t)vb * s->B, (int)s->B, in, tg);
+				if (st == CLP_OK && s->bert) {
 					clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab,
 							   s->specials, s->nspecial,
 							   (uint64_t)s->cfg.train.seed + 1};
 
-					CLP_TRY(clp_data_mask_bert(&o, (uint64_t)vb, 0, in, tg, s->N));
+					st = clp_data_mask_bert(&o, (uint64_t)vb, 0, in, tg, s->N);
 				}
+				/* the whole split: each sequence once (the last batch's extra rows,
+				 * which wrap around, predict nothing) */
+				for (size_t q = 0; batches <= 0 && q < s->B; q++)
+					if ((uint64_t)vb * s->B + q >= nval)
+						for (size_t t = 0; t < s->T; t++)
+							tg[q * s->T + t] = -1;
 				if (pass == 0)
 					for (size_t i = 0; i < s->N; i++)
 						valid += tg[i] >= 0;
+				if (st == CLP_OK && pass == 1 && dump)
+					st = dump_rows(dump, s, in, tg);
 			}
-			if (pass == 1) {
+			if (st == CLP_OK && pass == 1) {
 				clp_exec_data d = replica_data(s, valid, 0);
 				double part = 0;
 
 				if (s->skip)
-					CLP_TRY(st_skip_eval_forward(s, d.inv_count, &part));
+					st = st_skip_eval_forward(s, d.inv_count, &part);
 				else
-					CLP_TRY(clp_exec_forward(s->ex, &d, &part));
+					st = clp_exec_forward(s->ex, &d, &part);
 				sum += part;
 			}
 		}
 	}
-	if (s->skip)
-		CLP_TRY(st_skip_eval_end(s, &sum));
+	if (st == CLP_OK && s->skip)
+		st = st_skip_eval_end(s, &sum);
+	if (st == CLP_OK && dump)
+		st = dump_write(dump, s, sum);
+	json_decref(dump);
+	CLP_TRY(st);
+	s->eval_tokens = valid;
 	*loss = sum;
 	*bpb = s->bert ? NAN : sum / log(2.0) / s->bytes_per_token;
 	return CLP_OK;

@@ -22,6 +22,9 @@ static const clp_cfg_field fields[] = {
 	F(model.rope_theta, "model.rope_theta", CLP_CFG_FLOAT, "10000", "llama rotary base", 1,
 	  1e9, NULL),
 	F(model.dropout, "model.dropout", CLP_CFG_FLOAT, "0", "dropout probability", 0, 0.99, NULL),
+	F(model.tie_embeddings, "model.tie_embeddings", CLP_CFG_BOOL, "false",
+	  "llama: the head is the token embedding (no lm_head; gpt2 and bert always tie)", 0, 0,
+	  NULL),
 
 	F(data.path, "data.path", CLP_CFG_STRING, "\"\"", "training text file, or shard glob", 0,
 	  0, NULL),
@@ -148,10 +151,13 @@ static const clp_cfg_field fields[] = {
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),
-	F(eval.batches, "eval.batches", CLP_CFG_INT, "8", "validation micro-batches per evaluation",
-	  1, 1 << 20, NULL),
+	F(eval.batches, "eval.batches", CLP_CFG_INT, "8", "validation micro-batches per evaluation "
+	  "(0: the whole validation split)", 0, 1 << 20, NULL),
 	F(eval.target_ratio, "eval.target_ratio", CLP_CFG_FLOAT, "0",
 	  "stop when validation loss <= this x the unigram baseline (0: never)", 0, 10, NULL),
+	F(eval.dump, "eval.dump", CLP_CFG_STRING, "\"\"",
+	  "clpipe eval: write the evaluated inputs and targets to this JSON file (to check the "
+	  "loss elsewhere)", 0, 0, NULL),
 
 	F(ckpt.dir, "ckpt.dir", CLP_CFG_STRING, "\"\"", "checkpoint root (\"\": no checkpoints)", 0,
 	  0, NULL),
@@ -177,4 +183,9 @@ static const clp_cfg_field fields[] = {
 	  "pipeline.layers)", 0, 100000, NULL),
 };
 
-const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / sizeof(fields[0])};
+_Static_assert(sizeof(fields) / sizeof(fields[0]) <=
+		       sizeof(((clp_train_config *)0)->origin) / sizeof(clp_cfg_origin),
+	       "clp_train_config.origin needs a slot per field");
+
+const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / sizeof(fields[0]),
+					 offsetof(clp_train_config, origin)};

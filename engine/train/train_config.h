@@ -11,6 +11,7 @@ typedef struct clp_train_config {
 		char preset[16];
 		long n_layer, d_model, n_head, n_kv_head, d_ff, vocab, ctx;
 		double norm_eps, rope_theta, dropout;
+		int tie_embeddings;  /* llama: no lm_head, the head is the token embedding */
 	} model;
 	struct {
 		char path[1024];     /* text file, or shard glob (format = "shards") */
@@ -79,6 +80,7 @@ typedef struct clp_train_config {
 	struct {
 		long every, batches;
 		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */
+		char dump[1024];     /* clpipe eval: the evaluated batches as JSON ("": none) */
 	} eval;
 	struct {
 		char dir[1024];
@@ -93,6 +95,7 @@ typedef struct clp_train_config {
 		clp_cfg_ints skip_layers; /* eval/sample: layers run as identity */
 		clp_cfg_ints skip_stages; /* eval/sample: stages (of pipeline.stages) skipped */
 	} sample;
+	clp_cfg_origin origin[160]; /* where each field's value came from, by schema index */
 } clp_train_config;
 
 extern const clp_cfg_schema clp_train_schema;

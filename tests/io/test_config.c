@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "engine/io/config.h"
+#include "engine/train/train_config.h"
 #include "tests/harness.h"
 
 struct demo {
@@ -27,7 +28,7 @@ static const clp_cfg_field fields[] = {
 	F(data, "data.path", CLP_CFG_STRING, "\"\"", "corpus", 0, 0, NULL),
 	F(split, "pipeline.layers", CLP_CFG_INTS, "[]", "layers per stage", 0, 1000, NULL),
 };
-static const clp_cfg_schema schema = {"demo", fields, sizeof(fields) / sizeof(fields[0])};
+static const clp_cfg_schema schema = {"demo", fields, sizeof(fields) / sizeof(fields[0]), 0};
 
 static void test_defaults_and_file(void)
 {
@@ -139,5 +140,132 @@ static void test_errors(void)
 	CHECK(d.n_layer == 12, "a rejected value is not stored: %ld", d.n_layer);
 }
 
+/* Command-line strings keep their blanks; file values are trimmed; a quoted argument is parsed. */
+static void test_arg_blanks(void)
+{
+	struct demo d;
+	char *argv[] = {"x", "--data.path", "  two spaces  ", NULL};
+	int argc = 3;
+
+	CHECK_OK(clp_cfg_defaults(&schema, &d));
+	CHECK_OK(clp_cfg_args(&schema, &d, &argc, argv));
+	CHECK(!strcmp(d.data, "  two spaces  "), "argument kept as given: '%s'", d.data);
+	CHECK_OK(clp_cfg_set_arg(&schema, &d, "data.path", "The ", "test"));
+	CHECK(!strcmp(d.data, "The "), "'%s'", d.data);
+	CHECK_OK(clp_cfg_set_arg(&schema, &d, "data.path", "\"quoted \\\" \"", "test"));
+	CHECK(!strcmp(d.data, "quoted \" "), "a quoted argument is parsed: '%s'", d.data);
+	CHECK_OK(clp_cfg_set_arg(&schema, &d, "model.n_layer", " 7 ", "test"));
+	CHECK(d.n_layer == 7, "numbers are trimmed: %ld", d.n_layer);
+	CHECK_OK(clp_cfg_set(&schema, &d, "data.path", "  bare  ", "test"));
+	CHECK(!strcmp(d.data, "bare"), "file values are trimmed: '%s'", d.data);
+}
+
+/* Control characters print as \u escapes and read back. */
+static void test_control_chars(void)
+{
+	struct demo a, b;
+	char *text;
+
+	CHECK_OK(clp_cfg_defaults(&schema, &a));
+	CHECK_OK(clp_cfg_set_arg(&schema, &a, "data.path", "a\rb\001" "c\td\ne ", "test"));
+	text = clp_cfg_to_string(&schema, &a);
+	CHECK(text && strstr(text, "\"a\\u000db\\u0001c\\td\\ne \"") != NULL, "escaped:\n%s",
+	      text ? text : "(null)");
+	CHECK_OK(clp_cfg_defaults(&schema, &b));
+	CHECK_OK(clp_cfg_load_string(&schema, &b, text ? text : "", "printed"));
+	CHECK(!strcmp(a.data, b.data), "read back '%s'", b.data);
+	free(text);
+}
+
+/* Origins: recorded by every setter, printed after non-default values; a strict set refuses a
+ * contradicting explicit value and names both. */
+static void test_origins(void)
+{
+	clp_train_config *c = malloc(sizeof(*c));
+	char *text = NULL, *buf = NULL;
+	size_t len = 0;
+	FILE *m;
+
+	CHECK(c != NULL, "alloc");
+	if (!c)
+		return;
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, c));
+	CHECK(!strcmp(clp_cfg_origin_of(&clp_train_schema, c, "model.n_head"), "default"), "%s",
+	      clp_cfg_origin_of(&clp_train_schema, c, "model.n_head"));
+	CHECK_OK(clp_cfg_set_arg(&clp_train_schema, c, "model.n_head", "2",
+				 "command line --model.n_head"));
+	CHECK_ERR(clp_cfg_set_strict(&clp_train_schema, c, "model.n_head", "4",
+				     "m/config.json n_head"), CLP_ERR_INVALID,
+		  "model.n_head = 2 (command line --model.n_head) contradicts model.n_head = 4 "
+		  "(m/config.json n_head)");
+	CHECK(c->model.n_head == 2, "unchanged after the refusal: %ld", c->model.n_head);
+	CHECK_OK(clp_cfg_set_strict(&clp_train_schema, c, "model.n_head", "2", "m/config.json"));
+	CHECK_OK(clp_cfg_set_strict(&clp_train_schema, c, "model.n_layer", "3",
+				    "m/config.json n_layer"));
+	CHECK(c->model.n_layer == 3, "a default gives way: %ld", c->model.n_layer);
+	m = open_memstream(&buf, &len);
+	if (m) {
+		clp_cfg_write(&clp_train_schema, c, m, CLP_CFG_ORIGINS);
+		fclose(m);
+	}
+	CHECK(buf && strstr(buf, "n_layer = 3  # m/config.json n_layer\n") &&
+	      strstr(buf, "n_embd") == NULL && strstr(buf, "d_model = 128\n"), "origins:\n%s",
+	      buf ? buf : "");
+	text = clp_cfg_to_string(&clp_train_schema, c);
+	CHECK(text && !strstr(text, "#"), "no origins in the stored text");
+	free(buf);
+	free(text);
+	free(c);
+}
+
+/* The config stored in checkpoints: each section once (TOML), and it reads back to the same
+ * text. With CLPIPE_TEST_TOML_OUT set the text is also written there (test_config_toml.sh
+ * checks it with Python's tomllib). */
+static void test_stored_config(void)
+{
+	clp_train_config *a = malloc(sizeof(*a)), *b = malloc(sizeof(*b));
+	const char *toml_out = getenv("CLPIPE_TEST_TOML_OUT");
+	char *ta = NULL, *tb = NULL;
+
+	CHECK(a && b, "alloc");
+	if (!a || !b)
+		goto out;
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, a));
+	CHECK_OK(clp_cfg_set_arg(&clp_train_schema, a, "sample.prompt", " The \"end\"\n\\ ",
+				 "test"));
+	CHECK_OK(clp_cfg_set(&clp_train_schema, a, "pipeline.layers", "[2, 2]", "test"));
+	ta = clp_cfg_to_string(&clp_train_schema, a);
+	CHECK(ta != NULL, "printed");
+	if (!ta)
+		goto out;
+	for (const char *p = ta; (p = strchr(p, '[')) != NULL; p++) {
+		const char *e = strchr(p, ']');
+		char head[64];
+
+		if (p != ta && p[-1] != '\n')
+			continue;
+		snprintf(head, sizeof(head), "\n%.*s\n", e ? (int)(e - p + 1) : 0, p);
+		CHECK(strstr(e ? e : p, head) == NULL, "section %s appears twice", head + 1);
+	}
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, b));
+	CHECK_OK(clp_cfg_load_string(&clp_train_schema, b, ta, "stored"));
+	tb = clp_cfg_to_string(&clp_train_schema, b);
+	CHECK(tb && !strcmp(ta, tb), "round trip:\n%s\n---\n%s", ta, tb ? tb : "");
+	CHECK(!strcmp(a->sample.prompt, b->sample.prompt), "prompt '%s'", b->sample.prompt);
+	if (toml_out) {
+		FILE *f = fopen(toml_out, "w");
+
+		CHECK(f && fputs(ta, f) >= 0, "writing %s", toml_out);
+		if (f)
+			fclose(f);
+	}
+out:
+	free(ta);
+	free(tb);
+	free(a);
+	free(b);
+}
+
 TH_MAIN(TH_TEST(test_defaults_and_file), TH_TEST(test_round_trip), TH_TEST(test_args),
-	TH_TEST(test_errors))
+	TH_TEST(test_errors), TH_TEST(test_arg_blanks), TH_TEST(test_control_chars),
+	TH_TEST(test_origins), TH_TEST(test_stored_config))
