@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/infile.h"
+
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key)
 {
 	for (int i = 0; i < s->nfields; i++)
@@ -274,25 +276,11 @@ clp_status clp_cfg_load_string(const clp_cfg_schema *s, void *obj, const char *t
 
 clp_status clp_cfg_load_file(const clp_cfg_schema *s, void *obj, const char *path)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf;
-	long n;
+	size_t n;
 	clp_status st;
 
-	if (!f)
-		return clp_error(CLP_ERR_IO, "config %s: cannot open: %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
-	}
-	buf = malloc((size_t)n + 1);
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
-	}
-	fclose(f);
-	buf[n] = '\0';
+	CLP_TRY(clp_infile_read("config", path, CLP_INFILE_TEXT_MAX, &buf, &n));
 	if (memchr(buf, '\0', (size_t)n)) {
 		free(buf);
 		return clp_error(CLP_ERR_FORMAT, "config %s: contains NUL bytes (not a text file)",
