@@ -40,6 +40,18 @@ typedef struct clp_stage_cost {
 			      * planner's block tables name theirs "embedding", "layer", "head" */
 } clp_stage_cost;
 
+/* A byte field of a cost table is at most 2^50 (1 PiB, more than any device holds), so the sums
+ * and small multiples the simulator and planner make of them stay far from overflowing; totals
+ * over many stages or micro-batches add with clp_bytes_add, which saturates. */
+#define CLP_COST_MAX_BYTES ((int64_t)1 << 50)
+
+static inline int64_t clp_bytes_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 /* At most this many K-FAC factors per layer have their own share of the inversion time. */
 #define CLP_COST_MAX_FACTORS 16
 

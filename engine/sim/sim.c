@@ -223,7 +223,7 @@ static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 		R->gap_until = t + d + S->o->task_gap_s;
 	switch (op->kind) {
 	case CLP_OP_FWD:
-		R->mem += act;
+		R->mem = clp_bytes_add(R->mem, act);
 		if (R->mem > R->peak)
 			R->peak = R->mem;
 		if (!R->held || R->held[held_slot(S, op)]++ == 0)
