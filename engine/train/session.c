@@ -593,6 +593,7 @@ static clp_status open_model(clp_session *s)
 	if (!s->in || !s->tg || !s->types)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
 	if (s->mode == CLP_SESSION_SAMPLE) {
+		CLP_TRY(st_check_memory(s));
 		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));
 		CLP_TRY(apply_skips(s, s->st));
@@ -602,6 +603,7 @@ static clp_status open_model(clp_session *s)
 		CLP_TRY(make_schedule(s));
 	if (s->mode == CLP_SESSION_TRAIN)
 		CLP_TRY(st_pf_plan(s));
+	CLP_TRY(st_check_memory(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));

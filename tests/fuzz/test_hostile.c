@@ -13,6 +13,7 @@
 #include "engine/io/config.h"
 #include "engine/io/costs.h"
 #include "engine/model/model.h"
+#include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/sim/sim.h"
 #include "topology/discover.h"
@@ -195,6 +196,35 @@ static void test_many_layers(void)
 	clp_param_table_free(&t);
 }
 
-TH_MAIN(TH_TEST(test_costs_byte_fields), TH_TEST(test_profile_numbers),
+/* The largest sizes the flags allow (d_ff 2^22, batch x seq 2^40 tokens, 10,000 layers) would
+ * wrap the memory model's sums; it refuses them instead (UBSan holds it to that). */
+static void test_memory_model_bounds(void)
+{
+	clp_model_config m;
+	clp_plan_mem pm;
+
+	memset(&m, 0, sizeof(m));
+	m.preset = CLP_PRESET_LLAMA;
+	m.n_layer = 10000;
+	m.d_model = 1 << 12;
+	m.n_head = 1 << 10;
+	m.d_ff = 1 << 22;
+	m.vocab = 1 << 20;
+	m.ctx = 1 << 20;
+	CHECK_ERR(clp_plan_stage_mem(&m, 0, m.n_layer + 1, (size_t)1 << 20, (size_t)1 << 20, 1, 0,
+				     &pm),
+		  CLP_ERR_NOMEM, "model.d_ff = 4194304", "more than 2^57 bytes");
+	m.n_layer = 4; /* a small model still gets its exact figures */
+	m.d_model = 64;
+	m.n_head = 4;
+	m.d_ff = 0;
+	m.vocab = 256;
+	m.ctx = 32;
+	CHECK_OK(clp_plan_stage_mem(&m, 0, 5, 2, 32, 0, 0, &pm));
+	CHECK(pm.param_bytes > 0 && pm.opt_bytes == 2 * pm.param_bytes, "param %lld",
+	      (long long)pm.param_bytes);
+}
+
+TH_MAIN(TH_TEST(test_memory_model_bounds), TH_TEST(test_costs_byte_fields), TH_TEST(test_profile_numbers),
 	TH_TEST(test_special_files), TH_TEST(test_hwloc_importer_crash),
 	TH_TEST(test_many_layers))
