@@ -89,8 +89,8 @@ static int parse_long(const char *s, long *v)
 	return errno == 0 && e != s && *e == '\0';
 }
 
-clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
-		       const char *origin)
+static clp_status set_value(const clp_cfg_schema *s, void *obj, const char *key,
+			    const char *value, const char *origin)
 {
 	const clp_cfg_field *f = clp_cfg_find(s, key);
 	char *dst;
@@ -193,6 +193,86 @@ clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, cons
 	}
 	}
 	return clp_error(CLP_ERR_INVALID, "%s: field %s has an unknown type", origin, key);
+}
+
+/* Where each field was last set, per schema (a handful of schemas per process, set from one
+ * thread while the command line is read): checks that run after reading name it. */
+struct origins {
+	const clp_cfg_schema *s;
+	char **where; /* [nfields]; NULL: the default */
+	struct origins *next;
+};
+static struct origins *origins_list;
+
+static struct origins *origins_of(const clp_cfg_schema *s, int create)
+{
+	struct origins *o;
+
+	for (o = origins_list; o; o = o->next)
+		if (o->s == s)
+			return o;
+	if (!create || !(o = calloc(1, sizeof(*o))))
+		return NULL;
+	if (!(o->where = calloc((size_t)s->nfields + 1, sizeof(char *)))) {
+		free(o);
+		return NULL;
+	}
+	o->s = s;
+	o->next = origins_list;
+	origins_list = o;
+	return o;
+}
+
+clp_status clp_cfg_set(const clp_cfg_schema *s, void *obj, const char *key, const char *value,
+		       const char *origin)
+{
+	const clp_cfg_field *f;
+	struct origins *o;
+
+	CLP_TRY(set_value(s, obj, key, value, origin));
+	f = clp_cfg_find(s, key);
+	o = origins_of(s, strcmp(origin, "default") != 0);
+	if (f && o) { /* out of memory for the record only loses the annotation */
+		char **w = &o->where[f - s->fields];
+
+		free(*w);
+		*w = strcmp(origin, "default") ? strdup(origin) : NULL;
+	}
+	return CLP_OK;
+}
+
+const char *clp_cfg_origin(const clp_cfg_schema *s, const char *key)
+{
+	const clp_cfg_field *f = clp_cfg_find(s, key);
+	struct origins *o = origins_of(s, 0);
+
+	return f && o ? o->where[f - s->fields] : NULL;
+}
+
+clp_status clp_cfg_name_origins(const clp_cfg_schema *s, clp_status st)
+{
+	char msg[2048], add[1024] = "";
+	size_t n = 0;
+
+	if (st == CLP_OK)
+		return st;
+	snprintf(msg, sizeof(msg), "%s", clp_last_error());
+	for (int i = 0; i < s->nfields && n + 1 < sizeof(add); i++) {
+		const char *k = s->fields[i].key, *hit = strstr(msg, k), *w;
+		size_t kl = strlen(k);
+
+		/* the key as a whole word: "model.n_head" is not in "model.n_head_x" */
+		while (hit && (isalnum((unsigned char)hit[kl]) || hit[kl] == '_'))
+			hit = strstr(hit + 1, k);
+		if (!hit)
+			continue;
+		w = clp_cfg_origin(s, k);
+		n += (size_t)snprintf(add + n, sizeof(add) - n, "%s%s %s%s", n ? "; " : "", k,
+				      w ? "from " : "", w ? w : "is the default");
+	}
+	if (!n)
+		return st;
+	return clp_error(st, "%s (%s)", msg, add);
 }
 
 clp_status clp_cfg_defaults(const clp_cfg_schema *s, void *obj)

@@ -300,6 +300,7 @@ clp_status clp_costs_load(const char *path, clp_costs **out)
 		clp_costs_free(c);
 		return st;
 	}
+	snprintf(c->file, sizeof(c->file), "%s", path);
 	*out = c;
 	return CLP_OK;
 }

@@ -60,6 +60,7 @@ typedef struct clp_costs {
 	clp_stage_cost *stages;
 	char device_kind[CLP_NAME_MAX]; /* the kind the stage times were measured on */
 	char source[256];               /* where the numbers came from */
+	char file[256];                 /* the file it was read from ("" if made in memory) */
 	int micro_batch_size;           /* samples per micro-batch (0: unknown) */
 	/* K-FAC: a layer's factors (in the optimizer's order) and each one's share of the layer's
 	 * inversion time (they sum to 1), for per-factor KFAC_INV items; 0 factors: unknown, a

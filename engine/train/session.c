@@ -694,7 +694,8 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	clp_ckpt_close(ck);
 	if (st != CLP_OK) {
 		clp_session_close(s);
-		return st;
+		/* a check of one setting against another names where each was set */
+		return clp_cfg_name_origins(&clp_train_schema, st);
 	}
 	*out = s;
 	return CLP_OK;

@@ -15,6 +15,9 @@
 #include "engine/model/model.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
+#include "engine/sched/sched_json.h"
+#include "engine/sched/validate.h"
+#include "engine/skip/skip.h"
 #include "engine/sim/sim.h"
 #include "topology/discover.h"
 #include "tests/harness.h"
@@ -225,6 +228,83 @@ static void test_memory_model_bounds(void)
 	      (long long)pm.param_bytes);
 }
 
-TH_MAIN(TH_TEST(test_memory_model_bounds), TH_TEST(test_costs_byte_fields), TH_TEST(test_profile_numbers),
+/* Checks made after parsing name the file the value came from: the cost table against the
+ * schedule in the simulator, a schedule file's validation, SkipPipe path rules, and a model
+ * setting checked against another (which config file line or flag set each). */
+static void test_messages_name_files(void)
+{
+	clp_gen_opts g;
+	clp_sched *s = NULL, *t = NULL;
+	clp_costs *c = NULL;
+	clp_sim_opts o;
+	clp_sim_result r;
+	const char *sp = tmp_path("sched_2.json"), *cp;
+
+	clp_gen_opts_default(&g);
+	g.kind = CLP_SCHED_1F1B;
+	g.depth = 2;
+	g.microbatches = 4;
+	CHECK_OK(clp_sched_generate(&s, &g));
+	if (!s)
+		return;
+	CHECK_OK(clp_sched_save(s, sp));
+	CHECK_OK(clp_sched_load(sp, &t));
+	cp = costs_with("costs_2of3.json", "1");
+	CHECK_OK(clp_costs_load(cp, &c));
+	if (t && c) {
+		c->nstages = 3; /* as if the table had three stages */
+		clp_sim_opts_default(&o);
+		o.costs = c;
+		CHECK_ERR(clp_sim_run(t, &o, &r), CLP_ERR_INVALID, "the cost table (", cp,
+			  "has 3 stages, the schedule (", sp);
+		c->nstages = 2;
+		/* a send whose micro-batch no receive expects */
+		for (int i = 0; i < t->ranks[0].nops; i++)
+			if (t->ranks[0].ops[i].kind == CLP_OP_SEND_ACT) {
+				t->ranks[0].ops[i].mb = 3 - t->ranks[0].ops[i].mb;
+				break;
+			}
+		CHECK_ERR(clp_sched_validate(t, 1), CLP_ERR_INVALID, sp, "(1f1b)");
+	}
+	clp_costs_free(c);
+	clp_sched_free(t);
+	clp_sched_free(s);
+	{
+		clp_skip_paths *p = NULL;
+		clp_skip_rules rules;
+		const char *bad = CLP_TEST_DATA "/../../skip/data/bad_jump_paths.json";
+
+		CHECK_OK(clp_skip_load(bad, &p, &rules));
+		if (p)
+			CHECK_ERR(clp_skip_validate(&rules, p), CLP_ERR_INVALID, "skip paths",
+				  "bad_jump_paths.json", "mb 1");
+		clp_skip_paths_free(p);
+	}
+	{
+		typedef struct {
+			long a, b;
+		} two;
+		static const clp_cfg_field f2[] = {
+			{"m.a", CLP_CFG_INT, offsetof(two, a), sizeof(long), "1", "", 0, 100, NULL},
+			{"m.b", CLP_CFG_INT, offsetof(two, b), sizeof(long), "1", "", 0, 100, NULL},
+		};
+		const clp_cfg_schema sch = {"two", f2, 2};
+		two v;
+		const char *cf = write_tmp("two.toml", "[m]\n\na = 64\n");
+		char arg0[] = "x", arg1[] = "--m.b=3", arg2[] = "--config", *arg3 = (char *)cf;
+		char *argv[] = {arg0, arg1, arg2, arg3, NULL};
+		int argc = 4;
+
+		CHECK_OK(clp_cfg_defaults(&sch, &v));
+		CHECK_OK(clp_cfg_args(&sch, &v, &argc, argv));
+		CHECK(v.a == 64 && v.b == 3, "a %ld b %ld", v.a, v.b);
+		CHECK_ERR(clp_cfg_name_origins(&sch, clp_error(CLP_ERR_INVALID, "m.a = 64 is not a "
+							   "multiple of m.b = 3")),
+			  CLP_ERR_INVALID, "m.a from ", "two.toml:3", "m.b from command line --m.b");
+		CHECK(clp_cfg_origin(&sch, "m.a") && clp_cfg_origin(&sch, "m.c") == NULL, "origin");
+	}
+}
+
+TH_MAIN(TH_TEST(test_messages_name_files), TH_TEST(test_memory_model_bounds), TH_TEST(test_costs_byte_fields), TH_TEST(test_profile_numbers),
 	TH_TEST(test_special_files), TH_TEST(test_hwloc_importer_crash),
 	TH_TEST(test_many_layers))
