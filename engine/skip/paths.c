@@ -292,7 +292,7 @@ static clp_status check_cycles(const clp_skip_rules *r, const clp_skip_paths *p)
 	return st;
 }
 
-clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
+static clp_status validate(const clp_skip_rules *r, const clp_skip_paths *p)
 {
 	int S = r->nstages, *visits;
 	clp_status st = CLP_OK;
@@ -320,5 +320,15 @@ clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
 	free(visits);
 	if (st == CLP_OK && r->memory > 0 && r->deadlock_free)
 		st = check_cycles(r, p);
+	return st;
+}
+
+clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
+{
+	clp_status st = validate(r, p);
+
+	/* the rules and paths of a file: its name leads (once) */
+	if (st != CLP_OK && p->file[0] && !strstr(clp_last_error(), p->file))
+		return clp_error_context(st, "%s: ", p->file);
 	return st;
 }

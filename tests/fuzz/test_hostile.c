@@ -279,6 +279,19 @@ static void test_messages_name_files(void)
 			CHECK_ERR(clp_skip_validate(&rules, p), CLP_ERR_INVALID, "skip paths",
 				  "bad_jump_paths.json", "mb 1");
 		clp_skip_paths_free(p);
+		p = NULL;
+		/* the fuzzing run's skip_paths-00560: a rule out of range in the file */
+		bad = write_tmp("p65536.json",
+				"{\"format\": \"clpipe-skip-paths\", \"version\": 1, \"stages\": 3,"
+				"\"rules\": {\"path_len\": 65536, \"max_jump\": 4},"
+				"\"nodes\": [{\"node\": 0, \"stage\": 0}, {\"node\": 1, \"stage\": 1},"
+				"{\"node\": 2, \"stage\": 2}],"
+				"\"microbatches\": [{\"mb\": 0, \"origin\": 0, \"hops\": [[1, 1]]}]}");
+		CHECK_OK(clp_skip_load(bad, &p, &rules));
+		if (p)
+			CHECK_ERR(clp_skip_validate(&rules, p), CLP_ERR_INVALID, bad,
+				  "path length P = 65536");
+		clp_skip_paths_free(p);
 	}
 	{
 		typedef struct {
