@@ -166,7 +166,6 @@ static int run_one(const fz_format *f, const char *path, const char *label, doub
 	}
 	if (st == CLP_OK)
 		return R_ACCEPT;
-	(void)f;
 	return strstr(msg, label) ? R_REJECT : R_UNNAMED;
 }
 
