@@ -586,12 +586,19 @@ static clp_status open_model(clp_session *s)
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
 		CLP_TRY(st_skip_schedule(s));
-	n = (size_t)s->R * (size_t)s->M * s->N;
+	/* the flags allow 2^16 x 2^20 x 2^40 tokens a step: refuse a product that wraps */
+	if (__builtin_mul_overflow((size_t)s->R, (size_t)s->M, &n) ||
+	    __builtin_mul_overflow(n, s->N, &n) || n > SIZE_MAX / (3 * sizeof(int32_t)))
+		return clp_error(CLP_ERR_NOMEM, "a step of pipeline.replicas (%d) x "
+				 "train.micro_batches (%d) x train.batch (%zu) x train.seq (%zu) "
+				 "tokens is too many to hold", s->R, s->M, s->B, s->T);
 	s->in = calloc(n, sizeof(int32_t));
 	s->tg = calloc(n, sizeof(int32_t));
 	s->types = calloc(n, sizeof(int32_t));
 	if (!s->in || !s->tg || !s->types)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for a step's batches: %zu tokens "
+				 "(pipeline.replicas %d x train.micro_batches %d x train.batch %zu x "
+				 "train.seq %zu)", n, s->R, s->M, s->B, s->T);
 	if (s->mode == CLP_SESSION_SAMPLE) {
 		CLP_TRY(st_check_memory(s));
 		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
