@@ -9,6 +9,7 @@
 
 #include "engine/train/session.h"
 #include "tools/cli.h"
+#include "tools/train_lost.h"
 
 /* Shortcuts for the most used fields: "--resume" is "--ckpt.resume=true", ... */
 struct alias {
@@ -128,7 +129,8 @@ static void fault_hook(void *ud, long step)
 {
 	const struct fault *f = ud;
 
-	if (step != f->step)
+	lost_update(step); /* what a signal would now report */
+	if (!f->kind || step != f->step)
 		return;
 	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank,
 		f->kind == 1 ? "dies" : "stops", step);
@@ -141,11 +143,10 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 	const char *e = getenv("CLPIPE_FAULT");
 	char kind[8];
 
+	clp_session_set_hook(s, fault_hook, f);
 	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
 		return;
 	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : 0;
-	if (f->kind)
-		clp_session_set_hook(s, fault_hook, f);
 }
 
 /* A fatal error on one rank ends the whole job (Open MPI has no way to carry on without it). */
@@ -213,6 +214,7 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 	if (mode == CLP_SESSION_TRAIN) {
 		struct fault f = {0, -1, 0};
 
+		lost_install(s, rank, comm ? clp_comm_size(comm) : 1, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
 		st = clp_session_train(s, NULL);
 	} else if (mode == CLP_SESSION_EVAL) {

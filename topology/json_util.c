@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/infile.h"
+
 static const json_t *field(const json_t *o, const char *key)
 {
 	return json_is_object(o) ? json_object_get(o, key) : NULL;
@@ -145,9 +147,7 @@ clp_status tj_load(const char *path, json_t **out)
 	FILE *f;
 
 	*out = NULL;
-	f = fopen(path, "r");
-	if (!f)
-		return clp_error(CLP_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+	CLP_TRY(clp_infile_open(NULL, path, CLP_INFILE_JSON_MAX, &f, NULL));
 	*out = json_loadf(f, JSON_REJECT_DUPLICATES, &err);
 	fclose(f);
 	if (!*out)

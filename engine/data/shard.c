@@ -101,7 +101,7 @@ clp_status clp_shard_open(clp_shard *s, const char *path, int vocab_size)
 	s->path = strdup(path);
 	if (!s->path)
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
-	fd = open(path, O_RDONLY);
+	fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block */
 	if (fd < 0)
 		return clp_error(CLP_ERR_IO, "%s: cannot open token shard: %s", path,
 				 strerror(errno));

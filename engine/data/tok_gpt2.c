@@ -78,6 +78,8 @@ static clp_status check_file(const char *path, const char *what)
 		return clp_error(CLP_ERR_INVALID, "gpt2 tokenizer: no %s path given", what);
 	if (stat(path, &st) != 0)
 		return clp_error(CLP_ERR_IO, "%s: cannot open %s: %s", path, what, strerror(errno));
+	if (!S_ISREG(st.st_mode)) /* a FIFO would block the reader, a device never end */
+		return clp_error(CLP_ERR_IO, "%s: the %s is not a regular file", path, what);
 	if (st.st_size == 0)
 		return clp_error(CLP_ERR_FORMAT, "%s: the %s file is empty", path, what);
 	return CLP_OK;

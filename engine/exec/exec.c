@@ -137,6 +137,34 @@ static clp_status check(const clp_comm *comm, const clp_sched *s, const clp_mode
 	return CLP_OK;
 }
 
+static int holds_stage(const clp_rank_prog *p, const clp_op *op)
+{
+	return op->kind == CLP_OP_FWD || op->kind == CLP_OP_BWD ||
+	       (op->kind == CLP_OP_OPT_STEP && p->mode == CLP_RANK_DATAFLOW);
+}
+
+int clp_exec_rank_stages(const clp_sched *s, int rank, clp_exec_stage_need *out, int max)
+{
+	const clp_rank_prog *p = &s->ranks[rank];
+	int n = 0;
+
+	for (int i = 0; i < p->nops && n < max; i++) {
+		const clp_op *op = &p->ops[i];
+		int seen = 0;
+
+		for (int k = 0; k < n && !seen; k++)
+			seen = out[k].stage == op->stage && out[k].pipe == op->pipe;
+		if (!holds_stage(p, op) || seen)
+			continue;
+		out[n].stage = op->stage;
+		out[n].pipe = op->pipe;
+		out[n].slots = slots_needed(p, op->stage, op->pipe);
+		out[n].split = has_split(p, op->stage, op->pipe);
+		n++;
+	}
+	return n;
+}
+
 clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, const clp_sched *s,
 			   const clp_model_config *m, const clp_exec_opts *o)
 {
@@ -183,9 +211,7 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
 
-		if ((op->kind == CLP_OP_FWD || op->kind == CLP_OP_BWD ||
-		     (op->kind == CLP_OP_OPT_STEP && p->mode == CLP_RANK_DATAFLOW)) &&
-		    !exec_find(e, op->stage, op->pipe))
+		if (holds_stage(p, op) && !exec_find(e, op->stage, op->pipe))
 			st = add_stage(e, op->stage, op->pipe);
 	}
 	/* host staging: receives, and producers whose output a send or a local op consumes */

@@ -41,6 +41,14 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 			   const clp_model_config *m, const clp_exec_opts *o);
 void clp_exec_free(clp_exec *e);
 
+/* What clp_exec_create would allocate for rank's list, to check it fits before it does: the
+ * stages the rank holds (in order of first appearance), each with the micro-batch slots it keeps
+ * at once and whether its backward is split. Fills at most max entries; returns how many. */
+typedef struct clp_exec_stage_need {
+	int stage, pipe, slots, split;
+} clp_exec_stage_need;
+int clp_exec_rank_stages(const clp_sched *s, int rank, clp_exec_stage_need *out, int max);
+
 clp_status clp_exec_init_params(clp_exec *e, uint64_t seed);
 
 /* One step's data for this rank's replica: micro-batch m's ids at tokens[m * B * T ...]

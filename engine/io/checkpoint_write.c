@@ -23,6 +23,8 @@ struct clp_ckpt_writer {
 	int count[2];
 	json_t *ident, *meta;
 	int written;
+	clp_ckpt_param *params; /* the model tensors added (names owned), for identity.params */
+	int nparams, cap_params;
 };
 
 const char *clp_ckpt_kind_name(clp_ckpt_kind kind)
@@ -233,6 +235,9 @@ void clp_ckpt_writer_free(clp_ckpt_writer *w)
 		clp_st_writer_free(w->st[k]);
 	json_decref(w->ident);
 	json_decref(w->meta);
+	for (int i = 0; i < w->nparams; i++)
+		free((char *)w->params[i].name);
+	free(w->params);
 	free(w->root);
 	free(w->dir);
 	free(w);
@@ -251,6 +256,26 @@ clp_status clp_ckpt_writer_add(clp_ckpt_writer *w, clp_ckpt_kind kind, const cha
 				 (int)kind);
 	CLP_TRY(clp_st_writer_add(w->st[kind], name, data, ndim, shape));
 	w->count[kind]++;
+	if (kind == CLP_CKPT_MODEL) {
+		clp_ckpt_param *p;
+
+		if (w->nparams == w->cap_params) {
+			int cap = w->cap_params ? 2 * w->cap_params : 64;
+
+			if (!(p = realloc(w->params, (size_t)cap * sizeof(*p))))
+				return clp_error(CLP_ERR_NOMEM, "out of memory");
+			w->params = p;
+			w->cap_params = cap;
+		}
+		p = &w->params[w->nparams];
+		memset(p, 0, sizeof(*p));
+		if (!(p->name = strdup(name)))
+			return clp_error(CLP_ERR_NOMEM, "out of memory");
+		p->ndim = ndim;
+		for (int d = 0; d < ndim && d < CLP_ST_MAX_DIM; d++)
+			p->shape[d] = shape[d];
+		w->nparams++;
+	}
 	return CLP_OK;
 }
 
@@ -302,6 +327,13 @@ static clp_status file_meta(clp_ckpt_writer *w, clp_ckpt_kind kind)
 		s = clp_st_writer_meta(st, k, json_string_value(v));
 		free(k);
 		CLP_TRY(s);
+	}
+	/* one rank's file holds the whole model: with the hash of its parameters (the manifest's
+	 * identity.params) a bare copy of it opens as a checkpoint of this model */
+	if (w->nranks == 1 && !json_object_get(w->ident, "params")) {
+		snprintf(buf, sizeof(buf), "%016" PRIx64,
+			 clp_ckpt_params_hash(w->params, w->nparams));
+		CLP_TRY(clp_st_writer_meta(st, "identity.params", buf));
 	}
 	json_object_foreach(w->meta, key, v)
 		CLP_TRY(clp_st_writer_meta(st, key, json_string_value(v)));

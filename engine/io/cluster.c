@@ -240,6 +240,7 @@ clp_status clp_cluster_load(const char *path, clp_cluster **out)
 		clp_cluster_free(c);
 		return st;
 	}
+	snprintf(c->file, sizeof(c->file), "%s", path);
 	*out = c;
 	return CLP_OK;
 }

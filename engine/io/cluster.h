@@ -41,6 +41,7 @@ typedef struct clp_link {
 } clp_link;
 
 typedef struct clp_cluster {
+	char file[256]; /* the file it was read from ("" if made in memory): messages name it */
 	clp_host *hosts;
 	int nhosts;
 	clp_device *devices;

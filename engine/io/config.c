@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/infile.h"
+
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key)
 {
 	for (int i = 0; i < s->nfields; i++)
@@ -268,6 +270,34 @@ static clp_status parse_value(const clp_cfg_schema *s, const clp_cfg_field *f, v
 	return clp_error(CLP_ERR_INVALID, "%s: field %s has an unknown type", origin, f->key);
 }
 
+clp_status clp_cfg_name_origins(const clp_cfg_schema *s, const void *obj, clp_status st)
+{
+	char msg[2048], add[1024] = "";
+	size_t n = 0;
+
+	if (st == CLP_OK)
+		return st;
+	snprintf(msg, sizeof(msg), "%s", clp_last_error());
+	for (int i = 0; i < s->nfields && n + 1 < sizeof(add); i++) {
+		const char *k = s->fields[i].key, *hit = strstr(msg, k), *w;
+		size_t kl = strlen(k);
+
+		/* the key as a whole word: "model.n_head" is not in "model.n_head_x" */
+		while (hit && (isalnum((unsigned char)hit[kl]) || hit[kl] == '_'))
+			hit = strstr(hit + 1, k);
+		if (!hit)
+			continue;
+		w = clp_cfg_origin_of(s, obj, k);
+		if (!w[0] || !strcmp(w, "default"))
+			w = NULL;
+		n += (size_t)snprintf(add + n, sizeof(add) - n, "%s%s %s%s", n ? "; " : "", k,
+				      w ? "from " : "", w ? w : "is the default");
+	}
+	if (!n)
+		return st;
+	return clp_error(st, "%s (%s)", msg, add);
+}
+
 clp_status clp_cfg_defaults(const clp_cfg_schema *s, void *obj)
 {
 	for (int i = 0; i < s->nfields; i++)
@@ -349,25 +379,11 @@ clp_status clp_cfg_load_string(const clp_cfg_schema *s, void *obj, const char *t
 
 clp_status clp_cfg_load_file(const clp_cfg_schema *s, void *obj, const char *path)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf;
-	long n;
+	size_t n;
 	clp_status st;
 
-	if (!f)
-		return clp_error(CLP_ERR_IO, "config %s: cannot open: %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
-	}
-	buf = malloc((size_t)n + 1);
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "config %s: cannot read", path);
-	}
-	fclose(f);
-	buf[n] = '\0';
+	CLP_TRY(clp_infile_read("config", path, CLP_INFILE_TEXT_MAX, &buf, &n));
 	if (memchr(buf, '\0', (size_t)n)) {
 		free(buf);
 		return clp_error(CLP_ERR_FORMAT, "config %s: contains NUL bytes (not a text file)",

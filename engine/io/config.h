@@ -85,6 +85,11 @@ void clp_cfg_get(const clp_cfg_schema *s, const void *obj, const char *key, char
 /* Record an origin for a field set directly in the struct. */
 void clp_cfg_set_origin(const clp_cfg_schema *s, void *obj, const char *key, const char *origin);
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key);
+/* For checks that run after reading (one field against another): append to the last error where
+ * each field of s that it names was set, as recorded in obj's origins, "model.d_model = 64 is not
+ * a multiple of model.n_head = 3 (model.d_model from a.toml:3; model.n_head from command line
+ * --model.n_head)", and return st. */
+clp_status clp_cfg_name_origins(const clp_cfg_schema *s, const void *obj, clp_status st);
 
 /* Apply command-line overrides: every "--section.key=value" or "--section.key value" whose key
  * is in the schema is applied and removed from argv; "--config F" loads F first (wherever it

@@ -189,13 +189,20 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 			sc->t[i] = 0;
 	sc->opt_bytes = -1;
 	sc->act_w_bytes = -1;
-	CLP_TRY(clp_json_i64(file, at, o, "act_bytes", 0, 0, INT64_MAX, &sc->act_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "act_w_bytes", 0, 0, INT64_MAX, &sc->act_w_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "out_bytes", 0, 0, INT64_MAX, &sc->out_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "param_bytes", 0, 0, INT64_MAX, &sc->param_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "opt_bytes", 0, 0, INT64_MAX, &sc->opt_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "kfac_bytes", 0, 0, INT64_MAX, &sc->kfac_bytes));
-	CLP_TRY(clp_json_i64(file, at, o, "work_bytes", 0, 0, INT64_MAX, &sc->work_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "act_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->act_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "act_w_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->act_w_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "out_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->out_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "param_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->param_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "opt_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->opt_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "kfac_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->kfac_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "work_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->work_bytes));
 	CLP_TRY(clp_json_int(file, at, o, "layers", 0, 1, 1 << 20, &sc->nlayers));
 	/* free-form: kept (truncated) when it is a string, accepted whatever it is */
 	blocks = json_object_get(o, "blocks");
@@ -293,6 +300,7 @@ clp_status clp_costs_load(const char *path, clp_costs **out)
 		clp_costs_free(c);
 		return st;
 	}
+	snprintf(c->file, sizeof(c->file), "%s", path);
 	*out = c;
 	return CLP_OK;
 }

@@ -40,6 +40,18 @@ typedef struct clp_stage_cost {
 			      * planner's block tables name theirs "embedding", "layer", "head" */
 } clp_stage_cost;
 
+/* A byte field of a cost table is at most 2^50 (1 PiB, more than any device holds), so the sums
+ * and small multiples the simulator and planner make of them stay far from overflowing; totals
+ * over many stages or micro-batches add with clp_bytes_add, which saturates. */
+#define CLP_COST_MAX_BYTES ((int64_t)1 << 50)
+
+static inline int64_t clp_bytes_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	return __builtin_add_overflow(a, b, &r) ? (b > 0 ? INT64_MAX : INT64_MIN) : r;
+}
+
 /* At most this many K-FAC factors per layer have their own share of the inversion time. */
 #define CLP_COST_MAX_FACTORS 16
 
@@ -48,6 +60,7 @@ typedef struct clp_costs {
 	clp_stage_cost *stages;
 	char device_kind[CLP_NAME_MAX]; /* the kind the stage times were measured on */
 	char source[256];               /* where the numbers came from */
+	char file[256];                 /* the file it was read from ("" if made in memory) */
 	int micro_batch_size;           /* samples per micro-batch (0: unknown) */
 	/* K-FAC: a layer's factors (in the optimizer's order) and each one's share of the layer's
 	 * inversion time (they sum to 1), for per-factor KFAC_INV items; 0 factors: unknown, a

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cl/infile.h"
+
 /* Slicing-by-8 tables for the reflected polynomial 0xEDB88320: about 2 GB/s, so checksumming a
  * checkpoint costs a fraction of reading it. */
 static uint32_t crc_tab[8][256];
@@ -173,35 +175,14 @@ clp_status clp_io_write_file(const char *path, const void *data, size_t n)
 
 clp_status clp_io_read_file(const char *path, char **data, size_t *n)
 {
-	FILE *f = fopen(path, "rb");
 	struct stat st;
-	char *buf;
 
-	*data = NULL;
-	*n = 0;
-	if (!f)
-		return clp_error(errno == ENOENT ? CLP_ERR_NOT_FOUND : CLP_ERR_IO,
-				 "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "%s: not a regular file", path);
+	if (stat(path, &st) != 0 && errno == ENOENT) { /* callers tell a missing file apart */
+		*data = NULL;
+		*n = 0;
+		return clp_error(CLP_ERR_NOT_FOUND, "%s: cannot open: %s", path, strerror(ENOENT));
 	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		fclose(f);
-		return clp_error(CLP_ERR_NOMEM, "%s: out of memory for %lld bytes", path,
-				 (long long)st.st_size);
-	}
-	if (fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
-		free(buf);
-		fclose(f);
-		return clp_error(CLP_ERR_IO, "%s: short read", path);
-	}
-	fclose(f);
-	buf[st.st_size] = '\0';
-	*data = buf;
-	*n = (size_t)st.st_size;
-	return CLP_OK;
+	return clp_infile_read(NULL, path, 0, data, n);
 }
 
 clp_status clp_io_fsync_dir(const char *dir)

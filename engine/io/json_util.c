@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/infile.h"
 #include "engine/io/durable.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
@@ -18,15 +19,15 @@ static const char *field(char *buf, size_t n, const char *at, const char *key)
 clp_status clp_json_load(const char *path, json_t **root)
 {
 	json_error_t err;
+	char *text;
+	size_t n;
 
-	*root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+	*root = NULL;
+	CLP_TRY(clp_infile_read(NULL, path, CLP_INFILE_JSON_MAX, &text, &n));
+	*root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
+	free(text);
 	if (*root)
 		return CLP_OK;
-	if (err.line < 1 || strstr(err.text, "unable to open")) {
-		const char *why = strrchr(err.text, ':'); /* "unable to open F: <reason>" */
-
-		return clp_error(CLP_ERR_IO, "%s: cannot read (%s)", path, why ? why + 2 : err.text);
-	}
 	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column,
 			 err.text);
 }

@@ -117,6 +117,7 @@ clp_status clp_layout_load(const char *path, clp_layout **out)
 		clp_layout_free(l);
 		return st;
 	}
+	snprintf(l->file, sizeof(l->file), "%s", path);
 	*out = l;
 	return CLP_OK;
 }

@@ -23,6 +23,7 @@ typedef struct clp_layout_rank {
 
 typedef struct clp_layout {
 	int nranks;
+	char file[256]; /* the file it was read from ("" if made in memory): messages name it */
 	clp_layout_rank *ranks;
 } clp_layout;
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/infile.h"
 #include "engine/io/costs.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -99,6 +100,11 @@ static clp_status parse_row(const char *path, int lineno, char *line, const int 
 			return clp_error(CLP_ERR_FORMAT, "%s: line %d: only %d columns (truncated?)",
 					 path, lineno, n);
 		v[i] = pos[i] >= 0 ? cells[pos[i]] : 0;
+		/* times in ms and sizes in MiB per layer: a million of either is no real model,
+		 * and the bound keeps the byte counts made from them far from overflowing */
+		if (!(v[i] >= 0 && v[i] <= 1e6))
+			return clp_error(CLP_ERR_FORMAT, "%s: line %d: %s = %g: expected a number "
+					 "in 0 .. 1e6", path, lineno, col_names[i], v[i]);
 	}
 	return CLP_OK;
 }
@@ -106,13 +112,12 @@ static clp_status parse_row(const char *path, int lineno, char *line, const int 
 /* The row for micro-batch size bs, into v (the message lists the sizes present). */
 static clp_status read_row(const char *path, int bs, double *v)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f;
 	char line[4096], have[512] = "";
 	int pos[NCOL], lineno = 1, found = 0;
 	clp_status st = CLP_OK;
 
-	if (!f)
-		return clp_error(CLP_ERR_IO, "%s: cannot open", path);
+	CLP_TRY(clp_infile_open(NULL, path, CLP_INFILE_TEXT_MAX, &f, NULL));
 	if (!fgets(line, sizeof(line), f)) {
 		fclose(f);
 		return clp_error(CLP_ERR_FORMAT, "%s: empty file", path);

@@ -247,7 +247,7 @@ clp_status clp_st_open(clp_st_file **out, const char *path)
 		free(f);
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
 	}
-	f->fd = open(path, O_RDONLY);
+	f->fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block */
 	if (f->fd < 0) {
 		s = clp_error(errno == ENOENT ? CLP_ERR_NOT_FOUND : CLP_ERR_IO,
 			      "%s: cannot open: %s", path, strerror(errno));

@@ -98,6 +98,7 @@ typedef struct clp_param_table {
 	int first_block, last_block;
 	/* unit index by (role, block); -1 if absent */
 	int *by_role; /* [(last_block - first_block + 1) * CLP_R_COUNT] */
+	struct clp_param_name *by_name; /* [ntensors] sorted by name, for clp_param_find */
 } clp_param_table;
 
 /* The tensors of blocks first..last (inclusive) in block order. The tied token embedding

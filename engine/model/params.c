@@ -6,6 +6,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A name index, so that looking up every tensor of a model is O(n log n), not O(n^2) (a model of
+ * 10,000 layers has 120,000 tensors). */
+struct clp_param_name {
+	const char *name; /* into tensors[index] */
+	int index;
+};
+
+static int by_name_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct clp_param_name *)a)->name,
+		      ((const struct clp_param_name *)b)->name);
+}
+
 struct builder {
 	clp_param_table *t;
 	int cap_t, cap_u;
@@ -221,7 +234,8 @@ clp_status clp_param_table_build(const clp_model_config *c, int first, int last,
 	}
 	span = last - first + 1;
 	t->by_role = malloc((size_t)span * CLP_R_COUNT * sizeof(int));
-	if (!b.err && !t->by_role)
+	t->by_name = malloc(((size_t)t->ntensors + 1) * sizeof(*t->by_name));
+	if (!b.err && (!t->by_role || !t->by_name))
 		b.err = clp_error(CLP_ERR_NOMEM, "out of host memory for the parameter table");
 	if (b.err) {
 		clp_param_table_free(t);
@@ -231,6 +245,9 @@ clp_status clp_param_table_build(const clp_model_config *c, int first, int last,
 		t->by_role[i] = -1;
 	for (int u = 0; u < t->nunits; u++)
 		t->by_role[(t->units[u].block - first) * CLP_R_COUNT + t->units[u].role] = u;
+	for (int i = 0; i < t->ntensors; i++)
+		t->by_name[i] = (struct clp_param_name){t->tensors[i].name, i};
+	qsort(t->by_name, (size_t)t->ntensors, sizeof(*t->by_name), by_name_cmp);
 	return CLP_OK;
 }
 
@@ -239,6 +256,7 @@ void clp_param_table_free(clp_param_table *t)
 	free(t->tensors);
 	free(t->units);
 	free(t->by_role);
+	free(t->by_name);
 	memset(t, 0, sizeof(*t));
 }
 
@@ -251,8 +269,11 @@ int clp_param_unit_of(const clp_param_table *t, clp_role role, int block)
 
 int clp_param_find(const clp_param_table *t, const char *name)
 {
-	for (int i = 0; i < t->ntensors; i++)
-		if (!strcmp(t->tensors[i].name, name))
-			return i;
-	return -1;
+	struct clp_param_name key = {name, -1};
+	const struct clp_param_name *hit;
+
+	if (!t->by_name || !t->ntensors)
+		return -1;
+	hit = bsearch(&key, t->by_name, (size_t)t->ntensors, sizeof(key), by_name_cmp);
+	return hit ? hit->index : -1;
 }

@@ -380,8 +380,10 @@ clp_status clp_stage_init_params(clp_stage *st, uint64_t seed)
 			CLP_TRY(clp_cl_fill(st->ctx, p, is_weight ? 1.0f : 0.0f, d->numel));
 			continue;
 		}
-		CLP_TRY(clp_rng_stream_init(&rs, seed, 0, 0, (uint32_t)st->global_index[i],
-					    CLP_RNG_INIT));
+		/* keyed by the tensor's index in the whole model: its low 16 bits as the layer,
+		 * the rest as the micro-batch (0 below 65,536 tensors, the keys of old) */
+		CLP_TRY(clp_rng_stream_init(&rs, seed, 0, (uint32_t)st->global_index[i] >> 16,
+					    (uint32_t)st->global_index[i] & 0xffff, CLP_RNG_INIT));
 		CLP_TRY(clp_nn_rng_normal(st->ctx, p, d->numel, &rs, 0, 0.0f,
 					  residual_projection(d->role) ? std_res : 0.02f));
 	}

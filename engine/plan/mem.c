@@ -28,6 +28,18 @@ clp_status clp_plan_stage_mem(const clp_model_config *m, int first, int last, si
 
 	C = (size_t)c.d_model, H = (size_t)c.n_head, KVH = (size_t)c.n_kv_head, hd = C / H;
 	F = (size_t)c.d_ff, V = (size_t)c.vocab;
+	{
+		/* every term below is at most a small multiple of (layers + 2) x (N + D + ctx) x D
+		 * elements, D the widest dimension: bounded in double first, so that the sizes the
+		 * flags allow (d_ff up to 2^22, batch x seq up to 2^40) cannot wrap the sums */
+		double D = (double)(F > C ? F : C) * 3 + (double)V, nb = (double)(last - first + 3);
+
+		if (nb * ((double)N + D + c.ctx) * D * 4 * 64 > 0x1p63)
+			return clp_error(CLP_ERR_NOMEM, "stage memory: blocks %d..%d of this model "
+					 "(model.d_model = %d, model.d_ff = %d, model.vocab = %d) at "
+					 "batch %zu x %zu tokens need more than 2^57 bytes a device",
+					 first, last, c.d_model, c.d_ff, c.vocab, B, T);
+	}
 	bert = c.preset == CLP_PRESET_BERT, llama = c.preset == CLP_PRESET_LLAMA;
 	dq = H * hd + 2 * KVH * hd;
 	dfc = llama ? 2 * F : F;

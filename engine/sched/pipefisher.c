@@ -420,8 +420,9 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 	if (!o->costs)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: needs a cost table with K-FAC times");
 	if (o->costs->nstages != b->nstages)
-		return clp_error(CLP_ERR_INVALID, "pipefisher: the cost table has %d stages, the "
-				 "schedule %d", o->costs->nstages, b->nstages);
+		return clp_error(CLP_ERR_INVALID, "pipefisher: the cost table%s%s has %d stages, the "
+				 "schedule %d", o->costs->file[0] ? " " : "", o->costs->file,
+				 o->costs->nstages, b->nstages);
 	for (int s = 0; s < b->nstages; s++)
 		if (b->stages[s].nlayers != o->costs->stages[s].nlayers)
 			return clp_error(CLP_ERR_INVALID, "pipefisher: stage %d holds %d layers in the "

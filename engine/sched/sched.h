@@ -120,6 +120,7 @@ typedef struct clp_group {
 
 typedef struct clp_sched {
 	char name[32];   /* the generator ("1f1b", ...) or "custom" */
+	char file[256];  /* the file it was read from ("" if made in memory): messages name it */
 	int nranks;
 	int nstages;     /* global stages (interleaved: depth * chunks) */
 	int nmb;         /* micro-batches per replica per step */

@@ -439,6 +439,7 @@ static clp_status load_root(const char *path, json_t *root, clp_sched **out)
 		clp_sched_free(s);
 		return st;
 	}
+	snprintf(s->file, sizeof(s->file), "%s", path);
 	*out = s;
 	return CLP_OK;
 }

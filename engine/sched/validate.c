@@ -34,7 +34,8 @@ static clp_status vfail(const vctx *v, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return clp_error(CLP_ERR_INVALID, "schedule %s: %s", v->s->name, msg);
+	return clp_error(CLP_ERR_INVALID, "schedule %s%s%s%s: %s", v->s->file,
+			 v->s->file[0] ? " (" : "", v->s->name, v->s->file[0] ? ")" : "", msg);
 }
 
 /* "rank 1 op 7 (FWD stage 1 mb 3)" */
@@ -421,8 +422,9 @@ static clp_status dry_run(const vctx *v)
 		return CLP_OK;
 	}
 	if (st == CLP_ERR_STATE)
-		return clp_error_context(CLP_ERR_INVALID, "schedule %s: dry run with rendezvous "
-					 "sends: ", v->s->name);
+		return clp_error_context(CLP_ERR_INVALID, "schedule %s%s%s%s: dry run with "
+					 "rendezvous sends: ", v->s->file, v->s->file[0] ? " (" : "",
+					 v->s->name, v->s->file[0] ? ")" : "");
 	return st;
 }
 
@@ -434,8 +436,9 @@ clp_status clp_sched_validate(const clp_sched *s, int dry)
 	clp_status st;
 
 	if (nrec > ((size_t)1 << 28))
-		return clp_error(CLP_ERR_INVALID, "schedule %s: %zu (replica, step, pipeline, "
-				 "stage, micro-batch) records is past the validator's limit", s->name, nrec);
+		return clp_error(CLP_ERR_INVALID, "schedule %s%s%s%s: %zu (replica, step, pipeline, "
+				 "stage, micro-batch) records is past the validator's limit", s->file,
+				 s->file[0] ? " (" : "", s->name, s->file[0] ? ")" : "", nrec);
 	v.recs = malloc(nrec * sizeof(*v.recs));
 	if (!v.recs)
 		return clp_error(CLP_ERR_NOMEM, "validator: out of host memory");

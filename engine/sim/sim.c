@@ -223,7 +223,7 @@ static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 		R->gap_until = t + d + S->o->task_gap_s;
 	switch (op->kind) {
 	case CLP_OP_FWD:
-		R->mem += act;
+		R->mem = clp_bytes_add(R->mem, act);
 		if (R->mem > R->peak)
 			R->peak = R->mem;
 		if (!R->held || R->held[held_slot(S, op)]++ == 0)
@@ -539,6 +539,12 @@ static clp_status deadlock(const sim *S, double t)
 	return clp_error(CLP_ERR_STATE, "%s", msg);
 }
 
+/* What messages call an input: its file, or what made it. */
+static const char *src(const char *file, const char *made)
+{
+	return file[0] ? file : made;
+}
+
 /* Devices of the ranks, the kind index in the cost table and the device memory. */
 static clp_status place_ranks(sim *S)
 {
@@ -547,12 +553,14 @@ static clp_status place_ranks(sim *S)
 	double ref = 1;
 
 	if (l && l->nranks != S->s->nranks)
-		return clp_error(CLP_ERR_INVALID, "simulator: the layout has %d ranks, the schedule "
-				 "%d", l->nranks, S->s->nranks);
+		return clp_error(CLP_ERR_INVALID, "simulator: the layout (%s) has %d ranks, the "
+				 "schedule (%s) %d", src(l->file, "given"), l->nranks,
+				 src(S->s->file, S->s->name), S->s->nranks);
 	if (!l && S->cl->ndevices < S->s->nranks)
-		return clp_error(CLP_ERR_INVALID, "simulator: the cluster has %d devices, the "
-				 "schedule needs %d ranks (give a layout)", S->cl->ndevices,
-				 S->s->nranks);
+		return clp_error(CLP_ERR_INVALID, "simulator: the cluster (%s) has %d devices, the "
+				 "schedule (%s) needs %d ranks (give a layout)",
+				 src(S->cl->file, "given"), S->cl->ndevices,
+				 src(S->s->file, S->s->name), S->s->nranks);
 	/* The table's times hold on its own device kind: speeds count relative to that kind's. */
 	for (int i = 0; c && i < S->cl->ndevices; i++)
 		if (!strcmp(S->cl->devices[i].kind, c->device_kind)) {
@@ -566,8 +574,10 @@ static clp_status place_ranks(sim *S)
 		if (l && d < 0)
 			d = clp_cluster_find_device(S->cl, l->ranks[r].device_id);
 		if (d < 0 || d >= S->cl->ndevices)
-			return clp_error(CLP_ERR_NOT_FOUND, "simulator: layout rank %d: device \"%s\" "
-					 "is not in the cluster", r, l ? l->ranks[r].device_id : "?");
+			return clp_error(CLP_ERR_NOT_FOUND, "simulator: layout (%s) rank %d: device "
+					 "\"%s\" is not in the cluster (%s)", l ? src(l->file, "given")
+					 : "none", r, l ? l->ranks[r].device_id : "?",
+					 src(S->cl->file, "given"));
 		dev = &S->cl->devices[d];
 		S->rs[r].dev = d;
 		S->rs[r].speed = dev->speed / ref;
@@ -589,8 +599,9 @@ static clp_status setup(sim *S, const clp_sched *s, const clp_sim_opts *o, clp_s
 		return clp_error(CLP_ERR_INVALID, "simulator: a layout names devices of a cluster; "
 				 "give the cluster too");
 	if (o->costs && o->costs->nstages != s->nstages)
-		return clp_error(CLP_ERR_INVALID, "simulator: the cost table has %d stages, the "
-				 "schedule %d", o->costs->nstages, s->nstages);
+		return clp_error(CLP_ERR_INVALID, "simulator: the cost table (%s) has %d stages, the "
+				 "schedule (%s) %d", src(o->costs->file, "given"), o->costs->nstages,
+				 src(s->file, s->name), s->nstages);
 	CLP_TRY(clp_sched_index_build(s, &S->ix));
 	if (!o->cluster)
 		CLP_TRY(clp_cluster_ideal(s->nranks, &S->own_cluster));

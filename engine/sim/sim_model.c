@@ -293,13 +293,16 @@ clp_status sim_static_memory(sim *S)
 				continue;
 			if (op->kind == CLP_OP_FWD && !held[2 * st]) {
 				held[2 * st] = 1;
-				bytes += 2 * c->stages[st].param_bytes + c->stages[st].opt_bytes +
-					 c->stages[st].work_bytes;
+				/* each field is at most CLP_COST_MAX_BYTES: the sum of one
+				 * stage fits, the total over stages saturates */
+				bytes = clp_bytes_add(bytes, 2 * c->stages[st].param_bytes +
+							     c->stages[st].opt_bytes +
+							     c->stages[st].work_bytes);
 			}
 			if (op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_PRECOND &&
 			    !held[2 * st + 1]) {
 				held[2 * st + 1] = 1;
-				bytes += c->stages[st].kfac_bytes;
+				bytes = clp_bytes_add(bytes, c->stages[st].kfac_bytes);
 			}
 		}
 		S->res->ranks[r].static_bytes = bytes;

@@ -331,9 +331,10 @@ clp_status clp_skip_costs(const clp_costs *c, int S, clp_costs **out)
 	if (!c)
 		return clp_error(CLP_ERR_INVALID, "skip: a cost table is required");
 	if (c->nstages != S && c->nstages != S + 1)
-		return clp_error(CLP_ERR_INVALID, "skip: the cost table has %d stages; SkipPipe "
+		return clp_error(CLP_ERR_INVALID, "skip: the cost table%s%s has %d stages; SkipPipe "
 				 "needs one per model stage (%d) plus, optionally, the head and loss "
-				 "of stage 0 as the last", c->nstages, S);
+				 "of stage 0 as the last", c->file[0] ? " " : "", c->file, c->nstages,
+				 S);
 	CLP_TRY(clp_costs_create(S + 1, &x));
 	memcpy(x->stages, c->stages, (size_t)c->nstages * sizeof(*x->stages));
 	if (c->nstages == S)

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/infile.h"
 #include "engine/skip/skip_internal.h"
 
 typedef struct row {
@@ -16,15 +17,14 @@ typedef struct row {
 
 static clp_status read_table(const char *path, row **out, int *n)
 {
-	FILE *f = fopen(path, "r");
+	FILE *f;
 	char line[512];
 	int cap = 0, lineno = 0;
 	row *rows = NULL;
 
 	*out = NULL;
 	*n = 0;
-	if (!f)
-		return clp_error(CLP_ERR_IO, "%s: cannot open", path);
+	CLP_TRY(clp_infile_open(NULL, path, CLP_INFILE_TEXT_MAX, &f, NULL));
 	while (fgets(line, sizeof(line), f)) {
 		row r;
 		char extra[8];

@@ -72,6 +72,7 @@ clp_status clp_skip_paths_copy(const clp_skip_paths *p, clp_skip_paths **out)
 		clp_skip_paths_free(q);
 		return clp_error(CLP_ERR_NOMEM, "skip paths: out of host memory");
 	}
+	memcpy(q->file, p->file, sizeof(q->file));
 	memcpy(q->node_stage, p->node_stage, (size_t)p->nnodes * sizeof(int));
 	memcpy(q->node_prio, p->node_prio, (size_t)p->nnodes);
 	memcpy(q->node_device, p->node_device, (size_t)p->nnodes * sizeof(*p->node_device));
@@ -152,8 +153,8 @@ static clp_status mb_fail(const clp_skip_paths *p, int mb, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	return clp_error(CLP_ERR_INVALID, "skip paths: mb %d (origin node %d): %s", mb,
-			 p->origin[mb], msg);
+	return clp_error(CLP_ERR_INVALID, "skip paths%s%s: mb %d (origin node %d): %s",
+			 p->file[0] ? " " : "", p->file, mb, p->origin[mb], msg);
 }
 
 clp_status clp_skip_check_config(const clp_skip_rules *r, const clp_skip_paths *p)
@@ -291,7 +292,7 @@ static clp_status check_cycles(const clp_skip_rules *r, const clp_skip_paths *p)
 	return st;
 }
 
-clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
+static clp_status validate(const clp_skip_rules *r, const clp_skip_paths *p)
 {
 	int S = r->nstages, *visits;
 	clp_status st = CLP_OK;
@@ -319,5 +320,15 @@ clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
 	free(visits);
 	if (st == CLP_OK && r->memory > 0 && r->deadlock_free)
 		st = check_cycles(r, p);
+	return st;
+}
+
+clp_status clp_skip_validate(const clp_skip_rules *r, const clp_skip_paths *p)
+{
+	clp_status st = validate(r, p);
+
+	/* the rules and paths of a file: its name leads (once) */
+	if (st != CLP_OK && p->file[0] && !strstr(clp_last_error(), p->file))
+		return clp_error_context(st, "%s: ", p->file);
 	return st;
 }

@@ -238,6 +238,7 @@ clp_status clp_skip_load(const char *path, clp_skip_paths **out, clp_skip_rules 
 		clp_skip_paths_free(p);
 		return st;
 	}
+	snprintf(p->file, sizeof(p->file), "%s", path);
 	*out = p;
 	return CLP_OK;
 }

@@ -56,6 +56,7 @@ enum { CLP_SKIP_BACKWARD_FIRST = 0, CLP_SKIP_FORWARD_FIRST = 1 };
 
 /* A path set. Node i is rank i of the schedule made from it. */
 typedef struct clp_skip_paths {
+	char file[256]; /* the file it was read from ("" if made in memory): messages name it */
 	int nstages;
 	int nnodes;
 	int *node_stage;                   /* [nnodes] the stage each node serves */

@@ -641,13 +641,21 @@ static clp_status open_model(clp_session *s)
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
 		CLP_TRY(st_skip_schedule(s));
-	n = (size_t)s->R * (size_t)s->M * s->N;
+	/* the flags allow 2^16 x 2^20 x 2^40 tokens a step: refuse a product that wraps */
+	if (__builtin_mul_overflow((size_t)s->R, (size_t)s->M, &n) ||
+	    __builtin_mul_overflow(n, s->N, &n) || n > SIZE_MAX / (3 * sizeof(int32_t)))
+		return clp_error(CLP_ERR_NOMEM, "a step of pipeline.replicas (%d) x "
+				 "train.micro_batches (%d) x train.batch (%zu) x train.seq (%zu) "
+				 "tokens is too many to hold", s->R, s->M, s->B, s->T);
 	s->in = calloc(n, sizeof(int32_t));
 	s->tg = calloc(n, sizeof(int32_t));
 	s->types = calloc(n, sizeof(int32_t));
 	if (!s->in || !s->tg || !s->types)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for batches");
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for a step's batches: %zu tokens "
+				 "(pipeline.replicas %d x train.micro_batches %d x train.batch %zu x "
+				 "train.seq %zu)", n, s->R, s->M, s->B, s->T);
 	if (s->mode == CLP_SESSION_SAMPLE) {
+		CLP_TRY(st_check_memory(s));
 		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));
 		CLP_TRY(apply_skips(s, s->st));
@@ -657,6 +665,7 @@ static clp_status open_model(clp_session *s)
 		CLP_TRY(make_schedule(s));
 	if (s->mode == CLP_SESSION_TRAIN)
 		CLP_TRY(st_pf_plan(s));
+	CLP_TRY(st_check_memory(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
@@ -747,7 +756,8 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	clp_ckpt_close(ck);
 	if (st != CLP_OK) {
 		clp_session_close(s);
-		return st;
+		/* a check of one setting against another names where each was set */
+		return clp_cfg_name_origins(&clp_train_schema, cfg, st);
 	}
 	*out = s;
 	return CLP_OK;

@@ -46,6 +46,11 @@ uint64_t clp_session_eval_tokens(const clp_session *s);
 /* The unigram entropy of the training split in bits per byte (the baseline a model must beat). */
 double clp_session_baseline_bpb(const clp_session *s);
 
+/* What this rank holds, in words: "stage 1 (layers 2..3), stage 5 (layers 10..11, head)". */
+void clp_session_role(const clp_session *s, char *buf, size_t n);
+/* Steps done so far (a resumed run starts at its checkpoint's). */
+long clp_session_steps_done(const clp_session *s);
+
 /* Called after every completed step (1-based count) with ud; for tests of failure handling. */
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);
 

@@ -64,6 +64,9 @@ clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w);
 clp_status st_pf_resumed(const clp_session *s);
 /* Rank 0 prints; the others are quiet. */
 int st_rank(const clp_session *s);
+/* session_mem.c: refuse, before any device allocation, stages that cannot fit on the device
+ * (the planner's memory model against the device's memory), naming the setting to lower */
+clp_status st_check_memory(clp_session *s);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
  * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the

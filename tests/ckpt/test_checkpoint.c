@@ -145,6 +145,11 @@ static void test_round_trip(void)
 		      clp_ckpt_count(c, CLP_CKPT_MODEL) == NP &&
 		      !strcmp(clp_ckpt_meta(c, "data.pos"), "epoch=0 index=5"), "self-describing file");
 		CHECK_ERR(clp_ckpt_check_identity(c, other, 1, 0), CLP_ERR_INVALID, "llama");
+		/* the whole identity, parameter hash included, as clpipe eval --ckpt checks it
+		 * (the writer used to leave identity.params out of the file) */
+		CHECK_OK(clp_ckpt_check_identity(c, want, 2, toy_hash()));
+		CHECK_ERR(clp_ckpt_check_identity(c, want, 2, toy_hash() + 1), CLP_ERR_INVALID,
+			  "parameter names and shapes differ");
 		clp_ckpt_close(c);
 	}
 	CHECK_ERR(clp_ckpt_open_latest(&c, tu_path("empty-root")), CLP_ERR_NOT_FOUND,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# When a rank breaks: (1) a rank that dies takes the job down (non-zero exit) and the last
+# When a rank breaks: (1) a rank that dies takes the job down (non-zero exit), the surviving
+# rank says which stage and step were lost and which checkpoint to resume from, and the last
 # checkpoint stays intact and loadable; (2) a rank that stops answering makes its peer's wait
 # expire after the deadline with a message naming rank, peer, step and operation, and the job
 # ends non-zero. Usage: test_faults.sh CLPIPE WORKDIR
@@ -22,6 +23,8 @@ CLPIPE_FAULT=die:1:3 timeout 300 "${mpi[@]}" "$clpipe" train "${common[@]}" \
 rc=$?
 check "[ $rc -ne 0 ] && [ $rc -ne 124 ]" "a dead rank ends the job with a non-zero status (got $rc)"
 check "[ -f '$work/ck-die/step-00000002/manifest.json' ]" "the checkpoint of step 2 is complete"
+check "grep -Eq 'rank 0 of 2, holding stage 0 .*stopped by signal [0-9]+ during step 4 .*resume from the checkpoint .*ck-die/step-00000002' '$work/die.out'" \
+	"the surviving rank says its stage, the lost step and the checkpoint to resume from"
 "$clpipe" eval --ckpt "$work/ck-die" --eval.batches=1 >"$work/die-eval.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'val loss' '$work/die-eval.out'" "the last checkpoint loads and evaluates"
 

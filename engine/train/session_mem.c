@@ -1,0 +1,135 @@
+/* Limits before work: before a session allocates anything on its device, the memory its stages
+ * will take there (the planner's model of what a stage allocates, engine/plan/mem.c, held equal
+ * to real stages by tests/plan/test_plan_mem.c) is added up and checked against the device's
+ * memory, so a model that cannot fit is refused in milliseconds with the total, the device and
+ * the setting to lower, instead of allocating gigabytes and failing inside the OpenCL driver. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/plan/plan.h"
+#include "engine/train/session_internal.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define RESERVE 0.1 /* of the device's memory kept free, as the planner's mem_reserve */
+
+/* MemAvailable of /proc/meminfo in bytes (0: unknown). A CPU device's memory is the host's:
+ * PoCL reports a share of the installed memory, whatever other processes hold. */
+static double host_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[256];
+	double kb = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb * 1024;
+}
+
+typedef struct need {
+	double param, grad, opt, act, work, kfac;
+	int slots;
+} need;
+
+static double total(const need *n)
+{
+	return n->param + n->grad + n->opt + n->act + n->work + n->kfac;
+}
+
+static clp_status add_stage(clp_session *s, int first, int last, int slots, int split, need *n)
+{
+	clp_plan_mem pm;
+	int kfac = !strcmp(s->cfg.optim.name, "kfac");
+
+	CLP_TRY(clp_plan_stage_mem(&s->m, first, last, s->B, s->T, split,
+				   s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute, &pm));
+	n->param += (double)pm.param_bytes;
+	n->grad += (double)pm.param_bytes;
+	n->opt += (double)pm.opt_bytes;
+	n->act += (double)pm.act_bytes * slots;
+	n->work += (double)pm.work_bytes;
+	n->kfac += kfac && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
+	n->slots += slots;
+	return CLP_OK;
+}
+
+/* The setting that most moves the largest part of the total. */
+static void what_to_lower(const clp_session *s, const need *n, char *buf, size_t len)
+{
+	const clp_model_config *m = &s->m;
+	double C = m->d_model, F = m->d_ff, V = m->vocab, L = m->n_layer;
+	double state = n->param + n->grad + n->opt + n->kfac;
+
+	if (n->act + n->work > state) {
+		snprintf(buf, len, "lower train.batch (%zu), train.seq (%zu) or %s (%d)%s, or split "
+			 "the model over more pipeline stages", s->B, s->T,
+			 F > C ? "model.d_ff" : "model.d_model", F > C ? m->d_ff : m->d_model,
+			 s->cfg.train.recompute ? "" : ", or set train.recompute = true");
+		return;
+	}
+	if (V * C > L * (4 * C * C + 2 * C * F))
+		snprintf(buf, len, "lower model.vocab (%d) or model.d_model (%d)", m->vocab,
+			 m->d_model);
+	else if (2 * C * F > 4 * C * C)
+		snprintf(buf, len, "lower model.d_ff (%d), model.d_model (%d) or model.n_layer (%d), "
+			 "or split the model over more pipeline stages", m->d_ff, m->d_model,
+			 m->n_layer);
+	else
+		snprintf(buf, len, "lower model.d_model (%d) or model.n_layer (%d), or split the "
+			 "model over more pipeline stages", m->d_model, m->n_layer);
+}
+
+clp_status st_check_memory(clp_session *s)
+{
+	const clp_cl_devinfo *d = clp_cl_ctx_device(s->ctx);
+	int L = s->m.n_layer;
+	const char *where = "less the 10% the planner also keeps free";
+	double usable;
+	need n;
+	char hint[256];
+
+	memset(&n, 0, sizeof(n));
+	if (s->mode == CLP_SESSION_SAMPLE) {
+		CLP_TRY(add_stage(s, 0, L + 1, 1, 0, &n));
+	} else {
+		int cap = s->sched->ranks[st_rank(s)].nops + 1, k;
+		clp_exec_stage_need *st = calloc((size_t)cap, sizeof(*st));
+		clp_status e = CLP_OK;
+
+		if (!st)
+			return clp_error(CLP_ERR_NOMEM, "out of host memory");
+		k = clp_exec_rank_stages(s->sched, st_rank(s), st, cap);
+		for (int i = 0; i < k && e == CLP_OK; i++) {
+			const clp_stage_info *si = &s->sched->stages[st[i].stage];
+
+			e = add_stage(s, si->embed ? 0 : si->first_layer + 1,
+				      si->head ? L + 1 : si->first_layer + si->nlayers, st[i].slots,
+				      st[i].split, &n);
+		}
+		free(st);
+		CLP_TRY(e);
+	}
+	if (!d || !d->global_mem)
+		return CLP_OK;
+	usable = (double)d->global_mem * (1 - RESERVE);
+	if (d->unified_memory && host_available() > 0 && host_available() < usable) {
+		usable = host_available();
+		where = "host memory available now";
+	}
+	if (total(&n) <= usable)
+		return CLP_OK;
+	what_to_lower(s, &n, hint, sizeof(hint));
+	return clp_error(CLP_ERR_NOMEM, "the model does not fit: rank %d needs %.2f GiB on its "
+			 "device %s, which has %.2f GiB (%.2f GiB usable: %s): parameters %.2f GiB, "
+			 "gradients %.2f GiB, "
+			 "optimizer state %.2f GiB, activations %.2f GiB (%d micro-batch slot(s) of "
+			 "%zu x %zu tokens), workspace %.2f GiB; %s",
+			 st_rank(s), total(&n) / GIB, d->name, (double)d->global_mem / GIB,
+			 usable / GIB, where,
+			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, n.act / GIB, n.slots,
+			 s->B, s->T, n.work / GIB, hint);
+}
