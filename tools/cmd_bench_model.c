@@ -4,7 +4,7 @@
  * clFinish each (what a training step pays, launches included), medians and spread over the
  * repeats; attention forward and backward from the kernels' device times; the K-FAC work of one
  * layer (factors A and B from one micro-batch, inverting all factors, preconditioning); memory
- * per block as the stages allocate it. The output is a cost table (engine/io/costs.h): the block
+ * per block as the stages allocate it. The output is a cost table (engine/scenario/costs.h): the block
  * table clpipe plan reads (entries "embedding", "layer", "head"; other devices under
  * `devices`), or with --layers / --stages the per-stage table clpipe sim reads. */
 #include <stdio.h>

@@ -12,7 +12,7 @@
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tools/cli.h"
 #include "topology/discover.h"
 #include "topology/gather.h"

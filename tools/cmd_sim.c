@@ -10,9 +10,9 @@
 
 #include "engine/io/config.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
 #include "tools/cli.h"
 

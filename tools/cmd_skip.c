@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
 

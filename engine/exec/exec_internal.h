@@ -4,7 +4,7 @@
 #define CLP_EXEC_INTERNAL_H
 
 #include "engine/exec/exec.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/index.h"
 
 /* A traced op: device markers around a compute op, or host times of a transfer/collective. */

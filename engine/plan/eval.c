@@ -8,7 +8,7 @@
 
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sim/sim.h"
 
 void clp_plan_opts_default(clp_plan_opts *o)

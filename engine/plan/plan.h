@@ -1,12 +1,12 @@
 /* Placement (docs/PLACEMENT.md): which devices serve which pipeline stages, how many layers each
  * stage gets, the data-parallel degree, the schedule (GPipe, 1F1B, interleaved, Chimera, ZB-H1;
  * with or without PipeFisher) and activation recomputation, chosen for a cluster of mixed
- * devices. Pure functions of data: a cluster (engine/io/cluster.h), a block cost table and the
+ * devices. Pure functions of data: a cluster (engine/scenario/cluster.h), a block cost table and the
  * model; every candidate is scored by the simulator (engine/sim) with its memory model checked
  * against each device's memory.
  *
  * Inputs
- *   block table  a cost table (engine/io/costs.h) of exactly three entries, named in `blocks`:
+ *   block table  a cost table (engine/scenario/costs.h) of exactly three entries, named in `blocks`:
  *                "embedding", "layer" (one transformer layer), "head" (final norm, head and
  *                loss), each with its times on the table's device kind and, under `devices`,
  *                on other kinds (`clpipe bench --model` writes one; clp_plan_blocks_from_profiles
@@ -31,9 +31,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
 #include "engine/model/model.h"
 #include "engine/sched/sched.h"
 #include "engine/skip/skip.h"

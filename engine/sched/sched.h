@@ -63,7 +63,7 @@ enum {
 };
 
 /* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
- * K-FAC items (engine/sched/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
+ * K-FAC items (engine/pass/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
  * record in `step` (a cycle's first step, 0) and may sit later in the list, in a later step's
  * bubbles; KFAC_INV names one factor of the layer in `factor`. */
 typedef struct clp_op {

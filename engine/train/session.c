@@ -9,9 +9,9 @@
 
 #include "cl/rng.h"
 #include "cl/warmup.h"
-#include "engine/io/layout.h"
+#include "engine/scenario/layout.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "topology/bind.h"
 #include "topology/rank_device.h"
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "engine/train/train_config.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 typedef struct clp_session clp_session;
 

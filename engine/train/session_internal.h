@@ -13,7 +13,7 @@
 #include "engine/model/stage.h"
 #include "engine/sched/sched.h"
 #include "engine/train/session.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 struct clp_session {
 	clp_train_config cfg;

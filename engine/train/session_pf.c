@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 
 #define PF_META "pipefisher.cycle"
 #define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */

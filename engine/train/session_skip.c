@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 
 /* Tags of the gather (below the clock ping-pong's 32000, above any micro-batch tag in flight:

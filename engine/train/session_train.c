@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "cl/ops.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 
 static double now_s(void)
 {

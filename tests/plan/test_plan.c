@@ -12,7 +12,7 @@
 #include "engine/io/config.h"
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
 #include "topology/discover.h"

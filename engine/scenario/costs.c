@@ -1,5 +1,5 @@
 /* Cost table: construction, JSON reader/writer, lookup and calibration (see costs.h). */
-#include "engine/io/costs.h"
+#include "engine/scenario/costs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/io/json_util.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 #define COSTS_FORMAT "clpipe-costs"

@@ -1,5 +1,5 @@
 /* Cluster description: JSON reader/writer and link routing (see cluster.h, docs/FORMATS.md). */
-#include "engine/io/cluster.h"
+#include "engine/scenario/cluster.h"
 
 #include <math.h>
 #include <stdio.h>

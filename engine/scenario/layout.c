@@ -1,5 +1,5 @@
 /* Rank layout: JSON reader/writer, derivation from a schedule and checks (see layout.h). */
-#include "engine/io/layout.h"
+#include "engine/scenario/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>

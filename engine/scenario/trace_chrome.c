@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "engine/io/json_util.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 static const char *const queue_names[CLP_TQ_COUNT] = {"compute", "comm"};

@@ -1,6 +1,6 @@
 /* The transport's shared part: requests, deadline-bounded polling with messages that name the
  * ranks, and collectives derived from the primitives (allgatherv, the rank-ordered allreduce). */
-#include "topology/comm_internal.h"
+#include "topology/comm/comm_internal.h"
 
 #include <limits.h>
 #include <sched.h>
