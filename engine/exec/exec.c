@@ -15,6 +15,14 @@ struct lstage *exec_find(clp_exec *e, int stage, int pipe)
 	return NULL;
 }
 
+struct lstage *exec_find_stage(clp_exec *e, int stage)
+{
+	for (int i = 0; i < e->nls; i++)
+		if (e->ls[i].stage == stage)
+			return &e->ls[i];
+	return NULL;
+}
+
 /* Whether the list runs the stage's backward in halves (zero-bubble B and W). */
 static int has_split(const clp_rank_prog *p, int stage, int pipe)
 {
@@ -63,8 +71,13 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	int first = si->embed ? 0 : si->first_layer + 1;
 	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
 	struct lstage *l = &e->ls[e->nls];
-	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe),
-			    has_split(&e->s->ranks[e->rank], stage, pipe), e->recompute};
+	clp_stage_opts o = {
+		.B = e->B,
+		.T = e->T,
+		.slots = slots_needed(&e->s->ranks[e->rank], stage, pipe),
+		.split = has_split(&e->s->ranks[e->rank], stage, pipe),
+		.recompute = e->recompute,
+	};
 	const clp_param_table *t;
 	clp_status st;
 
@@ -86,8 +99,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	for (int i = 0; i < t->ntensors; i++) {
 		l->gindex[i] = clp_param_find(&e->full, t->tensors[i].name);
 		/* the head's copy of the tied embedding is the embedding holder's to count */
-		l->owns[i] = l->owner && !(t->tensors[i].block != 0 &&
-					   t->tensors[i].role == CLP_R_TOK_EMB);
+		l->owns[i] = l->owner && !exec_tied_copy(&t->tensors[i]);
 	}
 	st = clp_cl_buffer(e->ctx, (size_t)t->ntensors * 4 * sizeof(float), "norm statistics",
 			   &l->stats_mem);
@@ -160,6 +172,7 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	e->C = (size_t)m->d_model;
 	e->det = o->deterministic;
 	e->recompute = o->recompute;
+	e->opt = &clp_exec_adamw;
 	p = &s->ranks[e->rank];
 	e->replica = p->replica;
 	st = clp_model_config_resolve(&e->m);
@@ -241,7 +254,7 @@ void clp_exec_free(clp_exec *e)
 	if (!e)
 		return;
 	clp_cl_finish(e->ctx);
-	exec_kfac_free(e);
+	exec_optim_free(e);
 	for (int i = 0; i < e->nls; i++) {
 		clp_stage_free(e->ls[i].st);
 		free(e->ls[i].slot_mb);

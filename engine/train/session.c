@@ -272,7 +272,7 @@ clp_status st_save(clp_session *s)
 	if (st == CLP_OK)
 		st = add_tensors(s, w, &bufs, &nbufs);
 	if (st == CLP_OK)
-		st = st_kfac_save(s, w);
+		st = clp_exec_optim_save(s->ex, w);
 	if (st == CLP_OK)
 		st = st_pf_save(s, w);
 	if (st == CLP_OK)
@@ -366,7 +366,7 @@ static clp_status resume(clp_session *s)
 	if (st == CLP_OK)
 		st = load_tensors(s, c, 1);
 	if (st == CLP_OK)
-		st = st_kfac_load(s, c);
+		st = clp_exec_optim_load(s->ex, c);
 	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
 		st = clp_dataset_restore(s->ds, v);
 	if (st == CLP_OK) {

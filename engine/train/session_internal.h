@@ -10,6 +10,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
 #include "engine/exec/exec.h"
+#include "engine/exec/exec_optim.h"
 #include "engine/model/stage.h"
 #include "engine/sched/sched.h"
 #include "engine/train/session.h"
@@ -49,11 +50,9 @@ struct clp_session {
 
 clp_status st_save(clp_session *s);
 
-/* session_kfac.c: optim.name = "kfac" (the executor runs it); K-FAC state in checkpoints */
+/* session_kfac.c: optim.name = "kfac" (the executor runs it and saves its state) */
 void st_kfac_opts(const clp_session *s, clp_kfac_opts *o);
 clp_status st_kfac_open(clp_session *s);
-clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w);
-clp_status st_kfac_load(clp_session *s, clp_ckpt *c);
 /* session_pf.c: pipeline.pipefisher. st_pf_plan replaces the one-step schedule s->sched by
  * the K-step cycle (and sets kfac.interval); st_pf_K is K (0: PipeFisher off); the cycle goes
  * into checkpoints; a resumed run must start at a cycle boundary. */
