@@ -185,6 +185,18 @@ static uint64_t params_hash(const clp_session *s)
 	return h;
 }
 
+clp_status st_check_mode(const clp_session *s, int a, int b, const char *call)
+{
+	static const char *const names[] = {"training", "evaluation", "sampling"};
+
+	if (!s)
+		return clp_error(CLP_ERR_INVALID, "%s: no session", call);
+	if ((int)s->mode == a || (int)s->mode == b)
+		return CLP_OK;
+	return clp_error(CLP_ERR_STATE, "%s: the session was opened for %s", call,
+			 names[s->mode]);
+}
+
 int st_rank(const clp_session *s)
 {
 	return s->comm ? clp_comm_rank(s->comm) : 0;
@@ -623,6 +635,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	s->cfg = *cfg;
 	s->mode = mode;
 	s->out = fout;
+	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
 	if (!s->comm || mode != CLP_SESSION_TRAIN) {
 		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
@@ -771,15 +784,23 @@ static int32_t draw(const float *logits, size_t V, double temperature, long top_
 
 clp_status clp_session_sample(clp_session *s, FILE *out)
 {
-	const char *prompt = s->cfg.sample.prompt[0] ? s->cfg.sample.prompt : "\n";
-	size_t V = (size_t)s->m.vocab, T = s->T;
+	const char *prompt;
+	size_t V, T;
 	clp_ids ids = {0};
-	float *logits = malloc(V * sizeof(float)), *work = malloc(V * sizeof(float));
-	int32_t *tg = malloc(T * sizeof(int32_t)), *win = calloc(T, sizeof(int32_t));
+	float *logits, *work;
+	int32_t *tg, *win;
 	cl_mem dl = NULL;
 	clp_rng_stream rs;
 	clp_status st;
 
+	CLP_TRY(st_check_mode(s, CLP_SESSION_SAMPLE, -1, "clp_session_sample"));
+	prompt = s->cfg.sample.prompt[0] ? s->cfg.sample.prompt : "\n";
+	V = (size_t)s->m.vocab;
+	T = s->T;
+	logits = malloc(V * sizeof(float));
+	work = malloc(V * sizeof(float));
+	tg = malloc(T * sizeof(int32_t));
+	win = calloc(T, sizeof(int32_t));
 	if (!logits || !work || !tg || !win) {
 		st = clp_error(CLP_ERR_NOMEM, "out of host memory for sampling");
 		goto out;
@@ -800,7 +821,7 @@ clp_status clp_session_sample(clp_session *s, FILE *out)
 	fputs(prompt, out);
 	for (long i = 0; st == CLP_OK && i < s->cfg.sample.length; i++) {
 		size_t len = ids.n < T ? ids.n : T;
-		clp_stage_mb mb = {0, 0, 0, (uint64_t)s->cfg.train.seed, win, NULL, tg};
+		clp_stage_mb mb = {.seed = (uint64_t)s->cfg.train.seed, .tokens = win, .targets = tg};
 		const char *bytes;
 		size_t nb;
 		int32_t next;

@@ -39,6 +39,8 @@ struct clp_session {
 	int bert, byte_level;
 	void (*hook)(void *ud, long step);
 	void *hook_ud;
+	void (*logger)(void *ud, const clp_session_step *rec); /* rank 0 */
+	void *logger_ud;
 	int32_t specials[8], mask_id;
 	int nspecial;
 	/* pipeline.schedule = "skippipe" (session_skip.c) */
@@ -49,6 +51,8 @@ struct clp_session {
 };
 
 clp_status st_save(clp_session *s);
+/* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
+clp_status st_check_mode(const clp_session *s, int a, int b, const char *call);
 
 /* session_kfac.c: optim.name = "kfac" (the executor runs it and saves its state) */
 void st_kfac_opts(const clp_session *s, clp_kfac_opts *o);

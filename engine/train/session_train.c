@@ -86,21 +86,29 @@ static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t s
 {
 	int rep = s->sched->ranks[st_rank(s)].replica;
 	size_t off = (size_t)rep * (size_t)s->M * s->N;
-	clp_exec_data d = {s->in + off, s->types + off, s->tg + off,
-			   valid ? 1.0f / (float)valid : 0.0f, (uint64_t)s->cfg.train.seed, step, NULL};
 
-	return d;
+	return (clp_exec_data){
+		.tokens = s->in + off,
+		.types = s->types + off,
+		.targets = s->tg + off,
+		.inv_count = valid ? 1.0f / (float)valid : 0.0f,
+		.seed = (uint64_t)s->cfg.train.seed,
+		.step = step,
+	};
 }
 
 clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb)
 {
-	uint64_t nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
-	long per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
-	long nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
-	long rounds = (nb + per - 1) / per;
+	uint64_t nval;
+	long per, nb, rounds;
 	size_t valid = 0;
 	double sum = 0;
 
+	CLP_TRY(st_check_mode(s, CLP_SESSION_TRAIN, CLP_SESSION_EVAL, "clp_session_eval"));
+	nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
+	per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
+	nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
+	rounds = (nb + per - 1) / per;
 	nb = rounds * per;
 	if (s->skip) /* the stages live on several nodes: gather the model on rank 0 */
 		CLP_TRY(st_skip_eval_begin(s));
@@ -284,15 +292,138 @@ static clp_status print_profile(clp_session *s)
 	return CLP_OK;
 }
 
-clp_status clp_session_train(clp_session *s, double *val_loss)
+/* One step of the algorithm: the batch, forward and backward through the schedule, the
+ * reductions, clipping and the optimizer step (the executor runs the last four); the traced
+ * steps (first..last, 1-based) are recorded. */
+static clp_status train_step(clp_session *s, long step, long tr_first, long tr_last,
+			     clp_session_step *rec)
 {
 	const clp_train_config *c = &s->cfg;
-	long first = s->step;
-	double t_start = now_s(), last_val = NAN, metric = NAN;
-	long evaluated_at = -1;
-	size_t tokens = (size_t)s->R * (size_t)s->M * s->N;
-	long tr_first, tr_last;
+	int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
+	double lr = lr_at(c, step);
+	clp_nn_adamw_hp hp = {
+		.lr = (float)lr,
+		.beta1 = (float)c->optim.beta1,
+		.beta2 = (float)c->optim.beta2,
+		.eps = (float)c->optim.eps,
+		.weight_decay = (float)c->optim.weight_decay,
+		.step = s->applied + 1,
+	};
+	clp_exec_result res;
+	clp_exec_data d;
+	size_t valid;
 
+	CLP_TRY(draw_step(s, step, &valid));
+	d = replica_data(s, valid, (uint32_t)step);
+	if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
+		st_skip_scales(s);
+		d.inv_mb = s->inv_mb;
+	}
+	if (trace && step + 1 == tr_first)
+		CLP_TRY(clp_exec_trace_start(s->ex));
+	CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
+	if (trace && step + 1 == tr_last)
+		CLP_TRY(write_trace(s, tr_first, step + 1));
+	if (!res.skipped)
+		s->applied++;
+	*rec = (clp_session_step){
+		.step = step + 1,
+		.steps = c->train.steps,
+		.loss = res.loss,
+		.lr = lr,
+		.grad_norm = res.grad_norm,
+		.skipped = res.skipped,
+	};
+	return CLP_OK;
+}
+
+/* The default logger: a progress line on out and a "step" record in train.log. */
+static void log_step(void *ud, const clp_session_step *r)
+{
+	clp_session *s = ud;
+
+	progress(s, r->step - 1, r->loss, r->lr, r->tok_s, r->ms, r->eta_s, r->skipped,
+		 r->grad_norm);
+	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
+			      "step", (json_int_t)r->step, "loss", r->loss, "lr", r->lr,
+			      "grad_norm", r->grad_norm, "tok_s", r->tok_s, "ms", r->ms, "skipped",
+			      r->skipped));
+}
+
+/* The evaluations of a run: the last one's loss and metric, and when it ran. */
+struct evals {
+	double val, metric;
+	long at;
+};
+
+/* Every eval.every steps but the last (the run's end evaluates); *stop when the metric
+ * reached eval.target_ratio x the unigram baseline. */
+static clp_status periodic_eval(clp_session *s, long done, struct evals *ev, int *stop)
+{
+	const clp_train_config *c = &s->cfg;
+
+	*stop = 0;
+	if (c->eval.every <= 0 || done % c->eval.every != 0 || done >= c->train.steps)
+		return CLP_OK;
+	CLP_TRY(evaluate(s, done, &ev->val, &ev->metric));
+	ev->at = done;
+	if (c->eval.target_ratio > 0 && !s->bert &&
+	    ev->metric <= c->eval.target_ratio * s->baseline_bpb) {
+		if (st_rank(s) == 0)
+			fprintf(s->out, "reached %.3f x the unigram baseline: stopping at step %ld\n",
+				c->eval.target_ratio, done);
+		*stop = 1;
+	}
+	return CLP_OK;
+}
+
+static clp_status periodic_save(clp_session *s, long done)
+{
+	clp_status st;
+
+	if (!save_now(s, done))
+		return CLP_OK;
+	s->step++; /* the checkpoint holds the next step to run */
+	st = st_save(s);
+	s->step--;
+	return st;
+}
+
+/* The end of a run: the profile, the last evaluation and checkpoint. */
+static clp_status finish_run(clp_session *s, long first, struct evals *ev)
+{
+	const clp_train_config *c = &s->cfg;
+
+	if (isatty(fileno(s->out)) && st_rank(s) == 0)
+		fputc('\n', s->out);
+	if (c->train.profile && s->step > first + 1)
+		CLP_TRY(print_profile(s));
+	if (ev->at != s->step)
+		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
+	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && st_rank(s) == 0 &&
+	    ev->metric > c->eval.target_ratio * s->baseline_bpb)
+		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
+			c->eval.target_ratio, s->step, ev->metric / s->baseline_bpb);
+	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && st_rank(s) == 0)
+		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
+			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
+	if (c->ckpt.dir[0])
+		CLP_TRY(st_save(s));
+	return CLP_OK;
+}
+
+clp_status clp_session_train(clp_session *s, double *val_loss)
+{
+	const clp_train_config *c;
+	long first, tr_first, tr_last;
+	double t_start = now_s();
+	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
+	size_t tokens;
+
+	CLP_TRY(st_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_train"));
+	c = &s->cfg;
+	first = s->step;
+	tokens = (size_t)s->R * (size_t)s->M * s->N;
 	if (s->byte_level && !s->bert && st_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	trace_window(s, &tr_first, &tr_last);
@@ -300,81 +431,39 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		tr_first = first + 1;
 	for (; s->step < c->train.steps; s->step++) {
 		long step = s->step;
-		double t0 = now_s(), lr = lr_at(c, step), ms, eta, loss;
-		clp_nn_adamw_hp hp = {(float)lr, (float)c->optim.beta1, (float)c->optim.beta2,
-				      (float)c->optim.eps, (float)c->optim.weight_decay,
-				      s->applied + 1};
-		clp_exec_result res;
-		clp_exec_data d;
-		size_t valid;
-		int skipped;
+		double t0 = now_s();
+		clp_session_step rec;
+		int stop;
 
-		int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
-
-		CLP_TRY(draw_step(s, step, &valid));
-		d = replica_data(s, valid, (uint32_t)step);
-		if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
-			st_skip_scales(s);
-			d.inv_mb = s->inv_mb;
+		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
+		rec.ms = (now_s() - t0) * 1e3;
+		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
+		rec.eta_s = (now_s() - t_start) / (double)(step - first + 1) *
+			    (double)(c->train.steps - step - 1);
+		if (st_rank(s) == 0)
+			s->logger(s->logger_ud, &rec);
+		CLP_TRY(periodic_eval(s, step + 1, &ev, &stop));
+		if (stop) {
+			s->step++;
+			break;
 		}
-		if (trace && step + 1 == tr_first)
-			CLP_TRY(clp_exec_trace_start(s->ex));
-		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
-		if (trace && step + 1 == tr_last)
-			CLP_TRY(write_trace(s, tr_first, step + 1));
-		loss = res.loss;
-		skipped = res.skipped;
-		if (!skipped)
-			s->applied++;
-		ms = (now_s() - t0) * 1e3;
-		eta = (now_s() - t_start) / (double)(step - first + 1) *
-		      (double)(c->train.steps - step - 1);
-		progress(s, step, loss, lr, (double)tokens / (ms * 1e-3), ms, eta, skipped,
-			 res.grad_norm);
-		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
-				      "step", (json_int_t)step + 1, "loss", loss, "lr", lr,
-				      "grad_norm", res.grad_norm, "tok_s",
-				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
-		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
-			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
-			evaluated_at = step + 1;
-			if (c->eval.target_ratio > 0 && !s->bert &&
-			    metric <= c->eval.target_ratio * s->baseline_bpb) {
-				if (st_rank(s) == 0)
-					fprintf(s->out, "reached %.3f x the unigram baseline: stopping at "
-						"step %ld\n", c->eval.target_ratio, step + 1);
-				s->step++;
-				break;
-			}
-		}
-		if (save_now(s, step + 1)) {
-			s->step++; /* the checkpoint holds the next step to run */
-			CLP_TRY(st_save(s));
-			s->step--;
-		}
+		CLP_TRY(periodic_save(s, step + 1));
 		if (s->hook)
 			s->hook(s->hook_ud, step + 1);
 		if (c->train.profile && step == first) /* the first step builds kernels */
 			clp_cl_profile_start(s->ctx);
 	}
-	if (isatty(fileno(s->out)) && st_rank(s) == 0)
-		fputc('\n', s->out);
-	if (c->train.profile && s->step > first + 1)
-		CLP_TRY(print_profile(s));
-	if (evaluated_at != s->step)
-		CLP_TRY(evaluate(s, s->step, &last_val, &metric));
-	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && st_rank(s) == 0 &&
-	    metric > c->eval.target_ratio * s->baseline_bpb)
-		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
-			c->eval.target_ratio, s->step, metric / s->baseline_bpb);
-	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && st_rank(s) == 0)
-		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
-			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
-	if (c->ckpt.dir[0])
-		CLP_TRY(st_save(s));
+	CLP_TRY(finish_run(s, first, &ev));
 	if (val_loss)
-		*val_loss = last_val;
+		*val_loss = ev.val;
 	return CLP_OK;
+}
+
+void clp_session_set_logger(clp_session *s, void (*fn)(void *ud, const clp_session_step *rec),
+			    void *ud)
+{
+	s->logger = fn ? fn : log_step;
+	s->logger_ud = fn ? ud : s;
 }
 
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)
