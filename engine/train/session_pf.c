@@ -15,17 +15,10 @@
 #include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
+#include "cl/clock.h"
 
 #define PF_META "pipefisher.cycle"
 #define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Bytes one layer keeps per micro-batch for a deferred factor A (its linears' inputs) and B
  * (their output gradients), and the dimensions of a layer's factors in the optimizer's order
@@ -81,7 +74,7 @@ static clp_status lap(clp_cl_ctx *ctx, double *t, double *out)
 	double n;
 
 	CLP_TRY(clp_cl_finish(ctx));
-	n = now_s();
+	n = clp_now();
 	*out = n - *t;
 	*t = n;
 	return CLP_OK;
@@ -120,7 +113,7 @@ static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, 
 			r = fill_random(s->ctx, clp_stage_act_in(st, 0), N * C, 1.0f, &x);
 		if (r == CLP_OK)
 			r = clp_cl_finish(s->ctx);
-		t = now_s();
+		t = clp_now();
 		if (r == CLP_OK)
 			r = clp_stage_forward(st, &m, 1.0f / (float)N);
 		if (r == CLP_OK)

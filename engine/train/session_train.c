@@ -12,14 +12,7 @@
 
 #include "cl/ops.h"
 #include "engine/scenario/trace.h"
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "cl/clock.h"
 
 /* Linear warmup, then cosine decay from lr to min_lr at the last step. */
 static double lr_at(const clp_train_config *c, long step)
@@ -416,7 +409,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 {
 	const clp_train_config *c;
 	long first, tr_first, tr_last;
-	double t_start = now_s();
+	double t_start = clp_now();
 	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
 	size_t tokens;
 
@@ -431,14 +424,14 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		tr_first = first + 1;
 	for (; s->step < c->train.steps; s->step++) {
 		long step = s->step;
-		double t0 = now_s();
+		double t0 = clp_now();
 		clp_session_step rec;
 		int stop;
 
 		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
-		rec.ms = (now_s() - t0) * 1e3;
+		rec.ms = (clp_now() - t0) * 1e3;
 		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
-		rec.eta_s = (now_s() - t_start) / (double)(step - first + 1) *
+		rec.eta_s = (clp_now() - t_start) / (double)(step - first + 1) *
 			    (double)(c->train.steps - step - 1);
 		if (st_rank(s) == 0)
 			s->logger(s->logger_ud, &rec);
