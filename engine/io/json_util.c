@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
 static const char *field(char *buf, size_t n, const char *at, const char *key)

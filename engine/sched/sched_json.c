@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 #include "engine/io/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 #include "engine/io/json_util.h"
 #include "engine/skip/skip_internal.h"
 

@@ -1,5 +1,5 @@
 /* Durable writes, directory fsync, whole-file reads and CRC-32 (see durable.h). */
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 #include <dirent.h>
 #include <errno.h>
