@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cl/durable.h"
 #include "cl/gemm.h"
 #include "cl/gemm_tune.h"
 #include "tools/cli.h"
@@ -247,8 +248,8 @@ static int save(const clp_cl_devinfo *dev, const clp_gemm_tuning *best, double g
 			pos++;
 		json_array_insert_new(entries, pos, e);
 	}
-	if (json_dump_file(root, path, JSON_INDENT(2)) != 0) {
-		fprintf(stderr, "clpipe tune gemm: cannot write %s\n", path);
+	if (clp_io_write_json(path, root, JSON_INDENT(2), 0, CLP_IO_SHARED) != CLP_OK) {
+		fprintf(stderr, "clpipe tune gemm: cannot write %s: %s\n", path, clp_last_error());
 		json_decref(root);
 		return 1;
 	}

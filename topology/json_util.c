@@ -1,6 +1,8 @@
 /* Typed JSON field reads with errors that name the file and field; whole-file load and store. */
 #include "topology/json_util.h"
 
+#include "cl/durable.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -158,24 +160,5 @@ clp_status tj_load(const char *path, json_t **out)
 
 clp_status tj_store(const json_t *j, const char *path)
 {
-	char tmp[4096];
-	FILE *f;
-	int bad;
-
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
-	f = fopen(tmp, "w");
-	if (!f)
-		return clp_error(CLP_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno));
-	bad = json_dumpf(j, f, JSON_INDENT(2)) != 0;
-	bad |= fputc('\n', f) == EOF;
-	bad |= fflush(f) != 0;
-	bad |= fsync(fileno(f)) != 0;
-	bad |= fclose(f) != 0;
-	if (bad || rename(tmp, path) != 0) {
-		int e = errno;
-
-		unlink(tmp);
-		return clp_error(CLP_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-	}
-	return CLP_OK;
+	return clp_io_write_json(path, j, JSON_INDENT(2), 1, CLP_IO_SHARED);
 }

@@ -204,12 +204,6 @@ clp_status clp_json_expect_obj(const char *file, const char *at, const json_t *v
 
 clp_status clp_json_save(const char *path, json_t *root)
 {
-	char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-	clp_status s;
-
-	if (!txt)
-		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
-	s = clp_io_write_file(path, txt, strlen(txt));
-	free(txt);
-	return s;
+	return clp_io_write_json(path, root,
+				 JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), 0, 0);
 }
