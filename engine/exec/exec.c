@@ -67,9 +67,7 @@ static int slots_needed(const clp_rank_prog *p, int stage, int pipe)
 static clp_status add_stage(clp_exec *e, int stage, int pipe)
 {
 	const clp_stage_info *si = &e->s->stages[stage];
-	int L = e->m.n_layer;
-	int first = si->embed ? 0 : si->first_layer + 1;
-	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
+	int first, last;
 	struct lstage *l = &e->ls[e->nls];
 	clp_stage_opts o = {
 		.B = e->B,
@@ -81,6 +79,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	const clp_param_table *t;
 	clp_status st;
 
+	clp_stage_info_blocks(si, e->m.n_layer, &first, &last);
 	memset(l, 0, sizeof(*l));
 	l->stage = stage;
 	l->pipe = pipe;

@@ -143,10 +143,10 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 	for (int i = 0; st == CLP_OK && i < s->nstages; i++) {
 		const clp_stage_info *si = &s->stages[i];
 		clp_stage_cost *sc = &c->stages[i];
-		int first = si->embed ? 0 : si->first_layer + 1;
-		int last = si->head ? L + 1 : si->first_layer + si->nlayers;
+		int first, last;
 		clp_plan_mem mem;
 
+		clp_stage_info_blocks(si, L, &first, &last);
 		if (si->nlayers == 0 && !si->embed && !si->head)
 			first = last = si->first_layer + 1; /* never generated; keeps blocks valid */
 		for (int k = -1; k < blocks->nkinds; k++)

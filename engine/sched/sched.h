@@ -113,6 +113,26 @@ typedef struct clp_stage_info {
 	uint8_t embed, head;
 } clp_stage_info;
 
+/* The model blocks of a stage of an n_layer model (block 0 the embedding, 1..n_layer the layers,
+ * n_layer + 1 the head): first..last. */
+static inline void clp_stage_info_blocks(const clp_stage_info *si, int n_layer, int *first,
+					 int *last)
+{
+	*first = si->embed ? 0 : si->first_layer + 1;
+	*last = si->head ? n_layer + 1 : si->first_layer + si->nlayers;
+}
+
+/* The even split of L layers over D stages, earlier stages taking the remainder: the layer
+ * count and the first layer of stage i. */
+static inline int clp_even_layers(int L, int D, int i)
+{
+	return L / D + (i < L % D);
+}
+static inline int clp_even_first(int L, int D, int i)
+{
+	return i * (L / D) + (i < L % D ? i : L % D);
+}
+
 typedef struct clp_group {
 	int n;
 	int *ranks;

@@ -573,10 +573,9 @@ static clp_status apply_skips(clp_session *s, clp_stage *st)
 			for (int k = 0; k < stg; k++)
 				first += (int)c->pipeline.layers.v[k];
 			count = (int)c->pipeline.layers.v[stg];
-		} else { /* even split, earlier stages take the remainder */
-			for (int k = 0; k < stg; k++)
-				first += L / D + (k < L % D);
-			count = L / D + (stg < L % D);
+		} else {
+			first = clp_even_first(L, D, stg);
+			count = clp_even_layers(L, D, stg);
 		}
 		for (int l = first; l < first + count && n < 4096; l++)
 			list[n++] = l;

@@ -295,9 +295,12 @@ static clp_status gather_stage(clp_session *s, int k)
 		if (st == CLP_OK)
 			st = clp_comm_wait(s->comm, &q, 0);
 	}
-	if (st == CLP_OK && me == 0)
-		st = clp_param_table_build(&s->m, si->embed ? 0 : si->first_layer + 1,
-					   si->head ? L + 1 : si->first_layer + si->nlayers, &t);
+	if (st == CLP_OK && me == 0) {
+		int first, last;
+
+		clp_stage_info_blocks(si, L, &first, &last);
+		st = clp_param_table_build(&s->m, first, last, &t);
+	}
 	if (st == CLP_OK && me == 0 && o != 0) {
 		for (int j = 0; j < t.ntensors; j++)
 			n += sent(&t.tensors[j]) ? t.tensors[j].numel : 0;
