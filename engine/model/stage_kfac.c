@@ -1,6 +1,6 @@
 /* What K-FAC needs from a stage (stage.h, "K-FAC hooks"): the geometry of each linear layer,
  * the inputs the forward saved for it, its weight and bias, and a tap on the output gradients
- * inside the backward. Kept apart from the forward and backward code, which only call st_tap. */
+ * inside the backward. Kept apart from the forward and backward code, which only call stage_tap. */
 #include "engine/model/stage_internal.h"
 
 void clp_stage_linear_get(const clp_stage *st, clp_stage_linear lin, clp_stage_linear_info *o)
@@ -102,7 +102,7 @@ clp_buf clp_stage_linear_tensor(const clp_stage *st, clp_stage_what w, int li,
 	clp_stage_linear_get(st, lin, &in);
 	if (bias && in.bias == CLP_R_COUNT)
 		return none;
-	return st_unit(st, w, bias ? in.bias : in.weight, st->l0 + li + 1);
+	return stage_unit(st, w, bias ? in.bias : in.weight, st->l0 + li + 1);
 }
 
 void clp_stage_set_tap(clp_stage *st, clp_stage_tap_fn fn, void *user)

@@ -184,7 +184,7 @@ static uint64_t params_hash(const clp_session *s)
 	return h;
 }
 
-clp_status st_check_mode(const clp_session *s, int a, int b, const char *call)
+clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call)
 {
 	static const char *const names[] = {"training", "evaluation", "sampling"};
 
@@ -196,7 +196,7 @@ clp_status st_check_mode(const clp_session *s, int a, int b, const char *call)
 			 names[s->mode]);
 }
 
-int st_rank(const clp_session *s)
+int sess_rank(const clp_session *s)
 {
 	return s->comm ? clp_comm_rank(s->comm) : 0;
 }
@@ -252,7 +252,7 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
 	return CLP_OK;
 }
 
-clp_status st_save(clp_session *s)
+clp_status sess_save(clp_session *s)
 {
 	clp_ckpt_writer *w = NULL;
 	float **bufs = NULL;
@@ -264,7 +264,7 @@ clp_status st_save(clp_session *s)
 
 	if (!cfgtext)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, st_rank(s),
+	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, sess_rank(s),
 				    clp_comm_size(s->comm));
 	identity(s, vals, kv, &nkv);
 	for (int i = 0; st == CLP_OK && i < nkv; i++)
@@ -285,18 +285,18 @@ clp_status st_save(clp_session *s)
 	if (st == CLP_OK)
 		st = clp_exec_optim_save(s->ex, w);
 	if (st == CLP_OK)
-		st = st_pf_save(s, w);
+		st = sess_pf_save(s, w);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_write(w);
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
 		st = clp_comm_barrier(s->comm, "checkpoint files written");
-	if (st == CLP_OK && st_rank(s) == 0)
+	if (st == CLP_OK && sess_rank(s) == 0)
 		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
-	if (st == CLP_OK && st_rank(s) == 0)
+	if (st == CLP_OK && sess_rank(s) == 0)
 		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
 	else if (st != CLP_OK)
-		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", st_rank(s), s->step);
+		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", sess_rank(s), s->step);
 	for (int i = 0; i < nbufs; i++)
 		free(bufs[i]);
 	free(bufs);
@@ -363,7 +363,7 @@ static clp_status resume(clp_session *s)
 	const char *v;
 
 	if (st == CLP_ERR_NOT_FOUND) {
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
 				s->cfg.ckpt.dir);
 		clp_error_clear();
@@ -371,7 +371,7 @@ static clp_status resume(clp_session *s)
 	}
 	if (st != CLP_OK)
 		return st;
-	if (clp_ckpt_notes(c)[0] && st_rank(s) == 0)
+	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
 		fprintf(s->out, "%s", clp_ckpt_notes(c));
 	st = check_identity(s, c);
 	if (st == CLP_OK)
@@ -385,9 +385,9 @@ static clp_status resume(clp_session *s)
 		s->step = v ? atol(v) : clp_ckpt_step(c);
 		v = clp_ckpt_meta(c, "train.applied");
 		s->applied = v ? atol(v) : s->step;
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
-		st = st_pf_resumed(s);
+		st = sess_pf_resumed(s);
 	}
 	clp_ckpt_close(c);
 	return st;
@@ -579,7 +579,7 @@ static clp_status apply_skips(clp_session *s, clp_stage *st)
 		for (int l = first; l < first + count && n < 4096; l++)
 			list[n++] = l;
 	}
-	if (n && st_rank(s) == 0) {
+	if (n && sess_rank(s) == 0) {
 		fprintf(s->out, "skipping %d of %d layers:", n, L);
 		for (int i = 0; i < n; i++)
 			fprintf(s->out, " %d", list[i]);
@@ -595,7 +595,7 @@ static clp_status open_model(clp_session *s)
 	size_t n;
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
-		CLP_TRY(st_skip_schedule(s));
+		CLP_TRY(sess_skip_schedule(s));
 	n = (size_t)s->R * (size_t)s->M * s->N;
 	s->in = calloc(n, sizeof(int32_t));
 	s->tg = calloc(n, sizeof(int32_t));
@@ -611,12 +611,12 @@ static clp_status open_model(clp_session *s)
 	if (!s->sched)
 		CLP_TRY(make_schedule(s));
 	if (s->mode == CLP_SESSION_TRAIN)
-		CLP_TRY(st_pf_plan(s));
+		CLP_TRY(sess_pf_plan(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
 	if (s->mode == CLP_SESSION_TRAIN)
-		CLP_TRY(st_kfac_open(s));
+		CLP_TRY(sess_kfac_open(s));
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
@@ -694,7 +694,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	}
 	if (st == CLP_OK)
 		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && st_rank(s) == 0) {
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
 		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
 		if (!s->log)
 			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
@@ -716,7 +716,7 @@ void clp_session_close(clp_session *s)
 	if (s->log)
 		fclose(s->log);
 	clp_exec_free(s->ex);
-	st_skip_free(s);
+	sess_skip_free(s);
 	clp_sched_free(s->sched);
 	clp_stage_free(s->st);
 	clp_cl_ctx_free(s->ctx);

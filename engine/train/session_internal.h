@@ -50,31 +50,31 @@ struct clp_session {
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 };
 
-clp_status st_save(clp_session *s);
+clp_status sess_save(clp_session *s);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
-clp_status st_check_mode(const clp_session *s, int a, int b, const char *call);
+clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 
 /* session_kfac.c: optim.name = "kfac" (the executor runs it and saves its state) */
-void st_kfac_opts(const clp_session *s, clp_kfac_opts *o);
-clp_status st_kfac_open(clp_session *s);
-/* session_pf.c: pipeline.pipefisher. st_pf_plan replaces the one-step schedule s->sched by
+void sess_kfac_opts(const clp_session *s, clp_kfac_opts *o);
+clp_status sess_kfac_open(clp_session *s);
+/* session_pf.c: pipeline.pipefisher. sess_pf_plan replaces the one-step schedule s->sched by
  * the K-step cycle (and sets kfac.interval); st_pf_K is K (0: PipeFisher off); the cycle goes
  * into checkpoints; a resumed run must start at a cycle boundary. */
-clp_status st_pf_plan(clp_session *s);
+clp_status sess_pf_plan(clp_session *s);
 int st_pf_K(const clp_session *s);
-clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w);
-clp_status st_pf_resumed(const clp_session *s);
+clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w);
+clp_status sess_pf_resumed(const clp_session *s);
 /* Rank 0 prints; the others are quiet. */
-int st_rank(const clp_session *s);
+int sess_rank(const clp_session *s);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
  * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the
  * whole model, gathered on rank 0 (every rank gets the loss); freeing. */
-clp_status st_skip_schedule(clp_session *s);
-void st_skip_scales(clp_session *s);
-clp_status st_skip_eval_begin(clp_session *s);
-clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss);
-clp_status st_skip_eval_end(clp_session *s, double *loss);
-void st_skip_free(clp_session *s);
+clp_status sess_skip_schedule(clp_session *s);
+void sess_skip_scales(clp_session *s);
+clp_status sess_skip_eval_begin(clp_session *s);
+clp_status sess_skip_eval_forward(clp_session *s, float inv_count, double *loss);
+clp_status sess_skip_eval_end(clp_session *s, double *loss);
+void sess_skip_free(clp_session *s);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-void st_kfac_opts(const clp_session *s, clp_kfac_opts *o)
+void sess_kfac_opts(const clp_session *s, clp_kfac_opts *o)
 {
 	const clp_train_config *c = &s->cfg;
 
@@ -18,14 +18,14 @@ void st_kfac_opts(const clp_session *s, clp_kfac_opts *o)
 	o->kl_clip = c->kfac.kl_clip;
 }
 
-clp_status st_kfac_open(clp_session *s)
+clp_status sess_kfac_open(clp_session *s)
 {
 	const clp_train_config *c = &s->cfg;
 	clp_kfac_opts o;
 
 	if (strcmp(c->optim.name, "kfac"))
 		return CLP_OK;
-	st_kfac_opts(s, &o);
+	sess_kfac_opts(s, &o);
 	return clp_exec_kfac(s->ex, &o, c->kfac.lr > 0 && c->optim.lr > 0
 						? (float)(c->kfac.lr / c->optim.lr)
 						: 1.0f);

@@ -186,13 +186,13 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 	clp_exec_opts eo = {s->B, s->T, 1, s->cfg.train.recompute};
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
-	int ns = base->nstages, me = st_rank(s);
+	int ns = base->nstages, me = sess_rank(s);
 	double *sum = calloc((size_t)ns * (CLP_COST_NTIMES + 1) + 1, sizeof(double));
 	clp_status st;
 
 	if (!sum)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	st_kfac_opts(s, &o);
+	sess_kfac_opts(s, &o);
 	o.interval = 1;
 	st = clp_exec_create(&ex, s->comm, s->ctx, base, &s->m, &eo);
 	if (st == CLP_OK)
@@ -321,7 +321,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	po.keep_b_bytes = kb;
 	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
 	st = clp_pipefisher(base, &po, cycle, &rep);
-	if (st == CLP_OK && st_rank(s) == 0) {
+	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_stage_cost *t = &c->stages[0];
 
 		fmt_bytes(rep.peak_kept, kept, sizeof(kept));
@@ -361,14 +361,14 @@ static clp_status from_checkpoint(clp_session *s, clp_sched **cycle)
 	text = clp_ckpt_meta(ck, PF_META);
 	snprintf(name, sizeof(name), "%s: %s", clp_ckpt_path(ck), PF_META);
 	st = text ? clp_sched_from_json(text, name, cycle) : CLP_OK;
-	if (st == CLP_OK && text && st_rank(s) == 0)
+	if (st == CLP_OK && text && sess_rank(s) == 0)
 		fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", (*cycle)->nsteps,
 			clp_ckpt_path(ck));
 	clp_ckpt_close(ck);
 	return st;
 }
 
-clp_status st_pf_plan(clp_session *s)
+clp_status sess_pf_plan(clp_session *s)
 {
 	clp_train_config *c = &s->cfg;
 	clp_sched *cycle = NULL;
@@ -389,7 +389,7 @@ clp_status st_pf_plan(clp_session *s)
 		st = clp_sched_load(c->pipeline.pipefisher_schedule, &cycle);
 		if (st != CLP_OK)
 			clp_error_context(st, "pipeline.pipefisher_schedule: ");
-		else if (st_rank(s) == 0)
+		else if (sess_rank(s) == 0)
 			fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", cycle->nsteps,
 				c->pipeline.pipefisher_schedule);
 	}
@@ -414,12 +414,12 @@ int st_pf_K(const clp_session *s)
 	return s->cfg.pipeline.pipefisher && s->sched ? s->sched->nsteps : 0;
 }
 
-clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w)
+clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w)
 {
 	char *text;
 	clp_status st;
 
-	if (!st_pf_K(s) || st_rank(s) != 0)
+	if (!st_pf_K(s) || sess_rank(s) != 0)
 		return CLP_OK;
 	if (!(text = clp_sched_to_json(s->sched)))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory saving the PipeFisher cycle");
@@ -428,7 +428,7 @@ clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w)
 	return st;
 }
 
-clp_status st_pf_resumed(const clp_session *s)
+clp_status sess_pf_resumed(const clp_session *s)
 {
 	int K = st_pf_K(s);
 

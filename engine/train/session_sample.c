@@ -57,7 +57,7 @@ clp_status clp_session_sample(clp_session *s, FILE *out)
 	clp_rng_stream rs;
 	clp_status st;
 
-	CLP_TRY(st_check_mode(s, CLP_SESSION_SAMPLE, -1, "clp_session_sample"));
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_SAMPLE, -1, "clp_session_sample"));
 	prompt = s->cfg.sample.prompt[0] ? s->cfg.sample.prompt : "\n";
 	V = (size_t)s->m.vocab;
 	T = s->T;

@@ -77,7 +77,7 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 /* This rank's replica's share of the step's batch. */
 static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t step)
 {
-	int rep = s->sched->ranks[st_rank(s)].replica;
+	int rep = s->sched->ranks[sess_rank(s)].replica;
 	size_t off = (size_t)rep * (size_t)s->M * s->N;
 
 	return (clp_exec_data){
@@ -97,14 +97,14 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 	size_t valid = 0;
 	double sum = 0;
 
-	CLP_TRY(st_check_mode(s, CLP_SESSION_TRAIN, CLP_SESSION_EVAL, "clp_session_eval"));
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, CLP_SESSION_EVAL, "clp_session_eval"));
 	nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
 	per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
 	nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
 	rounds = (nb + per - 1) / per;
 	nb = rounds * per;
 	if (s->skip) /* the stages live on several nodes: gather the model on rank 0 */
-		CLP_TRY(st_skip_eval_begin(s));
+		CLP_TRY(sess_skip_eval_begin(s));
 	/* count targets first: the mean is over every micro-batch of the evaluation */
 	for (int pass = 0; pass < 2; pass++) {
 		for (long r = 0; r < rounds; r++) {
@@ -129,7 +129,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 				double part = 0;
 
 				if (s->skip)
-					CLP_TRY(st_skip_eval_forward(s, d.inv_count, &part));
+					CLP_TRY(sess_skip_eval_forward(s, d.inv_count, &part));
 				else
 					CLP_TRY(clp_exec_forward(s->ex, &d, &part));
 				sum += part;
@@ -137,7 +137,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 		}
 	}
 	if (s->skip)
-		CLP_TRY(st_skip_eval_end(s, &sum));
+		CLP_TRY(sess_skip_eval_end(s, &sum));
 	*loss = sum;
 	*bpb = s->bert ? NAN : sum / log(2.0) / s->bytes_per_token;
 	return CLP_OK;
@@ -149,7 +149,7 @@ static void progress(clp_session *s, long step, double loss, double lr, double t
 	char e[32];
 	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
 
-	if (st_rank(s) != 0)
+	if (sess_rank(s) != 0)
 		return;
 	fmt_time(eta, e, sizeof(e));
 	if (tty) {
@@ -173,7 +173,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	CLP_TRY(clp_session_eval(s, s->cfg.eval.batches, &loss, &bpb));
 	*val = loss;
 	*metric = isnan(bpb) ? loss : bpb;
-	if (st_rank(s) != 0)
+	if (sess_rank(s) != 0)
 		return CLP_OK;
 	if (isatty(fileno(s->out)))
 		fputc('\n', s->out);
@@ -228,7 +228,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 
 	memset(&tr, 0, sizeof(tr));
 	st = clp_exec_trace_finish(s->ex, &tr);
-	if (st != CLP_OK || st_rank(s) != 0)
+	if (st != CLP_OK || sess_rank(s) != 0)
 		return st;
 	snprintf(tr.title, sizeof(tr.title), "step%s %ld%s%.0ld, %s%s, %ld stages x %ld replicas",
 		 first < step ? "s" : "", first, first < step ? "-" : "", first < step ? step : 0,
@@ -272,7 +272,7 @@ static clp_status print_profile(clp_session *s)
 	CLP_TRY(clp_cl_profile_stop(s->ctx, &t, &n));
 	for (int i = 0; i < n; i++)
 		total += t[i].total_ms;
-	if (st_rank(s) == 0) {
+	if (sess_rank(s) == 0) {
 		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms\n",
 			total);
 		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
@@ -309,7 +309,7 @@ static clp_status train_step(clp_session *s, long step, long tr_first, long tr_l
 	CLP_TRY(draw_step(s, step, &valid));
 	d = replica_data(s, valid, (uint32_t)step);
 	if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
-		st_skip_scales(s);
+		sess_skip_scales(s);
 		d.inv_mb = s->inv_mb;
 	}
 	if (trace && step + 1 == tr_first)
@@ -362,7 +362,7 @@ static clp_status periodic_eval(clp_session *s, long done, struct evals *ev, int
 	ev->at = done;
 	if (c->eval.target_ratio > 0 && !s->bert &&
 	    ev->metric <= c->eval.target_ratio * s->baseline_bpb) {
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "reached %.3f x the unigram baseline: stopping at step %ld\n",
 				c->eval.target_ratio, done);
 		*stop = 1;
@@ -377,7 +377,7 @@ static clp_status periodic_save(clp_session *s, long done)
 	if (!save_now(s, done))
 		return CLP_OK;
 	s->step++; /* the checkpoint holds the next step to run */
-	st = st_save(s);
+	st = sess_save(s);
 	s->step--;
 	return st;
 }
@@ -387,21 +387,21 @@ static clp_status finish_run(clp_session *s, long first, struct evals *ev)
 {
 	const clp_train_config *c = &s->cfg;
 
-	if (isatty(fileno(s->out)) && st_rank(s) == 0)
+	if (isatty(fileno(s->out)) && sess_rank(s) == 0)
 		fputc('\n', s->out);
 	if (c->train.profile && s->step > first + 1)
 		CLP_TRY(print_profile(s));
 	if (ev->at != s->step)
 		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
-	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && st_rank(s) == 0 &&
+	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && sess_rank(s) == 0 &&
 	    ev->metric > c->eval.target_ratio * s->baseline_bpb)
 		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
 			c->eval.target_ratio, s->step, ev->metric / s->baseline_bpb);
-	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && st_rank(s) == 0)
+	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && sess_rank(s) == 0)
 		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
 			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
 	if (c->ckpt.dir[0])
-		CLP_TRY(st_save(s));
+		CLP_TRY(sess_save(s));
 	return CLP_OK;
 }
 
@@ -413,11 +413,11 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
 	size_t tokens;
 
-	CLP_TRY(st_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_train"));
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_train"));
 	c = &s->cfg;
 	first = s->step;
 	tokens = (size_t)s->R * (size_t)s->M * s->N;
-	if (s->byte_level && !s->bert && st_rank(s) == 0)
+	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	trace_window(s, &tr_first, &tr_last);
 	if (tr_first < first + 1) /* a resumed run starts inside the window */
@@ -433,7 +433,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
 		rec.eta_s = (clp_now() - t_start) / (double)(step - first + 1) *
 			    (double)(c->train.steps - step - 1);
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			s->logger(s->logger_ud, &rec);
 		CLP_TRY(periodic_eval(s, step + 1, &ev, &stop));
 		if (stop) {
