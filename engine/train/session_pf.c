@@ -80,8 +80,56 @@ static clp_status lap(clp_cl_ctx *ctx, double *t, double *out)
 	return CLP_OK;
 }
 
+/* Run expr, then wait for the device and put the seconds since t into slot. */
+#define TIMED(expr, slot)                                                                          \
+	do {                                                                                       \
+		CLP_TRY(expr);                                                                     \
+		CLP_TRY(lap(ctx, &t, &(slot)));                                                    \
+	} while (0)
+
+/* One repetition of a stage's step, each part timed into d: forward, backward (whole, or B and
+ * W), the K-FAC items from kept copies, the optimizer's preconditioning and update. Random
+ * inputs and output gradients are uploaded untimed. */
+static clp_status time_stage_once(clp_cl_ctx *ctx, clp_stage *st, clp_kfac_opt *k, int split,
+				  const clp_stage_mb *m, size_t N, size_t C, uint64_t *x, double *d)
+{
+	clp_nn_adamw_hp hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .step = 1};
+	float ic = 1.0f / (float)N;
+	double t, junk;
+
+	CLP_TRY(clp_stage_zero_grads(st));
+	CLP_TRY(clp_kfac_opt_step_begin(k, 0, (double)N, (double)N, NULL));
+	clp_kfac_opt_defer(k, 1);
+	if (!clp_stage_has_embedding(st))
+		CLP_TRY(fill_random(ctx, clp_stage_act_in(st, 0), N * C, 1.0f, x));
+	CLP_TRY(clp_cl_finish(ctx));
+	t = clp_now();
+	TIMED(clp_stage_forward(st, m, ic), d[CLP_COST_FWD]);
+	if (!clp_stage_has_head(st))
+		CLP_TRY(fill_random(ctx, clp_stage_grad_in(st), N * C, 1e-3f, x));
+	CLP_TRY(lap(ctx, &t, &junk)); /* the upload is not timed */
+	if (split) {
+		TIMED(clp_stage_backward_input(st, m, ic), d[CLP_COST_BWD_B]);
+		TIMED(clp_stage_backward_weight(st, m), d[CLP_COST_BWD_W]);
+		d[CLP_COST_BWD] = d[CLP_COST_BWD_B] + d[CLP_COST_BWD_W];
+	} else {
+		TIMED(clp_stage_backward(st, m, ic), d[CLP_COST_BWD]);
+		d[CLP_COST_BWD_B] = d[CLP_COST_BWD_W] = d[CLP_COST_BWD] / 2;
+	}
+	TIMED(clp_kfac_opt_curv_a_kept(k, -1, 0), d[CLP_COST_KFAC_CURV_A]);
+	TIMED(clp_kfac_opt_curv_b_kept(k, -1, 0), d[CLP_COST_KFAC_CURV_B]);
+	TIMED(clp_kfac_opt_invert(k, -1, -1), d[CLP_COST_KFAC_INV]);
+	TIMED(clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f), junk);
+	TIMED(clp_kfac_opt_precondition(k), d[CLP_COST_KFAC_PRECOND]);
+	TIMED(clp_kfac_opt_update(k, &hp, hp.lr, clp_stage_stats(st)), d[CLP_COST_OPT]);
+	return CLP_OK;
+}
+
+#undef TIMED
+
 /* The times of local stage i of a scratch executor (its optimizer made with deferral, so the
- * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS. */
+ * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS after one
+ * untimed repetition. */
 static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, double *best)
 {
 	clp_stage *st = clp_exec_stage(ex, i, NULL);
@@ -89,81 +137,30 @@ static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, 
 	size_t N = s->N, C = (size_t)s->m.d_model;
 	int32_t *tok = calloc(N, sizeof(int32_t)), *tg = calloc(N, sizeof(int32_t));
 	int32_t *types = calloc(N, sizeof(int32_t));
-	clp_nn_adamw_hp hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1};
+	clp_stage_mb m = {.seed = 1, .tokens = tok, .types = types, .targets = tg};
 	uint64_t x = 12345;
 	clp_status r = CLP_OK;
 
 	for (int t = 0; t < CLP_COST_NTIMES; t++)
 		best[t] = 1e300;
-	if (!tok || !tg || !types)
+	if (!tok || !tg || !types) {
 		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	for (size_t j = 0; r == CLP_OK && j < N; j++) {
+		goto free_ids;
+	}
+	for (size_t j = 0; j < N; j++) {
 		tok[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
 		tg[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
 	}
-	for (int rep = 0; r == CLP_OK && rep <= PF_REPS; rep++) {
-		clp_stage_mb m = {0, 0, 0, 1, tok, types, tg};
-		double t, junk, d[CLP_COST_NTIMES] = {0};
+	for (int rep = 0; rep <= PF_REPS; rep++) {
+		double d[CLP_COST_NTIMES] = {0};
 
-		r = clp_stage_zero_grads(st);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_step_begin(k, 0, (double)N, (double)N, NULL);
-		clp_kfac_opt_defer(k, 1);
-		if (r == CLP_OK && !clp_stage_has_embedding(st))
-			r = fill_random(s->ctx, clp_stage_act_in(st, 0), N * C, 1.0f, &x);
-		if (r == CLP_OK)
-			r = clp_cl_finish(s->ctx);
-		t = clp_now();
-		if (r == CLP_OK)
-			r = clp_stage_forward(st, &m, 1.0f / (float)N);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_FWD]);
-		if (r == CLP_OK && !clp_stage_has_head(st))
-			r = fill_random(s->ctx, clp_stage_grad_in(st), N * C, 1e-3f, &x);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &junk); /* the upload is not timed */
-		if (r == CLP_OK && split) {
-			r = clp_stage_backward_input(st, &m, 1.0f / (float)N);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD_B]);
-			if (r == CLP_OK)
-				r = clp_stage_backward_weight(st, &m);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD_W]);
-			d[CLP_COST_BWD] = d[CLP_COST_BWD_B] + d[CLP_COST_BWD_W];
-		} else if (r == CLP_OK) {
-			r = clp_stage_backward(st, &m, 1.0f / (float)N);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD]);
-			d[CLP_COST_BWD_B] = d[CLP_COST_BWD_W] = d[CLP_COST_BWD] / 2;
-		}
-		if (r == CLP_OK)
-			r = clp_kfac_opt_curv_a_kept(k, -1, 0);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_A]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_curv_b_kept(k, -1, 0);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_B]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_invert(k, -1, -1);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_INV]);
-		if (r == CLP_OK)
-			r = clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &junk);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_precondition(k);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_PRECOND]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_update(k, &hp, hp.lr, clp_stage_stats(st));
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_OPT]);
+		r = time_stage_once(s->ctx, st, k, split, &m, N, C, &x, d);
+		if (r != CLP_OK)
+			break;
 		for (int j = 0; rep > 0 && j < CLP_COST_NTIMES; j++)
 			best[j] = d[j] < best[j] ? d[j] : best[j];
 	}
+free_ids:
 	free(tok);
 	free(tg);
 	free(types);
