@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cl/durable.h"
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 #include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cl/durable.h"
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"
 

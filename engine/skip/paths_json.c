@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cl/durable.h"
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 #include "engine/skip/skip_internal.h"
 
 static void put(FILE *f, json_t *v)

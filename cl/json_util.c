@@ -1,5 +1,5 @@
 /* JSON reading helpers with file- and field-naming messages (see json_util.h). */
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 
 #include <math.h>
 #include <stdio.h>
