@@ -27,8 +27,8 @@ clp_status clp_json_load(const char *path, json_t **root)
 
 		return clp_error(CLP_ERR_IO, "%s: cannot read (%s)", path, why ? why + 2 : err.text);
 	}
-	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column,
-			 err.text);
+	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", path,
+			 err.line, err.column, err.text);
 }
 
 clp_status clp_json_check_format(const char *file, const json_t *root, const char *format,
@@ -66,18 +66,26 @@ clp_status clp_json_check_keys(const char *file, const char *at, const json_t *o
 	return CLP_OK;
 }
 
+/* obj[key]; a JSON null counts as absent (NULL). */
+static json_t *member(const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
 static clp_status missing(const char *file, const char *at, const char *key)
 {
 	char buf[256];
 
-	return clp_error(CLP_ERR_FORMAT, "%s: %s: missing (required)", file,
-			 field(buf, sizeof(buf), at, key));
+	return clp_error(CLP_ERR_FORMAT, "%s: %s: missing (the field '%s' is required)", file,
+			 field(buf, sizeof(buf), at, key), key);
 }
 
 clp_status clp_json_num(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, double min, double max, double *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 	double x;
 
@@ -88,8 +96,8 @@ clp_status clp_json_num(const char *file, const char *at, const json_t *obj, con
 				 field(buf, sizeof(buf), at, key));
 	x = json_number_value(v);
 	if (!isfinite(x) || x < min || x > max)
-		return clp_error(CLP_ERR_FORMAT, "%s: %s: %g is out of range [%g, %g]", file,
-				 field(buf, sizeof(buf), at, key), x, min, max);
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %g is out of range, outside [%g, %g]",
+				 file, field(buf, sizeof(buf), at, key), x, min, max);
 	*out = x;
 	return CLP_OK;
 }
@@ -97,7 +105,7 @@ clp_status clp_json_num(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, int64_t min, int64_t max, int64_t *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 	double d = json_is_real(v) ? json_real_value(v) : 0.5;
 	int64_t x;
@@ -113,9 +121,9 @@ clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, con
 				 field(buf, sizeof(buf), at, key));
 	}
 	if (x < min || x > max)
-		return clp_error(CLP_ERR_FORMAT, "%s: %s: %lld is out of range [%lld, %lld]", file,
-				 field(buf, sizeof(buf), at, key), (long long)x, (long long)min,
-				 (long long)max);
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %lld is out of range, outside [%lld, "
+				 "%lld]", file, field(buf, sizeof(buf), at, key), (long long)x,
+				 (long long)min, (long long)max);
 	*out = x;
 	return CLP_OK;
 }
@@ -133,7 +141,7 @@ clp_status clp_json_int(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, const char *key,
 			 int required, int *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	if (!v)
@@ -148,7 +156,7 @@ clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, co
 clp_status clp_json_str(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, char *out, size_t cap)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	if (!v)
@@ -166,7 +174,7 @@ clp_status clp_json_str(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, json_t **out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	*out = NULL;
@@ -182,7 +190,7 @@ clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_obj(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, json_t **out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	*out = NULL;
