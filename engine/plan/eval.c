@@ -8,6 +8,7 @@
 
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
+#include "engine/model/stage.h"
 #include "engine/pass/pipefisher.h"
 #include "engine/sim/sim.h"
 
@@ -304,7 +305,7 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const
 	clp_pf_opts po;
 	clp_pf_report rep;
 	clp_sched *cyc = NULL;
-	int64_t room = -1;
+	int64_t room = -1, keep_a, keep_b;
 
 	for (int r = 0; r < base->nranks; r++) {
 		int64_t u = x->usable[p->device[r]];
@@ -317,8 +318,9 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const
 	po.cluster = x->c;
 	po.layout = l;
 	po.mem_cap = room;
-	po.keep_a_bytes = 7 * costs->stages[0].out_bytes;
-	po.keep_b_bytes = 9 * costs->stages[0].out_bytes;
+	clp_model_kfac_layer(&x->m->cfg, x->m->batch * x->m->seq, &keep_a, &keep_b, NULL, NULL, 0);
+	po.keep_a_bytes = keep_a;
+	po.keep_b_bytes = keep_b;
 	CLP_TRY(clp_pipefisher(*s, &po, &cyc, &rep));
 	clp_sched_free(*s);
 	*s = cyc;

@@ -20,34 +20,6 @@
 #define PF_META "pipefisher.cycle"
 #define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */
 
-/* Bytes one layer keeps per micro-batch for a deferred factor A (its linears' inputs) and B
- * (their output gradients), and the dimensions of a layer's factors in the optimizer's order
- * (per linear its A, then its B parts): from a stage holding the first layer. */
-static clp_status layer_shape(clp_session *s, int64_t *keep_a, int64_t *keep_b, int *dims,
-			      int *nf)
-{
-	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
-	clp_stage *st = NULL;
-
-	CLP_TRY(clp_stage_create(&st, s->ctx, &s->m, 1, 1, &so));
-	*keep_a = *keep_b = 0;
-	*nf = 0;
-	for (int l = 0; l < CLP_LIN_COUNT; l++) {
-		clp_stage_linear_info in;
-
-		clp_stage_linear_get(st, (clp_stage_linear)l, &in);
-		*keep_a += (int64_t)(s->N * in.I * sizeof(float));
-		*keep_b += (int64_t)(s->N * in.O * sizeof(float));
-		if (*nf + 1 + in.nparts <= CLP_COST_MAX_FACTORS) {
-			dims[(*nf)++] = (int)in.I;
-			for (int p = 0; p < in.nparts; p++)
-				dims[(*nf)++] = (int)in.part[p];
-		}
-	}
-	clp_stage_free(st);
-	return CLP_OK;
-}
-
 static uint64_t lcg(uint64_t *x)
 {
 	*x = *x * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -310,7 +282,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	char kept[32];
 	clp_status st;
 
-	CLP_TRY(layer_shape(s, &ka, &kb, dims, &nf));
+	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
 	CLP_TRY(costs_for(s, base, dims, nf, &c));
 	clp_pf_opts_default(&po);
 	po.costs = c;
