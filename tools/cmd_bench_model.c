@@ -86,15 +86,14 @@ static clp_status fill_rand(clp_cl_ctx *ctx, clp_buf b, size_t n)
 
 static clp_stage_mb mb_of(const bm *b, uint32_t i)
 {
-	clp_stage_mb mb = {0, 1, i, 1, b->tok, b->types, b->tgt};
-
-	return mb;
+	return (clp_stage_mb){.step = 1, .micro_batch = i, .seed = 1, .tokens = b->tok,
+			      .types = b->types, .targets = b->tgt};
 }
 
 /* One stage of block range [first, last]; inputs made up where the stage takes activations. */
 static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **out)
 {
-	clp_stage_opts so = {b->m->batch, b->m->seq, 1, split, 0};
+	clp_stage_opts so = {.B = b->m->batch, .T = b->m->seq, .slots = 1, .split = split};
 	size_t N = b->m->batch * b->m->seq, C = (size_t)b->m->cfg.d_model;
 
 	CLP_TRY(clp_stage_create(out, b->ctx, &b->m->cfg, first, last, &so));
@@ -122,7 +121,8 @@ static float inv_count(const bm *b)
 
 static clp_status adamw(clp_stage *st)
 {
-	clp_nn_adamw_hp hp = {1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+	clp_nn_adamw_hp hp = {.lr = 1e-5f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+			      .weight_decay = 0.1f, .step = 1};
 
 	CLP_TRY(clp_stage_grad_stats(st, clp_stage_stats(st), 1.0f));
 	return clp_stage_adamw(st, &hp, clp_stage_stats(st));

@@ -195,8 +195,11 @@ static clp_status make_costs(const sim_cfg *c, const clp_sched *s, clp_costs **o
 	if (c->costs[0]) {
 		CLP_TRY(clp_costs_load(c->costs, out));
 	} else if (c->profile[0]) {
-		clp_profile_opts po = {s->nstages, (int)c->layers, (int)c->batch, (int)c->seq,
-				       (int)c->hidden};
+		clp_profile_opts po = {.nstages = s->nstages,
+				       .nlayers = (int)c->layers,
+				       .batch = (int)c->batch,
+				       .seq = (int)c->seq,
+				       .hidden = (int)c->hidden};
 
 		CLP_TRY(clp_costs_from_profile(c->profile, &po, out));
 	} else {

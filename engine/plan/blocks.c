@@ -56,7 +56,7 @@ clp_status clp_plan_blocks_from_profiles(const char *const *csv, int n, int batc
 					 clp_costs **out)
 {
 	clp_costs *c = NULL, *one = NULL;
-	clp_profile_opts po = {1, 1, batch, 0, 0};
+	clp_profile_opts po = {.nstages = 1, .nlayers = 1, .batch = batch};
 	clp_status st;
 
 	*out = NULL;

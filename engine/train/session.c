@@ -88,8 +88,13 @@ static clp_status model_config(clp_session *s)
 static clp_status open_data(clp_session *s)
 {
 	const clp_train_config *c = &s->cfg;
-	clp_data_opts o = {(int)c->train.seq, c->data.val_fraction, (uint64_t)c->train.seed,
-			   c->data.shuffle, s->m.vocab};
+	clp_data_opts o = {
+		.seq_len = (int)c->train.seq,
+		.val_frac = c->data.val_fraction,
+		.seed = (uint64_t)c->train.seed,
+		.shuffle = c->data.shuffle,
+		.vocab_size = s->m.vocab,
+	};
 
 	if (!c->data.path[0])
 		return clp_error(CLP_ERR_INVALID, "data.path is empty: name a text file (or shards "
@@ -590,8 +595,13 @@ static clp_status apply_skips(clp_session *s, clp_stage *st)
 
 static clp_status open_model(clp_session *s)
 {
-	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
-	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
+	clp_exec_opts eo = {
+		.B = s->B,
+		.T = s->T,
+		.deterministic = s->cfg.pipeline.deterministic,
+		.recompute = s->cfg.train.recompute,
+	};
+	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1};
 	size_t n;
 
 	if (s->skip) /* the path set decides the micro-batches of a step */

@@ -152,7 +152,8 @@ static int splits(const clp_sched *b, int r, int stage, int pipe)
 /* Per stage the mean over its holders of what they measured: the same table on every rank. */
 static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 {
-	clp_exec_opts eo = {s->B, s->T, 1, s->cfg.train.recompute};
+	clp_exec_opts eo = {
+		.B = s->B, .T = s->T, .deterministic = 1, .recompute = s->cfg.train.recompute};
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
 	int ns = base->nstages, me = sess_rank(s);

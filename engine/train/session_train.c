@@ -50,6 +50,19 @@ static void fmt_time(double sec, char *buf, size_t n)
 		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
+/* BERT's masking of the session's data, keyed by seed. */
+static clp_mask_opts mask_opts(const clp_session *s, uint64_t seed)
+{
+	return (clp_mask_opts){
+		.prob = s->cfg.data.mask_prob,
+		.mask_id = s->mask_id,
+		.vocab_size = s->m.vocab,
+		.special = s->specials,
+		.nspecial = s->nspecial,
+		.seed = seed,
+	};
+}
+
 /* The micro-batches of a step for every replica (each rank draws the same global batch and
  * runs its replica's share): inputs, targets (BERT: masked), and the count of targets. */
 static clp_status draw_step(clp_session *s, long step, size_t *valid)
@@ -62,8 +75,7 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 
 		CLP_TRY(clp_dataset_next(s->ds, (int)s->B, 0, (int)s->B, in, tg));
 		if (s->bert) {
-			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
-					   s->nspecial, (uint64_t)s->cfg.train.seed};
+			clp_mask_opts o = mask_opts(s, (uint64_t)s->cfg.train.seed);
 
 			/* an encoder predicts the tokens in place, not the next ones */
 			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)step, (uint64_t)mb, in, tg, N));
@@ -114,9 +126,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 
 				CLP_TRY(clp_dataset_val(s->ds, (uint64_t)vb * s->B, (int)s->B, in, tg));
 				if (s->bert) {
-					clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab,
-							   s->specials, s->nspecial,
-							   (uint64_t)s->cfg.train.seed + 1};
+					clp_mask_opts o = mask_opts(s, (uint64_t)s->cfg.train.seed + 1);
 
 					CLP_TRY(clp_data_mask_bert(&o, (uint64_t)vb, 0, in, tg, s->N));
 				}
