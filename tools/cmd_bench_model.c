@@ -14,6 +14,7 @@
 #include "cl/runtime.h"
 #include "engine/io/config.h"
 #include "engine/optim/kfac.h"
+#include "engine/optim/stage_time.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "tools/cli.h"
@@ -37,6 +38,7 @@ typedef struct bm {
 	const clp_plan_model *m;
 	int repeats, warmup;
 	int32_t *tok, *types, *tgt;
+	uint64_t rng; /* the random inputs and output gradients of the timed stages */
 } bm;
 
 static void help(void)
@@ -105,27 +107,9 @@ static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **
 	return clp_cl_finish(b->ctx);
 }
 
-/* Wall time of a call followed by clFinish. */
-#define TIMED(expr, out)                                                                           \
-	do {                                                                                       \
-		double t0_ = clp_comm_now();                                                          \
-		CLP_TRY(expr);                                                                     \
-		CLP_TRY(clp_cl_finish(b->ctx));                                                    \
-		(out) = clp_comm_now() - t0_;                                                         \
-	} while (0)
-
 static float inv_count(const bm *b)
 {
 	return 1.0f / (float)(b->m->batch * b->m->seq);
-}
-
-static clp_status adamw(clp_stage *st)
-{
-	clp_nn_adamw_hp hp = {.lr = 1e-5f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-			      .weight_decay = 0.1f, .step = 1};
-
-	CLP_TRY(clp_stage_grad_stats(st, clp_stage_stats(st), 1.0f));
-	return clp_stage_adamw(st, &hp, clp_stage_stats(st));
 }
 
 /* Device time of the attention kernels (labels "attn...") in a profile. */
@@ -143,49 +127,37 @@ static clp_status attn_ms(clp_cl_ctx *ctx, double *s)
 	return CLP_OK;
 }
 
-/* One run of a block: forward, backward and AdamW on st; forward, B and W on sp (split);
- * for the layer also the attention kernels' device time of a forward and a backward. */
-static clp_status one_run(bm *b, clp_stage *st, clp_stage *sp, uint32_t r, int layer, double *t)
+/* One run of a block through clp_stage_time (the measurement PipeFisher's start-up makes too):
+ * forward, backward and AdamW on st; B and W on sp (split); for the layer the K-FAC items on ks
+ * and the attention kernels' device time of a forward and a backward. */
+static clp_status one_run(bm *b, clp_stage *st, clp_stage *sp, clp_stage *ks, clp_kfac_opt *k,
+			  uint32_t r, double *t)
 {
 	clp_stage_mb mb = mb_of(b, r);
+	size_t C = (size_t)b->m->cfg.d_model;
+	clp_stage_times d;
 	float ic = inv_count(b);
 
-	TIMED(clp_stage_forward(st, &mb, ic), t[F_FWD]);
-	TIMED(clp_stage_backward(st, &mb, ic), t[F_BWD]);
-	TIMED(adamw(st), t[F_OPT]);
-	CLP_TRY(clp_stage_forward(sp, &mb, ic));
-	TIMED(clp_stage_backward_input(sp, &mb, ic), t[F_BWD_B]);
-	TIMED(clp_stage_backward_weight(sp, &mb), t[F_BWD_W]);
-	if (!layer)
+	CLP_TRY(clp_stage_time(st, NULL, 0, &mb, C, &b->rng, &d));
+	t[F_FWD] = d.fwd;
+	t[F_BWD] = d.bwd;
+	t[F_OPT] = d.opt;
+	CLP_TRY(clp_stage_time(sp, NULL, 1, &mb, C, &b->rng, &d));
+	t[F_BWD_B] = d.bwd_b;
+	t[F_BWD_W] = d.bwd_w;
+	if (!ks)
 		return CLP_OK;
+	CLP_TRY(clp_stage_time(ks, k, 0, &mb, C, &b->rng, &d));
+	t[F_KA] = d.kfac_a;
+	t[F_KB] = d.kfac_b;
+	t[F_KINV] = d.kfac_inv;
+	t[F_KPRE] = d.kfac_pre;
 	clp_cl_profile_start(b->ctx);
 	CLP_TRY(clp_stage_forward(st, &mb, ic));
 	CLP_TRY(attn_ms(b->ctx, &t[F_ATT_F]));
 	clp_cl_profile_start(b->ctx);
 	CLP_TRY(clp_stage_backward(st, &mb, ic));
 	return attn_ms(b->ctx, &t[F_ATT_B]);
-}
-
-/* K-FAC of one layer: the factors of a micro-batch kept by the backward's tap, then A and B of
- * every linear from them; inverting every factor; preconditioning every gradient. */
-static clp_status kfac_run(bm *b, clp_stage *st, clp_kfac_opt *k, int K, uint32_t r, double *t)
-{
-	clp_stage_mb mb = mb_of(b, r);
-	float ic = inv_count(b);
-	double rows = (double)(b->m->batch * b->m->seq);
-
-	CLP_TRY(clp_kfac_opt_step_begin(k, (long)r * K, rows, rows, NULL));
-	clp_kfac_opt_defer(k, 1);
-	CLP_TRY(clp_stage_forward(st, &mb, ic));
-	CLP_TRY(clp_stage_backward(st, &mb, ic));
-	CLP_TRY(clp_cl_finish(b->ctx));
-	TIMED(clp_kfac_opt_curv_a_kept(k, -1, (int)r), t[F_KA]);
-	TIMED(clp_kfac_opt_curv_b_kept(k, -1, (int)r), t[F_KB]);
-	TIMED(clp_kfac_opt_invert(k, -1, -1), t[F_KINV]);
-	if (r == 0)
-		CLP_TRY(clp_kfac_opt_activate(k));
-	TIMED(clp_kfac_opt_precondition(k), t[F_KPRE]);
-	return CLP_OK;
 }
 
 /* Every figure of block `blk` (stage blocks first..last) on b's device into res. */
@@ -210,9 +182,7 @@ static clp_status measure_block(bm *b, int blk, int first, int last, dev_result 
 	for (int r = 0; s == CLP_OK && r < n; r++) {
 		double t[NF] = {0};
 
-		s = one_run(b, st, sp, (uint32_t)r, layer, t);
-		if (s == CLP_OK && layer)
-			s = kfac_run(b, ks, k, ko.interval, (uint32_t)r, t);
+		s = one_run(b, st, sp, ks, k, (uint32_t)r, t);
 		for (int f = 0; r >= b->warmup && f < NF; f++)
 			x[(size_t)f * (size_t)b->repeats + (size_t)(r - b->warmup)] = t[f];
 	}
@@ -399,7 +369,7 @@ int cmd_bench_model(int argc, char **argv)
 	clp_status s;
 
 	memset(&b, 0, sizeof(b));
-	b.repeats = 5, b.warmup = 1;
+	b.repeats = 5, b.warmup = 1, b.rng = 88172645463325252ULL;
 	for (int i = 1; i < argc; i++)
 		if (cli_is_help(argv[i])) {
 			help();

@@ -16,6 +16,7 @@
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
 #include "cl/clock.h"
+#include "engine/optim/stage_time.h"
 
 #define PF_META "pipefisher.cycle"
 #define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */
@@ -26,79 +27,6 @@ static uint64_t lcg(uint64_t *x)
 	return *x >> 33;
 }
 
-static clp_status fill_random(clp_cl_ctx *ctx, clp_buf b, size_t n, float scale, uint64_t *x)
-{
-	float *h = malloc(n * sizeof(float) + 1);
-	clp_status st;
-
-	if (!h)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	for (size_t i = 0; i < n; i++)
-		h[i] = scale * ((float)(lcg(x) % 2001) / 1000.0f - 1.0f);
-	st = clp_cl_write(ctx, b.mem, b.off * 4, n * sizeof(float), h);
-	free(h);
-	return st;
-}
-
-/* Seconds since *t after the device finished; *t moves on. */
-static clp_status lap(clp_cl_ctx *ctx, double *t, double *out)
-{
-	double n;
-
-	CLP_TRY(clp_cl_finish(ctx));
-	n = clp_now();
-	*out = n - *t;
-	*t = n;
-	return CLP_OK;
-}
-
-/* Run expr, then wait for the device and put the seconds since t into slot. */
-#define TIMED(expr, slot)                                                                          \
-	do {                                                                                       \
-		CLP_TRY(expr);                                                                     \
-		CLP_TRY(lap(ctx, &t, &(slot)));                                                    \
-	} while (0)
-
-/* One repetition of a stage's step, each part timed into d: forward, backward (whole, or B and
- * W), the K-FAC items from kept copies, the optimizer's preconditioning and update. Random
- * inputs and output gradients are uploaded untimed. */
-static clp_status time_stage_once(clp_cl_ctx *ctx, clp_stage *st, clp_kfac_opt *k, int split,
-				  const clp_stage_mb *m, size_t N, size_t C, uint64_t *x, double *d)
-{
-	clp_nn_adamw_hp hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .step = 1};
-	float ic = 1.0f / (float)N;
-	double t, junk;
-
-	CLP_TRY(clp_stage_zero_grads(st));
-	CLP_TRY(clp_kfac_opt_step_begin(k, 0, (double)N, (double)N, NULL));
-	clp_kfac_opt_defer(k, 1);
-	if (!clp_stage_has_embedding(st))
-		CLP_TRY(fill_random(ctx, clp_stage_act_in(st, 0), N * C, 1.0f, x));
-	CLP_TRY(clp_cl_finish(ctx));
-	t = clp_now();
-	TIMED(clp_stage_forward(st, m, ic), d[CLP_COST_FWD]);
-	if (!clp_stage_has_head(st))
-		CLP_TRY(fill_random(ctx, clp_stage_grad_in(st), N * C, 1e-3f, x));
-	CLP_TRY(lap(ctx, &t, &junk)); /* the upload is not timed */
-	if (split) {
-		TIMED(clp_stage_backward_input(st, m, ic), d[CLP_COST_BWD_B]);
-		TIMED(clp_stage_backward_weight(st, m), d[CLP_COST_BWD_W]);
-		d[CLP_COST_BWD] = d[CLP_COST_BWD_B] + d[CLP_COST_BWD_W];
-	} else {
-		TIMED(clp_stage_backward(st, m, ic), d[CLP_COST_BWD]);
-		d[CLP_COST_BWD_B] = d[CLP_COST_BWD_W] = d[CLP_COST_BWD] / 2;
-	}
-	TIMED(clp_kfac_opt_curv_a_kept(k, -1, 0), d[CLP_COST_KFAC_CURV_A]);
-	TIMED(clp_kfac_opt_curv_b_kept(k, -1, 0), d[CLP_COST_KFAC_CURV_B]);
-	TIMED(clp_kfac_opt_invert(k, -1, -1), d[CLP_COST_KFAC_INV]);
-	TIMED(clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f), junk);
-	TIMED(clp_kfac_opt_precondition(k), d[CLP_COST_KFAC_PRECOND]);
-	TIMED(clp_kfac_opt_update(k, &hp, hp.lr, clp_stage_stats(st)), d[CLP_COST_OPT]);
-	return CLP_OK;
-}
-
-#undef TIMED
-
 /* The times of local stage i of a scratch executor (its optimizer made with deferral, so the
  * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS after one
  * untimed repetition. */
@@ -106,7 +34,7 @@ static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, 
 {
 	clp_stage *st = clp_exec_stage(ex, i, NULL);
 	clp_kfac_opt *k = clp_exec_kfac_opt(ex, i);
-	size_t N = s->N, C = (size_t)s->m.d_model;
+	size_t N = s->N;
 	int32_t *tok = calloc(N, sizeof(int32_t)), *tg = calloc(N, sizeof(int32_t));
 	int32_t *types = calloc(N, sizeof(int32_t));
 	clp_stage_mb m = {.seed = 1, .tokens = tok, .types = types, .targets = tg};
@@ -124,13 +52,23 @@ static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, 
 		tg[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
 	}
 	for (int rep = 0; rep <= PF_REPS; rep++) {
-		double d[CLP_COST_NTIMES] = {0};
+		clp_stage_times d;
+		double t[CLP_COST_NTIMES];
 
-		r = time_stage_once(s->ctx, st, k, split, &m, N, C, &x, d);
+		r = clp_stage_time(st, k, split, &m, (size_t)s->m.d_model, &x, &d);
 		if (r != CLP_OK)
 			break;
+		t[CLP_COST_FWD] = d.fwd;
+		t[CLP_COST_BWD] = d.bwd;
+		t[CLP_COST_BWD_B] = d.bwd_b;
+		t[CLP_COST_BWD_W] = d.bwd_w;
+		t[CLP_COST_OPT] = d.opt;
+		t[CLP_COST_KFAC_CURV_A] = d.kfac_a;
+		t[CLP_COST_KFAC_CURV_B] = d.kfac_b;
+		t[CLP_COST_KFAC_INV] = d.kfac_inv;
+		t[CLP_COST_KFAC_PRECOND] = d.kfac_pre;
 		for (int j = 0; rep > 0 && j < CLP_COST_NTIMES; j++)
-			best[j] = d[j] < best[j] ? d[j] : best[j];
+			best[j] = t[j] < best[j] ? t[j] : best[j];
 	}
 free_ids:
 	free(tok);
