@@ -19,7 +19,8 @@ engine/io
 engine/model engine/data engine/sched
 engine/optim engine/scenario
 engine/sim
-engine/pass engine/skip
+engine/pass
+engine/skip
 engine/exec
 engine/train
 engine/plan
