@@ -1,8 +1,9 @@
 /* Durable files: write to a temporary name, fsync, rename; fsync the directory; CRC-32.
  *
  * Every file clpipe writes for a later run (checkpoints, shards, manifests, schedules, the
- * kernel cache, inventories and profiles, tuning tables) goes through clp_afile, so a crash leaves either the old file or the complete new one, never a torn one:
- * the data goes to "<path>.tmp", is fsynced, then renamed over <path>. The rename itself is made
+ * kernel cache, inventories and profiles, tuning tables) goes through clp_afile, so a crash
+ * leaves either the old file or the complete new one, never a torn one: the data goes to
+ * "<path>.tmp", is fsynced, then renamed over <path>. The rename itself is made
  * durable by clp_io_fsync_dir() on the containing directory (callers that write several files
  * into one directory fsync it once at the end).
  *

@@ -246,58 +246,34 @@ static void put_times(const dev_result *r, int blk, double *t)
 	t[CLP_COST_KFAC_PRECOND] = f[F_KPRE].median;
 }
 
-/* The block table: the first device's times, the others' under `devices`; memory per block. */
+/* The block table (clp_plan_blocks_make): the first device's times, the others' under
+ * `devices`. */
 static clp_status block_table(const bm *b, const dev_result *res, int n, clp_costs **out)
 {
 	const clp_plan_model *m = b->m;
-	int L = m->cfg.n_layer;
-	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
-	clp_costs *c = NULL;
 	size_t per = (size_t)CLP_PLAN_NBLOCKS * CLP_COST_NTIMES;
+	double *t = malloc((size_t)n * per * sizeof(double));
+	const char **kinds = malloc((size_t)n * sizeof(*kinds));
+	char source[256];
+	clp_status s;
 
-	CLP_TRY(clp_costs_create(CLP_PLAN_NBLOCKS, &c));
-	snprintf(c->device_kind, sizeof(c->device_kind), "%s", res[0].kind);
-	snprintf(c->source, sizeof(c->source), "clpipe bench --model: %s, %d layers, micro-batch "
-		 "%zu x %zu, median of %d runs", clp_preset_name(m->cfg.preset), L, m->batch, m->seq,
-		 b->repeats);
-	c->micro_batch_size = (int)m->batch;
-	if (n > 1) {
-		c->kinds = calloc((size_t)n - 1, sizeof(*c->kinds));
-		c->kind_t = malloc((size_t)(n - 1) * per * sizeof(double));
-		if (!c->kinds || !c->kind_t) {
-			clp_costs_free(c);
-			return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
-		}
-		c->nkinds = n - 1;
+	if (!t || !kinds) {
+		free(t);
+		free(kinds);
+		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
 	}
-	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
-		clp_stage_cost *sc = &c->stages[blk];
-		clp_plan_mem mem;
-		clp_status s = clp_plan_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch,
-						  m->seq, 0, 0, &mem);
-
-		if (s != CLP_OK) {
-			clp_costs_free(c);
-			return s;
-		}
-		put_times(&res[0], blk, sc->t);
-		for (int k = 1; k < n; k++)
-			put_times(&res[k], blk, &c->kind_t[(size_t)(k - 1) * per +
-							   (size_t)blk * CLP_COST_NTIMES]);
-		sc->act_bytes = sc->act_w_bytes = mem.act_bytes;
-		sc->out_bytes = mem.out_bytes;
-		sc->param_bytes = mem.param_bytes;
-		sc->opt_bytes = mem.opt_bytes;
-		sc->work_bytes = mem.work_bytes;
-		sc->kfac_bytes = mem.kfac_bytes;
-		snprintf(sc->blocks, sizeof(sc->blocks), "%s", clp_plan_block_name(blk));
+	for (int k = 0; k < n; k++) {
+		kinds[k] = res[k].kind;
+		for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++)
+			put_times(&res[k], blk, &t[(size_t)k * per + (size_t)blk * CLP_COST_NTIMES]);
 	}
-	for (int k = 1; k < n; k++)
-		snprintf(c->kinds[k - 1], CLP_NAME_MAX, "%s", res[k].kind);
-	if (res[0].nfactors)
-		clp_costs_set_kfac_factors(c, res[0].fdim, res[0].nfactors);
-	*out = c;
-	return CLP_OK;
+	snprintf(source, sizeof(source), "clpipe bench --model: %s, %d layers, micro-batch %zu x "
+		 "%zu, median of %d runs", clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch,
+		 m->seq, b->repeats);
+	s = clp_plan_blocks_make(m, kinds, t, n, res[0].fdim, res[0].nfactors, source, out);
+	free(t);
+	free(kinds);
+	return s;
 }
 
 static void print_device(const dev_result *r, const clp_plan_model *m)

@@ -1,17 +1,18 @@
 /* Placement (docs/PLACEMENT.md): which devices serve which pipeline stages, how many layers each
  * stage gets, the data-parallel degree, the schedule (GPipe, 1F1B, interleaved, Chimera, ZB-H1;
  * with or without PipeFisher) and activation recomputation, chosen for a cluster of mixed
- * devices. Pure functions of data: a cluster (engine/scenario/cluster.h), a block cost table and the
- * model; every candidate is scored by the simulator (engine/sim) with its memory model checked
- * against each device's memory.
+ * devices. Pure functions of data: a cluster (engine/scenario/cluster.h), a block cost table
+ * and the model; every candidate is scored by the simulator (engine/sim) with its memory model
+ * checked against each device's memory.
  *
  * Inputs
- *   block table  a cost table (engine/scenario/costs.h) of exactly three entries, named in `blocks`:
- *                "embedding", "layer" (one transformer layer), "head" (final norm, head and
- *                loss), each with its times on the table's device kind and, under `devices`,
- *                on other kinds (`clpipe bench --model` writes one; clp_plan_blocks_from_profiles
- *                makes one from PipeFisher's per-layer profiles). Devices whose kind the table
- *                lacks scale the table's times by their cluster `speed`.
+ *   block table  a cost table (engine/scenario/costs.h) of exactly three entries, named in
+ *                `blocks`: "embedding", "layer" (one transformer layer), "head" (final norm,
+ *                head and loss), each with its times on the table's device kind and, under
+ *                `devices`, on other kinds (`clpipe bench --model` writes one;
+ *                clp_plan_blocks_from_profiles makes one from PipeFisher's per-layer profiles).
+ *                Devices whose kind the table lacks scale the table's times by their cluster
+ *                `speed`.
  *   memory       computed from the model config as the executor's stages allocate it
  *                (clp_plan_stage_mem), not from the table, so that it holds for any split.
  *   model        layers, micro-batch shape, micro-batches per step over all replicas (the
@@ -77,6 +78,14 @@ typedef struct clp_plan_model {
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
 } clp_plan_model;
+
+/* The block table of measured times (what `clpipe bench --model` writes): t holds, for each of
+ * the n device kinds (the first is the table's, the others go under `devices`), per block
+ * (CLP_PLAN_NBLOCKS) its CLP_COST_NTIMES times; memory per block comes from the model as the
+ * stages allocate it; fdim (nf of them, may be 0) are a layer's K-FAC factor dimensions. */
+clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kinds,
+				const double *t, int n, const int *fdim, int nf,
+				const char *source, clp_costs **out);
 
 /* Links the planner assumes where a cluster comes from an inventory (hwloc files). */
 typedef struct clp_plan_links {
