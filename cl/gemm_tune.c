@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/durable.h"
 #include "cl/ref/ref.h"
 
 static unsigned next_rand(unsigned *s)
@@ -205,4 +206,45 @@ clp_status clp_gemm_verify(clp_cl_ctx *ctx)
 					CLP_TRY(verify_one(ctx, ta, tb, shapes[i][0], shapes[i][1],
 							   shapes[i][2], z ? 0.5f : 0.0f, &seed));
 	return CLP_OK;
+}
+
+clp_status clp_gemm_tuning_save(const clp_cl_devinfo *dev, const clp_gemm_tuning *best,
+				double gflops, char *path, size_t n)
+{
+	char label[128];
+	json_t *root, *entries, *e;
+	json_error_t jerr;
+	size_t pos = 0;
+	clp_status st;
+
+	clp_gemm_tuning_path(dev, path, n);
+	root = json_load_file(path, 0, &jerr);
+	if (!root || !json_is_array(json_object_get(root, "entries"))) {
+		json_decref(root);
+		root = json_pack("{s:s, s:[]}", "about", "written by clpipe tune gemm", "entries");
+	}
+	entries = json_object_get(root, "entries");
+	/* one entry per backend: replace this backend's, keep the best-scoring first */
+	for (size_t i = 0; i < json_array_size(entries);) {
+		const char *b = json_string_value(json_object_get(json_array_get(entries, i),
+								  "backend"));
+
+		if (b && !strcmp(b, clp_gemm_backend_name(best->backend)))
+			json_array_remove(entries, i);
+		else
+			i++;
+	}
+	snprintf(label, sizeof(label), "tuned %s", clp_gemm_backend_name(best->backend));
+	e = clp_gemm_tuning_to_json(best, label);
+	json_object_set_new(e, "match", json_pack("{s:s, s:s}", "name", dev->name, "driver",
+						   dev->driver));
+	json_object_set_new(e, "measured_gflops", json_real(gflops));
+	while (pos < json_array_size(entries) &&
+	       json_real_value(json_object_get(json_array_get(entries, pos), "measured_gflops")) >=
+		       gflops)
+		pos++;
+	json_array_insert_new(entries, pos, e);
+	st = clp_io_write_json(path, root, JSON_INDENT(2), 0, CLP_IO_SHARED);
+	json_decref(root);
+	return st;
 }

@@ -5,17 +5,17 @@
 
 #include "cl/kfac.h"
 #include "cl/ops.h"
+#include "cl/clock.h"
 
 clp_status clp_kfac_warmup(clp_cl_ctx *ctx, FILE *log)
 {
 	/* 40: more than one block of the CPU shape, so every kernel of the blocked path runs */
 	const size_t n = 40;
 	cl_mem m = NULL;
-	struct timespec t0, t1;
+	double t0 = clp_now();
 	clp_status s;
 	clp_buf F, W, inv, ws, st, info, sc;
 
-	clock_gettime(CLOCK_MONOTONIC, &t0);
 	s = clp_cl_buffer(ctx, (4 * n * n + clp_kfac_workspace(ctx, n) + 16) * sizeof(float),
 			  "kfac warmup", &m);
 	if (s != CLP_OK)
@@ -40,9 +40,7 @@ clp_status clp_kfac_warmup(clp_cl_ctx *ctx, FILE *log)
 			      clp_buf_at(m, 3 * n * n + 11))) == CLP_OK)
 		s = clp_cl_finish(ctx);
 	clReleaseMemObject(m);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (s == CLP_OK && log)
-		fprintf(log, "  kfac.cl                     %6.2f s\n",
-			(double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+		fprintf(log, "  kfac.cl                     %6.2f s\n", clp_now() - t0);
 	return s;
 }

@@ -6,14 +6,7 @@
 #include <time.h>
 
 #include "cl/ops.h"
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "cl/clock.h"
 
 #define WB 4096 /* floats per warmup buffer */
 
@@ -28,7 +21,7 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 		d = clp_buf_at(f[3], 0), e = clp_buf_at(f[4], 0), g = clp_buf_at(f[5], 0),
 		none = {NULL, 0}, ib = clp_buf_at(ids, 0);
 	size_t ng = 64;
-	double t0 = now_s();
+	double t0 = clp_now();
 	clp_status s;
 
 	CLP_TRY(clp_rng_stream_init(&rs, 1, 0, 0, 0, CLP_RNG_INIT));
@@ -53,8 +46,8 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	CLP_TRY(clp_nn_dropout_forward(ctx, c, a, 128, 0.1f, &rs));
 	CLP_TRY(clp_nn_dropout_backward(ctx, d, c, 128, 0.1f, &rs));
 	if (log)
-		fprintf(log, "  nn_norm.cl, nn_act.cl       %6.2f s\n", now_s() - t0);
-	t0 = now_s();
+		fprintf(log, "  nn_norm.cl, nn_act.cl       %6.2f s\n", clp_now() - t0);
+	t0 = clp_now();
 	/* embeddings B = 2, T = 4, C = 16, V = 4 */
 	CLP_TRY(clp_nn_index_build(ctx, &idx, host_ids, 8, 4, "warmup ids"));
 	s = clp_nn_embed_forward(ctx, c, ib, none, a, b, none, 2, 4, 16, 4, 0);
@@ -67,16 +60,16 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	CLP_TRY(clp_nn_rope_forward(ctx, c, 16, b, 2, 4, 2, 8));
 	CLP_TRY(clp_nn_rope_backward(ctx, c, 16, b, 2, 4, 2, 8));
 	if (log)
-		fprintf(log, "  nn_embed.cl                 %6.2f s\n", now_s() - t0);
-	t0 = now_s();
+		fprintf(log, "  nn_embed.cl                 %6.2f s\n", clp_now() - t0);
+	t0 = clp_now();
 	/* attention B = 1, T = 8, H = 2, KVH = 1, hd = 64 (the GPU shape builds per head-dim class) */
 	CLP_TRY(clp_nn_attention_forward(ctx, c, d, a, clp_buf_at(f[0], 64), b, &at));
 	CLP_TRY(clp_nn_attention_backward(ctx, e, g, g, c, a, clp_buf_at(f[0], 64), b, c, d, &at));
 	CLP_TRY(clp_cl_finish(ctx));
 	if (log)
 		fprintf(log, "  nn_attn%-4s.cl               %6.2f s\n",
-			clp_nn_gpu_shape(ctx) ? "_gpu" : "", now_s() - t0);
-	t0 = now_s();
+			clp_nn_gpu_shape(ctx) ? "_gpu" : "", clp_now() - t0);
+	t0 = clp_now();
 	/* loss N = 8, C = 16, V = 4: all targets valid */
 	CLP_TRY(clp_nn_xent_forward(ctx, c, d, a, b, none, ib, 8, 16, 4, 0));
 	CLP_TRY(clp_nn_xent_backward(ctx, e, g, none, a, b, none, ib, d, 0.125f, 8, 16, 4, 0));
@@ -85,7 +78,7 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	CLP_TRY(clp_nn_adamw_update(ctx, a, d, e, b, 64, &hp, 1, c, 1.0f));
 	CLP_TRY(clp_cl_finish(ctx));
 	if (log)
-		fprintf(log, "  nn_xent.cl, nn_optim.cl     %6.2f s\n", now_s() - t0);
+		fprintf(log, "  nn_xent.cl, nn_optim.cl     %6.2f s\n", clp_now() - t0);
 	return CLP_OK;
 }
 

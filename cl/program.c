@@ -2,6 +2,8 @@
  * keyed by (platform, device, driver, source, defines, options), and kernels cached per context. */
 #include "cl/runtime_internal.h"
 
+#include "cl/durable.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,23 +170,12 @@ static unsigned char *read_file(const char *path, size_t *n)
 	return buf;
 }
 
-/* Write to a temporary name, fsync, rename: a crash never leaves a half-written binary. */
+/* Durably (cl/durable.h): a crash never leaves a half-written binary; ranks and test processes
+ * building the same program each write their own temporary. An unwritable cache only costs
+ * time, so a failure is not reported. */
 static void write_cache(const char *path, const unsigned char *data, size_t n)
 {
-	char tmp[4400];
-	FILE *f;
-	int ok;
-
-	snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid());
-	f = fopen(tmp, "wb");
-	if (!f)
-		return; /* an unwritable cache only costs time */
-	ok = fwrite(data, 1, n, f) == n;
-	ok = (fflush(f) == 0) && ok;
-	ok = (fsync(fileno(f)) == 0) && ok;
-	ok = (fclose(f) == 0) && ok;
-	if (!ok || rename(tmp, path) != 0)
-		unlink(tmp);
+	(void)clp_io_write_file_flags(path, data, n, CLP_IO_SHARED);
 }
 
 static clp_status build_log_error(clp_cl_ctx *ctx, cl_program p, const char *label, cl_int err)

@@ -6,20 +6,13 @@
 
 #include "cl/gemm.h"
 #include "cl/ops.h"
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "cl/clock.h"
 
 clp_status clp_cl_warmup(clp_cl_ctx *ctx, FILE *log)
 {
 	cl_mem a = NULL, b = NULL, c = NULL;
 	clp_status s;
-	double t0 = now_s(), t1;
+	double t0 = clp_now(), t1;
 
 	s = clp_cl_buffer(ctx, 64 * 64 * sizeof(float), "warmup A", &a);
 	if (s == CLP_OK)
@@ -38,7 +31,7 @@ clp_status clp_cl_warmup(clp_cl_ctx *ctx, FILE *log)
 	    (s = clp_cl_sum(ctx, clp_buf_at(c, 0), clp_buf_at(a, 0), 4096)) != CLP_OK ||
 	    (s = clp_cl_finish(ctx)) != CLP_OK)
 		goto out;
-	t1 = now_s();
+	t1 = clp_now();
 	if (log)
 		fprintf(log, "  elementwise.cl, reduce.cl   %6.2f s\n", t1 - t0);
 	for (int ta = 0; ta < 2 && s == CLP_OK; ta++)
@@ -56,7 +49,7 @@ clp_status clp_cl_warmup(clp_cl_ctx *ctx, FILE *log)
 
 		clp_cl_gemm_tuning(ctx, &t);
 		fprintf(log, "  gemm (%s)                %6.2f s\n", clp_gemm_backend_name(t->backend),
-			now_s() - t1);
+			clp_now() - t1);
 	}
 out:
 	if (c)

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cl/runtime.h"
+#include "cl/clock.h"
 
 static int failures;
 static const char *current = "";
@@ -161,14 +162,6 @@ clp_cl_ctx *th_ctx(void)
 	return ctx;
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int th_main(int argc, char **argv, const struct th_test *tests, int ntests)
 {
 	int ran = 0;
@@ -184,10 +177,10 @@ int th_main(int argc, char **argv, const struct th_test *tests, int ntests)
 		if (!selected)
 			continue;
 		current = tests[i].name;
-		t0 = now_s();
+		t0 = clp_now();
 		tests[i].fn();
 		printf("%s %s (%.2f s)\n", failures == before ? "ok  " : "FAIL", tests[i].name,
-		       now_s() - t0);
+		       clp_now() - t0);
 		fflush(stdout);
 		ran++;
 	}

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/durable.h"
 #include "cl/gemm.h"
 #include "tools/cli.h"
 #include "tools/stats.h"
@@ -329,8 +330,9 @@ int cmd_bench_gemm(int argc, char **argv)
 				 "platform", clp_cl_ctx_device(ctx)->platform, "openblas",
 				 openblas_get_config(), "openblas_threads",
 				 openblas_get_num_threads(), "records", records);
-		if (json_dump_file(root, json_path, JSON_INDENT(1)) != 0) {
-			fprintf(stderr, "clpipe bench gemm: cannot write %s\n", json_path);
+		if (clp_io_write_json(json_path, root, JSON_INDENT(1), 0, 0) != CLP_OK) {
+			fprintf(stderr, "clpipe bench gemm: cannot write %s: %s\n", json_path,
+				clp_last_error());
 			rc = 1;
 		}
 		json_decref(root);

@@ -4,7 +4,7 @@
  * clFinish each (what a training step pays, launches included), medians and spread over the
  * repeats; attention forward and backward from the kernels' device times; the K-FAC work of one
  * layer (factors A and B from one micro-batch, inverting all factors, preconditioning); memory
- * per block as the stages allocate it. The output is a cost table (engine/io/costs.h): the block
+ * per block as the stages allocate it. The output is a cost table (engine/scenario/costs.h): the block
  * table clpipe plan reads (entries "embedding", "layer", "head"; other devices under
  * `devices`), or with --layers / --stages the per-stage table clpipe sim reads. */
 #include <stdio.h>
@@ -14,6 +14,7 @@
 #include "cl/runtime.h"
 #include "engine/io/config.h"
 #include "engine/optim/kfac.h"
+#include "engine/optim/stage_time.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "tools/cli.h"
@@ -37,6 +38,7 @@ typedef struct bm {
 	const clp_plan_model *m;
 	int repeats, warmup;
 	int32_t *tok, *types, *tgt;
+	uint64_t rng; /* the random inputs and output gradients of the timed stages */
 } bm;
 
 static void help(void)
@@ -86,15 +88,14 @@ static clp_status fill_rand(clp_cl_ctx *ctx, clp_buf b, size_t n)
 
 static clp_stage_mb mb_of(const bm *b, uint32_t i)
 {
-	clp_stage_mb mb = {0, 1, i, 1, b->tok, b->types, b->tgt};
-
-	return mb;
+	return (clp_stage_mb){.step = 1, .micro_batch = i, .seed = 1, .tokens = b->tok,
+			      .types = b->types, .targets = b->tgt};
 }
 
 /* One stage of block range [first, last]; inputs made up where the stage takes activations. */
 static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **out)
 {
-	clp_stage_opts so = {b->m->batch, b->m->seq, 1, split, 0};
+	clp_stage_opts so = {.B = b->m->batch, .T = b->m->seq, .slots = 1, .split = split};
 	size_t N = b->m->batch * b->m->seq, C = (size_t)b->m->cfg.d_model;
 
 	CLP_TRY(clp_stage_create(out, b->ctx, &b->m->cfg, first, last, &so));
@@ -106,26 +107,9 @@ static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **
 	return clp_cl_finish(b->ctx);
 }
 
-/* Wall time of a call followed by clFinish. */
-#define TIMED(expr, out)                                                                           \
-	do {                                                                                       \
-		double t0_ = clp_comm_now();                                                          \
-		CLP_TRY(expr);                                                                     \
-		CLP_TRY(clp_cl_finish(b->ctx));                                                    \
-		(out) = clp_comm_now() - t0_;                                                         \
-	} while (0)
-
 static float inv_count(const bm *b)
 {
 	return 1.0f / (float)(b->m->batch * b->m->seq);
-}
-
-static clp_status adamw(clp_stage *st)
-{
-	clp_nn_adamw_hp hp = {1e-5f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
-
-	CLP_TRY(clp_stage_grad_stats(st, clp_stage_stats(st), 1.0f));
-	return clp_stage_adamw(st, &hp, clp_stage_stats(st));
 }
 
 /* Device time of the attention kernels (labels "attn...") in a profile. */
@@ -143,49 +127,37 @@ static clp_status attn_ms(clp_cl_ctx *ctx, double *s)
 	return CLP_OK;
 }
 
-/* One run of a block: forward, backward and AdamW on st; forward, B and W on sp (split);
- * for the layer also the attention kernels' device time of a forward and a backward. */
-static clp_status one_run(bm *b, clp_stage *st, clp_stage *sp, uint32_t r, int layer, double *t)
+/* One run of a block through clp_stage_time (the measurement PipeFisher's start-up makes too):
+ * forward, backward and AdamW on st; B and W on sp (split); for the layer the K-FAC items on ks
+ * and the attention kernels' device time of a forward and a backward. */
+static clp_status one_run(bm *b, clp_stage *st, clp_stage *sp, clp_stage *ks, clp_kfac_opt *k,
+			  uint32_t r, double *t)
 {
 	clp_stage_mb mb = mb_of(b, r);
+	size_t C = (size_t)b->m->cfg.d_model;
+	clp_stage_times d;
 	float ic = inv_count(b);
 
-	TIMED(clp_stage_forward(st, &mb, ic), t[F_FWD]);
-	TIMED(clp_stage_backward(st, &mb, ic), t[F_BWD]);
-	TIMED(adamw(st), t[F_OPT]);
-	CLP_TRY(clp_stage_forward(sp, &mb, ic));
-	TIMED(clp_stage_backward_input(sp, &mb, ic), t[F_BWD_B]);
-	TIMED(clp_stage_backward_weight(sp, &mb), t[F_BWD_W]);
-	if (!layer)
+	CLP_TRY(clp_stage_time(st, NULL, 0, &mb, C, &b->rng, &d));
+	t[F_FWD] = d.fwd;
+	t[F_BWD] = d.bwd;
+	t[F_OPT] = d.opt;
+	CLP_TRY(clp_stage_time(sp, NULL, 1, &mb, C, &b->rng, &d));
+	t[F_BWD_B] = d.bwd_b;
+	t[F_BWD_W] = d.bwd_w;
+	if (!ks)
 		return CLP_OK;
+	CLP_TRY(clp_stage_time(ks, k, 0, &mb, C, &b->rng, &d));
+	t[F_KA] = d.kfac_a;
+	t[F_KB] = d.kfac_b;
+	t[F_KINV] = d.kfac_inv;
+	t[F_KPRE] = d.kfac_pre;
 	clp_cl_profile_start(b->ctx);
 	CLP_TRY(clp_stage_forward(st, &mb, ic));
 	CLP_TRY(attn_ms(b->ctx, &t[F_ATT_F]));
 	clp_cl_profile_start(b->ctx);
 	CLP_TRY(clp_stage_backward(st, &mb, ic));
 	return attn_ms(b->ctx, &t[F_ATT_B]);
-}
-
-/* K-FAC of one layer: the factors of a micro-batch kept by the backward's tap, then A and B of
- * every linear from them; inverting every factor; preconditioning every gradient. */
-static clp_status kfac_run(bm *b, clp_stage *st, clp_kfac_opt *k, int K, uint32_t r, double *t)
-{
-	clp_stage_mb mb = mb_of(b, r);
-	float ic = inv_count(b);
-	double rows = (double)(b->m->batch * b->m->seq);
-
-	CLP_TRY(clp_kfac_opt_step_begin(k, (long)r * K, rows, rows, NULL));
-	clp_kfac_opt_defer(k, 1);
-	CLP_TRY(clp_stage_forward(st, &mb, ic));
-	CLP_TRY(clp_stage_backward(st, &mb, ic));
-	CLP_TRY(clp_cl_finish(b->ctx));
-	TIMED(clp_kfac_opt_curv_a_kept(k, -1, (int)r), t[F_KA]);
-	TIMED(clp_kfac_opt_curv_b_kept(k, -1, (int)r), t[F_KB]);
-	TIMED(clp_kfac_opt_invert(k, -1, -1), t[F_KINV]);
-	if (r == 0)
-		CLP_TRY(clp_kfac_opt_activate(k));
-	TIMED(clp_kfac_opt_precondition(k), t[F_KPRE]);
-	return CLP_OK;
 }
 
 /* Every figure of block `blk` (stage blocks first..last) on b's device into res. */
@@ -210,9 +182,7 @@ static clp_status measure_block(bm *b, int blk, int first, int last, dev_result 
 	for (int r = 0; s == CLP_OK && r < n; r++) {
 		double t[NF] = {0};
 
-		s = one_run(b, st, sp, (uint32_t)r, layer, t);
-		if (s == CLP_OK && layer)
-			s = kfac_run(b, ks, k, ko.interval, (uint32_t)r, t);
+		s = one_run(b, st, sp, ks, k, (uint32_t)r, t);
 		for (int f = 0; r >= b->warmup && f < NF; f++)
 			x[(size_t)f * (size_t)b->repeats + (size_t)(r - b->warmup)] = t[f];
 	}
@@ -276,58 +246,34 @@ static void put_times(const dev_result *r, int blk, double *t)
 	t[CLP_COST_KFAC_PRECOND] = f[F_KPRE].median;
 }
 
-/* The block table: the first device's times, the others' under `devices`; memory per block. */
+/* The block table (clp_plan_blocks_make): the first device's times, the others' under
+ * `devices`. */
 static clp_status block_table(const bm *b, const dev_result *res, int n, clp_costs **out)
 {
 	const clp_plan_model *m = b->m;
-	int L = m->cfg.n_layer;
-	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
-	clp_costs *c = NULL;
 	size_t per = (size_t)CLP_PLAN_NBLOCKS * CLP_COST_NTIMES;
+	double *t = malloc((size_t)n * per * sizeof(double));
+	const char **kinds = malloc((size_t)n * sizeof(*kinds));
+	char source[256];
+	clp_status s;
 
-	CLP_TRY(clp_costs_create(CLP_PLAN_NBLOCKS, &c));
-	snprintf(c->device_kind, sizeof(c->device_kind), "%s", res[0].kind);
-	snprintf(c->source, sizeof(c->source), "clpipe bench --model: %s, %d layers, micro-batch "
-		 "%zu x %zu, median of %d runs", clp_preset_name(m->cfg.preset), L, m->batch, m->seq,
-		 b->repeats);
-	c->micro_batch_size = (int)m->batch;
-	if (n > 1) {
-		c->kinds = calloc((size_t)n - 1, sizeof(*c->kinds));
-		c->kind_t = malloc((size_t)(n - 1) * per * sizeof(double));
-		if (!c->kinds || !c->kind_t) {
-			clp_costs_free(c);
-			return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
-		}
-		c->nkinds = n - 1;
+	if (!t || !kinds) {
+		free(t);
+		free(kinds);
+		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
 	}
-	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
-		clp_stage_cost *sc = &c->stages[blk];
-		clp_plan_mem mem;
-		clp_status s = clp_plan_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch,
-						  m->seq, 0, 0, &mem);
-
-		if (s != CLP_OK) {
-			clp_costs_free(c);
-			return s;
-		}
-		put_times(&res[0], blk, sc->t);
-		for (int k = 1; k < n; k++)
-			put_times(&res[k], blk, &c->kind_t[(size_t)(k - 1) * per +
-							   (size_t)blk * CLP_COST_NTIMES]);
-		sc->act_bytes = sc->act_w_bytes = mem.act_bytes;
-		sc->out_bytes = mem.out_bytes;
-		sc->param_bytes = mem.param_bytes;
-		sc->opt_bytes = mem.opt_bytes;
-		sc->work_bytes = mem.work_bytes;
-		sc->kfac_bytes = mem.kfac_bytes;
-		snprintf(sc->blocks, sizeof(sc->blocks), "%s", clp_plan_block_name(blk));
+	for (int k = 0; k < n; k++) {
+		kinds[k] = res[k].kind;
+		for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++)
+			put_times(&res[k], blk, &t[(size_t)k * per + (size_t)blk * CLP_COST_NTIMES]);
 	}
-	for (int k = 1; k < n; k++)
-		snprintf(c->kinds[k - 1], CLP_NAME_MAX, "%s", res[k].kind);
-	if (res[0].nfactors)
-		clp_costs_set_kfac_factors(c, res[0].fdim, res[0].nfactors);
-	*out = c;
-	return CLP_OK;
+	snprintf(source, sizeof(source), "clpipe bench --model: %s, %d layers, micro-batch %zu x "
+		 "%zu, median of %d runs", clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch,
+		 m->seq, b->repeats);
+	s = clp_plan_blocks_make(m, kinds, t, n, res[0].fdim, res[0].nfactors, source, out);
+	free(t);
+	free(kinds);
+	return s;
 }
 
 static void print_device(const dev_result *r, const clp_plan_model *m)
@@ -340,7 +286,7 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 	printf("  %-10s %-24s %12s  [%10s .. %10s]\n", "block", "figure", "median ms", "min",
 	       "max");
 	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
-		clp_plan_mem mem;
+		clp_model_mem mem;
 
 		for (int f = 0; f < NF; f++) {
 			const clp_stats *s = &r->fig[blk][f];
@@ -350,7 +296,7 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 			printf("  %-10s %-24s %12.3f  [%10.3f .. %10.3f]\n", clp_plan_block_name(blk),
 			       fig_names[f], s->median * 1e3, s->min * 1e3, s->max * 1e3);
 		}
-		if (clp_plan_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0, 0,
+		if (clp_model_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0, 0,
 				       &mem) == CLP_OK)
 			printf("  %-10s memory: parameters %.1f MiB (+ gradients, AdamW 2x), "
 			       "activations %.1f MiB per micro-batch, workspace %.1f MiB\n",
@@ -399,7 +345,7 @@ int cmd_bench_model(int argc, char **argv)
 	clp_status s;
 
 	memset(&b, 0, sizeof(b));
-	b.repeats = 5, b.warmup = 1;
+	b.repeats = 5, b.warmup = 1, b.rng = 88172645463325252ULL;
 	for (int i = 1; i < argc; i++)
 		if (cli_is_help(argv[i])) {
 			help();

@@ -58,7 +58,8 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	int32_t *tok = malloc(N * sizeof(*tok));
 	clp_rng_stream rng;
 	clp_nn_attn a = {B, T, H, H, hd, 3 * C, 3 * C, 3 * C, C, 1, 0.0f, {NULL, 0}};
-	clp_nn_adamw_hp hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+	clp_nn_adamw_hp hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+			      .weight_decay = 0.1f, .step = 1};
 	const size_t np = 12 * C * C + 13 * C; /* parameters of one GPT-2 layer */
 	clp_buf pp, pm, pv, pg;
 	double causal_pairs = (double)B * H * (double)T * (T + 1) / 2;

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 #include "topology/discover.h"
 #include "topology/gather.h"
 #include "tools/cli.h"

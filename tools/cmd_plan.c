@@ -8,11 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/durable.h"
 #include "engine/io/config.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tools/cli.h"
 #include "topology/discover.h"
 #include "topology/gather.h"
@@ -278,6 +279,7 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 	clp_costs *costs = NULL;
 	clp_layout *l = NULL;
 	clp_status st;
+	clp_afile toml;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "%s.plan.json", a->out);
@@ -304,16 +306,16 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 	if (st == CLP_OK)
 		st = clp_plan_apply_config(p, lay, cfg);
 	snprintf(path, sizeof(path), "%s.toml", a->out);
-	if (st == CLP_OK && !(f = fopen(path, "w")))
-		st = clp_error(CLP_ERR_IO, "%s: cannot write", path);
+	if (st == CLP_OK)
+		st = clp_afile_open(&toml, path);
 	if (st == CLP_OK) {
+		f = toml.f;
 		fprintf(f, "# clpipe plan: %s, %d x %d ranks, predicted step %.6g ms\n"
 			   "# run: mpirun -np %d clpipe train --config %s\n",
 			clp_sched_kind_name(p->kind), p->depth, p->replicas, p->step_s * 1e3,
 			p->nranks, path);
 		clp_cfg_write(&clp_train_schema, cfg, f, 0);
-		if (fclose(f))
-			st = clp_error(CLP_ERR_IO, "%s: write failed", path);
+		st = clp_afile_commit(&toml);
 	}
 	if (st == CLP_OK)
 		printf("\nwrote %s.{plan.json,layout.json,schedule.json,costs.json,toml%s}\n"

@@ -10,11 +10,12 @@
 
 #include "engine/io/config.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
 #include "tools/cli.h"
+#include "cl/clock.h"
 
 #define PATH_MAX_ 512
 
@@ -118,14 +119,6 @@ static const clp_cfg_field fields[] = {
 #undef F
 static const clp_cfg_schema schema = {"sim", fields, (int)(sizeof(fields) / sizeof(fields[0])), 0};
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void usage(void)
 {
 	printf("usage: clpipe sim [--schedule %s]\n"
@@ -202,8 +195,11 @@ static clp_status make_costs(const sim_cfg *c, const clp_sched *s, clp_costs **o
 	if (c->costs[0]) {
 		CLP_TRY(clp_costs_load(c->costs, out));
 	} else if (c->profile[0]) {
-		clp_profile_opts po = {s->nstages, (int)c->layers, (int)c->batch, (int)c->seq,
-				       (int)c->hidden};
+		clp_profile_opts po = {.nstages = s->nstages,
+				       .nlayers = (int)c->layers,
+				       .batch = (int)c->batch,
+				       .seq = (int)c->seq,
+				       .hidden = (int)c->hidden};
 
 		CLP_TRY(clp_costs_from_profile(c->profile, &po, out));
 	} else {
@@ -421,18 +417,18 @@ int cmd_sim(int argc, char **argv)
 		return cli_fail("sim", st);
 	if ((rc = parse_short(&c, argc, argv)) != 0)
 		return rc;
-	t0 = now_s();
+	t0 = clp_now();
 	st = make_schedule(&c, &s, 0);
 	if (st == CLP_OK && c.steps > 1 && c.pipefisher)
 		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
 			       "--steps at 1");
 	if (st == CLP_OK && c.steps > 1)
 		st = clp_sched_repeat(s, (int)c.steps);
-	t_gen = now_s() - t0;
+	t_gen = clp_now() - t0;
 	if (st == CLP_OK && c.validate) {
-		t0 = now_s();
+		t0 = clp_now();
 		st = clp_sched_validate(s, 1);
-		t_val = now_s() - t0;
+		t_val = clp_now() - t0;
 	}
 	if (st == CLP_OK)
 		st = make_costs(&c, s, &costs);
@@ -477,9 +473,9 @@ int cmd_sim(int argc, char **argv)
 		o.hop_s = c.hop_s;
 		o.task_gap_s = c.task_gap_s;
 		o.trace_limit = c.bench ? 0 : c.full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
-		t0 = now_s();
+		t0 = clp_now();
 		st = clp_sim_run(s, &o, &r);
-		t_sim = now_s() - t0;
+		t_sim = clp_now() - t0;
 	}
 	if (st == CLP_OK && c.bench) {
 		int64_t nops = clp_sched_nops(s);

@@ -19,17 +19,10 @@
 #include <unistd.h>
 
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
-
-double skip_clock(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "cl/clock.h"
 
 #define F(member, key, type, dflt, help, lo, hi, choices)                                          \
 	CLP_CFG_FIELD(skip_cfg, member, "skip." key, type, dflt, help, lo, hi, choices)
@@ -290,10 +283,10 @@ clp_status skip_load_nodes(const skip_cfg *c, skip_inputs *in, int verbose)
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
 	o.iterations = (int)c->alloc_iterations;
-	t0 = skip_clock();
+	t0 = clp_now();
 	CLP_TRY(clp_skip_allocate(&in->env, in->nodes, count, (int)c->microbatches, &o));
 	if (verbose)
-		fprintf(stderr, "allocation: %.2f s\n", skip_clock() - t0);
+		fprintf(stderr, "allocation: %.2f s\n", clp_now() - t0);
 	return CLP_OK;
 }
 

@@ -9,6 +9,7 @@
 
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
+#include "cl/clock.h"
 
 typedef struct row {
 	double base, rnd_mean, rnd_min, rnd_max, sched, construct, run_s;
@@ -124,10 +125,10 @@ static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_
 	o.iterations = (int)c->iterations;
 	o.time_limit_s = c->time_limit;
 	o.verbose = c->verbose;
-	t0 = skip_clock();
+	t0 = clp_now();
 	if (st == CLP_OK)
 		st = clp_skip_schedule(e, p, &o, &rep);
-	rw->run_s = skip_clock() - t0;
+	rw->run_s = clp_now() - t0;
 	rw->sched = rep.iter_s;
 	rw->construct = rep.construct_iter_s;
 	if (st == CLP_OK)
@@ -167,9 +168,9 @@ int cmd_skip_compare(int argc, char **argv)
 	if (st == CLP_OK) {
 		in.env.hop_s = c.hop_s;
 		in.env.gap_s = c.gap_s;
-		t_alloc = skip_clock();
+		t_alloc = clp_now();
 		st = skip_load_nodes(&c, &in, c.verbose);
-		t_alloc = skip_clock() - t_alloc;
+		t_alloc = clp_now() - t_alloc;
 	}
 	slow = st == CLP_OK ? slow_threshold(&in.env, in.nodes) : 0;
 	for (int k = 0; k < 2 && st == CLP_OK; k++) {
@@ -318,10 +319,10 @@ int cmd_skip_bench(int argc, char **argv)
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c.seed;
 	o.iterations = (int)c.alloc_iterations;
-	t0 = skip_clock();
+	t0 = clp_now();
 	if (st == CLP_OK)
 		st = clp_skip_allocate(&e, p, count, 6, &o);
-	t_alloc = skip_clock() - t0;
+	t_alloc = clp_now() - t0;
 	if (st == CLP_OK)
 		st = clp_skip_paths_copy(p, &q);
 	if (st == CLP_OK)

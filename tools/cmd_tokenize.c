@@ -8,7 +8,7 @@
 
 #include "engine/data/shard.h"
 #include "engine/data/tokenizer.h"
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 #include "tools/cli.h"
 
 static void usage(void)

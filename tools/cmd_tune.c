@@ -212,48 +212,13 @@ static void describe(const clp_gemm_tuning *t, char *buf, size_t n)
 
 static int save(const clp_cl_devinfo *dev, const clp_gemm_tuning *best, double gflops)
 {
-	char path[4096], label[128];
-	json_t *root, *entries, *e;
-	json_error_t jerr;
+	char path[4096];
 
-	clp_gemm_tuning_path(dev, path, sizeof(path));
-	root = json_load_file(path, 0, &jerr);
-	if (!root || !json_is_array(json_object_get(root, "entries"))) {
-		json_decref(root);
-		root = json_pack("{s:s, s:[]}", "about", "written by clpipe tune gemm", "entries");
-	}
-	entries = json_object_get(root, "entries");
-	/* one entry per backend: replace this backend's, keep the best-scoring first */
-	for (size_t i = 0; i < json_array_size(entries);) {
-		const char *b = json_string_value(json_object_get(json_array_get(entries, i),
-								  "backend"));
-
-		if (b && !strcmp(b, clp_gemm_backend_name(best->backend)))
-			json_array_remove(entries, i);
-		else
-			i++;
-	}
-	snprintf(label, sizeof(label), "tuned %s", clp_gemm_backend_name(best->backend));
-	e = clp_gemm_tuning_to_json(best, label);
-	json_object_set_new(e, "match", json_pack("{s:s, s:s}", "name", dev->name, "driver",
-						   dev->driver));
-	json_object_set_new(e, "measured_gflops", json_real(gflops));
-	{
-		size_t pos = 0;
-
-		while (pos < json_array_size(entries) &&
-		       json_real_value(json_object_get(json_array_get(entries, pos),
-						       "measured_gflops")) >= gflops)
-			pos++;
-		json_array_insert_new(entries, pos, e);
-	}
-	if (json_dump_file(root, path, JSON_INDENT(2)) != 0) {
-		fprintf(stderr, "clpipe tune gemm: cannot write %s\n", path);
-		json_decref(root);
+	if (clp_gemm_tuning_save(dev, best, gflops, path, sizeof(path)) != CLP_OK) {
+		fprintf(stderr, "clpipe tune gemm: cannot save the tuning: %s\n", clp_last_error());
 		return 1;
 	}
 	printf("saved to %s\n", path);
-	json_decref(root);
 	return 0;
 }
 

@@ -50,9 +50,6 @@ int skip_nstages(const skip_cfg *c);
 /* Print the schedule's nodes: device, stage and micro-batches visiting each. */
 void skip_print_nodes(const clp_skip_paths *p);
 
-/* Monotonic seconds. */
-double skip_clock(void);
-
 int cmd_skip_compare(int argc, char **argv);
 int cmd_skip_bench(int argc, char **argv);
 

@@ -8,6 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/env.sh"
 
 start=$(date +%s)
+echo "== layers"
+"$root/tools/check_layers.sh"
 echo "== build (RelWithDebInfo)"
 build_tree "$root/build"
 echo "== tests"

@@ -20,7 +20,7 @@
 #include <stdio.h>
 
 #include "cl/runtime.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 #include "topology/profile.h"
 
 enum clp_topo_bench_part {

@@ -9,14 +9,7 @@
 #include <time.h>
 
 #include "cl/gemm.h"
-
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec * 1e3 + 1e-6 * (double)t.tv_nsec;
-}
+#include "cl/clock.h"
 
 void clp_topo_bench_defaults(clp_topo_bench_opts *o)
 {
@@ -36,7 +29,7 @@ static clp_status xfer_once(clp_cl_ctx *ctx, enum xfer_kind kind, int h2d, cl_me
 			    void *host, void *pinned, size_t bytes, double *ms)
 {
 	cl_command_queue q = clp_cl_ctx_queue(ctx);
-	double t0 = now_ms();
+	double t0 = (clp_now() * 1e3);
 	cl_int err;
 
 	if (kind != XFER_MAPPED) {
@@ -66,7 +59,7 @@ static clp_status xfer_once(clp_cl_ctx *ctx, enum xfer_kind kind, int h2d, cl_me
 		if (err != CL_SUCCESS)
 			return clp_cl_fail(ctx, err, "benchmark transfer: unmap");
 	}
-	*ms = now_ms() - t0;
+	*ms = (clp_now() * 1e3) - t0;
 	return CLP_OK;
 }
 
@@ -162,26 +155,26 @@ clp_status clp_topo_bench_launch(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 		goto out;
 	/* queued: a batch of kernels behind one clFinish, per kernel */
 	for (int i = 0; i < o->warmup + o->repeats && err == CL_SUCCESS; i++) {
-		double t0 = now_ms();
+		double t0 = (clp_now() * 1e3);
 
 		for (int j = 0; j < batch && err == CL_SUCCESS; j++)
 			err = clEnqueueNDRangeKernel(q, k, 1, NULL, &one, &one, 0, NULL, NULL);
 		if (err == CL_SUCCESS)
 			err = clFinish(q);
 		if (i >= o->warmup)
-			queued[i - o->warmup] = (now_ms() - t0) * 1e3 / batch;
+			queued[i - o->warmup] = ((clp_now() * 1e3) - t0) * 1e3 / batch;
 	}
 	/* round trip: one kernel and its clFinish; and its profiling queued -> end */
 	for (int i = 0; i < o->warmup + nrt && err == CL_SUCCESS; i++) {
 		cl_event ev = NULL;
 		cl_ulong tq = 0, te = 0;
-		double t0 = now_ms();
+		double t0 = (clp_now() * 1e3);
 
 		err = clEnqueueNDRangeKernel(q, k, 1, NULL, &one, &one, 0, NULL, &ev);
 		if (err == CL_SUCCESS)
 			err = clFinish(q);
 		if (err == CL_SUCCESS && i >= o->warmup) {
-			rt[i - o->warmup] = (now_ms() - t0) * 1e3;
+			rt[i - o->warmup] = ((clp_now() * 1e3) - t0) * 1e3;
 			clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_QUEUED, sizeof(tq), &tq,
 						NULL);
 			clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof(te), &te, NULL);
@@ -228,14 +221,14 @@ clp_status clp_topo_bench_gemm(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 		    (s = clp_cl_buffer(ctx, k * n * sizeof(float), "bench gemm B", &b)) == CLP_OK &&
 		    (s = clp_cl_buffer(ctx, m * n * sizeof(float), "bench gemm C", &c)) == CLP_OK) {
 			for (int i = 0; i < o->warmup + o->repeats && s == CLP_OK; i++) {
-				double t0 = now_ms();
+				double t0 = (clp_now() * 1e3);
 
 				s = clp_cl_gemm(ctx, CLP_N, CLP_N, m, n, k, 1.0f, clp_buf_at(a, 0),
 						k, clp_buf_at(b, 0), n, 0.0f, clp_buf_at(c, 0), n);
 				if (s == CLP_OK)
 					s = clp_cl_finish(ctx);
 				if (i >= o->warmup)
-					ms[i - o->warmup] = now_ms() - t0;
+					ms[i - o->warmup] = (clp_now() * 1e3) - t0;
 			}
 		}
 		if (a)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 #define TAG_PING 7101
 #define TAG_PONG 7102

@@ -3,7 +3,7 @@
 #ifndef CLP_TOPO_GATHER_H
 #define CLP_TOPO_GATHER_H
 
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 #include "topology/inventory.h"
 
 /* Every rank passes the host it discovered (clp_topo_discover_live, or one read from files);

@@ -1,5 +1,6 @@
-/* Small JSON helpers shared by the topology readers and writers (internal): typed field reads
- * whose errors name the file and the field, and whole-file load/store. */
+/* JSON helpers of the topology readers and writers (internal): cl/json_util.h's typed field reads
+ * and file load in topology's argument order (object and key first, origin and where last), and
+ * the durable store of an indented document. */
 #ifndef CLP_TOPO_JSON_UTIL_H
 #define CLP_TOPO_JSON_UTIL_H
 
@@ -10,9 +11,9 @@
 
 #include "cl/status.h"
 
-/* Each reads o[key]. Missing: CLP_ERR_FORMAT when required, else the destination is left as it
- * was. Wrong type or out of range: CLP_ERR_FORMAT "origin: where.key: ...". Strings longer than
- * the destination are cut. */
+/* Each reads o[key]. Missing (or null): CLP_ERR_FORMAT when required, else the destination is
+ * left as it was. Wrong type, out of range or a string longer than the destination:
+ * CLP_ERR_FORMAT "origin: where.key: ...". */
 clp_status tj_str(const json_t *o, const char *key, char *dst, size_t n, int required,
 		  const char *origin, const char *where);
 clp_status tj_int(const json_t *o, const char *key, int *dst, long long min, long long max,
@@ -31,7 +32,7 @@ clp_status tj_array(const json_t *o, const char *key, const json_t **arr, int re
 
 /* Parse a file; errors name the path, line and column. *out is a new reference. */
 clp_status tj_load(const char *path, json_t **out);
-/* Write j (indented) to path through a temporary file and a rename. */
+/* Write j (indented) to path durably (cl/durable.h; several ranks may write one path). */
 clp_status tj_store(const json_t *j, const char *path);
 
 #endif

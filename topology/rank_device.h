@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "topology/bind.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 /* selector (>= 32 bytes) receives the device selector for clp_cl_ctx_create(); note a line
  * describing the decision (rank, host, device, binding). A one-rank world gets the policy's

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 static int32_t le32(const unsigned char *p)
 {

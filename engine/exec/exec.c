@@ -15,6 +15,14 @@ struct lstage *exec_find(clp_exec *e, int stage, int pipe)
 	return NULL;
 }
 
+struct lstage *exec_find_stage(clp_exec *e, int stage)
+{
+	for (int i = 0; i < e->nls; i++)
+		if (e->ls[i].stage == stage)
+			return &e->ls[i];
+	return NULL;
+}
+
 /* Whether the list runs the stage's backward in halves (zero-bubble B and W). */
 static int has_split(const clp_rank_prog *p, int stage, int pipe)
 {
@@ -59,15 +67,19 @@ static int slots_needed(const clp_rank_prog *p, int stage, int pipe)
 static clp_status add_stage(clp_exec *e, int stage, int pipe)
 {
 	const clp_stage_info *si = &e->s->stages[stage];
-	int L = e->m.n_layer;
-	int first = si->embed ? 0 : si->first_layer + 1;
-	int last = si->head ? L + 1 : si->first_layer + si->nlayers;
+	int first, last;
 	struct lstage *l = &e->ls[e->nls];
-	clp_stage_opts o = {e->B, e->T, slots_needed(&e->s->ranks[e->rank], stage, pipe),
-			    has_split(&e->s->ranks[e->rank], stage, pipe), e->recompute};
+	clp_stage_opts o = {
+		.B = e->B,
+		.T = e->T,
+		.slots = slots_needed(&e->s->ranks[e->rank], stage, pipe),
+		.split = has_split(&e->s->ranks[e->rank], stage, pipe),
+		.recompute = e->recompute,
+	};
 	const clp_param_table *t;
 	clp_status st;
 
+	clp_stage_info_blocks(si, e->m.n_layer, &first, &last);
 	memset(l, 0, sizeof(*l));
 	l->stage = stage;
 	l->pipe = pipe;
@@ -86,8 +98,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 	for (int i = 0; i < t->ntensors; i++) {
 		l->gindex[i] = clp_param_find(&e->full, t->tensors[i].name);
 		/* the head's copy of the tied embedding is the embedding holder's to count */
-		l->owns[i] = l->owner && !(t->tensors[i].block != 0 &&
-					   t->tensors[i].role == CLP_R_TOK_EMB);
+		l->owns[i] = l->owner && !exec_tied_copy(&t->tensors[i]);
 	}
 	st = clp_cl_buffer(e->ctx, (size_t)t->ntensors * 4 * sizeof(float), "norm statistics",
 			   &l->stats_mem);
@@ -165,6 +176,85 @@ int clp_exec_rank_stages(const clp_sched *s, int rank, clp_exec_stage_need *out,
 	return n;
 }
 
+/* Staging buffers: receives, and producers whose output a send or a local op consumes. */
+static clp_status staging(clp_exec *e, const clp_rank_prog *p)
+{
+	size_t bytes = e->N * e->C * sizeof(float);
+
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+		int64_t in = e->ix.input[e->ix.off[e->rank] + i];
+
+		if (clp_op_is_recv(op->kind)) {
+			e->os[i].bytes = bytes;
+		} else if (in >= 0 && clp_sched_index_rank(&e->ix, in) == e->rank &&
+			   (clp_op_is_send(op->kind) || op->kind == CLP_OP_FWD ||
+			    clp_op_is_bwd_input(op->kind))) {
+			const clp_op *src = clp_sched_index_op(e->s, &e->ix, in);
+
+			if (clp_op_is_compute(src->kind)) {
+				int pi = (int)(in - e->ix.off[e->rank]);
+
+				e->os[pi].needed = 1;
+				e->os[pi].bytes = bytes;
+			}
+		}
+	}
+	for (int i = 0; i < p->nops; i++)
+		if (e->os[i].bytes && !(e->os[i].buf = malloc(e->os[i].bytes)))
+			return clp_error(CLP_ERR_NOMEM, "out of host memory for message buffers");
+	return CLP_OK;
+}
+
+/* One communicator per group; every rank takes part in every split, in group order. */
+static clp_status group_comms(clp_exec *e)
+{
+	const clp_sched *s = e->s;
+
+	if (!(e->gcomm = calloc((size_t)s->ngroups + 1, sizeof(*e->gcomm))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	for (int g = 0; g < s->ngroups; g++) {
+		int member = 0;
+
+		for (int k = 0; k < s->groups[g].n; k++)
+			member |= s->groups[g].ranks[k] == e->rank;
+		if (s->groups[g].n == clp_comm_size(e->comm) || s->groups[g].n == 1)
+			continue; /* the world itself, or nothing to reduce */
+		CLP_TRY(clp_comm_split(e->comm, member ? g : -1, e->rank, &e->gcomm[g]));
+	}
+	return CLP_OK;
+}
+
+/* Everything after the options are copied; on failure the caller frees the partial executor. */
+static clp_status setup(clp_exec *e, const clp_rank_prog *p)
+{
+	CLP_TRY(clp_model_config_resolve(&e->m));
+	CLP_TRY(clp_sched_index_build(e->s, &e->ix));
+	CLP_TRY(clp_param_table_build(&e->m, 0, clp_model_nblocks(&e->m) - 1, &e->full));
+	CLP_TRY(run_steps(e, e->s, p));
+	e->ls = calloc((size_t)p->nops + 1, sizeof(*e->ls));
+	e->os = calloc((size_t)p->nops + 1, sizeof(*e->os));
+	e->tsum = calloc(2 * (size_t)e->full.ntensors + 1, sizeof(double));
+	e->posted = calloc((size_t)p->nops + 1, sizeof(double));
+	e->nops = p->nops;
+	if (!e->ls || !e->os || !e->tsum || !e->posted)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
+	/* the stages this rank runs, in order of first appearance (a dataflow node that no
+	 * micro-batch visits still holds its stage: it all-reduces and steps it) */
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+
+		if (holds_stage(p, op) && !exec_find(e, op->stage, op->pipe))
+			CLP_TRY(add_stage(e, op->stage, op->pipe));
+	}
+	CLP_TRY(staging(e, p));
+	CLP_TRY(clp_cl_buffer(e->ctx, 4 * sizeof(float), "loss sum", &e->acc));
+	CLP_TRY(group_comms(e));
+	if (p->mode == CLP_RANK_DATAFLOW)
+		CLP_TRY(exec_dataflow_setup(e));
+	return CLP_OK;
+}
+
 clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, const clp_sched *s,
 			   const clp_model_config *m, const clp_exec_opts *o)
 {
@@ -188,72 +278,10 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	e->C = (size_t)m->d_model;
 	e->det = o->deterministic;
 	e->recompute = o->recompute;
+	e->opt = &clp_exec_adamw;
 	p = &s->ranks[e->rank];
 	e->replica = p->replica;
-	st = clp_model_config_resolve(&e->m);
-	if (st == CLP_OK)
-		st = clp_sched_index_build(s, &e->ix);
-	if (st == CLP_OK)
-		st = clp_param_table_build(&e->m, 0, clp_model_nblocks(&e->m) - 1, &e->full);
-	if (st == CLP_OK)
-		st = run_steps(e, s, p);
-	if (st == CLP_OK) {
-		e->ls = calloc((size_t)p->nops + 1, sizeof(*e->ls));
-		e->os = calloc((size_t)p->nops + 1, sizeof(*e->os));
-		e->tsum = calloc(2 * (size_t)e->full.ntensors + 1, sizeof(double));
-		e->posted = calloc((size_t)p->nops + 1, sizeof(double));
-		e->nops = p->nops;
-		if (!e->ls || !e->os || !e->tsum || !e->posted)
-			st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
-	}
-	/* the stages this rank runs, in order of first appearance (a dataflow node that no
-	 * micro-batch visits still holds its stage: it all-reduces and steps it) */
-	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
-		const clp_op *op = &p->ops[i];
-
-		if (holds_stage(p, op) && !exec_find(e, op->stage, op->pipe))
-			st = add_stage(e, op->stage, op->pipe);
-	}
-	/* host staging: receives, and producers whose output a send or a local op consumes */
-	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
-		const clp_op *op = &p->ops[i];
-		int64_t in = e->ix.input[e->ix.off[e->rank] + i];
-		size_t bytes = e->N * e->C * sizeof(float);
-
-		if (clp_op_is_recv(op->kind)) {
-			e->os[i].bytes = bytes;
-		} else if (in >= 0 && clp_sched_index_rank(&e->ix, in) == e->rank &&
-			   (clp_op_is_send(op->kind) || op->kind == CLP_OP_FWD ||
-			    clp_op_is_bwd_input(op->kind))) {
-			const clp_op *src = clp_sched_index_op(s, &e->ix, in);
-
-			if (clp_op_is_compute(src->kind)) {
-				int pi = (int)(in - e->ix.off[e->rank]);
-
-				e->os[pi].needed = 1;
-				e->os[pi].bytes = bytes;
-			}
-		}
-	}
-	for (int i = 0; st == CLP_OK && i < p->nops; i++)
-		if (e->os[i].bytes && !(e->os[i].buf = malloc(e->os[i].bytes)))
-			st = clp_error(CLP_ERR_NOMEM, "out of host memory for message buffers");
-	if (st == CLP_OK)
-		st = clp_cl_buffer(ctx, 4 * sizeof(float), "loss sum", &e->acc);
-	/* one communicator per group; every rank takes part in every split, in group order */
-	if (st == CLP_OK && !(e->gcomm = calloc((size_t)s->ngroups + 1, sizeof(*e->gcomm))))
-		st = clp_error(CLP_ERR_NOMEM, "out of host memory for the executor");
-	for (int g = 0; st == CLP_OK && g < s->ngroups; g++) {
-		int member = 0;
-
-		for (int k = 0; k < s->groups[g].n; k++)
-			member |= s->groups[g].ranks[k] == e->rank;
-		if (s->groups[g].n == clp_comm_size(comm) || s->groups[g].n == 1)
-			continue; /* the world itself, or nothing to reduce */
-		st = clp_comm_split(comm, member ? g : -1, e->rank, &e->gcomm[g]);
-	}
-	if (st == CLP_OK && p->mode == CLP_RANK_DATAFLOW)
-		st = exec_dataflow_setup(e);
+	st = setup(e, p);
 	if (st != CLP_OK) {
 		clp_exec_free(e);
 		return st;
@@ -267,7 +295,7 @@ void clp_exec_free(clp_exec *e)
 	if (!e)
 		return;
 	clp_cl_finish(e->ctx);
-	exec_kfac_free(e);
+	exec_optim_free(e);
 	for (int i = 0; i < e->nls; i++) {
 		clp_stage_free(e->ls[i].st);
 		free(e->ls[i].slot_mb);

@@ -1,9 +1,9 @@
 /* The executor: runs a schedule (engine/sched) for real, on this rank's OpenCL device and the
- * transport (topology/comm.h). It holds the stages the schedule places on this rank, interprets
- * the rank's op list step by step, moves activations and gradients between ranks through host
- * staging buffers with nonblocking sends and receives, and performs the end-of-step reductions
- * (replica and twin gradients, the tied embedding, the global gradient norm, the loss) and the
- * optimizer step.
+ * transport (topology/comm/comm.h). It holds the stages the schedule places on this rank,
+ * interprets the rank's op list step by step, moves activations and gradients between ranks
+ * through host staging buffers with nonblocking sends and receives, and performs the end-of-step
+ * reductions (replica and twin gradients, the tied embedding, the global gradient norm, the loss)
+ * and the optimizer step (through the optimizer interface, exec_optim.h).
  *
  * Waiting never blocks in clFinish while messages are pending: a wait polls OpenCL event status
  * and the transport's requests together, under the transport's deadline (Open MPI 4.1 makes
@@ -25,7 +25,7 @@
 #include "engine/model/stage.h"
 #include "engine/optim/kfac.h"
 #include "engine/sched/sched.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 typedef struct clp_exec clp_exec;
 

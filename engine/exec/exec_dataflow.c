@@ -47,13 +47,6 @@ static int is_barrier(int kind)
 	return clp_op_is_collective(kind) || kind == CLP_OP_OPT_STEP;
 }
 
-/* A tensor of the head's stage that copies the tied embedding (the embedding's holder saves and
- * counts it). */
-static int tied_copy(const clp_tensor_desc *t)
-{
-	return t->role == CLP_R_TOK_EMB && t->block != 0;
-}
-
 static int holds_stage(const clp_rank_prog *p, int stage)
 {
 	for (int i = 0; i < p->nops; i++)
@@ -109,7 +102,7 @@ clp_status exec_dataflow_setup(clp_exec *e)
 				first = r;
 		l->owner = first == e->rank;
 		for (int k = 0; k < t->ntensors; k++)
-			l->owns[k] = l->owner && !tied_copy(&t->tensors[k]);
+			l->owns[k] = l->owner && !exec_tied_copy(&t->tensors[k]);
 	}
 	e->df_origins = 0;
 	for (int r = 0; r < s->nranks; r++)
@@ -120,20 +113,6 @@ clp_status exec_dataflow_setup(clp_exec *e)
 int clp_exec_peak_held(const clp_exec *e)
 {
 	return e->df_peak;
-}
-
-static clp_status event_done(clp_exec *e, cl_event ev, int *done)
-{
-	cl_int status = CL_QUEUED;
-	cl_int err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
-				    NULL);
-
-	if (err != CL_SUCCESS)
-		return clp_cl_fail(e->ctx, err, "rank %d: event status", e->rank);
-	if (status < 0)
-		return clp_cl_fail(e->ctx, status, "rank %d: a device command failed", e->rank);
-	*done = status == CL_COMPLETE;
-	return CLP_OK;
 }
 
 /* Whether the data op i consumes is here: its receive completed, or the local op making it has
@@ -159,7 +138,7 @@ static clp_status input_ready(df *f, int i, int *ready)
 	}
 	if (!f->ran[j] || !e->os[j].ev)
 		return CLP_OK;
-	CLP_TRY(event_done(e, e->os[j].ev, ready));
+	CLP_TRY(exec_event_done(e, e->os[j].ev, ready));
 	f->busy |= !*ready;
 	return CLP_OK;
 }
@@ -199,21 +178,6 @@ static clp_status compute_ready(df *f, int i, int *ready)
 	return input_ready(f, i, ready);
 }
 
-/* The trace record of a compute op whose start marker the forward or backward set. */
-static clp_status trace_compute(clp_exec *e, const clp_op *op)
-{
-	struct exec_tev *t;
-
-	CLP_TRY(exec_trace_grow(e));
-	t = &e->tr[e->tr_n++];
-	memset(t, 0, sizeof(*t));
-	t->op = *op;
-	t->queue = CLP_TQ_COMPUTE;
-	t->ev0 = e->cur_ev0;
-	e->cur_ev0 = NULL;
-	return exec_trace_mark(e, &t->ev1);
-}
-
 static clp_status run_compute(df *f, int i)
 {
 	clp_exec *e = f->e;
@@ -221,7 +185,7 @@ static clp_status run_compute(df *f, int i)
 
 	e->cur_ev0 = NULL;
 	if (op->kind == CLP_OP_FWD) {
-		CLP_TRY(exec_run_fwd(e, i, op, f->d));
+		CLP_TRY(exec_run_fwd(e, i, op, f->d, 0));
 		if (f->held[op->mb]++ == 0 && ++f->inflight > e->df_peak)
 			e->df_peak = f->inflight;
 	} else {
@@ -230,7 +194,7 @@ static clp_status run_compute(df *f, int i)
 			f->inflight--;
 	}
 	if (e->tracing && e->cur_ev0)
-		CLP_TRY(trace_compute(e, op));
+		CLP_TRY(exec_trace_compute(e, op));
 	f->ran[i] = 1;
 	f->todo--;
 	clFlush(clp_cl_ctx_queue(e->ctx)); /* the device starts on it while we poll */
@@ -348,10 +312,10 @@ static int tied_pair(clp_exec *e, clp_buf *emb, clp_buf *copy, size_t *n)
 
 		for (int k = 0; k < t->ntensors; k++)
 			if (t->tensors[k].role == CLP_R_TOK_EMB) {
-				*(tied_copy(&t->tensors[k]) ? copy : emb) =
+				*(exec_tied_copy(&t->tensors[k]) ? copy : emb) =
 					clp_stage_tensor(e->ls[i].st, CLP_ST_GRAD, k);
 				*n = t->tensors[k].numel;
-				have |= tied_copy(&t->tensors[k]) ? 2 : 1;
+				have |= exec_tied_copy(&t->tensors[k]) ? 2 : 1;
 			}
 	}
 	return have == 3;
@@ -375,52 +339,21 @@ static void by_stage(const clp_exec *e, int *order)
 static clp_status average(clp_exec *e, const clp_op *op)
 {
 	const clp_group *g = &e->s->groups[op->group];
-	size_t total = 0, off = 0;
-	float *h, inv = 1.0f / (float)g->n;
 	int *order = malloc(((size_t)e->nls + 1) * sizeof(int));
-	clp_status st = CLP_OK;
+	clp_stage **st = malloc(((size_t)e->nls + 1) * sizeof(*st));
+	clp_status s = CLP_OK;
 
-	if (!order)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for the gradient all-reduce");
-	by_stage(e, order);
-	for (int i = 0; i < e->nls; i++) {
-		const clp_param_table *t = clp_stage_table(e->ls[i].st);
-
-		for (int k = 0; k < t->ntensors; k++)
-			total += tied_copy(&t->tensors[k]) ? 0 : t->tensors[k].numel;
+	if (!order || !st)
+		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the gradient all-reduce");
+	if (s == CLP_OK) {
+		by_stage(e, order);
+		for (int i = 0; i < e->nls; i++)
+			st[i] = e->ls[order[i]].st;
+		s = exec_reduce_grads(e, op, st, e->nls, 1, 1.0f / (float)g->n, "stage gradients");
 	}
-	if (!(h = malloc((total ? total : 1) * sizeof(float)))) {
-		free(order);
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for the gradient all-reduce");
-	}
-	for (int i = 0; st == CLP_OK && i < e->nls; i++) {
-		clp_stage *stg = e->ls[order[i]].st;
-		const clp_param_table *t = clp_stage_table(stg);
-
-		for (int k = 0; st == CLP_OK && k < t->ntensors; k++)
-			if (!tied_copy(&t->tensors[k])) {
-				st = clp_stage_read(stg, CLP_ST_GRAD, k, h + off);
-				off += t->tensors[k].numel;
-			}
-	}
-	if (st == CLP_OK)
-		st = exec_group_sum(e, op, CLP_COMM_F32, h, total, "stage gradients");
-	for (size_t j = 0; st == CLP_OK && j < total; j++)
-		h[j] *= inv;
-	off = 0;
-	for (int i = 0; st == CLP_OK && i < e->nls; i++) {
-		clp_stage *stg = e->ls[order[i]].st;
-		const clp_param_table *t = clp_stage_table(stg);
-
-		for (int k = 0; st == CLP_OK && k < t->ntensors; k++)
-			if (!tied_copy(&t->tensors[k])) {
-				st = clp_stage_write(stg, CLP_ST_GRAD, k, h + off);
-				off += t->tensors[k].numel;
-			}
-	}
-	free(h);
+	free(st);
 	free(order);
-	return st;
+	return s;
 }
 
 /* After the forwards and backwards: the collectives and optimizer steps in list order. */
@@ -449,9 +382,7 @@ static clp_status finish(df *f, const clp_nn_adamw_hp *hp, float max_norm)
 				CLP_TRY(clp_cl_copy(e->ctx, copy, emb, n));
 			CLP_TRY(exec_grad_norm(e, NULL, max_norm));
 		}
-		for (int k = 0; k < e->nls; k++)
-			if (e->ls[k].stage == op->stage)
-				CLP_TRY(clp_stage_adamw(e->ls[k].st, hp, clp_stage_stats(e->ls[k].st)));
+		CLP_TRY(exec_optim_stage_step(e, op->stage, hp));
 	}
 	if (!e->norm_done) /* a list without optimizer steps */
 		CLP_TRY(exec_grad_norm(e, NULL, max_norm));
@@ -461,12 +392,12 @@ static clp_status finish(df *f, const clp_nn_adamw_hp *hp, float max_norm)
 clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
 			      float max_norm, clp_exec_result *r)
 {
-	df f = {e, &e->s->ranks[e->rank], d, NULL, NULL, 0, 0, 0, 0, 0};
+	df f = {.e = e, .p = &e->s->ranks[e->rank], .d = d};
 	clp_status st = CLP_OK;
 
-	if (e->kfac)
-		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: K-FAC is not run on dataflow "
-				 "(SkipPipe) schedules yet", e->rank);
+	if (!e->opt->dataflow)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: %s is not run on dataflow "
+				 "(SkipPipe) schedules yet", e->rank, e->opt->name);
 	f.barrier = f.p->nops;
 	for (int i = 0; i < f.p->nops && f.barrier == f.p->nops; i++)
 		if (is_barrier(f.p->ops[i].kind))

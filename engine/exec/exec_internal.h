@@ -1,10 +1,12 @@
-/* Internals of the executor shared by exec.c (setup), exec_run.c (the ordered interpreter) and
- * exec_dataflow.c (the dataflow interpreter). */
+/* Internals of the executor: its state, the primitives (waiting, transfers, a stage's forward
+ * and backward, reductions, trace records) written once and used by both interpreters, the
+ * ordered one (exec_run.c) and the dataflow one (exec_dataflow.c), and the optimizer hooks. */
 #ifndef CLP_EXEC_INTERNAL_H
 #define CLP_EXEC_INTERNAL_H
 
 #include "engine/exec/exec.h"
-#include "engine/io/trace.h"
+#include "engine/exec/exec_optim.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/index.h"
 
 /* A traced op: device markers around a compute op, or host times of a transfer/collective. */
@@ -68,47 +70,30 @@ struct clp_exec {
 	double tr_qoff, tr_t0;
 	double *posted; /* per op: host time a transfer was posted (tracing) */
 	cl_event cur_ev0; /* the start marker of the compute op running (tracing) */
-	/* K-FAC (exec_kfac.c): per local stage its optimizer and factor group; NULL: AdamW */
-	clp_kfac_opt **kfac;
-	int *kfac_group;
-	float kfac_lr_ratio;
-	int kfac_collect, kfac_prepared;
-	long kfac_step;
-	/* PipeFisher (the schedule has K-FAC items; exec_kfac.c) */
-	int kfac_pf;           /* run the schedule's K-FAC items */
-	int kfac_cycle0;       /* this step is in the first cycle: items skipped */
-	int kfac_refreshed;    /* step 0's serial refresh is done */
-	int kfac_inverted;     /* an inversion ran this step (checked at its end) */
-	uint8_t *kfac_bwd;     /* [nls * nmb]: the collecting step's backward of mb ran */
-	uint8_t *kfac_pre;     /* [nls]: preconditioned this step */
-	int *kfac_pend;        /* recomputation: factor A items waiting for their backward,
-				* (local stage, stage layer, mb) triples in list order */
-	int kfac_npend, kfac_cpend;
+	/* the optimizer (exec_optim.h): AdamW unless another was installed */
+	const clp_exec_optim *opt;
+	void *opt_state;
 };
 
+/* ---- the primitives, shared by both interpreters ------------------------------------------ */
+
+/* exec_trace.c: a trace record of the next event; a device marker; a host interval of op; the
+ * record of a compute op from e->cur_ev0 (its start marker) to now. */
 clp_status exec_trace_grow(clp_exec *e);
 clp_status exec_trace_mark(clp_exec *e, cl_event *ev);
 clp_status exec_trace_host(clp_exec *e, const clp_op *op, double t0, double t1);
+clp_status exec_trace_compute(clp_exec *e, const clp_op *op);
 
-/* exec_kfac.c: the start of a step, the optimizer step of a stage (instead of AdamW), the end
- * of a step (reports a failed inversion); freeing. */
-clp_status exec_kfac_step_begin(clp_exec *e, const clp_exec_data *d);
-clp_status exec_kfac_opt_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp);
-clp_status exec_kfac_step_end(clp_exec *e);
-void exec_kfac_free(clp_exec *e);
-/* PipeFisher: a K-FAC item of the list (op i), and the hook after a backward (BWD, BWD_B). */
-clp_status exec_kfac_item(clp_exec *e, const clp_op *op);
-clp_status exec_kfac_after_bwd(clp_exec *e, const clp_op *op);
-
-/* exec_run.c: wait until the device is idle while polling the transport; the slot holding
- * micro-batch mb of a local stage (-1). */
-clp_status exec_drain(clp_exec *e);
-/* Yield (then sleep up to 250 us) after `idle` polls that found nothing. */
-void exec_back_off(int idle);
-int exec_slot(struct lstage *l, int mb);
-
-/* The local stage running op (stage, pipe), or NULL. */
+/* exec.c: the local stage running (stage, pipe), or NULL; the first local copy of a stage. */
 struct lstage *exec_find(clp_exec *e, int stage, int pipe);
+struct lstage *exec_find_stage(clp_exec *e, int stage);
+
+/* A tensor of the head's stage that copies the tied embedding: the embedding's holder saves it
+ * and counts it in the norm. */
+static inline int exec_tied_copy(const clp_tensor_desc *t)
+{
+	return t->role == CLP_R_TOK_EMB && t->block != 0;
+}
 
 /* The loss scale of micro-batch mb. */
 static inline float exec_inv(const clp_exec_data *d, int mb)
@@ -116,26 +101,54 @@ static inline float exec_inv(const clp_exec_data *d, int mb)
 	return d->inv_mb ? d->inv_mb[mb] : d->inv_count;
 }
 
-/* exec_run.c, shared with exec_dataflow.c: poll every pending request once; wait for the device
- * without blocking the transport; wait for op i's request; post op i (a send of a finished
- * output, a receive); run forward / backward op i (its input must be there or arriving); the
- * sum over op's group (NULL: over every rank); the per-tensor gradient norm (group_op NULL and
- * e->norm_world: over every rank); wait for every request and the device, free the slots; the
- * loss summed over every rank. */
+/* exec_wait.c: waiting without blocking the transport. Yield (then sleep up to 250 us) after
+ * `idle` polls that found nothing; whether a device event completed; poll every pending request
+ * once; wait for an event, for the device to be idle, for op i's request; at the end of a step
+ * wait for every request and the device and free the slots. */
+void exec_back_off(int idle);
+clp_status exec_event_done(clp_exec *e, cl_event ev, int *done);
 clp_status exec_progress(clp_exec *e);
+clp_status exec_wait_event(clp_exec *e, cl_event ev);
+clp_status exec_drain(clp_exec *e);
 clp_status exec_wait_req(clp_exec *e, int i, uint32_t step);
+clp_status exec_finish_step(clp_exec *e, uint32_t step);
+
+/* exec_ops.c: the slot holding micro-batch mb of a local stage (-1); post op i (a send of a
+ * finished output, a receive); run forward / backward / weight-gradient op i (its input must be
+ * there or arriving; release: the forward frees its slot, forward-only passes). */
+int exec_slot(struct lstage *l, int mb);
 clp_status exec_post_send(clp_exec *e, int i, const clp_op *op, uint32_t step);
 clp_status exec_post_recv(clp_exec *e, int i, const clp_op *op, uint32_t step);
-clp_status exec_run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d);
+clp_status exec_run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d,
+			int release);
 clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d);
+clp_status exec_run_bwd_w(clp_exec *e, const clp_op *op, const clp_exec_data *d);
+
+/* exec_reduce.c: the sum over op's group (NULL: over every rank); a set of tensors of a stage
+ * summed over op's group through one host buffer (scale: multiplied after the sum); the
+ * per-tensor gradient norm and the clipping scale in every stage's statistics (group_op NULL
+ * and e->norm_world: over every rank); the loss summed over every rank. */
 clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
 			  const char *label);
+clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st, int nst,
+			     int skip_tied, float scale, const char *label);
 clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm);
-clp_status exec_finish_step(clp_exec *e, uint32_t step);
 clp_status exec_loss_total(clp_exec *e, double *loss);
 
+/* exec_optim.c: the optimizer's hooks as the interpreters call them (exec_optim.h); freeing. */
+clp_status exec_optim_step_begin(clp_exec *e, const clp_exec_data *d);
+clp_status exec_optim_after_bwd(clp_exec *e, const clp_op *op);
+int exec_optim_skips(clp_exec *e, const clp_op *op);
+clp_status exec_optim_item(clp_exec *e, const clp_op *op);
+clp_status exec_optim_stage_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp);
+clp_status exec_optim_step_end(clp_exec *e);
+void exec_optim_free(clp_exec *e);
+
+/* ---- the interpreters ----------------------------------------------------------------------- */
+
 /* exec_dataflow.c: after creation, ownership of tensors (the lowest rank holding a stage saves
- * and counts it) and the stage-0 node count; one step of a dataflow rank. */
+ * and counts it) and the stage-0 node count; one step of a dataflow rank. exec_run.c runs the
+ * ordered ranks (clp_exec_step, clp_exec_forward). */
 clp_status exec_dataflow_setup(clp_exec *e);
 clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
 			      float max_norm, clp_exec_result *r);

@@ -120,6 +120,26 @@ clp_status exec_trace_host(clp_exec *e, const clp_op *op, double t0, double t1)
 	return CLP_OK;
 }
 
+clp_status exec_trace_compute(clp_exec *e, const clp_op *op)
+{
+	struct exec_tev *t;
+	clp_status st = exec_trace_grow(e);
+
+	if (st != CLP_OK) {
+		if (e->cur_ev0)
+			clReleaseEvent(e->cur_ev0);
+		e->cur_ev0 = NULL;
+		return st;
+	}
+	t = &e->tr[e->tr_n++];
+	memset(t, 0, sizeof(*t));
+	t->op = *op;
+	t->queue = CLP_TQ_COMPUTE;
+	t->ev0 = e->cur_ev0;
+	e->cur_ev0 = NULL;
+	return exec_trace_mark(e, &t->ev1);
+}
+
 static void to_event(const clp_exec *e, const struct exec_tev *t, clp_trace_event *out)
 {
 	out->t0 = t->t0;

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 typedef struct cfile {
 	char *path;

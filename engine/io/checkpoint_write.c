@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 struct clp_ckpt_writer {
 	char *root, *dir;

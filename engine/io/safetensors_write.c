@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 typedef struct wtensor {
 	char *name;

@@ -12,7 +12,7 @@
 
 static const char *const kind_names[4] = {"params", "grads", "adam_m", "adam_v"};
 
-clp_buf st_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block)
+clp_buf stage_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block)
 {
 	int u = clp_param_unit_of(&st->tab, role, block);
 	clp_buf none = {NULL, 0};
@@ -438,7 +438,7 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
 	if (st->has_emb)
-		CLP_TRY(st_embedding_forward(st, s, mb));
+		CLP_TRY(stage_embedding_forward(st, s, mb));
 	if (st->has_head && mb->targets)
 		CLP_TRY(clp_cl_write(st->ctx, s->sa[SA_TARGETS].mem, s->sa[SA_TARGETS].off * 4,
 				     st->N * 4, mb->targets));
@@ -446,10 +446,10 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 		if (st->skip && st->skip[l])
 			CLP_TRY(clp_cl_copy(st->ctx, s->x[l + 1], s->x[l], st->N * st->C));
 		else
-			CLP_TRY(st_layer_forward(st, s, l, mb));
+			CLP_TRY(stage_layer_forward(st, s, l, mb));
 	}
 	if (st->has_head)
-		CLP_TRY(st_head_forward(st, s, inv_count));
+		CLP_TRY(stage_head_forward(st, s, inv_count));
 	return CLP_OK;
 }
 
@@ -460,16 +460,16 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
 	if (st->has_head)
-		CLP_TRY(st_head_backward(st, s, loss_scale));
+		CLP_TRY(stage_head_backward(st, s, loss_scale));
 	for (int l = st->nl - 1; l >= 0; l--) {
 		if (st->skip && st->skip[l])
 			continue; /* identity: the gradient passes through */
 		if (st->recompute) /* the layer's activations again, from its input */
-			CLP_TRY(st_layer_forward(st, s, l, mb));
-		CLP_TRY(st_layer_backward(st, s, l, mb));
+			CLP_TRY(stage_layer_forward(st, s, l, mb));
+		CLP_TRY(stage_layer_backward(st, s, l, mb));
 	}
 	if (st->has_emb)
-		CLP_TRY(st_embedding_backward(st, s, mb));
+		CLP_TRY(stage_embedding_backward(st, s, mb));
 	return CLP_OK;
 }
 
@@ -499,8 +499,8 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 		if (st->skip && st->skip[l])
 			continue;
 		if (st->recompute)
-			CLP_TRY(st_layer_forward(st, s, l, mb));
-		CLP_TRY(st_layer_weight_grads(st, s, l));
+			CLP_TRY(stage_layer_forward(st, s, l, mb));
+		CLP_TRY(stage_layer_weight_grads(st, s, l));
 	}
 	return CLP_OK;
 }
@@ -514,15 +514,15 @@ clp_status clp_stage_zero_grads(clp_stage *st)
 	return CLP_OK;
 }
 
-clp_buf st_tied_head_grad(clp_stage *st)
+clp_buf stage_tied_head_grad(clp_stage *st)
 {
-	return holds_tied_pair(st) ? st->tied_grad : st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB,
+	return holds_tied_pair(st) ? st->tied_grad : stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB,
 							      st->cfg.n_layer + 1);
 }
 
 clp_status clp_stage_fold_tied(clp_stage *st)
 {
-	clp_buf g = st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0);
+	clp_buf g = stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0);
 
 	if (!holds_tied_pair(st))
 		return CLP_OK;

@@ -120,6 +120,15 @@ typedef struct clp_stage_linear_info {
 	clp_role weight, bias; /* bias CLP_R_COUNT: none */
 } clp_stage_linear_info;
 void clp_stage_linear_get(const clp_stage *st, clp_stage_linear lin, clp_stage_linear_info *out);
+/* The same from a resolved model config, without a stage or a device. */
+void clp_model_linear_get(const clp_model_config *m, clp_stage_linear lin,
+			  clp_stage_linear_info *out);
+/* What K-FAC keeps of one layer for a micro-batch of `tokens` tokens: its linears' inputs (factor
+ * A, *keep_a bytes) and output gradients (factor B, *keep_b bytes); and, when dims is given, the
+ * dimensions of a layer's factors in the optimizer's order (per linear its A, then its B parts),
+ * *nf of them, at most max. One computation for training's PipeFisher start-up and the planner. */
+void clp_model_kfac_layer(const clp_model_config *m, size_t tokens, int64_t *keep_a,
+			  int64_t *keep_b, int *dims, int *nf, int max);
 /* Layers held: model layers first .. first + n - 1 of the model's model_layers; rows N = B*T of
  * a micro-batch; the stage's context. */
 clp_cl_ctx *clp_stage_ctx(const clp_stage *st);

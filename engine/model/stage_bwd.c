@@ -8,10 +8,10 @@
 
 #define OFF(b, n) clp_buf_at((b).mem, (b).off + (n))
 /* parameter / gradient unit of a role in block blk (a local of each function) */
-#define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
-#define G(role) st_unit(st, CLP_ST_GRAD, role, blk)
+#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
+#define G(role) stage_unit(st, CLP_ST_GRAD, role, blk)
 
-/* dW += x' dy for y = x W; layouts as st_linear_fwd. */
+/* dW += x' dy for y = x W; layouts as stage_linear_fwd. */
 static clp_status weight_grad(clp_stage *st, clp_buf dw, clp_buf dy, clp_buf x, size_t N,
 			      size_t I, size_t O, int in_out)
 {
@@ -22,7 +22,7 @@ static clp_status weight_grad(clp_stage *st, clp_buf dw, clp_buf dy, clp_buf x, 
 
 /* For y = x W (+ b): dx = beta dx + dy W' (skipped when dx.mem is NULL), db += column sums of
  * dy, and dW += x' dy, or, in the input half of a split backward, dy kept in stash for the
- * weight half. Layouts as st_linear_fwd. */
+ * weight half. Layouts as stage_linear_fwd. */
 static clp_status linear_bwd(clp_stage *st, clp_buf dx, float beta, clp_buf dw, clp_buf db,
 			     clp_buf dy, clp_buf x, clp_buf w, size_t N, size_t I, size_t O,
 			     int in_out, clp_buf stash)
@@ -51,7 +51,7 @@ static clp_status branch_grad(clp_stage *st, clp_buf dy, const clp_stage_mb *mb,
 	if (st->cfg.dropout <= 0.0f)
 		return CLP_OK;
 	CLP_TRY(clp_cl_fill(st->ctx, st->tv[TV_TMP], 0.0f, n));
-	CLP_TRY(st_dropout(st, dy, n, mb, layer, site, 1, st->tv[TV_TMP]));
+	CLP_TRY(stage_dropout(st, dy, n, mb, layer, site, 1, st->tv[TV_TMP]));
 	*out = st->tv[TV_TMP];
 	return CLP_OK;
 }
@@ -62,7 +62,7 @@ static clp_status attention_bwd(clp_stage *st, struct slot *s, int li, clp_buf d
 	size_t ko = st->H * st->hd, vo = ko + st->KVH * st->hd;
 	clp_nn_attn a;
 
-	st_attn_geometry(st, &a);
+	stage_attn_geometry(st, &a);
 	CLP_TRY(clp_cl_fill(st->ctx, tv[TV_DQKV], 0.0f, st->N * st->dq));
 	return clp_nn_attention_backward(st->ctx, tv[TV_DQKV], OFF(tv[TV_DQKV], ko),
 					 OFF(tv[TV_DQKV], vo), dout, la[LA_QKV],
@@ -80,7 +80,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 
 	/* MLP half: xo = xmid + proj(act(fc(norm2(xmid)))) */
 	CLP_TRY(branch_grad(st, dres, mb, layer, 1, &dy));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, gpt2, la[LA_DY_PROJ]));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
@@ -90,7 +90,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	else
 		CLP_TRY(clp_nn_swiglu_backward(ctx, tv[TV_DFC], OFF(tv[TV_DFC], F), tv[TV_DACT],
 					       la[LA_FC], OFF(la[LA_FC], F), 2 * F, N, F));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2, la[LA_DY_FC]));
 	if (gpt2)
@@ -102,7 +102,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 						W(CLP_R_LN2_W), la[LA_LN2_RSTD], N, C));
 	/* attention half: xmid = x + o(attn(qkv(norm1(x)))) */
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, HD, C, gpt2, la[LA_DY_O]));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
@@ -112,7 +112,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 		CLP_TRY(clp_nn_rope_backward(ctx, OFF(tv[TV_DQKV], HD), st->dq, st->rope, st->B,
 					     st->T, st->KVH, st->hd));
 	}
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV],
 			   la[LA_LN1], W(CLP_R_QKV_W), N, C, st->dq, gpt2, la[LA_DY_QKV]));
 	if (gpt2)
@@ -136,13 +136,13 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 					  la[LA_RES2], W(CLP_R_LN2_W), la[LA_LN2_MEAN],
 					  la[LA_LN2_RSTD], N, C));
 	CLP_TRY(branch_grad(st, tv[TV_DA], mb, layer, 1, &dy));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_PROJ, dy));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, 0, la[LA_DY_PROJ]));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * F));
 	CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
 				     CLP_NN_GELU_ERF));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DA], 1.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0, la[LA_DY_FC]));
 	/* xmid = LN1(res1), res1 = x + o(attn(qkv(x))) */
@@ -151,23 +151,23 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 					  la[LA_RES1], W(CLP_R_LN1_W), la[LA_LN1_MEAN],
 					  la[LA_LN1_RSTD], N, C));
 	CLP_TRY(branch_grad(st, dres, mb, layer, 0, &dy));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_ATT_O, dy));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, C, C, 0, la[LA_DY_O]));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
-	CLP_TRY(st_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
+	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	return linear_bwd(st, dres, 1.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV], x,
 			  W(CLP_R_QKV_W), N, C, st->dq, 0, la[LA_DY_QKV]);
 }
 
-clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
+clp_status stage_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
 {
 	if (st->cfg.preset == CLP_PRESET_BERT)
 		return bert_layer_bwd(st, s, li, mb);
 	return gpt2_llama_layer_bwd(st, s, li, mb);
 }
 
-clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
+clp_status stage_head_backward(clp_stage *st, struct slot *s, float scale)
 {
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
@@ -178,8 +178,8 @@ clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
 		w = W(CLP_R_HEAD_W);
 		dw = G(CLP_R_HEAD_W);
 	} else {
-		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
-		dw = st_tied_head_grad(st);
+		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		dw = stage_tied_head_grad(st);
 	}
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DLN], 0.0f, N * C));
 	CLP_TRY(clp_nn_xent_backward(ctx, tv[TV_DLN], dw, G(CLP_R_HEAD_BIAS), s->sa[SA_LNF], w,
@@ -209,7 +209,7 @@ clp_status st_head_backward(clp_stage *st, struct slot *s, float scale)
 	}
 }
 
-clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb)
+clp_status stage_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb)
 {
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
@@ -220,20 +220,20 @@ clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_
 	if (bert) {
 		CLP_TRY(clp_cl_fill(ctx, st->tv[TV_DA], 0.0f, N * C));
 		CLP_TRY(clp_nn_layernorm_backward(ctx, st->tv[TV_DA],
-						  st_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_W, 0),
-						  st_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_B, 0), dy,
+						  stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_W, 0),
+						  stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_B, 0), dy,
 						  s->sa[SA_EMB],
-						  st_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
+						  stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
 						  s->sa[SA_EMB_MEAN], s->sa[SA_EMB_RSTD], N, C));
 		dy = st->tv[TV_DA];
 	}
-	return clp_nn_embed_backward(ctx, st_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0),
-				     st_unit(st, CLP_ST_GRAD, CLP_R_POS_EMB, 0),
-				     st_unit(st, CLP_ST_GRAD, CLP_R_TYPE_EMB, 0), dy, s->tok_idx,
+	return clp_nn_embed_backward(ctx, stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0),
+				     stage_unit(st, CLP_ST_GRAD, CLP_R_POS_EMB, 0),
+				     stage_unit(st, CLP_ST_GRAD, CLP_R_TYPE_EMB, 0), dy, s->tok_idx,
 				     bert ? s->type_idx : NULL, st->B, st->T, C);
 }
 /* The weight half of a split backward for one layer: dW += x' dy from the kept dy. */
-clp_status st_layer_weight_grads(clp_stage *st, struct slot *s, int li)
+clp_status stage_layer_weight_grads(clp_stage *st, struct slot *s, int li)
 {
 	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
 	int blk = st->l0 + li + 1, io = st->cfg.preset == CLP_PRESET_GPT2;

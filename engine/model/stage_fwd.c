@@ -11,7 +11,7 @@
 #define OFF(b, n) clp_buf_at((b).mem, (b).off + (n))
 
 /* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear). */
-clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
+clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
 			 size_t I, size_t O, int in_out)
 {
 	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
@@ -22,7 +22,7 @@ clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf
 }
 
 /* Dropout on a residual branch; site names the place within the layer. */
-clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
+clp_status stage_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
 		      int site, int backward, clp_buf dx)
 {
 	clp_rng_stream rs;
@@ -36,7 +36,7 @@ clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb
 	return clp_nn_dropout_forward(st->ctx, x, x, n, st->cfg.dropout, &rs);
 }
 
-void st_attn_geometry(const clp_stage *st, clp_nn_attn *a)
+void stage_attn_geometry(const clp_stage *st, clp_nn_attn *a)
 {
 	a->B = st->B;
 	a->T = st->T;
@@ -62,7 +62,7 @@ static size_t v_off(const clp_stage *st)
 	return st->H * st->hd + st->KVH * st->hd;
 }
 
-clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb)
+clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb)
 {
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
@@ -84,20 +84,20 @@ clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_m
 					   (size_t)st->cfg.n_types, "token types"));
 	}
 	CLP_TRY(clp_nn_embed_forward(ctx, out, s->sa[SA_TOKENS], bert ? s->sa[SA_TYPES] : none,
-				     st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, 0),
-				     st_unit(st, CLP_ST_PARAM, CLP_R_POS_EMB, 0),
-				     st_unit(st, CLP_ST_PARAM, CLP_R_TYPE_EMB, 0), st->B, st->T, C,
+				     stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, 0),
+				     stage_unit(st, CLP_ST_PARAM, CLP_R_POS_EMB, 0),
+				     stage_unit(st, CLP_ST_PARAM, CLP_R_TYPE_EMB, 0), st->B, st->T, C,
 				     st->V, (size_t)st->cfg.n_types));
 	if (bert)
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->x[0], s->sa[SA_EMB_MEAN], s->sa[SA_EMB_RSTD],
 						 s->sa[SA_EMB],
-						 st_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
-						 st_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_B, 0), N, C,
+						 stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
+						 stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_B, 0), N, C,
 						 st->cfg.norm_eps));
-	return st_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
+	return stage_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
 }
 
-clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
+clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
 {
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
@@ -107,19 +107,19 @@ clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_sta
 	float eps = st->cfg.norm_eps;
 	clp_nn_attn a;
 
-#define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
-	st_attn_geometry(st, &a);
+#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
+	stage_attn_geometry(st, &a);
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
 		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_LN1], la[LA_LN1_MEAN], la[LA_LN1_RSTD],
 						 x, W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C, eps));
-		CLP_TRY(st_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), W(CLP_R_QKV_B), N,
+		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), W(CLP_R_QKV_B), N,
 				      C, st->dq, 1));
 		break;
 	case CLP_PRESET_LLAMA:
 		CLP_TRY(clp_nn_rmsnorm_forward(ctx, la[LA_LN1], la[LA_LN1_RSTD], x, W(CLP_R_LN1_W),
 					       N, C, eps));
-		CLP_TRY(st_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), none, N, C,
+		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), none, N, C,
 				      st->dq, 0));
 		CLP_TRY(clp_nn_rope_forward(ctx, la[LA_QKV], st->dq, st->rope, st->B, st->T, st->H,
 					    st->hd));
@@ -127,50 +127,50 @@ clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_sta
 					    st->B, st->T, st->KVH, st->hd));
 		break;
 	case CLP_PRESET_BERT:
-		CLP_TRY(st_linear_fwd(st, la[LA_QKV], x, W(CLP_R_QKV_W), W(CLP_R_QKV_B), N, C,
+		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], x, W(CLP_R_QKV_W), W(CLP_R_QKV_B), N, C,
 				      st->dq, 0));
 		break;
 	}
 	CLP_TRY(clp_nn_attention_forward(ctx, la[LA_ATT], la[LA_LSE], la[LA_QKV],
 					 OFF(la[LA_QKV], k_off(st)), OFF(la[LA_QKV], v_off(st)), &a));
-	CLP_TRY(st_linear_fwd(st, tmp, la[LA_ATT], W(CLP_R_ATT_O_W), W(CLP_R_ATT_O_B), N, HD, C,
+	CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ATT], W(CLP_R_ATT_O_W), W(CLP_R_ATT_O_B), N, HD, C,
 			      st->cfg.preset == CLP_PRESET_GPT2));
-	CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 0, 0, none));
+	CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 0, 0, none));
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
 		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_XMID], x, tmp, N * C));
 		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_LN2], la[LA_LN2_MEAN], la[LA_LN2_RSTD],
 						 la[LA_XMID], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
 						 eps));
-		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), W(CLP_R_FC_B), N, C,
+		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), W(CLP_R_FC_B), N, C,
 				      F, 1));
 		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_TANH));
-		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
+		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 1));
-		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
 	case CLP_PRESET_LLAMA:
 		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_XMID], x, tmp, N * C));
 		CLP_TRY(clp_nn_rmsnorm_forward(ctx, la[LA_LN2], la[LA_LN2_RSTD], la[LA_XMID],
 					       W(CLP_R_LN2_W), N, C, eps));
-		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), none, N, C, 2 * F,
+		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), none, N, C, 2 * F,
 				      0));
 		CLP_TRY(clp_nn_swiglu_forward(ctx, la[LA_ACT], la[LA_FC], OFF(la[LA_FC], F), 2 * F,
 					      N, F));
-		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), none, N, F, C, 0));
-		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), none, N, F, C, 0));
+		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
 	case CLP_PRESET_BERT:
 		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES1], x, tmp, N * C));
 		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_XMID], la[LA_LN1_MEAN], la[LA_LN1_RSTD],
 						 la[LA_RES1], W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C,
 						 eps));
-		CLP_TRY(st_linear_fwd(st, la[LA_FC], la[LA_XMID], W(CLP_R_FC_W), W(CLP_R_FC_B), N,
+		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_XMID], W(CLP_R_FC_W), W(CLP_R_FC_B), N,
 				      C, F, 0));
 		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_ERF));
-		CLP_TRY(st_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
+		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 0));
-		CLP_TRY(st_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
+		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES2], la[LA_XMID], tmp, N * C));
 		return clp_nn_layernorm_forward(ctx, xo, la[LA_LN2_MEAN], la[LA_LN2_RSTD],
 						la[LA_RES2], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
@@ -180,7 +180,7 @@ clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_sta
 	return CLP_OK;
 }
 
-clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count)
+clp_status stage_head_forward(clp_stage *st, struct slot *s, float inv_count)
 {
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
@@ -188,28 +188,28 @@ clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count)
 	clp_buf x = s->x[st->nl], w;
 	float eps = st->cfg.norm_eps;
 
-#define W(role) st_unit(st, CLP_ST_PARAM, role, blk)
+#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
 						 s->sa[SA_LNF_RSTD], x, W(CLP_R_LNF_W),
 						 W(CLP_R_LNF_B), N, C, eps));
-		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
 		break;
 	case CLP_PRESET_LLAMA:
 		CLP_TRY(clp_nn_rmsnorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_RSTD], x,
 					       W(CLP_R_LNF_W), N, C, eps));
-		w = st->cfg.tied ? st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk) : W(CLP_R_HEAD_W);
+		w = st->cfg.tied ? stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk) : W(CLP_R_HEAD_W);
 		break;
 	default: /* bert: transform (dense, GELU, LayerNorm), then the tied decoder with a bias */
-		CLP_TRY(st_linear_fwd(st, s->sa[SA_HEAD_D], x, W(CLP_R_HEAD_DENSE_W),
+		CLP_TRY(stage_linear_fwd(st, s->sa[SA_HEAD_D], x, W(CLP_R_HEAD_DENSE_W),
 				      W(CLP_R_HEAD_DENSE_B), N, C, C, 0));
 		CLP_TRY(clp_nn_gelu_forward(ctx, s->sa[SA_HEAD_G], s->sa[SA_HEAD_D], N * C,
 					    CLP_NN_GELU_ERF));
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
 						 s->sa[SA_LNF_RSTD], s->sa[SA_HEAD_G],
 						 W(CLP_R_HEAD_LN_W), W(CLP_R_HEAD_LN_B), N, C, eps));
-		w = st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
 		break;
 	}
 	CLP_TRY(clp_nn_xent_forward(ctx, s->sa[SA_LOSSES], s->sa[SA_XLSE], s->sa[SA_LNF], w,
@@ -229,8 +229,8 @@ clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, c
 	h = st->slots[slot].sa[SA_LNF];
 	h.off += row0 * st->C;
 	w = st->cfg.preset == CLP_PRESET_LLAMA && !st->cfg.tied
-		    ? st_unit(st, CLP_ST_PARAM, CLP_R_HEAD_W, blk)
-		    : st_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
-	bias = st_unit(st, CLP_ST_PARAM, CLP_R_HEAD_BIAS, blk);
-	return st_linear_fwd(st, logits, h, w, bias, rows, st->C, st->V, 0);
+		    ? stage_unit(st, CLP_ST_PARAM, CLP_R_HEAD_W, blk)
+		    : stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+	bias = stage_unit(st, CLP_ST_PARAM, CLP_R_HEAD_BIAS, blk);
+	return stage_linear_fwd(st, logits, h, w, bias, rows, st->C, st->V, 0);
 }

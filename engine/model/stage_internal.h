@@ -75,30 +75,30 @@ struct clp_stage {
 	void *tap_user;
 };
 
-static inline clp_status st_tap(clp_stage *st, const clp_stage_mb *mb, int li,
+static inline clp_status stage_tap(clp_stage *st, const clp_stage_mb *mb, int li,
 				clp_stage_linear lin, clp_buf dy)
 {
 	return st->tap ? st->tap(st->tap_user, mb, li, lin, dy) : CLP_OK;
 }
 
 /* The unit of (role, block) of kind w, or a buffer with mem NULL. */
-clp_buf st_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block);
+clp_buf stage_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block);
 
-clp_status st_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
+clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
 			 size_t I, size_t O, int in_out);
-clp_status st_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
+clp_status stage_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb *mb, int layer,
 		      int site, int backward, clp_buf dx);
-void st_attn_geometry(const clp_stage *st, clp_nn_attn *a);
+void stage_attn_geometry(const clp_stage *st, clp_nn_attn *a);
 
 /* Where the head accumulates the tied embedding's gradient. */
-clp_buf st_tied_head_grad(clp_stage *st);
+clp_buf stage_tied_head_grad(clp_stage *st);
 
-clp_status st_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
-clp_status st_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
-clp_status st_head_forward(clp_stage *st, struct slot *s, float inv_count);
-clp_status st_head_backward(clp_stage *st, struct slot *s, float scale);
-clp_status st_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
-clp_status st_layer_weight_grads(clp_stage *st, struct slot *s, int li);
-clp_status st_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
+clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
+clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status stage_head_forward(clp_stage *st, struct slot *s, float inv_count);
+clp_status stage_head_backward(clp_stage *st, struct slot *s, float scale);
+clp_status stage_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);
+clp_status stage_layer_weight_grads(clp_stage *st, struct slot *s, int li);
+clp_status stage_embedding_backward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 
 #endif

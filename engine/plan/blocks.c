@@ -56,7 +56,7 @@ clp_status clp_plan_blocks_from_profiles(const char *const *csv, int n, int batc
 					 clp_costs **out)
 {
 	clp_costs *c = NULL, *one = NULL;
-	clp_profile_opts po = {1, 1, batch, 0, 0};
+	clp_profile_opts po = {.nstages = 1, .nlayers = 1, .batch = batch};
 	clp_status st;
 
 	*out = NULL;
@@ -143,10 +143,10 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 	for (int i = 0; st == CLP_OK && i < s->nstages; i++) {
 		const clp_stage_info *si = &s->stages[i];
 		clp_stage_cost *sc = &c->stages[i];
-		int first = si->embed ? 0 : si->first_layer + 1;
-		int last = si->head ? L + 1 : si->first_layer + si->nlayers;
-		clp_plan_mem mem;
+		int first, last;
+		clp_model_mem mem;
 
+		clp_stage_info_blocks(si, L, &first, &last);
 		if (si->nlayers == 0 && !si->embed && !si->head)
 			first = last = si->first_layer + 1; /* never generated; keeps blocks valid */
 		for (int k = -1; k < blocks->nkinds; k++)
@@ -159,7 +159,7 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 				else
 					kind_times(c, k, i)[t] = v;
 			}
-		st = clp_plan_stage_mem(&m->cfg, first, last, m->batch, m->seq, split, recompute,
+		st = clp_model_stage_mem(&m->cfg, first, last, m->batch, m->seq, split, recompute,
 					&mem);
 		if (st != CLP_OK)
 			break;
@@ -174,6 +174,55 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 			 si->embed ? "embedding, " : "", si->first_layer,
 			 si->first_layer + si->nlayers - 1, si->head ? ", head" : "");
 	}
+	if (st != CLP_OK) {
+		clp_costs_free(c);
+		return st;
+	}
+	*out = c;
+	return CLP_OK;
+}
+
+clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kinds,
+				const double *t, int n, const int *fdim, int nf,
+				const char *source, clp_costs **out)
+{
+	int L = m->cfg.n_layer;
+	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
+	size_t per = (size_t)CLP_PLAN_NBLOCKS * CLP_COST_NTIMES;
+	clp_costs *c = NULL;
+	clp_status st;
+
+	*out = NULL;
+	CLP_TRY(clp_costs_create(CLP_PLAN_NBLOCKS, &c));
+	snprintf(c->device_kind, sizeof(c->device_kind), "%s", kinds[0]);
+	snprintf(c->source, sizeof(c->source), "%s", source);
+	c->micro_batch_size = (int)m->batch;
+	st = add_kinds(c, n - 1);
+	for (int blk = 0; st == CLP_OK && blk < CLP_PLAN_NBLOCKS; blk++) {
+		clp_stage_cost *sc = &c->stages[blk];
+		clp_model_mem mem;
+
+		st = clp_model_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0,
+					0, &mem);
+		if (st != CLP_OK)
+			break;
+		memcpy(sc->t, &t[(size_t)blk * CLP_COST_NTIMES], CLP_COST_NTIMES * sizeof(double));
+		for (int k = 1; k < n; k++)
+			memcpy(kind_times(c, k - 1, blk),
+			       &t[(size_t)k * per + (size_t)blk * CLP_COST_NTIMES],
+			       CLP_COST_NTIMES * sizeof(double));
+		sc->act_bytes = sc->act_w_bytes = mem.act_bytes;
+		sc->out_bytes = mem.out_bytes;
+		sc->param_bytes = mem.param_bytes;
+		sc->opt_bytes = mem.opt_bytes;
+		sc->work_bytes = mem.work_bytes;
+		sc->kfac_bytes = mem.kfac_bytes;
+		snprintf(sc->blocks, sizeof(sc->blocks), "%s", clp_plan_block_name(blk));
+	}
+	for (int k = 1; st == CLP_OK && k < n; k++)
+		snprintf(c->kinds[k - 1], CLP_NAME_MAX, "%s", kinds[k]);
+	if (st == CLP_OK && nf > 0)
+		st = clp_costs_set_kfac_factors(c, fdim, nf);
 	if (st != CLP_OK) {
 		clp_costs_free(c);
 		return st;

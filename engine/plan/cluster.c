@@ -1,6 +1,7 @@
-/* A cluster description (engine/io/cluster.h) from a topology inventory (topology/inventory.h):
- * the devices a plan may use, their memory, a device kind matching the block table, and links
- * from where the devices sit (NVLink, one socket, two sockets, two hosts). */
+/* A cluster description (engine/scenario/cluster.h) from a topology inventory
+ * (topology/inventory.h): the devices a plan may use, their memory, a device kind matching the
+ * block table, and links from where the devices sit (NVLink, one socket, two sockets, two
+ * hosts). */
 #include <ctype.h>
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,8 @@
 
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/model/stage.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sim/sim.h"
 
 void clp_plan_opts_default(clp_plan_opts *o)
@@ -96,7 +97,7 @@ static clp_status mem_coeffs(plan_ctx *x)
 		int sp = i >> 3, rc = (i >> 2) & 1, e = (i >> 1) & 1, h = i & 1;
 		clp_model_config c1 = x->m->cfg, c2 = x->m->cfg;
 		int f1, l1, f2, l2;
-		clp_plan_mem m1, m2;
+		clp_model_mem m1, m2;
 
 		c1.n_layer = c2.n_layer = 3; /* other blocks do not depend on the count */
 		if (e && h) {
@@ -109,8 +110,8 @@ static clp_status mem_coeffs(plan_ctx *x)
 		} else {
 			f1 = f2 = 1, l1 = 1, l2 = 2;
 		}
-		CLP_TRY(clp_plan_stage_mem(&c1, f1, l1, x->m->batch, x->m->seq, sp, rc, &m1));
-		CLP_TRY(clp_plan_stage_mem(&c2, f2, l2, x->m->batch, x->m->seq, sp, rc, &m2));
+		CLP_TRY(clp_model_stage_mem(&c1, f1, l1, x->m->batch, x->m->seq, sp, rc, &m1));
+		CLP_TRY(clp_model_stage_mem(&c2, f2, l2, x->m->batch, x->m->seq, sp, rc, &m2));
 		x->st_b[i] = (2 * m2.param_bytes + m2.opt_bytes) - (2 * m1.param_bytes + m1.opt_bytes);
 		x->st_a[i] = 2 * m1.param_bytes + m1.opt_bytes + m1.work_bytes - x->st_b[i];
 		x->act_d[i] = m2.act_bytes - m1.act_bytes;
@@ -304,7 +305,7 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const
 	clp_pf_opts po;
 	clp_pf_report rep;
 	clp_sched *cyc = NULL;
-	int64_t room = -1;
+	int64_t room = -1, keep_a, keep_b;
 
 	for (int r = 0; r < base->nranks; r++) {
 		int64_t u = x->usable[p->device[r]];
@@ -317,8 +318,9 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const
 	po.cluster = x->c;
 	po.layout = l;
 	po.mem_cap = room;
-	po.keep_a_bytes = 7 * costs->stages[0].out_bytes;
-	po.keep_b_bytes = 9 * costs->stages[0].out_bytes;
+	clp_model_kfac_layer(&x->m->cfg, x->m->batch * x->m->seq, &keep_a, &keep_b, NULL, NULL, 0);
+	po.keep_a_bytes = keep_a;
+	po.keep_b_bytes = keep_b;
 	CLP_TRY(clp_pipefisher(*s, &po, &cyc, &rep));
 	clp_sched_free(*s);
 	*s = cyc;

@@ -1,19 +1,20 @@
 /* Placement (docs/PLACEMENT.md): which devices serve which pipeline stages, how many layers each
  * stage gets, the data-parallel degree, the schedule (GPipe, 1F1B, interleaved, Chimera, ZB-H1;
  * with or without PipeFisher) and activation recomputation, chosen for a cluster of mixed
- * devices. Pure functions of data: a cluster (engine/io/cluster.h), a block cost table and the
- * model; every candidate is scored by the simulator (engine/sim) with its memory model checked
- * against each device's memory.
+ * devices. Pure functions of data: a cluster (engine/scenario/cluster.h), a block cost table
+ * and the model; every candidate is scored by the simulator (engine/sim) with its memory model
+ * checked against each device's memory.
  *
  * Inputs
- *   block table  a cost table (engine/io/costs.h) of exactly three entries, named in `blocks`:
- *                "embedding", "layer" (one transformer layer), "head" (final norm, head and
- *                loss), each with its times on the table's device kind and, under `devices`,
- *                on other kinds (`clpipe bench --model` writes one; clp_plan_blocks_from_profiles
- *                makes one from PipeFisher's per-layer profiles). Devices whose kind the table
- *                lacks scale the table's times by their cluster `speed`.
+ *   block table  a cost table (engine/scenario/costs.h) of exactly three entries, named in
+ *                `blocks`: "embedding", "layer" (one transformer layer), "head" (final norm,
+ *                head and loss), each with its times on the table's device kind and, under
+ *                `devices`, on other kinds (`clpipe bench --model` writes one;
+ *                clp_plan_blocks_from_profiles makes one from PipeFisher's per-layer profiles).
+ *                Devices whose kind the table lacks scale the table's times by their cluster
+ *                `speed`.
  *   memory       computed from the model config as the executor's stages allocate it
- *                (clp_plan_stage_mem), not from the table, so that it holds for any split.
+ *                (clp_model_stage_mem), not from the table, so that it holds for any split.
  *   model        layers, micro-batch shape, micro-batches per step over all replicas (the
  *                global batch is kept: R replicas run M / R micro-batches each), optimizer.
  *
@@ -31,10 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
 #include "engine/model/model.h"
+#include "engine/model/stage_mem.h"
 #include "engine/sched/sched.h"
 #include "engine/skip/skip.h"
 #include "engine/train/train_config.h"
@@ -55,18 +57,6 @@ clp_status clp_plan_blocks_check(const clp_costs *c, const char *origin);
 clp_status clp_plan_blocks_from_profiles(const char *const *csv, int n, int batch,
 					 clp_costs **out);
 
-/* Device memory of a stage holding blocks first..last (0 embedding, 1..L layers, L+1 head) as
- * clp_stage_create allocates it (alignment padding aside). */
-typedef struct clp_plan_mem {
-	int64_t param_bytes; /* parameters; gradients are as large */
-	int64_t opt_bytes;   /* AdamW's two moments */
-	int64_t act_bytes;   /* one micro-batch's activation slot */
-	int64_t out_bytes;   /* the stage's output (N, C): the message to the next stage */
-	int64_t work_bytes;  /* backward temporaries, misc tables, the recomputation buffer */
-	int64_t kfac_bytes;  /* K-FAC factors and both sets of inverses of its layers */
-} clp_plan_mem;
-clp_status clp_plan_stage_mem(const clp_model_config *m, int first_block, int last_block,
-			      size_t B, size_t T, int split, int recompute, clp_plan_mem *out);
 
 /* ---- the workload and the options ------------------------------------------------------------ */
 
@@ -77,6 +67,14 @@ typedef struct clp_plan_model {
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
 } clp_plan_model;
+
+/* The block table of measured times (what `clpipe bench --model` writes): t holds, for each of
+ * the n device kinds (the first is the table's, the others go under `devices`), per block
+ * (CLP_PLAN_NBLOCKS) its CLP_COST_NTIMES times; memory per block comes from the model as the
+ * stages allocate it; fdim (nf of them, may be 0) are a layer's K-FAC factor dimensions. */
+clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kinds,
+				const double *t, int n, const int *fdim, int nf,
+				const char *source, clp_costs **out);
 
 /* Links the planner assumes where a cluster comes from an inventory (hwloc files). */
 typedef struct clp_plan_links {

@@ -440,7 +440,7 @@ clp_status clp_plan_naive(const clp_cluster *c, const clp_costs *blocks, const c
 	out->pipefisher = 0;
 	st = plan_alloc(out);
 	for (int i = 0; st == CLP_OK && i < D; i++) {
-		out->layers[i] = L / D + (i < L % D);
+		out->layers[i] = clp_even_layers(L, D, i);
 		out->device[i] = i;
 	}
 	snprintf(out->note, sizeof(out->note), "naive: every device in cluster order, equal split");

@@ -72,7 +72,7 @@ clp_status clp_sched_stage_map_even(clp_sched *s, int nlayers)
 		clp_stage_info *st = &s->stages[i];
 
 		st->first_layer = at;
-		st->nlayers = nlayers / s->nstages + (i < nlayers % s->nstages);
+		st->nlayers = clp_even_layers(nlayers, s->nstages, i);
 		st->embed = i == 0;
 		st->head = i == s->nstages - 1;
 		at += st->nlayers;

@@ -63,7 +63,7 @@ enum {
 };
 
 /* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
- * K-FAC items (engine/sched/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
+ * K-FAC items (engine/pass/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
  * record in `step` (a cycle's first step, 0) and may sit later in the list, in a later step's
  * bubbles; KFAC_INV names one factor of the layer in `factor`. */
 typedef struct clp_op {
@@ -112,6 +112,26 @@ typedef struct clp_stage_info {
 	int first_layer, nlayers;
 	uint8_t embed, head;
 } clp_stage_info;
+
+/* The model blocks of a stage of an n_layer model (block 0 the embedding, 1..n_layer the layers,
+ * n_layer + 1 the head): first..last. */
+static inline void clp_stage_info_blocks(const clp_stage_info *si, int n_layer, int *first,
+					 int *last)
+{
+	*first = si->embed ? 0 : si->first_layer + 1;
+	*last = si->head ? n_layer + 1 : si->first_layer + si->nlayers;
+}
+
+/* The even split of L layers over D stages, earlier stages taking the remainder: the layer
+ * count and the first layer of stage i. */
+static inline int clp_even_layers(int L, int D, int i)
+{
+	return L / D + (i < L % D);
+}
+static inline int clp_even_first(int L, int D, int i)
+{
+	return i * (L / D) + (i < L % D ? i : L % D);
+}
 
 typedef struct clp_group {
 	int n;

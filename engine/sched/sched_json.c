@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/durable.h"
-#include "engine/io/json_util.h"
+#include "cl/durable.h"
+#include "cl/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"
 
@@ -379,61 +379,56 @@ clp_status clp_sched_from_json(const char *text, const char *name, clp_sched **o
 
 	*out = NULL;
 	if (!root)
-		return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", name, err.line,
-				 err.column, err.text);
+		return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", name,
+				 err.line, err.column, err.text);
 	return load_root(name, root, out);
 }
 
-/* Takes the reference to root. */
-static clp_status load_root(const char *path, json_t *root, clp_sched **out)
+/* The schedule of a parsed document into *out (made here; the caller frees it on failure). */
+static clp_status read_root(const char *path, json_t *root, clp_sched **out)
 {
 	static const char *const keys[] = {"format",   "version", "name",     "ranks",
 					   "stages",   "microbatches", "pipelines", "chunks",
 					   "replicas", "steps",   "layers",   "stage_map",
 					   "groups",   "paths",   "programs", NULL};
 	json_t *progs;
-	clp_sched *s = NULL;
+	clp_sched *s;
 	int nranks = 0, nstages = 0, nmb = 0, nlayers = 0;
-	clp_status st;
 
-	st = clp_json_check_format(path, root, SCHED_FORMAT, 1);
-	if (st == CLP_OK)
-		st = clp_json_check_keys(path, "", root, keys);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "ranks", 1, 1, 1 << 24, &nranks);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "stages", 1, 1, 1 << 24, &nstages);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "microbatches", 1, 1, 1 << 24, &nmb);
+	CLP_TRY(clp_json_check_format(path, root, SCHED_FORMAT, 1));
+	CLP_TRY(clp_json_check_keys(path, "", root, keys));
+	CLP_TRY(clp_json_int(path, "", root, "ranks", 1, 1, 1 << 24, &nranks));
+	CLP_TRY(clp_json_int(path, "", root, "stages", 1, 1, 1 << 24, &nstages));
+	CLP_TRY(clp_json_int(path, "", root, "microbatches", 1, 1, 1 << 24, &nmb));
 	/* Fewer layers than stages only with a stage map (SkipPipe's head stage has none). */
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "layers", 0,
-				  json_object_get(root, "stage_map") ? 1 : nstages, 1 << 24, &nlayers);
-	if (st == CLP_OK)
-		st = clp_sched_create(&s, nranks, nstages, nmb, nlayers > nstages ? nlayers : nstages);
-	if (st == CLP_OK && nlayers > 0)
+	CLP_TRY(clp_json_int(path, "", root, "layers", 0,
+			     json_object_get(root, "stage_map") ? 1 : nstages, 1 << 24, &nlayers));
+	CLP_TRY(clp_sched_create(out, nranks, nstages, nmb, nlayers > nstages ? nlayers : nstages));
+	s = *out;
+	if (nlayers > 0)
 		s->nlayers = nlayers;
-	if (st == CLP_OK)
-		st = clp_json_str(path, "", root, "name", 0, s->name, sizeof(s->name));
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "pipelines", 0, 1, 255, &s->npipes);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "chunks", 0, 1, 65535, &s->nchunks);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "replicas", 0, 1, 1 << 24, &s->nreplicas);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "steps", 0, 1, 65535, &s->nsteps);
-	if (st == CLP_OK)
-		st = read_stage_map(path, root, s);
-	if (st == CLP_OK)
-		st = read_groups_paths(path, root, s);
-	if (st == CLP_OK)
-		st = clp_json_arr(path, "", root, "programs", 1, &progs);
-	if (st == CLP_OK && (int)json_array_size(progs) != nranks)
-		st = clp_error(CLP_ERR_FORMAT, "%s: programs: %zu entries for %d ranks", path,
-			       json_array_size(progs), nranks);
-	for (int r = 0; st == CLP_OK && r < nranks; r++)
-		st = read_program(path, json_array_get(progs, (size_t)r), r, s);
+	CLP_TRY(clp_json_str(path, "", root, "name", 0, s->name, sizeof(s->name)));
+	CLP_TRY(clp_json_int(path, "", root, "pipelines", 0, 1, 255, &s->npipes));
+	CLP_TRY(clp_json_int(path, "", root, "chunks", 0, 1, 65535, &s->nchunks));
+	CLP_TRY(clp_json_int(path, "", root, "replicas", 0, 1, 1 << 24, &s->nreplicas));
+	CLP_TRY(clp_json_int(path, "", root, "steps", 0, 1, 65535, &s->nsteps));
+	CLP_TRY(read_stage_map(path, root, s));
+	CLP_TRY(read_groups_paths(path, root, s));
+	CLP_TRY(clp_json_arr(path, "", root, "programs", 1, &progs));
+	if ((int)json_array_size(progs) != nranks)
+		return clp_error(CLP_ERR_FORMAT, "%s: programs: %zu entries for %d ranks", path,
+				 json_array_size(progs), nranks);
+	for (int r = 0; r < nranks; r++)
+		CLP_TRY(read_program(path, json_array_get(progs, (size_t)r), r, s));
+	return CLP_OK;
+}
+
+/* Takes the reference to root. */
+static clp_status load_root(const char *path, json_t *root, clp_sched **out)
+{
+	clp_sched *s = NULL;
+	clp_status st = read_root(path, root, &s);
+
 	json_decref(root);
 	if (st != CLP_OK) {
 		clp_sched_free(s);

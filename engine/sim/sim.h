@@ -18,10 +18,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 /* Above this many events the simulator keeps summaries only, unless asked for the full trace. */

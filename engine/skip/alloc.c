@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "engine/skip/skip_internal.h"
+#include "cl/clock.h"
 
 /* Round-trip time of a message of `bytes` between two devices (hop_s included). */
 double skip_rtt(const clp_skip_env *e, int a, int b, double bytes)
@@ -134,7 +135,7 @@ clp_status clp_skip_allocate(const clp_skip_env *e, clp_skip_paths *p, const int
 			     int per_origin, const clp_skip_opts *o)
 {
 	int n = p->nnodes, S = p->nstages, sum = 0, *dev = NULL, *order = NULL, *label = NULL;
-	double *d = NULL, cur, bytes, t0 = skip_now();
+	double *d = NULL, cur, bytes, t0 = clp_now();
 	uint64_t rng = o ? o->seed * 7919 + 1 : 1;
 	int iters = o ? o->iterations : 0, evals = 0;
 	clp_status st = CLP_OK;
@@ -176,7 +177,7 @@ clp_status clp_skip_allocate(const clp_skip_env *e, clp_skip_paths *p, const int
 			int u, v, su;
 			double it;
 
-			if (o && o->time_limit_s > 0 && skip_now() - t0 > o->time_limit_s)
+			if (o && o->time_limit_s > 0 && clp_now() - t0 > o->time_limit_s)
 				goto done;
 			if (n <= 64) {
 				u = (int)(k / n);

@@ -7,14 +7,7 @@
 #include <time.h>
 
 #include "engine/skip/skip_internal.h"
-
-double skip_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+#include "cl/clock.h"
 
 clp_status skip_graph_init(skip_graph *g, int n)
 {

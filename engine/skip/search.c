@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/skip/skip_internal.h"
+#include "cl/clock.h"
 
 void clp_skip_opts_default(clp_skip_opts *o)
 {
@@ -290,7 +291,7 @@ static clp_status construct(search *z, clp_skip_paths *best)
 static clp_status anneal(search *z, const clp_skip_opts *o, clp_skip_paths *best,
 			 clp_skip_report *rep)
 {
-	double t0 = skip_now(), temp0, best_iter, best_e, *end2;
+	double t0 = clp_now(), temp0, best_iter, best_e, *end2;
 
 	CLP_TRY(skip_eval(z->c, z->p, &z->iter, z->mb_end));
 	z->energy = energy(z, z->iter, z->mb_end);
@@ -303,7 +304,7 @@ static clp_status anneal(search *z, const clp_skip_opts *o, clp_skip_paths *best
 	sort_by_end(z);
 	compute_load(z);
 	for (int it = 0; it < o->iterations; it++) {
-		double el = skip_now() - t0, prog = (double)it / o->iterations, iter, e, temp;
+		double el = clp_now() - t0, prog = (double)it / o->iterations, iter, e, temp;
 
 		if (o->time_limit_s > 0 && el > o->time_limit_s)
 			break;
@@ -356,7 +357,7 @@ clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp
 	skip_ctx c;
 	search z;
 	clp_skip_paths *best = NULL;
-	double t0 = skip_now();
+	double t0 = clp_now();
 	int N = p->nmb, H = e->rules.path_len - 1;
 	clp_status st;
 
@@ -393,16 +394,16 @@ clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp
 	if (st == CLP_OK)
 		st = construct(&z, best);
 	rep->construct_iter_s = z.iter;
-	rep->construct_s = skip_now() - t0;
+	rep->construct_s = clp_now() - t0;
 	if (st == CLP_OK && z.use_graph) {
 		st = skip_graph_init(&z.g, c.nnodes);
 		for (int m = 0; m < N && st == CLP_OK; m++)
 			st = skip_graph_add_path(&z.g, p, m);
 	}
-	t0 = skip_now();
+	t0 = clp_now();
 	if (st == CLP_OK && o->iterations > 0)
 		st = anneal(&z, o, best, rep);
-	rep->search_s = skip_now() - t0;
+	rep->search_s = clp_now() - t0;
 	rep->iter_s = z.iter;
 	if (st == CLP_OK)
 		st = clp_skip_validate(&e->rules, p);

@@ -23,9 +23,9 @@
 #include <stdint.h>
 
 #include "cl/status.h"
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
 #include "engine/sched/sched.h"
 
 #define CLP_SKIP_FORMAT "clpipe-skip-paths"

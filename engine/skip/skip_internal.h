@@ -114,8 +114,6 @@ static inline double skip_uniform(uint64_t *s)
 	return (double)(skip_rand(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
-double skip_now(void);
-
 /* Round-trip time of a message of `bytes` between two devices (hop_s included; 0 without a
  * cluster), the largest activation of a cost table, and a nearest-neighbour chain over a
  * distance matrix (alloc.c). */

@@ -10,7 +10,7 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 /* One model.* setting and the config.json key it comes from. kind: 'i' integer, 'f' number,
  * 'b' boolean; dflt: the class's default when the key is absent or null (NULL: required;

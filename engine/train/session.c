@@ -7,12 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/rng.h"
 #include "cl/warmup.h"
-#include "engine/io/durable.h"
-#include "engine/io/layout.h"
+#include "cl/durable.h"
+#include "engine/scenario/layout.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/train/hf.h"
 #include "topology/bind.h"
 #include "topology/rank_device.h"
@@ -92,8 +91,13 @@ static clp_status model_config(clp_session *s)
 static clp_status open_data(clp_session *s)
 {
 	const clp_train_config *c = &s->cfg;
-	clp_data_opts o = {(int)c->train.seq, c->data.val_fraction, (uint64_t)c->train.seed,
-			   c->data.shuffle, s->m.vocab};
+	clp_data_opts o = {
+		.seq_len = (int)c->train.seq,
+		.val_frac = c->data.val_fraction,
+		.seed = (uint64_t)c->train.seed,
+		.shuffle = c->data.shuffle,
+		.vocab_size = s->m.vocab,
+	};
 
 	if (!c->data.path[0])
 		return clp_error(CLP_ERR_INVALID, "data.path is empty: name a text file (or shards "
@@ -194,7 +198,19 @@ static uint64_t params_hash(const clp_session *s, int saved)
 	return h;
 }
 
-int st_rank(const clp_session *s)
+clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call)
+{
+	static const char *const names[] = {"training", "evaluation", "sampling"};
+
+	if (!s)
+		return clp_error(CLP_ERR_INVALID, "%s: no session", call);
+	if ((int)s->mode == a || (int)s->mode == b)
+		return CLP_OK;
+	return clp_error(CLP_ERR_STATE, "%s: the session was opened for %s", call,
+			 names[s->mode]);
+}
+
+int sess_rank(const clp_session *s)
 {
 	return s->comm ? clp_comm_rank(s->comm) : 0;
 }
@@ -270,7 +286,7 @@ static clp_status write_hf_config(const clp_session *s, const char *dir)
 	return st;
 }
 
-clp_status st_save(clp_session *s)
+clp_status sess_save(clp_session *s)
 {
 	clp_ckpt_writer *w = NULL;
 	float **bufs = NULL;
@@ -282,7 +298,7 @@ clp_status st_save(clp_session *s)
 
 	if (!cfgtext)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, st_rank(s),
+	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, sess_rank(s),
 				    clp_comm_size(s->comm));
 	identity(s, vals, kv, &nkv);
 	for (int i = 0; st == CLP_OK && i < nkv; i++)
@@ -300,26 +316,26 @@ clp_status st_save(clp_session *s)
 		st = clp_ckpt_writer_meta(w, "train.applied", num);
 	if (st == CLP_OK)
 		st = add_tensors(s, w, &bufs, &nbufs);
-	if (st == CLP_OK && st_rank(s) == 0)
+	if (st == CLP_OK && sess_rank(s) == 0)
 		st = write_hf_config(s, clp_ckpt_writer_dir(w));
 	if (st == CLP_OK)
-		st = st_kfac_save(s, w);
+		st = clp_exec_optim_save(s->ex, w);
 	if (st == CLP_OK)
-		st = st_pf_save(s, w);
+		st = sess_pf_save(s, w);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_write(w);
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
 		st = clp_comm_barrier(s->comm, "checkpoint files written");
 	/* transformers reads several model files by their weight map */
-	if (st == CLP_OK && st_rank(s) == 0 && clp_comm_size(s->comm) > 1)
+	if (st == CLP_OK && sess_rank(s) == 0 && clp_comm_size(s->comm) > 1)
 		st = clp_hf_write_index(clp_ckpt_writer_dir(w));
-	if (st == CLP_OK && st_rank(s) == 0)
+	if (st == CLP_OK && sess_rank(s) == 0)
 		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
-	if (st == CLP_OK && st_rank(s) == 0)
+	if (st == CLP_OK && sess_rank(s) == 0)
 		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
 	else if (st != CLP_OK)
-		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", st_rank(s), s->step);
+		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", sess_rank(s), s->step);
 	for (int i = 0; i < nbufs; i++)
 		free(bufs[i]);
 	free(bufs);
@@ -394,7 +410,7 @@ static clp_status resume(clp_session *s)
 	const char *v;
 
 	if (st == CLP_ERR_NOT_FOUND) {
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
 				s->cfg.ckpt.dir);
 		clp_error_clear();
@@ -402,13 +418,13 @@ static clp_status resume(clp_session *s)
 	}
 	if (st != CLP_OK)
 		return st;
-	if (clp_ckpt_notes(c)[0] && st_rank(s) == 0)
+	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
 		fprintf(s->out, "%s", clp_ckpt_notes(c));
 	st = check_identity(s, c);
 	if (st == CLP_OK)
 		st = load_tensors(s, c, 1);
 	if (st == CLP_OK)
-		st = st_kfac_load(s, c);
+		st = clp_exec_optim_load(s->ex, c);
 	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
 		st = clp_dataset_restore(s->ds, v);
 	if (st == CLP_OK) {
@@ -416,9 +432,9 @@ static clp_status resume(clp_session *s)
 		s->step = v ? atol(v) : clp_ckpt_step(c);
 		v = clp_ckpt_meta(c, "train.applied");
 		s->applied = v ? atol(v) : s->step;
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
-		st = st_pf_resumed(s);
+		st = sess_pf_resumed(s);
 	}
 	clp_ckpt_close(c);
 	return st;
@@ -616,15 +632,14 @@ static clp_status apply_skips(clp_session *s, clp_stage *st)
 			for (int k = 0; k < stg; k++)
 				first += (int)c->pipeline.layers.v[k];
 			count = (int)c->pipeline.layers.v[stg];
-		} else { /* even split, earlier stages take the remainder */
-			for (int k = 0; k < stg; k++)
-				first += L / D + (k < L % D);
-			count = L / D + (stg < L % D);
+		} else {
+			first = clp_even_first(L, D, stg);
+			count = clp_even_layers(L, D, stg);
 		}
 		for (int l = first; l < first + count && n < 4096; l++)
 			list[n++] = l;
 	}
-	if (n && st_rank(s) == 0) {
+	if (n && sess_rank(s) == 0) {
 		fprintf(s->out, "skipping %d of %d layers:", n, L);
 		for (int i = 0; i < n; i++)
 			fprintf(s->out, " %d", list[i]);
@@ -635,12 +650,17 @@ static clp_status apply_skips(clp_session *s, clp_stage *st)
 
 static clp_status open_model(clp_session *s)
 {
-	clp_exec_opts eo = {s->B, s->T, s->cfg.pipeline.deterministic, s->cfg.train.recompute};
-	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
+	clp_exec_opts eo = {
+		.B = s->B,
+		.T = s->T,
+		.deterministic = s->cfg.pipeline.deterministic,
+		.recompute = s->cfg.train.recompute,
+	};
+	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1};
 	size_t n;
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
-		CLP_TRY(st_skip_schedule(s));
+		CLP_TRY(sess_skip_schedule(s));
 	/* the flags allow 2^16 x 2^20 x 2^40 tokens a step: refuse a product that wraps */
 	if (__builtin_mul_overflow((size_t)s->R, (size_t)s->M, &n) ||
 	    __builtin_mul_overflow(n, s->N, &n) || n > SIZE_MAX / (3 * sizeof(int32_t)))
@@ -655,7 +675,7 @@ static clp_status open_model(clp_session *s)
 				 "(pipeline.replicas %d x train.micro_batches %d x train.batch %zu x "
 				 "train.seq %zu)", n, s->R, s->M, s->B, s->T);
 	if (s->mode == CLP_SESSION_SAMPLE) {
-		CLP_TRY(st_check_memory(s));
+		CLP_TRY(sess_check_memory(s));
 		CLP_TRY(clp_stage_create(&s->st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));
 		CLP_TRY(apply_skips(s, s->st));
@@ -664,13 +684,13 @@ static clp_status open_model(clp_session *s)
 	if (!s->sched)
 		CLP_TRY(make_schedule(s));
 	if (s->mode == CLP_SESSION_TRAIN)
-		CLP_TRY(st_pf_plan(s));
-	CLP_TRY(st_check_memory(s));
+		CLP_TRY(sess_pf_plan(s));
+	CLP_TRY(sess_check_memory(s));
 	CLP_TRY(clp_exec_create(&s->ex, s->comm, s->ctx, s->sched, &s->m, &eo));
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
 	if (s->mode == CLP_SESSION_TRAIN)
-		CLP_TRY(st_kfac_open(s));
+		CLP_TRY(sess_kfac_open(s));
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
@@ -687,6 +707,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	s->cfg = *cfg;
 	s->mode = mode;
 	s->out = fout;
+	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
 	if (!s->comm || mode != CLP_SESSION_TRAIN) {
 		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
@@ -747,7 +768,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	}
 	if (st == CLP_OK)
 		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && st_rank(s) == 0) {
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
 		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
 		if (!s->log)
 			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
@@ -770,7 +791,7 @@ void clp_session_close(clp_session *s)
 	if (s->log)
 		fclose(s->log);
 	clp_exec_free(s->ex);
-	st_skip_free(s);
+	sess_skip_free(s);
 	clp_sched_free(s->sched);
 	clp_stage_free(s->st);
 	clp_cl_ctx_free(s->ctx);
@@ -792,109 +813,4 @@ const clp_train_config *clp_session_config(const clp_session *s)
 double clp_session_baseline_bpb(const clp_session *s)
 {
 	return s->baseline_bpb;
-}
-
-/* ---- sampling --------------------------------------------------------------------------------- */
-
-static int32_t draw(const float *logits, size_t V, double temperature, long top_k,
-		    const clp_rng_stream *rs, uint64_t index, float *work)
-{
-	size_t best = 0;
-	double u, acc = 0, total = 0, thresh = -INFINITY;
-
-	for (size_t v = 1; v < V; v++)
-		if (logits[v] > logits[best])
-			best = v;
-	if (temperature <= 0)
-		return (int32_t)best;
-	if (top_k > 0 && (size_t)top_k < V) { /* the k-th largest logit, by partial selection */
-		memcpy(work, logits, V * sizeof(float));
-		for (long k = 0; k < top_k; k++) {
-			size_t m = (size_t)k;
-
-			for (size_t v = (size_t)k + 1; v < V; v++)
-				if (work[v] > work[m])
-					m = v;
-			float tmp = work[k];
-			work[k] = work[m];
-			work[m] = tmp;
-		}
-		thresh = work[top_k - 1];
-	}
-	for (size_t v = 0; v < V; v++)
-		if (logits[v] >= thresh)
-			total += exp((logits[v] - logits[best]) / temperature);
-	u = clp_rng_uniform(rs, index) * total;
-	for (size_t v = 0; v < V; v++)
-		if (logits[v] >= thresh) {
-			acc += exp((logits[v] - logits[best]) / temperature);
-			if (acc >= u)
-				return (int32_t)v;
-		}
-	return (int32_t)best;
-}
-
-clp_status clp_session_sample(clp_session *s, FILE *out)
-{
-	const char *prompt = s->cfg.sample.prompt[0] ? s->cfg.sample.prompt : "\n";
-	size_t V = (size_t)s->m.vocab, T = s->T;
-	clp_ids ids = {0};
-	float *logits = malloc(V * sizeof(float)), *work = malloc(V * sizeof(float));
-	int32_t *tg = malloc(T * sizeof(int32_t)), *win = calloc(T, sizeof(int32_t));
-	cl_mem dl = NULL;
-	clp_rng_stream rs;
-	clp_status st;
-
-	if (!logits || !work || !tg || !win) {
-		st = clp_error(CLP_ERR_NOMEM, "out of host memory for sampling");
-		goto out;
-	}
-	if (s->bert) {
-		st = clp_error(CLP_ERR_UNSUPPORTED, "bert does not generate text");
-		goto out;
-	}
-	for (size_t t = 0; t < T; t++)
-		tg[t] = -1;
-	st = clp_tok_encode(s->tok, prompt, strlen(prompt), &ids);
-	if (st == CLP_OK && ids.n == 0)
-		st = clp_error(CLP_ERR_INVALID, "sample.prompt encodes to no tokens");
-	if (st == CLP_OK)
-		st = clp_cl_buffer(s->ctx, V * sizeof(float), "sample logits", &dl);
-	if (st == CLP_OK)
-		st = clp_rng_stream_init(&rs, (uint64_t)s->cfg.train.seed, 0, 0, 0, CLP_RNG_SAMPLE);
-	fputs(prompt, out);
-	for (long i = 0; st == CLP_OK && i < s->cfg.sample.length; i++) {
-		size_t len = ids.n < T ? ids.n : T;
-		clp_stage_mb mb = {0, 0, 0, (uint64_t)s->cfg.train.seed, win, NULL, tg};
-		const char *bytes;
-		size_t nb;
-		int32_t next;
-
-		memset(win, 0, T * sizeof(int32_t));
-		memcpy(win, ids.v + ids.n - len, len * sizeof(int32_t));
-		st = clp_stage_forward(s->st, &mb, 1.0f);
-		if (st == CLP_OK)
-			st = clp_stage_logits(s->st, 0, len - 1, 1, clp_buf_at(dl, 0));
-		if (st == CLP_OK)
-			st = clp_cl_read(s->ctx, dl, 0, V * sizeof(float), logits);
-		if (st != CLP_OK)
-			break;
-		next = draw(logits, V, s->cfg.sample.temperature, s->cfg.sample.top_k, &rs,
-			    (uint64_t)i, work);
-		st = clp_ids_push(&ids, next);
-		if (st == CLP_OK && clp_tok_token(s->tok, next, &bytes, &nb) == CLP_OK) {
-			fwrite(bytes, 1, nb, out);
-			fflush(out);
-		}
-	}
-	fputc('\n', out);
-out:
-	if (dl)
-		clReleaseMemObject(dl);
-	clp_ids_free(&ids);
-	free(logits);
-	free(work);
-	free(tg);
-	free(win);
-	return st;
 }

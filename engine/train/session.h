@@ -2,8 +2,9 @@
  * learning rate, evaluation, checkpoints, logging and sampling. `clpipe train`, `eval` and
  * `sample` are thin wrappers around it.
  *
- * Lifecycle: clp_session_open() -> clp_session_train() / clp_session_eval() /
- * clp_session_sample() -> clp_session_close(). */
+ * Lifecycle: clp_session_open(mode) -> the calls of that mode -> clp_session_close(). A session
+ * does what its mode opened it for: TRAIN runs clp_session_train and clp_session_eval, EVAL
+ * clp_session_eval, SAMPLE clp_session_sample; any other call returns CLP_ERR_STATE. */
 #ifndef CLP_TRAIN_SESSION_H
 #define CLP_TRAIN_SESSION_H
 
@@ -11,7 +12,7 @@
 #include <stdio.h>
 
 #include "engine/train/train_config.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 typedef struct clp_session clp_session;
 
@@ -50,6 +51,23 @@ double clp_session_baseline_bpb(const clp_session *s);
 void clp_session_role(const clp_session *s, char *buf, size_t n);
 /* Steps done so far (a resumed run starts at its checkpoint's). */
 long clp_session_steps_done(const clp_session *s);
+
+/* One training step as the session logs it. */
+typedef struct clp_session_step {
+	long step, steps; /* 1-based step number, of cfg.train.steps */
+	double loss;      /* the step's mean loss */
+	double lr;        /* its learning rate */
+	double grad_norm; /* before clipping */
+	double tok_s, ms; /* throughput and wall time of the step */
+	double eta_s;     /* the rest of the run at the average rate so far */
+	int skipped;      /* a non-finite gradient: no parameter changed */
+} clp_session_step;
+
+/* Where step records go: fn(ud, rec) on rank 0 after every step instead of the default, which
+ * prints a progress line on the session's out and writes a "step" record to train.log. NULL
+ * restores the default. */
+void clp_session_set_logger(clp_session *s, void (*fn)(void *ud, const clp_session_step *rec),
+			    void *ud);
 
 /* Called after every completed step (1-based count) with ud; for tests of failure handling. */
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);

@@ -10,10 +10,11 @@
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
 #include "engine/exec/exec.h"
+#include "engine/exec/exec_optim.h"
 #include "engine/model/stage.h"
 #include "engine/sched/sched.h"
 #include "engine/train/session.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 struct clp_session {
 	clp_train_config cfg;
@@ -39,6 +40,8 @@ struct clp_session {
 	int bert, byte_level;
 	void (*hook)(void *ud, long step);
 	void *hook_ud;
+	void (*logger)(void *ud, const clp_session_step *rec); /* rank 0 */
+	void *logger_ud;
 	int32_t specials[8], mask_id;
 	int nspecial;
 	/* pipeline.schedule = "skippipe" (session_skip.c) */
@@ -48,34 +51,34 @@ struct clp_session {
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 };
 
-clp_status st_save(clp_session *s);
+clp_status sess_save(clp_session *s);
+/* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
+clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 
-/* session_kfac.c: optim.name = "kfac" (the executor runs it); K-FAC state in checkpoints */
-void st_kfac_opts(const clp_session *s, clp_kfac_opts *o);
-clp_status st_kfac_open(clp_session *s);
-clp_status st_kfac_save(clp_session *s, clp_ckpt_writer *w);
-clp_status st_kfac_load(clp_session *s, clp_ckpt *c);
-/* session_pf.c: pipeline.pipefisher. st_pf_plan replaces the one-step schedule s->sched by
+/* session_kfac.c: optim.name = "kfac" (the executor runs it and saves its state) */
+void sess_kfac_opts(const clp_session *s, clp_kfac_opts *o);
+clp_status sess_kfac_open(clp_session *s);
+/* session_pf.c: pipeline.pipefisher. sess_pf_plan replaces the one-step schedule s->sched by
  * the K-step cycle (and sets kfac.interval); st_pf_K is K (0: PipeFisher off); the cycle goes
  * into checkpoints; a resumed run must start at a cycle boundary. */
-clp_status st_pf_plan(clp_session *s);
+clp_status sess_pf_plan(clp_session *s);
 int st_pf_K(const clp_session *s);
-clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w);
-clp_status st_pf_resumed(const clp_session *s);
+clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w);
+clp_status sess_pf_resumed(const clp_session *s);
 /* Rank 0 prints; the others are quiet. */
-int st_rank(const clp_session *s);
+int sess_rank(const clp_session *s);
 /* session_mem.c: refuse, before any device allocation, stages that cannot fit on the device
  * (the planner's memory model against the device's memory), naming the setting to lower */
-clp_status st_check_memory(clp_session *s);
+clp_status sess_check_memory(clp_session *s);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
  * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the
  * whole model, gathered on rank 0 (every rank gets the loss); freeing. */
-clp_status st_skip_schedule(clp_session *s);
-void st_skip_scales(clp_session *s);
-clp_status st_skip_eval_begin(clp_session *s);
-clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss);
-clp_status st_skip_eval_end(clp_session *s, double *loss);
-void st_skip_free(clp_session *s);
+clp_status sess_skip_schedule(clp_session *s);
+void sess_skip_scales(clp_session *s);
+clp_status sess_skip_eval_begin(clp_session *s);
+clp_status sess_skip_eval_forward(clp_session *s, float inv_count, double *loss);
+clp_status sess_skip_eval_end(clp_session *s, double *loss);
+void sess_skip_free(clp_session *s);
 
 #endif

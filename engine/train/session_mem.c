@@ -1,5 +1,5 @@
 /* Limits before work: before a session allocates anything on its device, the memory its stages
- * will take there (the planner's model of what a stage allocates, engine/plan/mem.c, held equal
+ * will take there (the planner's model of what a stage allocates, engine/model/stage_mem.c, held equal
  * to real stages by tests/plan/test_plan_mem.c) is added up and checked against the device's
  * memory, so a model that cannot fit is refused in milliseconds with the total, the device and
  * the setting to lower, instead of allocating gigabytes and failing inside the OpenCL driver. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/plan/plan.h"
+#include "engine/model/stage_mem.h"
 #include "engine/train/session_internal.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -42,10 +42,10 @@ static double total(const need *n)
 
 static clp_status add_stage(clp_session *s, int first, int last, int slots, int split, need *n)
 {
-	clp_plan_mem pm;
+	clp_model_mem pm;
 	int kfac = !strcmp(s->cfg.optim.name, "kfac");
 
-	CLP_TRY(clp_plan_stage_mem(&s->m, first, last, s->B, s->T, split,
+	CLP_TRY(clp_model_stage_mem(&s->m, first, last, s->B, s->T, split,
 				   s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute, &pm));
 	n->param += (double)pm.param_bytes;
 	n->grad += (double)pm.param_bytes;
@@ -83,7 +83,7 @@ static void what_to_lower(const clp_session *s, const need *n, char *buf, size_t
 			 "model over more pipeline stages", m->d_model, m->n_layer);
 }
 
-clp_status st_check_memory(clp_session *s)
+clp_status sess_check_memory(clp_session *s)
 {
 	const clp_cl_devinfo *d = clp_cl_ctx_device(s->ctx);
 	int L = s->m.n_layer;
@@ -96,13 +96,13 @@ clp_status st_check_memory(clp_session *s)
 	if (s->mode == CLP_SESSION_SAMPLE) {
 		CLP_TRY(add_stage(s, 0, L + 1, 1, 0, &n));
 	} else {
-		int cap = s->sched->ranks[st_rank(s)].nops + 1, k;
+		int cap = s->sched->ranks[sess_rank(s)].nops + 1, k;
 		clp_exec_stage_need *st = calloc((size_t)cap, sizeof(*st));
 		clp_status e = CLP_OK;
 
 		if (!st)
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
-		k = clp_exec_rank_stages(s->sched, st_rank(s), st, cap);
+		k = clp_exec_rank_stages(s->sched, sess_rank(s), st, cap);
 		for (int i = 0; i < k && e == CLP_OK; i++) {
 			const clp_stage_info *si = &s->sched->stages[st[i].stage];
 
@@ -128,7 +128,7 @@ clp_status st_check_memory(clp_session *s)
 			 "gradients %.2f GiB, "
 			 "optimizer state %.2f GiB, activations %.2f GiB (%d micro-batch slot(s) of "
 			 "%zu x %zu tokens), workspace %.2f GiB; %s",
-			 st_rank(s), total(&n) / GIB, d->name, (double)d->global_mem / GIB,
+			 sess_rank(s), total(&n) / GIB, d->name, (double)d->global_mem / GIB,
 			 usable / GIB, where,
 			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, n.act / GIB, n.slots,
 			 s->B, s->T, n.work / GIB, hint);

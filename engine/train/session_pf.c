@@ -12,48 +12,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
+#include "cl/clock.h"
+#include "engine/optim/stage_time.h"
 
 #define PF_META "pipefisher.cycle"
 #define PF_REPS 3 /* timed repetitions (the least counts), after one untimed */
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Bytes one layer keeps per micro-batch for a deferred factor A (its linears' inputs) and B
- * (their output gradients), and the dimensions of a layer's factors in the optimizer's order
- * (per linear its A, then its B parts): from a stage holding the first layer. */
-static clp_status layer_shape(clp_session *s, int64_t *keep_a, int64_t *keep_b, int *dims,
-			      int *nf)
-{
-	clp_stage_opts so = {s->B, s->T, 1, 0, 0};
-	clp_stage *st = NULL;
-
-	CLP_TRY(clp_stage_create(&st, s->ctx, &s->m, 1, 1, &so));
-	*keep_a = *keep_b = 0;
-	*nf = 0;
-	for (int l = 0; l < CLP_LIN_COUNT; l++) {
-		clp_stage_linear_info in;
-
-		clp_stage_linear_get(st, (clp_stage_linear)l, &in);
-		*keep_a += (int64_t)(s->N * in.I * sizeof(float));
-		*keep_b += (int64_t)(s->N * in.O * sizeof(float));
-		if (*nf + 1 + in.nparts <= CLP_COST_MAX_FACTORS) {
-			dims[(*nf)++] = (int)in.I;
-			for (int p = 0; p < in.nparts; p++)
-				dims[(*nf)++] = (int)in.part[p];
-		}
-	}
-	clp_stage_free(st);
-	return CLP_OK;
-}
 
 static uint64_t lcg(uint64_t *x)
 {
@@ -61,116 +27,50 @@ static uint64_t lcg(uint64_t *x)
 	return *x >> 33;
 }
 
-static clp_status fill_random(clp_cl_ctx *ctx, clp_buf b, size_t n, float scale, uint64_t *x)
-{
-	float *h = malloc(n * sizeof(float) + 1);
-	clp_status st;
-
-	if (!h)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	for (size_t i = 0; i < n; i++)
-		h[i] = scale * ((float)(lcg(x) % 2001) / 1000.0f - 1.0f);
-	st = clp_cl_write(ctx, b.mem, b.off * 4, n * sizeof(float), h);
-	free(h);
-	return st;
-}
-
-/* Seconds since *t after the device finished; *t moves on. */
-static clp_status lap(clp_cl_ctx *ctx, double *t, double *out)
-{
-	double n;
-
-	CLP_TRY(clp_cl_finish(ctx));
-	n = now_s();
-	*out = n - *t;
-	*t = n;
-	return CLP_OK;
-}
-
 /* The times of local stage i of a scratch executor (its optimizer made with deferral, so the
- * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS. */
+ * factor items run from kept copies as in a PipeFisher cycle); the least of PF_REPS after one
+ * untimed repetition. */
 static clp_status measure_stage(clp_session *s, clp_exec *ex, int i, int split, double *best)
 {
 	clp_stage *st = clp_exec_stage(ex, i, NULL);
 	clp_kfac_opt *k = clp_exec_kfac_opt(ex, i);
-	size_t N = s->N, C = (size_t)s->m.d_model;
+	size_t N = s->N;
 	int32_t *tok = calloc(N, sizeof(int32_t)), *tg = calloc(N, sizeof(int32_t));
 	int32_t *types = calloc(N, sizeof(int32_t));
-	clp_nn_adamw_hp hp = {1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, 1};
+	clp_stage_mb m = {.seed = 1, .tokens = tok, .types = types, .targets = tg};
 	uint64_t x = 12345;
 	clp_status r = CLP_OK;
 
 	for (int t = 0; t < CLP_COST_NTIMES; t++)
 		best[t] = 1e300;
-	if (!tok || !tg || !types)
+	if (!tok || !tg || !types) {
 		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	for (size_t j = 0; r == CLP_OK && j < N; j++) {
+		goto free_ids;
+	}
+	for (size_t j = 0; j < N; j++) {
 		tok[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
 		tg[j] = (int32_t)(lcg(&x) % (uint64_t)s->m.vocab);
 	}
-	for (int rep = 0; r == CLP_OK && rep <= PF_REPS; rep++) {
-		clp_stage_mb m = {0, 0, 0, 1, tok, types, tg};
-		double t, junk, d[CLP_COST_NTIMES] = {0};
+	for (int rep = 0; rep <= PF_REPS; rep++) {
+		clp_stage_times d;
+		double t[CLP_COST_NTIMES];
 
-		r = clp_stage_zero_grads(st);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_step_begin(k, 0, (double)N, (double)N, NULL);
-		clp_kfac_opt_defer(k, 1);
-		if (r == CLP_OK && !clp_stage_has_embedding(st))
-			r = fill_random(s->ctx, clp_stage_act_in(st, 0), N * C, 1.0f, &x);
-		if (r == CLP_OK)
-			r = clp_cl_finish(s->ctx);
-		t = now_s();
-		if (r == CLP_OK)
-			r = clp_stage_forward(st, &m, 1.0f / (float)N);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_FWD]);
-		if (r == CLP_OK && !clp_stage_has_head(st))
-			r = fill_random(s->ctx, clp_stage_grad_in(st), N * C, 1e-3f, &x);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &junk); /* the upload is not timed */
-		if (r == CLP_OK && split) {
-			r = clp_stage_backward_input(st, &m, 1.0f / (float)N);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD_B]);
-			if (r == CLP_OK)
-				r = clp_stage_backward_weight(st, &m);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD_W]);
-			d[CLP_COST_BWD] = d[CLP_COST_BWD_B] + d[CLP_COST_BWD_W];
-		} else if (r == CLP_OK) {
-			r = clp_stage_backward(st, &m, 1.0f / (float)N);
-			if (r == CLP_OK)
-				r = lap(s->ctx, &t, &d[CLP_COST_BWD]);
-			d[CLP_COST_BWD_B] = d[CLP_COST_BWD_W] = d[CLP_COST_BWD] / 2;
-		}
-		if (r == CLP_OK)
-			r = clp_kfac_opt_curv_a_kept(k, -1, 0);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_A]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_curv_b_kept(k, -1, 0);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_CURV_B]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_invert(k, -1, -1);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_INV]);
-		if (r == CLP_OK)
-			r = clp_stage_grad_stats(st, clp_stage_stats(st), 0.0f);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &junk);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_precondition(k);
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_KFAC_PRECOND]);
-		if (r == CLP_OK)
-			r = clp_kfac_opt_update(k, &hp, hp.lr, clp_stage_stats(st));
-		if (r == CLP_OK)
-			r = lap(s->ctx, &t, &d[CLP_COST_OPT]);
+		r = clp_stage_time(st, k, split, &m, (size_t)s->m.d_model, &x, &d);
+		if (r != CLP_OK)
+			break;
+		t[CLP_COST_FWD] = d.fwd;
+		t[CLP_COST_BWD] = d.bwd;
+		t[CLP_COST_BWD_B] = d.bwd_b;
+		t[CLP_COST_BWD_W] = d.bwd_w;
+		t[CLP_COST_OPT] = d.opt;
+		t[CLP_COST_KFAC_CURV_A] = d.kfac_a;
+		t[CLP_COST_KFAC_CURV_B] = d.kfac_b;
+		t[CLP_COST_KFAC_INV] = d.kfac_inv;
+		t[CLP_COST_KFAC_PRECOND] = d.kfac_pre;
 		for (int j = 0; rep > 0 && j < CLP_COST_NTIMES; j++)
-			best[j] = d[j] < best[j] ? d[j] : best[j];
+			best[j] = t[j] < best[j] ? t[j] : best[j];
 	}
+free_ids:
 	free(tok);
 	free(tg);
 	free(types);
@@ -190,16 +90,17 @@ static int splits(const clp_sched *b, int r, int stage, int pipe)
 /* Per stage the mean over its holders of what they measured: the same table on every rank. */
 static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 {
-	clp_exec_opts eo = {s->B, s->T, 1, s->cfg.train.recompute};
+	clp_exec_opts eo = {
+		.B = s->B, .T = s->T, .deterministic = 1, .recompute = s->cfg.train.recompute};
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
-	int ns = base->nstages, me = st_rank(s);
+	int ns = base->nstages, me = sess_rank(s);
 	double *sum = calloc((size_t)ns * (CLP_COST_NTIMES + 1) + 1, sizeof(double));
 	clp_status st;
 
 	if (!sum)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	st_kfac_opts(s, &o);
+	sess_kfac_opts(s, &o);
 	o.interval = 1;
 	st = clp_exec_create(&ex, s->comm, s->ctx, base, &s->m, &eo);
 	if (st == CLP_OK)
@@ -320,7 +221,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	char kept[32];
 	clp_status st;
 
-	CLP_TRY(layer_shape(s, &ka, &kb, dims, &nf));
+	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
 	CLP_TRY(costs_for(s, base, dims, nf, &c));
 	clp_pf_opts_default(&po);
 	po.costs = c;
@@ -328,7 +229,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	po.keep_b_bytes = kb;
 	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
 	st = clp_pipefisher(base, &po, cycle, &rep);
-	if (st == CLP_OK && st_rank(s) == 0) {
+	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_stage_cost *t = &c->stages[0];
 
 		fmt_bytes(rep.peak_kept, kept, sizeof(kept));
@@ -368,14 +269,14 @@ static clp_status from_checkpoint(clp_session *s, clp_sched **cycle)
 	text = clp_ckpt_meta(ck, PF_META);
 	snprintf(name, sizeof(name), "%s: %s", clp_ckpt_path(ck), PF_META);
 	st = text ? clp_sched_from_json(text, name, cycle) : CLP_OK;
-	if (st == CLP_OK && text && st_rank(s) == 0)
+	if (st == CLP_OK && text && sess_rank(s) == 0)
 		fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", (*cycle)->nsteps,
 			clp_ckpt_path(ck));
 	clp_ckpt_close(ck);
 	return st;
 }
 
-clp_status st_pf_plan(clp_session *s)
+clp_status sess_pf_plan(clp_session *s)
 {
 	clp_train_config *c = &s->cfg;
 	clp_sched *cycle = NULL;
@@ -396,7 +297,7 @@ clp_status st_pf_plan(clp_session *s)
 		st = clp_sched_load(c->pipeline.pipefisher_schedule, &cycle);
 		if (st != CLP_OK)
 			clp_error_context(st, "pipeline.pipefisher_schedule: ");
-		else if (st_rank(s) == 0)
+		else if (sess_rank(s) == 0)
 			fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", cycle->nsteps,
 				c->pipeline.pipefisher_schedule);
 	}
@@ -421,12 +322,12 @@ int st_pf_K(const clp_session *s)
 	return s->cfg.pipeline.pipefisher && s->sched ? s->sched->nsteps : 0;
 }
 
-clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w)
+clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w)
 {
 	char *text;
 	clp_status st;
 
-	if (!st_pf_K(s) || st_rank(s) != 0)
+	if (!st_pf_K(s) || sess_rank(s) != 0)
 		return CLP_OK;
 	if (!(text = clp_sched_to_json(s->sched)))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory saving the PipeFisher cycle");
@@ -435,7 +336,7 @@ clp_status st_pf_save(clp_session *s, clp_ckpt_writer *w)
 	return st;
 }
 
-clp_status st_pf_resumed(const clp_session *s)
+clp_status sess_pf_resumed(const clp_session *s)
 {
 	int K = st_pf_K(s);
 

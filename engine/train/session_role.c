@@ -6,7 +6,7 @@
 
 void clp_session_role(const clp_session *s, char *buf, size_t n)
 {
-	int r = st_rank(s), k, used = 0;
+	int r = sess_rank(s), k, used = 0;
 	clp_exec_stage_need st[8];
 
 	buf[0] = '\0';

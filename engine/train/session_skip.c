@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 
 /* Tags of the gather (below the clock ping-pong's 32000, above any micro-batch tag in flight:
@@ -129,7 +129,7 @@ static clp_status stage_map(clp_session *s, clp_sched *sc, int S)
 	return CLP_OK;
 }
 
-clp_status st_skip_schedule(clp_session *s)
+clp_status sess_skip_schedule(clp_session *s)
 {
 	clp_train_config *c = &s->cfg;
 	clp_skip_paths *p = NULL;
@@ -184,7 +184,7 @@ clp_status st_skip_schedule(clp_session *s)
 	if (st == CLP_OK) {
 		/* the stored config tells eval --sample.skip_stages how the layers were split */
 		c->pipeline.stages = p->nstages;
-		if (st_rank(s) == 0)
+		if (sess_rank(s) == 0)
 			fprintf(s->out, "skippipe: %d nodes, %d stages, %d micro-batches per step, "
 				"paths of %d stages (stage 0 once), memory cap %d%s%s\n", p->nnodes,
 				p->nstages, p->nmb, r.path_len, r.memory,
@@ -196,7 +196,7 @@ clp_status st_skip_schedule(clp_session *s)
 	return CLP_OK;
 }
 
-void st_skip_scales(clp_session *s)
+void sess_skip_scales(clp_session *s)
 {
 	for (int m = 0; m < s->M; m++) {
 		const int32_t *tg = s->tg + (size_t)m * s->N;
@@ -250,7 +250,7 @@ static clp_status pack(clp_session *s, int k, float **buf, size_t *n)
 			}
 		return CLP_OK;
 	}
-	return clp_error(CLP_ERR_STATE, "rank %d does not hold stage %d", st_rank(s), k);
+	return clp_error(CLP_ERR_STATE, "rank %d does not hold stage %d", sess_rank(s), k);
 }
 
 static clp_status unpack(clp_session *s, const clp_param_table *t, const float *buf)
@@ -277,7 +277,7 @@ static clp_status unpack(clp_session *s, const clp_param_table *t, const float *
 static clp_status gather_stage(clp_session *s, int k)
 {
 	const clp_stage_info *si = &s->sched->stages[k];
-	int me = st_rank(s), o = owner_of(s->sched, k), L = s->m.n_layer;
+	int me = sess_rank(s), o = owner_of(s->sched, k), L = s->m.n_layer;
 	clp_param_table t = {0};
 	clp_comm_req *q = NULL;
 	float *buf = NULL;
@@ -295,9 +295,12 @@ static clp_status gather_stage(clp_session *s, int k)
 		if (st == CLP_OK)
 			st = clp_comm_wait(s->comm, &q, 0);
 	}
-	if (st == CLP_OK && me == 0)
-		st = clp_param_table_build(&s->m, si->embed ? 0 : si->first_layer + 1,
-					   si->head ? L + 1 : si->first_layer + si->nlayers, &t);
+	if (st == CLP_OK && me == 0) {
+		int first, last;
+
+		clp_stage_info_blocks(si, L, &first, &last);
+		st = clp_param_table_build(&s->m, first, last, &t);
+	}
 	if (st == CLP_OK && me == 0 && o != 0) {
 		for (int j = 0; j < t.ntensors; j++)
 			n += sent(&t.tensors[j]) ? t.tensors[j].numel : 0;
@@ -318,10 +321,10 @@ static clp_status gather_stage(clp_session *s, int k)
 	return st;
 }
 
-clp_status st_skip_eval_begin(clp_session *s)
+clp_status sess_skip_eval_begin(clp_session *s)
 {
-	if (st_rank(s) == 0 && !s->eval_st) {
-		clp_stage_opts so = {s->B, s->T, 1, 0, 0};
+	if (sess_rank(s) == 0 && !s->eval_st) {
+		clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1};
 
 		CLP_TRY(clp_stage_create(&s->eval_st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));
@@ -331,10 +334,10 @@ clp_status st_skip_eval_begin(clp_session *s)
 	return CLP_OK;
 }
 
-clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss)
+clp_status sess_skip_eval_forward(clp_session *s, float inv_count, double *loss)
 {
 	*loss = 0;
-	if (st_rank(s) != 0)
+	if (sess_rank(s) != 0)
 		return CLP_OK;
 	for (int m = 0; m < s->M; m++) {
 		size_t o = (size_t)m * s->N;
@@ -351,14 +354,14 @@ clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss)
 	return CLP_OK;
 }
 
-clp_status st_skip_eval_end(clp_session *s, double *loss)
+clp_status sess_skip_eval_end(clp_session *s, double *loss)
 {
 	if (clp_comm_size(s->comm) == 1)
 		return CLP_OK;
 	return clp_comm_allreduce_sum(s->comm, CLP_COMM_F64, loss, 1, 1, "validation loss");
 }
 
-void st_skip_free(clp_session *s)
+void sess_skip_free(clp_session *s)
 {
 	clp_stage_free(s->eval_st);
 	free(s->mb_div);

@@ -11,15 +11,8 @@
 #include <unistd.h>
 
 #include "cl/ops.h"
-#include "engine/io/trace.h"
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+#include "engine/scenario/trace.h"
+#include "cl/clock.h"
 
 /* Linear warmup, then cosine decay from lr to min_lr at the last step. */
 static double lr_at(const clp_train_config *c, long step)
@@ -57,6 +50,19 @@ static void fmt_time(double sec, char *buf, size_t n)
 		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
+/* BERT's masking of the session's data, keyed by seed. */
+static clp_mask_opts mask_opts(const clp_session *s, uint64_t seed)
+{
+	return (clp_mask_opts){
+		.prob = s->cfg.data.mask_prob,
+		.mask_id = s->mask_id,
+		.vocab_size = s->m.vocab,
+		.special = s->specials,
+		.nspecial = s->nspecial,
+		.seed = seed,
+	};
+}
+
 /* The micro-batches of a step for every replica (each rank draws the same global batch and
  * runs its replica's share): inputs, targets (BERT: masked), and the count of targets. */
 static clp_status draw_step(clp_session *s, long step, size_t *valid)
@@ -69,8 +75,7 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 
 		CLP_TRY(clp_dataset_next(s->ds, (int)s->B, 0, (int)s->B, in, tg));
 		if (s->bert) {
-			clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab, s->specials,
-					   s->nspecial, (uint64_t)s->cfg.train.seed};
+			clp_mask_opts o = mask_opts(s, (uint64_t)s->cfg.train.seed);
 
 			/* an encoder predicts the tokens in place, not the next ones */
 			CLP_TRY(clp_data_mask_bert(&o, (uint64_t)step, (uint64_t)mb, in, tg, N));
@@ -84,12 +89,17 @@ static clp_status draw_step(clp_session *s, long step, size_t *valid)
 /* This rank's replica's share of the step's batch. */
 static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t step)
 {
-	int rep = s->sched->ranks[st_rank(s)].replica;
+	int rep = s->sched->ranks[sess_rank(s)].replica;
 	size_t off = (size_t)rep * (size_t)s->M * s->N;
-	clp_exec_data d = {s->in + off, s->types + off, s->tg + off,
-			   valid ? 1.0f / (float)valid : 0.0f, (uint64_t)s->cfg.train.seed, step, NULL};
 
-	return d;
+	return (clp_exec_data){
+		.tokens = s->in + off,
+		.types = s->types + off,
+		.targets = s->tg + off,
+		.inv_count = valid ? 1.0f / (float)valid : 0.0f,
+		.seed = (uint64_t)s->cfg.train.seed,
+		.step = step,
+	};
 }
 
 /* eval.dump: every evaluated micro-batch as rows of inputs and targets (-1: no target). */
@@ -128,21 +138,24 @@ uint64_t clp_session_eval_tokens(const clp_session *s)
 
 clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *bpb)
 {
-	uint64_t nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
-	long per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
-	long nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
-	long rounds = (nb + per - 1) / per;
+	uint64_t nval;
+	long per, nb, rounds;
 	size_t valid = 0;
 	double sum = 0;
 	json_t *dump = NULL;
 	clp_status st = CLP_OK;
 
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, CLP_SESSION_EVAL, "clp_session_eval"));
+	nval = clp_dataset_nseq(s->ds, CLP_SPLIT_VAL);
+	per = (long)s->R * s->M; /* validation micro-batches per pass of the schedule */
+	nb = batches > 0 ? batches : (long)((nval + s->B - 1) / s->B);
+	rounds = (nb + per - 1) / per;
 	nb = rounds * per;
 	if (s->mode == CLP_SESSION_EVAL && s->cfg.eval.dump[0] &&
 	    !(dump = json_pack("{s:[],s:[]}", "inputs", "targets")))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for eval.dump");
 	if (s->skip) /* the stages live on several nodes: gather the model on rank 0 */
-		CLP_TRY(st_skip_eval_begin(s));
+		CLP_TRY(sess_skip_eval_begin(s));
 	/* count targets first: the mean is over every micro-batch of the evaluation */
 	for (int pass = 0; pass < 2 && st == CLP_OK; pass++) {
 		for (long r = 0; r < rounds && st == CLP_OK; r++) {
@@ -152,9 +165,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 
 				st = clp_dataset_val(s->ds, (uint64_t)vb * s->B, (int)s->B, in, tg);
 				if (st == CLP_OK && s->bert) {
-					clp_mask_opts o = {s->cfg.data.mask_prob, s->mask_id, s->m.vocab,
-							   s->specials, s->nspecial,
-							   (uint64_t)s->cfg.train.seed + 1};
+					clp_mask_opts o = mask_opts(s, (uint64_t)s->cfg.train.seed + 1);
 
 					st = clp_data_mask_bert(&o, (uint64_t)vb, 0, in, tg, s->N);
 				}
@@ -175,7 +186,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 				double part = 0;
 
 				if (s->skip)
-					st = st_skip_eval_forward(s, d.inv_count, &part);
+					st = sess_skip_eval_forward(s, d.inv_count, &part);
 				else
 					st = clp_exec_forward(s->ex, &d, &part);
 				sum += part;
@@ -183,7 +194,7 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 		}
 	}
 	if (st == CLP_OK && s->skip)
-		st = st_skip_eval_end(s, &sum);
+		st = sess_skip_eval_end(s, &sum);
 	if (st == CLP_OK && dump)
 		st = dump_write(dump, s, sum);
 	json_decref(dump);
@@ -200,7 +211,7 @@ static void progress(clp_session *s, long step, double loss, double lr, double t
 	char e[32];
 	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
 
-	if (st_rank(s) != 0)
+	if (sess_rank(s) != 0)
 		return;
 	fmt_time(eta, e, sizeof(e));
 	if (tty) {
@@ -224,7 +235,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	CLP_TRY(clp_session_eval(s, s->cfg.eval.batches, &loss, &bpb));
 	*val = loss;
 	*metric = isnan(bpb) ? loss : bpb;
-	if (st_rank(s) != 0)
+	if (sess_rank(s) != 0)
 		return CLP_OK;
 	if (isatty(fileno(s->out)))
 		fputc('\n', s->out);
@@ -279,7 +290,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 
 	memset(&tr, 0, sizeof(tr));
 	st = clp_exec_trace_finish(s->ex, &tr);
-	if (st != CLP_OK || st_rank(s) != 0)
+	if (st != CLP_OK || sess_rank(s) != 0)
 		return st;
 	snprintf(tr.title, sizeof(tr.title), "step%s %ld%s%.0ld, %s%s, %ld stages x %ld replicas",
 		 first < step ? "s" : "", first, first < step ? "-" : "", first < step ? step : 0,
@@ -323,7 +334,7 @@ static clp_status print_profile(clp_session *s)
 	CLP_TRY(clp_cl_profile_stop(s->ctx, &t, &n));
 	for (int i = 0; i < n; i++)
 		total += t[i].total_ms;
-	if (st_rank(s) == 0) {
+	if (sess_rank(s) == 0) {
 		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms\n",
 			total);
 		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
@@ -336,97 +347,178 @@ static clp_status print_profile(clp_session *s)
 	return CLP_OK;
 }
 
-clp_status clp_session_train(clp_session *s, double *val_loss)
+/* One step of the algorithm: the batch, forward and backward through the schedule, the
+ * reductions, clipping and the optimizer step (the executor runs the last four); the traced
+ * steps (first..last, 1-based) are recorded. */
+static clp_status train_step(clp_session *s, long step, long tr_first, long tr_last,
+			     clp_session_step *rec)
 {
 	const clp_train_config *c = &s->cfg;
-	long first = s->step;
-	double t_start = now_s(), last_val = NAN, metric = NAN;
-	long evaluated_at = -1;
-	size_t tokens = (size_t)s->R * (size_t)s->M * s->N;
-	long tr_first, tr_last;
+	int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
+	double lr = lr_at(c, step);
+	clp_nn_adamw_hp hp = {
+		.lr = (float)lr,
+		.beta1 = (float)c->optim.beta1,
+		.beta2 = (float)c->optim.beta2,
+		.eps = (float)c->optim.eps,
+		.weight_decay = (float)c->optim.weight_decay,
+		.step = s->applied + 1,
+	};
+	clp_exec_result res;
+	clp_exec_data d;
+	size_t valid;
 
-	if (s->byte_level && !s->bert && st_rank(s) == 0)
+	CLP_TRY(draw_step(s, step, &valid));
+	d = replica_data(s, valid, (uint32_t)step);
+	if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
+		sess_skip_scales(s);
+		d.inv_mb = s->inv_mb;
+	}
+	if (trace && step + 1 == tr_first)
+		CLP_TRY(clp_exec_trace_start(s->ex));
+	CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
+	if (trace && step + 1 == tr_last)
+		CLP_TRY(write_trace(s, tr_first, step + 1));
+	if (!res.skipped)
+		s->applied++;
+	*rec = (clp_session_step){
+		.step = step + 1,
+		.steps = c->train.steps,
+		.loss = res.loss,
+		.lr = lr,
+		.grad_norm = res.grad_norm,
+		.skipped = res.skipped,
+	};
+	return CLP_OK;
+}
+
+/* The default logger: a progress line on out and a "step" record in train.log. */
+static void log_step(void *ud, const clp_session_step *r)
+{
+	clp_session *s = ud;
+
+	progress(s, r->step - 1, r->loss, r->lr, r->tok_s, r->ms, r->eta_s, r->skipped,
+		 r->grad_norm);
+	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
+			      "step", (json_int_t)r->step, "loss", r->loss, "lr", r->lr,
+			      "grad_norm", r->grad_norm, "tok_s", r->tok_s, "ms", r->ms, "skipped",
+			      r->skipped));
+}
+
+/* The evaluations of a run: the last one's loss and metric, and when it ran. */
+struct evals {
+	double val, metric;
+	long at;
+};
+
+/* Every eval.every steps but the last (the run's end evaluates); *stop when the metric
+ * reached eval.target_ratio x the unigram baseline. */
+static clp_status periodic_eval(clp_session *s, long done, struct evals *ev, int *stop)
+{
+	const clp_train_config *c = &s->cfg;
+
+	*stop = 0;
+	if (c->eval.every <= 0 || done % c->eval.every != 0 || done >= c->train.steps)
+		return CLP_OK;
+	CLP_TRY(evaluate(s, done, &ev->val, &ev->metric));
+	ev->at = done;
+	if (c->eval.target_ratio > 0 && !s->bert &&
+	    ev->metric <= c->eval.target_ratio * s->baseline_bpb) {
+		if (sess_rank(s) == 0)
+			fprintf(s->out, "reached %.3f x the unigram baseline: stopping at step %ld\n",
+				c->eval.target_ratio, done);
+		*stop = 1;
+	}
+	return CLP_OK;
+}
+
+static clp_status periodic_save(clp_session *s, long done)
+{
+	clp_status st;
+
+	if (!save_now(s, done))
+		return CLP_OK;
+	s->step++; /* the checkpoint holds the next step to run */
+	st = sess_save(s);
+	s->step--;
+	return st;
+}
+
+/* The end of a run: the profile, the last evaluation and checkpoint. */
+static clp_status finish_run(clp_session *s, long first, struct evals *ev)
+{
+	const clp_train_config *c = &s->cfg;
+
+	if (isatty(fileno(s->out)) && sess_rank(s) == 0)
+		fputc('\n', s->out);
+	if (c->train.profile && s->step > first + 1)
+		CLP_TRY(print_profile(s));
+	if (ev->at != s->step)
+		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
+	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && sess_rank(s) == 0 &&
+	    ev->metric > c->eval.target_ratio * s->baseline_bpb)
+		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
+			c->eval.target_ratio, s->step, ev->metric / s->baseline_bpb);
+	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && sess_rank(s) == 0)
+		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
+			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
+	if (c->ckpt.dir[0])
+		CLP_TRY(sess_save(s));
+	return CLP_OK;
+}
+
+clp_status clp_session_train(clp_session *s, double *val_loss)
+{
+	const clp_train_config *c;
+	long first, tr_first, tr_last;
+	double t_start = clp_now();
+	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
+	size_t tokens;
+
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_train"));
+	c = &s->cfg;
+	first = s->step;
+	tokens = (size_t)s->R * (size_t)s->M * s->N;
+	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	trace_window(s, &tr_first, &tr_last);
 	if (tr_first < first + 1) /* a resumed run starts inside the window */
 		tr_first = first + 1;
 	for (; s->step < c->train.steps; s->step++) {
 		long step = s->step;
-		double t0 = now_s(), lr = lr_at(c, step), ms, eta, loss;
-		clp_nn_adamw_hp hp = {(float)lr, (float)c->optim.beta1, (float)c->optim.beta2,
-				      (float)c->optim.eps, (float)c->optim.weight_decay,
-				      s->applied + 1};
-		clp_exec_result res;
-		clp_exec_data d;
-		size_t valid;
-		int skipped;
+		double t0 = clp_now();
+		clp_session_step rec;
+		int stop;
 
-		int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
-
-		CLP_TRY(draw_step(s, step, &valid));
-		d = replica_data(s, valid, (uint32_t)step);
-		if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
-			st_skip_scales(s);
-			d.inv_mb = s->inv_mb;
+		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
+		rec.ms = (clp_now() - t0) * 1e3;
+		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
+		rec.eta_s = (clp_now() - t_start) / (double)(step - first + 1) *
+			    (double)(c->train.steps - step - 1);
+		if (sess_rank(s) == 0)
+			s->logger(s->logger_ud, &rec);
+		CLP_TRY(periodic_eval(s, step + 1, &ev, &stop));
+		if (stop) {
+			s->step++;
+			break;
 		}
-		if (trace && step + 1 == tr_first)
-			CLP_TRY(clp_exec_trace_start(s->ex));
-		CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
-		if (trace && step + 1 == tr_last)
-			CLP_TRY(write_trace(s, tr_first, step + 1));
-		loss = res.loss;
-		skipped = res.skipped;
-		if (!skipped)
-			s->applied++;
-		ms = (now_s() - t0) * 1e3;
-		eta = (now_s() - t_start) / (double)(step - first + 1) *
-		      (double)(c->train.steps - step - 1);
-		progress(s, step, loss, lr, (double)tokens / (ms * 1e-3), ms, eta, skipped,
-			 res.grad_norm);
-		log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
-				      "step", (json_int_t)step + 1, "loss", loss, "lr", lr,
-				      "grad_norm", res.grad_norm, "tok_s",
-				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
-		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
-			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
-			evaluated_at = step + 1;
-			if (c->eval.target_ratio > 0 && !s->bert &&
-			    metric <= c->eval.target_ratio * s->baseline_bpb) {
-				if (st_rank(s) == 0)
-					fprintf(s->out, "reached %.3f x the unigram baseline: stopping at "
-						"step %ld\n", c->eval.target_ratio, step + 1);
-				s->step++;
-				break;
-			}
-		}
-		if (save_now(s, step + 1)) {
-			s->step++; /* the checkpoint holds the next step to run */
-			CLP_TRY(st_save(s));
-			s->step--;
-		}
+		CLP_TRY(periodic_save(s, step + 1));
 		if (s->hook)
 			s->hook(s->hook_ud, step + 1);
 		if (c->train.profile && step == first) /* the first step builds kernels */
 			clp_cl_profile_start(s->ctx);
 	}
-	if (isatty(fileno(s->out)) && st_rank(s) == 0)
-		fputc('\n', s->out);
-	if (c->train.profile && s->step > first + 1)
-		CLP_TRY(print_profile(s));
-	if (evaluated_at != s->step)
-		CLP_TRY(evaluate(s, s->step, &last_val, &metric));
-	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && st_rank(s) == 0 &&
-	    metric > c->eval.target_ratio * s->baseline_bpb)
-		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
-			c->eval.target_ratio, s->step, metric / s->baseline_bpb);
-	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && st_rank(s) == 0)
-		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
-			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
-	if (c->ckpt.dir[0])
-		CLP_TRY(st_save(s));
+	CLP_TRY(finish_run(s, first, &ev));
 	if (val_loss)
-		*val_loss = last_val;
+		*val_loss = ev.val;
 	return CLP_OK;
+}
+
+void clp_session_set_logger(clp_session *s, void (*fn)(void *ud, const clp_session_step *rec),
+			    void *ud)
+{
+	s->logger = fn ? fn : log_step;
+	s->logger_ud = fn ? ud : s;
 }
 
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)

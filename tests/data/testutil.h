@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 #include "tests/harness.h"
 
 /* A fresh directory under $TMPDIR (or /tmp), removed at exit. */

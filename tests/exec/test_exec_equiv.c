@@ -28,7 +28,7 @@
 #include "engine/io/checkpoint.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 static char preset[16], schedule[16], mode[16];
 static int D, R, N, V;

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 #include "tests/fuzz/fuzz.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include "engine/io/config.h"
-#include "engine/io/costs.h"
+#include "engine/scenario/costs.h"
 #include "engine/model/model.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "engine/sim/sim.h"
 #include "topology/discover.h"
@@ -204,7 +204,7 @@ static void test_many_layers(void)
 static void test_memory_model_bounds(void)
 {
 	clp_model_config m;
-	clp_plan_mem pm;
+	clp_model_mem pm;
 
 	memset(&m, 0, sizeof(m));
 	m.preset = CLP_PRESET_LLAMA;
@@ -214,7 +214,7 @@ static void test_memory_model_bounds(void)
 	m.d_ff = 1 << 22;
 	m.vocab = 1 << 20;
 	m.ctx = 1 << 20;
-	CHECK_ERR(clp_plan_stage_mem(&m, 0, m.n_layer + 1, (size_t)1 << 20, (size_t)1 << 20, 1, 0,
+	CHECK_ERR(clp_model_stage_mem(&m, 0, m.n_layer + 1, (size_t)1 << 20, (size_t)1 << 20, 1, 0,
 				     &pm),
 		  CLP_ERR_NOMEM, "model.d_ff = 4194304", "more than 2^57 bytes");
 	m.n_layer = 4; /* a small model still gets its exact figures */
@@ -223,7 +223,7 @@ static void test_memory_model_bounds(void)
 	m.d_ff = 0;
 	m.vocab = 256;
 	m.ctx = 32;
-	CHECK_OK(clp_plan_stage_mem(&m, 0, 5, 2, 32, 0, 0, &pm));
+	CHECK_OK(clp_model_stage_mem(&m, 0, 5, 2, 32, 0, 0, &pm));
 	CHECK(pm.param_bytes > 0 && pm.opt_bytes == 2 * pm.param_bytes, "param %lld",
 	      (long long)pm.param_bytes);
 }

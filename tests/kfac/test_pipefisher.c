@@ -13,9 +13,9 @@
 #include <unistd.h>
 
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tests/harness.h"
 
 #define NF 4 /* factors per layer in these tests */

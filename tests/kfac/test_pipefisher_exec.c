@@ -11,7 +11,7 @@
 
 #include "engine/optim/kfac.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 #include "engine/sim/sim.h"
 #include "tests/harness.h"
 

@@ -12,7 +12,7 @@
 #include "engine/io/config.h"
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
 #include "topology/discover.h"
@@ -534,7 +534,7 @@ static void test_stage_costs(void)
 	clp_plan p = {0};
 	clp_sched *s = NULL;
 	clp_costs *c = NULL, *rc = NULL;
-	clp_plan_mem whole;
+	clp_model_mem whole;
 	int64_t params = 0;
 
 	model(&m, 8, 8, "adamw");
@@ -567,7 +567,7 @@ static void test_stage_costs(void)
 	/* the stages' parameters are the model's, plus the head's copy of the tied embedding */
 	for (int i = 0; i < 3; i++)
 		params += c->stages[i].param_bytes;
-	CHECK_OK(clp_plan_stage_mem(&m.cfg, 0, m.cfg.n_layer + 1, 8, 128, 0, 0, &whole));
+	CHECK_OK(clp_model_stage_mem(&m.cfg, 0, m.cfg.n_layer + 1, 8, 128, 0, 0, &whole));
 	CHECK(params == whole.param_bytes + (int64_t)m.cfg.vocab * m.cfg.d_model * 4,
 	      "stages hold %lld parameter bytes, the model %lld", (long long)params,
 	      (long long)whole.param_bytes);

@@ -1,4 +1,4 @@
-/* The planner's stage memory (clp_plan_stage_mem) against what real stages allocate: parameters,
+/* The planner's stage memory (clp_model_stage_mem) against what real stages allocate: parameters,
  * gradients, AdamW moments, one activation slot, temporaries and the recomputation buffer, for
  * each preset, stage range, split backward and recomputation: the bytes the stage's views ask
  * for, exactly (the buffers then pad each view to the device's alignment). */
@@ -43,7 +43,7 @@ static void test_against_stages(void)
 				clp_stage_opts so = {.B = 3, .T = 7, .slots = 2, .split = mode & 1,
 						     .recompute = mode >> 1};
 				clp_stage *st = NULL;
-				clp_plan_mem f;
+				clp_model_mem f;
 				char at[96];
 				int64_t kinds = 0;
 
@@ -53,7 +53,7 @@ static void test_against_stages(void)
 					 clp_preset_name(m.preset), ranges[ri][0], ranges[ri][1],
 					 so.split, so.recompute);
 				CHECK_OK(clp_stage_create(&st, ctx, &m, ranges[ri][0], ranges[ri][1], &so));
-				CHECK_OK(clp_plan_stage_mem(&m, ranges[ri][0], ranges[ri][1], so.B, so.T,
+				CHECK_OK(clp_model_stage_mem(&m, ranges[ri][0], ranges[ri][1], so.B, so.T,
 							    so.split, so.recompute, &f));
 				if (!st)
 					continue;

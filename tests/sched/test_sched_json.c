@@ -6,7 +6,7 @@
 
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tests/harness.h"
 
 static clp_sched *gen(int kind, int d, int n, int v, int r)

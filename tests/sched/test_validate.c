@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "tests/harness.h"
 
 static clp_sched *gen(int kind, int d, int n, int r, int extras)

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
-#include "engine/io/trace.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/gen.h"
 #include "engine/sim/sim.h"
 #include "tests/harness.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
 #include "tests/harness.h"
 

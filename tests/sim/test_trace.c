@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/gen.h"
 #include "engine/sim/sim.h"
 #include "tests/harness.h"

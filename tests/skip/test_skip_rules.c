@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/sched/sched_json.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
 

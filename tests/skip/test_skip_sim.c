@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/sched/gen.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"

@@ -20,10 +20,10 @@
 
 #include "cl/ops.h"
 #include "engine/exec/exec.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 #define STEPS 5
 #define B 2

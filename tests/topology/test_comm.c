@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "tests/harness.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 static void test_self_basics(void)
 {

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "tests/harness.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 #include "topology/discover.h"
 #include "topology/gather.h"
 

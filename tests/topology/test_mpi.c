@@ -11,7 +11,7 @@
 #include "tests/harness.h"
 #include "topology/assign.h"
 #include "topology/bench.h"
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 #include "topology/discover.h"
 #include "topology/gather.h"
 

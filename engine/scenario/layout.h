@@ -5,7 +5,7 @@
 #define CLP_IO_LAYOUT_H
 
 #include "cl/status.h"
-#include "engine/io/cluster.h"
+#include "engine/scenario/cluster.h"
 
 struct clp_sched;
 

@@ -1,11 +1,11 @@
 /* Rank layout: JSON reader/writer, derivation from a schedule and checks (see layout.h). */
-#include "engine/io/layout.h"
+#include "engine/scenario/layout.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 #include "engine/sched/sched.h"
 
 #define LAYOUT_FORMAT "clpipe-layout"

@@ -1,7 +1,7 @@
 /* The single-process transport: one rank. A send to rank 0 is copied and waits, in order, for a
  * receive with the same tag (or meets one already posted); collectives are copies. A receive
  * that nothing sends to never completes, so waits on it time out as they would under MPI. */
-#include "topology/comm_internal.h"
+#include "topology/comm/comm_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /* Durable files: write to a temporary name, fsync, rename; fsync the directory; CRC-32.
  *
- * Every file the engine writes for later use (checkpoints, shards, manifests) goes through
- * clp_afile, so a crash leaves either the old file or the complete new one, never a torn one:
- * the data goes to "<path>.tmp", is fsynced, then renamed over <path>. The rename itself is made
+ * Every file clpipe writes for a later run (checkpoints, shards, manifests, schedules, the
+ * kernel cache, inventories and profiles, tuning tables) goes through clp_afile, so a crash
+ * leaves either the old file or the complete new one, never a torn one: the data goes to
+ * "<path>.tmp", is fsynced, then renamed over <path>. The rename itself is made
  * durable by clp_io_fsync_dir() on the containing directory (callers that write several files
  * into one directory fsync it once at the end).
  *
@@ -15,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "cl/status.h"
 
 /* CRC-32 of n bytes continuing from crc (start with 0). */
@@ -24,15 +27,22 @@ clp_status clp_io_crc32_file(const char *path, uint32_t *crc, uint64_t *size);
 
 /* A file being written durably. Fields are read-only for callers. */
 typedef struct clp_afile {
-	FILE *f;
+	FILE *f;    /* may be written with stdio directly (size and crc then count only
+		     * clp_afile_write); commit checks the stream's error flag */
 	char *path; /* final name */
 	char *tmp;  /* path + ".tmp" */
 	uint64_t size;
 	uint32_t crc;
 } clp_afile;
 
+/* Flags of the writers. CLP_IO_SHARED: other processes may write the same path at once (the
+ * kernel cache, device inventories): the temporary name carries the process id
+ * ("<path>.<pid>.tmp"), so each writes its own and the last rename wins. */
+enum { CLP_IO_SHARED = 1 };
+
 /* Open "<path>.tmp" for writing (truncating a leftover). */
 clp_status clp_afile_open(clp_afile *a, const char *path);
+clp_status clp_afile_open_flags(clp_afile *a, const char *path, unsigned flags);
 /* Append n bytes; keeps size and CRC up to date. */
 clp_status clp_afile_write(clp_afile *a, const void *data, size_t n);
 /* Flush, fsync, close and rename to the final name. Frees the names; a is closed either way. */
@@ -42,6 +52,10 @@ void clp_afile_abort(clp_afile *a);
 
 /* Write a whole file durably (temporary name, fsync, rename; not the directory). */
 clp_status clp_io_write_file(const char *path, const void *data, size_t n);
+clp_status clp_io_write_file_flags(const char *path, const void *data, size_t n, unsigned flags);
+/* j as jansson writes it with jflags (and a newline after it when newline), durably. */
+clp_status clp_io_write_json(const char *path, const json_t *j, size_t jflags, int newline,
+			     unsigned flags);
 /* Read a whole file into a NUL-terminated malloc()ed buffer; *n excludes the NUL. An empty file
  * is not an error here (callers decide). */
 clp_status clp_io_read_file(const char *path, char **data, size_t *n);

@@ -4,8 +4,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/io/json_util.h"
-#include "engine/io/trace.h"
+#include "cl/durable.h"
+#include "cl/json_util.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 static const char *const queue_names[CLP_TQ_COUNT] = {"compute", "comm"};
@@ -22,11 +23,11 @@ static void json_escape(FILE *f, const char *s)
 
 clp_status clp_trace_write_chrome(const clp_trace *t, const char *path)
 {
-	FILE *f = fopen(path, "w");
-	int err;
+	clp_afile a;
+	FILE *f;
 
-	if (!f)
-		return clp_error(CLP_ERR_IO, "%s: cannot open for writing", path);
+	CLP_TRY(clp_afile_open(&a, path));
+	f = a.f;
 	fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"title\": \"");
 	json_escape(f, t->title);
 	fprintf(f, "\", \"events\": %zu, \"dropped\": %zu},\n\"traceEvents\": [\n", t->n, t->dropped);
@@ -61,10 +62,7 @@ clp_status clp_trace_write_chrome(const clp_trace *t, const char *path)
 		fprintf(f, "}}%s\n", i + 1 < t->n ? "," : "");
 	}
 	fprintf(f, "]}\n");
-	err = ferror(f);
-	if (fclose(f) || err)
-		return clp_error(CLP_ERR_IO, "%s: write failed", path);
-	return CLP_OK;
+	return clp_afile_commit(&a);
 }
 
 static clp_status read_event(const char *path, size_t i, json_t *o, clp_trace *t)

@@ -3,7 +3,7 @@
 #ifndef CLP_SCHED_PIPEFISHER_INTERNAL_H
 #define CLP_SCHED_PIPEFISHER_INTERNAL_H
 
-#include "engine/sched/pipefisher.h"
+#include "engine/pass/pipefisher.h"
 
 /* Order of the items sharing a slot (all before the slot's base op). */
 enum { PF_IMMEDIATE = 0, PF_GAP = 1, PF_SYNC = 2, PF_PRECOND = 3 };

@@ -3,7 +3,7 @@
 #ifndef CLP_TOPO_COMM_INTERNAL_H
 #define CLP_TOPO_COMM_INTERNAL_H
 
-#include "topology/comm.h"
+#include "topology/comm/comm.h"
 
 struct clp_comm_req {
 	const char *op;  /* "send", "recv", "barrier", "allgather", "allreduce" */

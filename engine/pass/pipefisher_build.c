@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sched/pipefisher_internal.h"
+#include "engine/pass/pipefisher_internal.h"
 #include "engine/sim/sim.h"
 
 /* An empty copy of base's shape: stage map, pipelines, replicas, groups (same indices), paths. */

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cl/infile.h"
-#include "engine/io/costs.h"
+#include "engine/scenario/costs.h"
 
 #define MIB (1024.0 * 1024.0)
 

@@ -1,9 +1,13 @@
-/* Reading clpipe's JSON data files (cluster, costs, layout, schedules, traces) with messages that
- * name the file and the field, e.g. "costs.json: stages[3].fwd_s: expected a number".
+/* Reading clpipe's JSON data files (cluster, costs, layout, schedules, traces, and through
+ * topology/json_util.h's argument order the inventories and device profiles) with one message
+ * format that names the file and the field, e.g. "costs.json: stages[3].fwd_s: expected a
+ * number", "cluster.json: hosts: missing (the field 'hosts' is required)", "x.json: line 2
+ * column 7: not valid JSON: ...".
  *
  * `file` is the name used in messages; `at` is the path of the object inside the document
  * ("stages[3]", or "" for the root). Getters return CLP_ERR_FORMAT on a wrong type or range and on
- * a missing required field; an optional missing field leaves the default. */
+ * a missing required field; an optional missing field (absent, or JSON null) leaves the default;
+ * a string longer than its destination is an error, never cut. */
 #ifndef CLP_IO_JSON_UTIL_H
 #define CLP_IO_JSON_UTIL_H
 

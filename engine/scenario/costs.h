@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "cl/status.h"
-#include "engine/io/cluster.h"
+#include "engine/scenario/cluster.h"
 
 typedef enum clp_cost_time {
 	CLP_COST_FWD,          /* fwd_s: forward of one micro-batch through the stage */

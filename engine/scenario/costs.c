@@ -1,13 +1,13 @@
 /* Cost table: construction, JSON reader/writer, lookup and calibration (see costs.h). */
-#include "engine/io/costs.h"
+#include "engine/scenario/costs.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/json_util.h"
-#include "engine/io/trace.h"
+#include "cl/json_util.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 #define COSTS_FORMAT "clpipe-costs"

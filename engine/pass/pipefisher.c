@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/sched/pipefisher_internal.h"
-#include "engine/sched/validate.h"
+#include "engine/pass/pipefisher_internal.h"
+#include "engine/pass/validate.h"
 
 #define EPS 1e-12
 

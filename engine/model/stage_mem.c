@@ -5,10 +5,10 @@
  * real stages' allocations, so a change to the stage's layout shows there. */
 #include <string.h>
 
-#include "engine/plan/plan.h"
+#include "engine/model/stage_mem.h"
 
-clp_status clp_plan_stage_mem(const clp_model_config *m, int first, int last, size_t B,
-			      size_t T, int split, int recompute, clp_plan_mem *out)
+clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, size_t B,
+			      size_t T, int split, int recompute, clp_model_mem *out)
 {
 	clp_model_config c = *m;
 	clp_param_table tab;

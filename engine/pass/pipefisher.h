@@ -30,9 +30,9 @@
 #ifndef CLP_SCHED_PIPEFISHER_H
 #define CLP_SCHED_PIPEFISHER_H
 
-#include "engine/io/cluster.h"
-#include "engine/io/costs.h"
-#include "engine/io/layout.h"
+#include "engine/scenario/cluster.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/layout.h"
 #include "engine/sched/sched.h"
 
 typedef struct clp_pf_opts {

@@ -1,12 +1,12 @@
 /* Cluster description: JSON reader/writer and link routing (see cluster.h, docs/FORMATS.md). */
-#include "engine/io/cluster.h"
+#include "engine/scenario/cluster.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 
 #define CLUSTER_FORMAT "clpipe-cluster"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 
 #define WIDTH 1200.0

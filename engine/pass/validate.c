@@ -1,7 +1,7 @@
 /* The schedule validator (see validate.h). One record per (step, pipeline, stage, micro-batch)
  * holds the op index of its FWD, backward halves and messages, so every rule is a pass over the
  * lists plus lookups: linear in the number of ops. */
-#include "engine/sched/validate.h"
+#include "engine/pass/validate.h"
 
 #include <stdarg.h>
 #include <stdio.h>

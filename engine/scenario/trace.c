@@ -1,5 +1,5 @@
 /* Traces: storage and the statistics every utilisation figure comes from (see trace.h). */
-#include "engine/io/trace.h"
+#include "engine/scenario/trace.h"
 
 #include <math.h>
 #include <stdio.h>

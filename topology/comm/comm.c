@@ -1,6 +1,7 @@
 /* The transport's shared part: requests, deadline-bounded polling with messages that name the
  * ranks, and collectives derived from the primitives (allgatherv, the rank-ordered allreduce). */
-#include "topology/comm_internal.h"
+#include "topology/comm/comm_internal.h"
+#include "cl/clock.h"
 
 #include <limits.h>
 #include <sched.h>
@@ -15,10 +16,7 @@
 
 double clp_comm_now(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+	return clp_now();
 }
 
 int clp_comm_launched(void)

@@ -1,5 +1,5 @@
 /* Durable writes, directory fsync, whole-file reads and CRC-32 (see durable.h). */
-#include "engine/io/durable.h"
+#include "cl/durable.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -95,9 +95,18 @@ static char *str_cat(const char *a, const char *b)
 
 clp_status clp_afile_open(clp_afile *a, const char *path)
 {
+	return clp_afile_open_flags(a, path, 0);
+}
+
+clp_status clp_afile_open_flags(clp_afile *a, const char *path, unsigned flags)
+{
+	char suffix[32] = ".tmp";
+
+	if (flags & CLP_IO_SHARED)
+		snprintf(suffix, sizeof(suffix), ".%ld.tmp", (long)getpid());
 	memset(a, 0, sizeof(*a));
 	a->path = str_cat(path, "");
-	a->tmp = str_cat(path, ".tmp");
+	a->tmp = str_cat(path, suffix);
 	if (!a->path || !a->tmp) {
 		clp_afile_abort(a);
 		return clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
@@ -130,7 +139,7 @@ clp_status clp_afile_commit(clp_afile *a)
 	if (!a->f)
 		return clp_error(CLP_ERR_STATE, "%s: commit of a closed file",
 				 a->path ? a->path : "(file)");
-	if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0)
+	if (ferror(a->f) || fflush(a->f) != 0 || fsync(fileno(a->f)) != 0)
 		s = clp_error(CLP_ERR_IO, "%s: flush/fsync failed: %s", a->tmp, strerror(errno));
 	if (fclose(a->f) != 0 && s == CLP_OK)
 		s = clp_error(CLP_ERR_IO, "%s: close failed: %s", a->tmp, strerror(errno));
@@ -161,16 +170,47 @@ void clp_afile_abort(clp_afile *a)
 
 clp_status clp_io_write_file(const char *path, const void *data, size_t n)
 {
+	return clp_io_write_file_flags(path, data, n, 0);
+}
+
+clp_status clp_io_write_file_flags(const char *path, const void *data, size_t n, unsigned flags)
+{
 	clp_afile a;
 	clp_status s;
 
-	CLP_TRY(clp_afile_open(&a, path));
+	CLP_TRY(clp_afile_open_flags(&a, path, flags));
 	s = clp_afile_write(&a, data, n);
 	if (s != CLP_OK) {
 		clp_afile_abort(&a);
 		return s;
 	}
 	return clp_afile_commit(&a);
+}
+
+clp_status clp_io_write_json(const char *path, const json_t *j, size_t jflags, int newline,
+			     unsigned flags)
+{
+	char *txt = json_dumps(j, jflags);
+	size_t n;
+	clp_status s;
+
+	if (!txt)
+		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
+	n = strlen(txt);
+	if (newline) {
+		char *t = realloc(txt, n + 2);
+
+		if (!t) {
+			free(txt);
+			return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
+		}
+		txt = t;
+		txt[n++] = '\n';
+		txt[n] = '\0';
+	}
+	s = clp_io_write_file_flags(path, txt, n, flags);
+	free(txt);
+	return s;
 }
 
 clp_status clp_io_read_file(const char *path, char **data, size_t *n)

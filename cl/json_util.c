@@ -1,13 +1,13 @@
 /* JSON reading helpers with file- and field-naming messages (see json_util.h). */
-#include "engine/io/json_util.h"
+#include "cl/json_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/durable.h"
 #include "cl/infile.h"
-#include "engine/io/durable.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
 static const char *field(char *buf, size_t n, const char *at, const char *key)
@@ -28,8 +28,8 @@ clp_status clp_json_load(const char *path, json_t **root)
 	free(text);
 	if (*root)
 		return CLP_OK;
-	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: %s", path, err.line, err.column,
-			 err.text);
+	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", path,
+			 err.line, err.column, err.text);
 }
 
 clp_status clp_json_check_format(const char *file, const json_t *root, const char *format,
@@ -67,18 +67,26 @@ clp_status clp_json_check_keys(const char *file, const char *at, const json_t *o
 	return CLP_OK;
 }
 
+/* obj[key]; a JSON null counts as absent (NULL). */
+static json_t *member(const json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_null(v) ? NULL : v;
+}
+
 static clp_status missing(const char *file, const char *at, const char *key)
 {
 	char buf[256];
 
-	return clp_error(CLP_ERR_FORMAT, "%s: %s: missing (required)", file,
-			 field(buf, sizeof(buf), at, key));
+	return clp_error(CLP_ERR_FORMAT, "%s: %s: missing (the field '%s' is required)", file,
+			 field(buf, sizeof(buf), at, key), key);
 }
 
 clp_status clp_json_num(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, double min, double max, double *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 	double x;
 
@@ -89,8 +97,8 @@ clp_status clp_json_num(const char *file, const char *at, const json_t *obj, con
 				 field(buf, sizeof(buf), at, key));
 	x = json_number_value(v);
 	if (!isfinite(x) || x < min || x > max)
-		return clp_error(CLP_ERR_FORMAT, "%s: %s: %g is out of range [%g, %g]", file,
-				 field(buf, sizeof(buf), at, key), x, min, max);
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %g is out of range, outside [%g, %g]",
+				 file, field(buf, sizeof(buf), at, key), x, min, max);
 	*out = x;
 	return CLP_OK;
 }
@@ -98,7 +106,7 @@ clp_status clp_json_num(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, int64_t min, int64_t max, int64_t *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 	double d = json_is_real(v) ? json_real_value(v) : 0.5;
 	int64_t x;
@@ -114,9 +122,9 @@ clp_status clp_json_i64(const char *file, const char *at, const json_t *obj, con
 				 field(buf, sizeof(buf), at, key));
 	}
 	if (x < min || x > max)
-		return clp_error(CLP_ERR_FORMAT, "%s: %s: %lld is out of range [%lld, %lld]", file,
-				 field(buf, sizeof(buf), at, key), (long long)x, (long long)min,
-				 (long long)max);
+		return clp_error(CLP_ERR_FORMAT, "%s: %s: %lld is out of range, outside [%lld, "
+				 "%lld]", file, field(buf, sizeof(buf), at, key), (long long)x,
+				 (long long)min, (long long)max);
 	*out = x;
 	return CLP_OK;
 }
@@ -134,7 +142,7 @@ clp_status clp_json_int(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, const char *key,
 			 int required, int *out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	if (!v)
@@ -149,7 +157,7 @@ clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, co
 clp_status clp_json_str(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, char *out, size_t cap)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	if (!v)
@@ -167,7 +175,7 @@ clp_status clp_json_str(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, json_t **out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	*out = NULL;
@@ -183,7 +191,7 @@ clp_status clp_json_arr(const char *file, const char *at, const json_t *obj, con
 clp_status clp_json_obj(const char *file, const char *at, const json_t *obj, const char *key,
 			int required, json_t **out)
 {
-	json_t *v = json_object_get(obj, key);
+	json_t *v = member(obj, key);
 	char buf[256];
 
 	*out = NULL;
@@ -205,12 +213,6 @@ clp_status clp_json_expect_obj(const char *file, const char *at, const json_t *v
 
 clp_status clp_json_save(const char *path, json_t *root)
 {
-	char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
-	clp_status s;
-
-	if (!txt)
-		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
-	s = clp_io_write_file(path, txt, strlen(txt));
-	free(txt);
-	return s;
+	return clp_io_write_json(path, root,
+				 JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), 0, 0);
 }

@@ -1,7 +1,7 @@
 /* The MPI transport (Open MPI 4.1): nonblocking point to point and MPI-3 nonblocking
  * collectives, polled by comm.c until their deadline. Errors return (MPI_ERRORS_RETURN) and
  * carry MPI's error string. */
-#include "topology/comm_internal.h"
+#include "topology/comm/comm_internal.h"
 
 #include <mpi.h>
 #include <stdlib.h>

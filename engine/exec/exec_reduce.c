@@ -1,0 +1,158 @@
+/* The executor's reductions: sums over a schedule group (its communicator was made at
+ * creation) through host buffers, the global gradient norm with the clipping scale, the loss. */
+#include "engine/exec/exec_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl/ops.h"
+
+clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
+			  const char *label)
+{
+	const clp_group *g;
+
+	if (!op)
+		return clp_comm_size(e->comm) > 1
+			       ? clp_comm_allreduce_sum(e->comm, t, buf, n, e->det, label) : CLP_OK;
+	g = &e->s->groups[op->group];
+
+	if (g->n == 1)
+		return CLP_OK;
+	if (g->n == clp_comm_size(e->comm))
+		return clp_comm_allreduce_sum(e->comm, t, buf, n, e->det, label);
+	if (!e->gcomm[op->group])
+		return clp_error(CLP_ERR_STATE, "rank %d: a collective of group %d, which it is not "
+				 "in", e->rank, op->group);
+	return clp_comm_allreduce_sum(e->gcomm[op->group], t, buf, n, e->det, label);
+}
+
+/* Read (dir 0) or write (dir 1) the gradients of the stages, in order, from/to h. */
+static clp_status copy_grads(clp_stage *const *st, int nst, int skip_tied, float *h, int dir)
+{
+	size_t off = 0;
+
+	for (int i = 0; i < nst; i++) {
+		const clp_param_table *t = clp_stage_table(st[i]);
+
+		for (int k = 0; k < t->ntensors; k++) {
+			if (skip_tied && exec_tied_copy(&t->tensors[k]))
+				continue;
+			CLP_TRY(dir ? clp_stage_write(st[i], CLP_ST_GRAD, k, h + off)
+				    : clp_stage_read(st[i], CLP_ST_GRAD, k, h + off));
+			off += t->tensors[k].numel;
+		}
+	}
+	return CLP_OK;
+}
+
+clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st, int nst,
+			     int skip_tied, float scale, const char *label)
+{
+	size_t total = 0;
+	float *h;
+	clp_status s;
+
+	for (int i = 0; i < nst; i++) {
+		const clp_param_table *t = clp_stage_table(st[i]);
+
+		for (int k = 0; k < t->ntensors; k++)
+			total += skip_tied && exec_tied_copy(&t->tensors[k]) ? 0 : t->tensors[k].numel;
+	}
+	if (!(h = malloc((total ? total : 1) * sizeof(float))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
+	s = copy_grads(st, nst, skip_tied, h, 0);
+	if (s == CLP_OK)
+		s = exec_group_sum(e, op, CLP_COMM_F32, h, total, label);
+	if (s == CLP_OK && scale != 1.0f)
+		for (size_t j = 0; j < total; j++)
+			h[j] *= scale;
+	if (s == CLP_OK)
+		s = copy_grads(st, nst, skip_tied, h, 1);
+	free(h);
+	return s;
+}
+
+/* Per-tensor sums of squares and non-finite flags of the owned gradients of local stage l, into
+ * e->tsum (the whole model's order), through the host buffer h (4 floats per tensor). */
+static clp_status stage_sumsq(clp_exec *e, struct lstage *l, float *h)
+{
+	const clp_param_table *t = clp_stage_table(l->st);
+	int nt = e->full.ntensors;
+
+	for (int k = 0; k < t->ntensors; k++) {
+		clp_buf g = clp_stage_tensor(l->st, CLP_ST_GRAD, k);
+		size_t n = t->tensors[k].numel;
+
+		if (l->owns[k])
+			CLP_TRY(clp_nn_grad_stats(e->ctx, clp_buf_at(l->stats.mem, l->stats.off + 4 * k),
+						  &g, &n, 1, 0.0f));
+	}
+	CLP_TRY(clp_cl_read(e->ctx, l->stats.mem, l->stats.off * 4,
+			    (size_t)t->ntensors * 4 * sizeof(float), h));
+	for (int k = 0; k < t->ntensors; k++)
+		if (l->owns[k] && l->gindex[k] >= 0) {
+			e->tsum[l->gindex[k]] = h[4 * k + CLP_NN_GSTAT_SUMSQ];
+			e->tsum[nt + l->gindex[k]] = h[4 * k + CLP_NN_GSTAT_NONFINITE];
+		}
+	return CLP_OK;
+}
+
+/* Per-tensor sums of squares of the owned gradients into e->tsum (whole-model order) and the
+ * non-finite flags after them; reduced over all ranks when group_op is given. */
+clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
+{
+	int nt = e->full.ntensors;
+	double sum = 0;
+	float stats[4];
+
+	memset(e->tsum, 0, 2 * (size_t)nt * sizeof(double));
+	for (int i = 0; i < e->nls; i++)
+		CLP_TRY(clp_stage_fold_tied(e->ls[i].st));
+	for (int i = 0; i < e->nls; i++) {
+		const clp_param_table *t = clp_stage_table(e->ls[i].st);
+		float *h = malloc((size_t)t->ntensors * 4 * sizeof(float) + 1);
+		clp_status st;
+
+		if (!h)
+			return clp_error(CLP_ERR_NOMEM, "out of host memory");
+		st = stage_sumsq(e, &e->ls[i], h);
+		free(h);
+		CLP_TRY(st);
+	}
+	if (group_op || e->norm_world)
+		CLP_TRY(exec_group_sum(e, group_op, CLP_COMM_F64, e->tsum, 2 * (size_t)nt,
+				       "gradient norm"));
+	e->nonfinite = 0;
+	for (int k = 0; k < nt; k++) {
+		sum += e->tsum[k];
+		e->nonfinite |= e->tsum[nt + k] != 0;
+	}
+	e->norm = sqrt(sum);
+	e->nonfinite |= !isfinite(e->norm);
+	stats[CLP_NN_GSTAT_SUMSQ] = (float)sum;
+	stats[CLP_NN_GSTAT_NONFINITE] = e->nonfinite ? 1.0f : 0.0f;
+	stats[CLP_NN_GSTAT_NORM] = (float)e->norm;
+	stats[CLP_NN_GSTAT_SCALE] = e->nonfinite ? 0.0f
+			   : max_norm > 0 && e->norm > 0 ? (float)fmin(1.0, max_norm / (e->norm + 1e-6))
+							 : 1.0f;
+	for (int i = 0; i < e->nls; i++) {
+		clp_buf s = clp_stage_stats(e->ls[i].st);
+
+		CLP_TRY(clp_cl_write(e->ctx, s.mem, s.off * 4, sizeof(stats), stats));
+	}
+	e->norm_done = 1;
+	return CLP_OK;
+}
+
+clp_status exec_loss_total(clp_exec *e, double *loss)
+{
+	float l = 0;
+
+	CLP_TRY(clp_cl_read(e->ctx, e->acc, 0, sizeof(float), &l));
+	*loss = l;
+	if (clp_comm_size(e->comm) > 1)
+		CLP_TRY(clp_comm_allreduce_sum(e->comm, CLP_COMM_F64, loss, 1, 1, "loss"));
+	return CLP_OK;
+}
