@@ -142,6 +142,9 @@ typedef struct clp_skip_opts {
 	int iterations;     /* local-search moves (0: construction only) */
 	double time_limit_s; /* stop the search after this long (0: no limit) */
 	int verbose;        /* progress to stderr */
+	/* A path set to start from (NULL: none): the same nodes, stages and origins as the
+	 * problem, valid under its rules; the result is never worse than it. */
+	const clp_skip_paths *init;
 } clp_skip_opts;
 
 void clp_skip_opts_default(clp_skip_opts *o);

@@ -265,4 +265,54 @@ out:
 	clp_cluster_free(cl);
 }
 
-TH_MAIN(TH_TEST(test_tiny_optimum), TH_TEST(test_beats_random), TH_TEST(test_paper_small))
+/* The SkipPipe authors' collision-aware paths on their own allocation (authors_paths.json,
+ * 28.72 s): the chain starts alone reach them (one short chain of three nodes per origin, which
+ * one-micro-batch moves did not reach: the scheduler used to end at 31.37 s); started from them
+ * (--init) the result is never worse than the start; a start on another allocation is refused. */
+static void test_init_and_chains(void)
+{
+	clp_cluster *cl = NULL;
+	clp_costs *c = NULL;
+	clp_skip_paths *init = NULL, *p = NULL;
+	clp_skip_env e = {0};
+	clp_skip_opts o;
+	clp_skip_report rep;
+	double t_init;
+
+	CHECK_OK(clp_cluster_load(CLP_TEST_DATA "/gcp20.json", &cl));
+	CHECK_OK(clp_costs_load(CLP_TEST_DATA "/llama2048_6x4.json", &c));
+	clp_skip_rules_default(&e.rules, 6);
+	CHECK_OK(clp_skip_load(CLP_TEST_DATA "/authors_paths.json", &init, &e.rules));
+	if (!cl || !c || !init)
+		goto out;
+	e.cluster = cl;
+	e.costs = c;
+	t_init = sim_iter(&e, init);
+	CHECK(fabs(t_init - 28.72) < 0.01, "the authors' paths: %g s", t_init);
+	CHECK_OK(clp_skip_paths_copy(init, &p));
+	clp_skip_opts_default(&o);
+	o.iterations = 0;
+	CHECK_OK(clp_skip_schedule(&e, p, &o, &rep));
+	CHECK(rep.iter_s <= t_init + 1e-9, "the starts alone: %g s, the authors' %g s", rep.iter_s,
+	      t_init);
+	o.iterations = 300;
+	o.seed = 5;
+	o.init = init;
+	CHECK_OK(clp_skip_schedule(&e, p, &o, &rep));
+	CHECK(rep.iter_s <= t_init + 1e-9, "from the authors' paths: %g s > %g s", rep.iter_s, t_init);
+	CHECK(fabs(sim_iter(&e, p) - rep.iter_s) < 1e-12, "report and simulation agree");
+	CHECK(clp_skip_validate(&e.rules, p) == CLP_OK, "%s", clp_last_error());
+	init->node_stage[1] = 3; /* another allocation */
+	init->node_stage[16] = 2;
+	CHECK(clp_skip_schedule(&e, p, &o, &rep) == CLP_ERR_INVALID &&
+		      strstr(clp_last_error(), "the start puts node 1 on stage 3"),
+	      "a start on another allocation: %s", clp_last_error());
+out:
+	clp_skip_paths_free(p);
+	clp_skip_paths_free(init);
+	clp_costs_free(c);
+	clp_cluster_free(cl);
+}
+
+TH_MAIN(TH_TEST(test_tiny_optimum), TH_TEST(test_beats_random), TH_TEST(test_paper_small),
+	TH_TEST(test_init_and_chains))
