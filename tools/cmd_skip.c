@@ -8,7 +8,9 @@
  *   clpipe skip cluster   a cluster file from a network table (../shared/networks);
  *   clpipe skip compare   the table of docs/SKIPPIPE.md: baseline, random, scheduler, with and
  *                         without the authors' constants;
- *   clpipe skip bench     the scheduler on a synthetic 1,000-node cluster.
+ *   clpipe skip bench     the scheduler on a synthetic 1,000-node cluster;
+ *   clpipe skip fixed     the scheduler against baselines from the paper's description on one
+ *                         fixed allocation (cmd_skip_fixed.c).
  * Every option is a field of the [skip] config section (--skip.KEY=VALUE, or --KEY VALUE). */
 #include <jansson.h>
 #include <libgen.h>
@@ -791,6 +793,8 @@ static const struct {
 	{"compare", cmd_skip_compare, "full pipeline vs random paths vs the scheduler (the "
 	 "docs table)"},
 	{"bench", cmd_skip_bench, "scheduler speed on a synthetic cluster"},
+	{"fixed", cmd_skip_fixed, "the scheduler against the paper's baselines on one fixed "
+	 "allocation"},
 };
 
 int cmd_skip(int argc, char **argv)

@@ -71,5 +71,6 @@ double skip_clock(void);
 
 int cmd_skip_compare(int argc, char **argv);
 int cmd_skip_bench(int argc, char **argv);
+int cmd_skip_fixed(int argc, char **argv);
 
 #endif

@@ -160,6 +160,15 @@ typedef struct clp_skip_report {
 clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp_skip_opts *o,
 			     clp_skip_report *rep);
 
+/* Baselines from the SkipPipe paper's description, on p's allocation (docs/SKIPPIPE.md,
+ * "Fixed-allocation benchmark"): collision-aware search over a time-expanded graph, conflict-based
+ * search over one chain per origin, greedy. p's hops and priorities are replaced; *iter_s is the
+ * simulated iteration time. CLP_ERR_NOT_FOUND / CLP_ERR_INVALID: the baseline has no answer on
+ * this problem (the message says why). */
+enum { CLP_SKIP_BASE_CA_TIME = 0, CLP_SKIP_BASE_CBS = 1, CLP_SKIP_BASE_GREEDY = 2,
+       CLP_SKIP_NBASE = 3 };
+clp_status clp_skip_baseline(const clp_skip_env *e, clp_skip_paths *p, int kind, double *iter_s);
+
 /* The full pipeline on the same nodes: npipes complete pipelines (one node per stage each, the
  * nodes left over idle), the global batch split round-robin over them. Starting from pipelines
  * built on p's allocation, nodes change places (pipeline and stage, or with an idle node) while
