@@ -602,8 +602,8 @@ static int cmd_schedule(int argc, char **argv)
 		       in.env.rules.memory);
 		printf("cost model     hop + %.3g s, gap %.3g s after each task\n", in.env.hop_s,
 		       in.env.gap_s);
-		printf("scheduler      iteration %.4g s (construction %.4g s); ran %.2f s "
-		       "(construction %.2f s, search %.2f s, %d simulations)\n", rep.iter_s,
+		printf("scheduler      iteration %.4g s (best start %.4g s); ran %.2f s "
+		       "(starts %.2f s, search %.2f s, %d simulations)\n", rep.iter_s,
 		       rep.construct_iter_s, rep.construct_s + rep.search_s, rep.construct_s,
 		       rep.search_s, rep.evaluations);
 		if (c.random > 0)

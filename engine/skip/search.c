@@ -508,7 +508,17 @@ static clp_status chain_starts(search *z, start *st)
 		free(cnt);
 		return clp_error(CLP_ERR_NOMEM, "skip: out of host memory");
 	}
-	for (int r = 0; r < NCHAIN && s == CLP_OK; r++) {
+	/* Chains only when every origin has the same number k > 1 of micro-batches and every stage's
+	 * visits divide by k (else a start would be the construction again, at a full re-plan
+	 * each); fewer starts when there are many origins (each costs a plan per origin). */
+	int per = z->ofirst[1] - z->ofirst[0], ok = per > 1, nchain = z->norig > 16 ? 8 : NCHAIN;
+	const clp_skip_rules *ru = &z->c->env->rules;
+
+	for (int k = 0; k < z->norig && ok; k++)
+		ok = z->ofirst[k + 1] - z->ofirst[k] == per;
+	if (ok && ru->balance && z->c->S > 1)
+		ok = (int)((int64_t)z->p->nmb * z->c->H / (z->c->S - 1)) % per == 0;
+	for (int r = 0; r < (ok ? nchain : 0) && s == CLP_OK; r++) {
 		static const double spread[] = {1.0, 0.5, 2.0, 0.25};
 		int total;
 

@@ -150,8 +150,9 @@ typedef struct clp_skip_opts {
 void clp_skip_opts_default(clp_skip_opts *o);
 
 typedef struct clp_skip_report {
-	double construct_s, search_s;  /* wall time of the two phases */
-	double construct_iter_s;       /* iteration time after construction */
+	double construct_s, search_s;  /* wall time of the two phases (the starts, the search) */
+	double construct_iter_s;       /* iteration time of the best start (construction, chain
+					* starts, the caller's init) */
 	double iter_s;                 /* final */
 	int evaluations, accepted;
 } clp_skip_report;
