@@ -7,7 +7,7 @@
 # clpipe's path scheduler, all scored by the same simulator, plain and with the authors'
 # constants. Prints a Markdown table; `clpipe skip fixed` makes each pair of rows.
 #
-#   tools/skip_fixed_alloc.sh                     # clpipe's, the authors', random seeds 1-3
+#   tools/skip_fixed_alloc.sh      # clpipe's, the authors', one per continent, random seeds 1-3
 #   ITERATIONS=40000 SEEDS="1 2 3 4" tools/skip_fixed_alloc.sh
 #
 # Environment: ITERATIONS (20000: the scheduler's moves), SEEDS ("1 2 3": random valid
@@ -27,6 +27,7 @@ echo "| allocation | cost model | collision-aware, time-expanded | conflict-base
 echo "|---|---|---|---|---|---|---|---|---|"
 run
 run --alloc-from "$d/authors_paths.json" --paths "$d/authors_paths.json"
+run --layout "$d/continent_layout.json"
 for s in $seeds; do
 	run --alloc-random "$s"
 done
