@@ -367,11 +367,11 @@ static clp_status base_ca_time(const skip_ctx *c, clp_skip_paths *p, int rot)
 
 		if (oidx[o] < 0)
 			oidx[o] = no++;
-		key[m] = round[o]++ * N + (oidx[o] + rot) % (no > 0 ? no : 1);
+		key[m] = round[o]++ * N + oidx[o];
 		order[m] = m;
 	}
-	for (int m = 0; m < N && st == CLP_OK; m++) /* the origin count is final now */
-		key[m] = key[m] / N * N + ((key[m] % N) + rot) % no;
+	for (int m = 0; m < N && st == CLP_OK; m++) /* rotate, now that the origins are counted */
+		key[m] = key[m] / N * N + (key[m] % N + rot) % no;
 	for (int i = 1; i < N && st == CLP_OK; i++)
 		for (int j = i; j > 0 && key[order[j]] < key[order[j - 1]]; j--) {
 			int t = order[j];

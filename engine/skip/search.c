@@ -500,6 +500,9 @@ static clp_status graph_rebuild(search *z)
 static clp_status chain_starts(search *z, start *st)
 {
 	int *ks = malloc(((size_t)z->norig + 1) * sizeof(int)), *cnt, *mbs = z->order + z->p->nmb;
+	int per = z->norig > 0 ? z->ofirst[1] - z->ofirst[0] : 0, ok = per > 1;
+	int nchain = z->norig > 16 ? 8 : NCHAIN;
+	const clp_skip_rules *ru = &z->c->env->rules;
 	clp_status s = CLP_OK;
 
 	cnt = malloc(((size_t)z->norig + 1) * sizeof(int));
@@ -511,9 +514,6 @@ static clp_status chain_starts(search *z, start *st)
 	/* Chains only when every origin has the same number k > 1 of micro-batches and every stage's
 	 * visits divide by k (else a start would be the construction again, at a full re-plan
 	 * each); fewer starts when there are many origins (each costs a plan per origin). */
-	int per = z->ofirst[1] - z->ofirst[0], ok = per > 1, nchain = z->norig > 16 ? 8 : NCHAIN;
-	const clp_skip_rules *ru = &z->c->env->rules;
-
 	for (int k = 0; k < z->norig && ok; k++)
 		ok = z->ofirst[k + 1] - z->ofirst[k] == per;
 	if (ok && ru->balance && z->c->S > 1)
