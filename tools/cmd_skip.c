@@ -69,6 +69,8 @@ static const clp_cfg_field fields[] = {
 	F(seed, "seed", CLP_CFG_INT, "1", "random seed (search, random paths)", 0, 1e15, NULL),
 	F(iterations, "iterations", CLP_CFG_INT, "3000", "scheduler: local-search moves", 0, 1e9,
 	  NULL),
+	F(restarts, "restarts", CLP_CFG_INT, "1", "scheduler: anneal the starts this many times "
+	  "(each with --iterations moves), keep the best", 1, 1000, NULL),
 	F(alloc_iterations, "alloc_iterations", CLP_CFG_INT, "400", "allocation: swaps tried", 0,
 	  1e9, NULL),
 	F(baseline_iterations, "baseline_iterations", CLP_CFG_INT, "3000", "full pipeline: "
@@ -538,6 +540,7 @@ static int cmd_schedule(int argc, char **argv)
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c.seed;
 	o.iterations = (int)c.iterations;
+	o.restarts = (int)c.restarts;
 	o.time_limit_s = c.time_limit;
 	o.verbose = c.verbose;
 	o.init = in.init;

@@ -122,6 +122,7 @@ static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_
 	if (st == CLP_OK)
 		st = clp_skip_paths_copy(in->nodes, &p);
 	o.iterations = (int)c->iterations;
+	o.restarts = (int)c->restarts;
 	o.time_limit_s = c->time_limit;
 	o.verbose = c->verbose;
 	t0 = skip_clock();
@@ -329,6 +330,7 @@ int cmd_skip_bench(int argc, char **argv)
 	if (st == CLP_OK)
 		st = clp_skip_simulate(&e, q, 0, NULL, &r);
 	o.iterations = (int)c.iterations;
+	o.restarts = (int)c.restarts;
 	o.time_limit_s = c.time_limit;
 	o.verbose = c.verbose;
 	if (st == CLP_OK)

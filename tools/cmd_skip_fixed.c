@@ -58,6 +58,7 @@ static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
 	o.iterations = (int)c->iterations;
+	o.restarts = (int)c->restarts;
 	o.time_limit_s = c->time_limit;
 	o.verbose = c->verbose;
 	o.init = in->init;

@@ -690,7 +690,8 @@ clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp
 	search z;
 	start st[NSTARTS];
 	double t0 = skip_now(), t_end;
-	int N = p->nmb, H = e->rules.path_len - 1, nstart = 0;
+	int N = p->nmb, H = e->rules.path_len - 1, nstart = 0, rank[NSTARTS];
+	int nround = o && o->restarts > 1 ? o->restarts : 1;
 	clp_status s;
 
 	if (!o) {
@@ -762,22 +763,28 @@ clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp
 	t0 = skip_now();
 	for (int i = 0; i < NSTARTS; i++)
 		nstart += st[i].e < INFINITY;
-	/* Anneal the starts, best first, each for its share of the moves and time. */
-	for (int r = 0; r < nstart && s == CLP_OK && o->iterations > 0; r++) {
-		int b = -1;
+	/* Anneal the starts, best first, each for its share of the moves and time; with restarts,
+	 * all of that again (the random stream goes on), each round with the full moves. */
+	for (int i = 0; i < NSTARTS; i++)
+		rank[i] = i;
+	for (int i = 1; i < NSTARTS; i++)
+		for (int j = i; j > 0 && st[rank[j]].e < st[rank[j - 1]].e; j--) {
+			int t = rank[j];
 
-		for (int i = 0; i < NSTARTS; i++)
-			if (st[i].e < INFINITY && (b < 0 || st[i].e < st[b].e))
-				b = i;
+			rank[j] = rank[j - 1];
+			rank[j - 1] = t;
+		}
+	for (int q = 0; q < nround * nstart && s == CLP_OK && o->iterations > 0; q++) {
+		int b = rank[q % nstart];
+
 		memcpy(p->hops, st[b].hops, (size_t)N * H * sizeof(clp_skip_hop));
 		memcpy(p->node_prio, st[b].prio, (size_t)c.nnodes);
 		z.w = st[b].w;
-		st[b].e = INFINITY;
-		t_end = t0 + o->time_limit_s * (r + 1) / nstart;
+		t_end = t0 + o->time_limit_s * (q + 1) / (nround * nstart);
 		s = graph_rebuild(&z);
 		if (s == CLP_OK)
-			s = anneal(&z, o, o->iterations / nstart + (r < o->iterations % nstart), t_end,
-				   rep);
+			s = anneal(&z, o, o->iterations / nstart + (q % nstart < o->iterations % nstart),
+				   t_end, rep);
 	}
 	rep->search_s = skip_now() - t0;
 	rep->iter_s = z.best_iter;

@@ -140,6 +140,8 @@ clp_status clp_skip_random(const clp_skip_env *e, clp_skip_paths *p, uint64_t se
 typedef struct clp_skip_opts {
 	uint64_t seed;
 	int iterations;     /* local-search moves (0: construction only) */
+	int restarts;       /* anneal the starts this many times, each with `iterations` moves
+			     * and its own random stream; the best is kept (0, 1: once) */
 	double time_limit_s; /* stop the search after this long (0: no limit) */
 	int verbose;        /* progress to stderr */
 	/* A path set to start from (NULL: none): the same nodes, stages and origins as the
