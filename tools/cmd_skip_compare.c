@@ -123,6 +123,7 @@ static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_
 	if (st == CLP_OK)
 		st = clp_skip_paths_copy(in->nodes, &p);
 	o.iterations = (int)c->iterations;
+	o.restarts = (int)c->restarts;
 	o.time_limit_s = c->time_limit;
 	o.verbose = c->verbose;
 	t0 = clp_now();
@@ -208,7 +209,7 @@ int cmd_skip_compare(int argc, char **argv)
 		       in.env.rules.max_jump, in.env.rules.max_swaps, in.env.rules.memory,
 		       c.pipelines, in.nodes->nmb / c.pipelines);
 		printf("| cost model | full pipeline | random valid paths (mean of %ld; min-max) | "
-		       "scheduler (construction) | vs full | vs random | scheduler run time |\n",
+		       "scheduler (best start) | vs full | vs random | scheduler run time |\n",
 		       c.random);
 		printf("|---|---|---|---|---|---|---|\n");
 		for (int k = 0; k < 2; k++)
@@ -330,6 +331,7 @@ int cmd_skip_bench(int argc, char **argv)
 	if (st == CLP_OK)
 		st = clp_skip_simulate(&e, q, 0, NULL, &r);
 	o.iterations = (int)c.iterations;
+	o.restarts = (int)c.restarts;
 	o.time_limit_s = c.time_limit;
 	o.verbose = c.verbose;
 	if (st == CLP_OK)
@@ -348,7 +350,7 @@ int cmd_skip_bench(int argc, char **argv)
 		printf("bench skip: %d nodes (%d on stage 0, %d stages), %d micro-batches, P = %d\n",
 		       n, count[0], S, p->nmb, e.rules.path_len);
 		printf("  allocation    %8.2f s (%ld swaps tried)\n", t_alloc, c.alloc_iterations);
-		printf("  construction  %8.2f s -> iteration %.4g s\n", rep.construct_s,
+		printf("  starts        %8.2f s -> iteration %.4g s\n", rep.construct_s,
 		       rep.construct_iter_s);
 		printf("  search        %8.2f s, %d simulations (%.1f / s), %d accepted -> "
 		       "iteration %.4g s\n", rep.search_s, rep.evaluations,

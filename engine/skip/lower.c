@@ -372,6 +372,8 @@ void skip_ctx_free(skip_ctx *c)
 	free(c->lat);
 	free(c->inv_bw);
 	free(c->work);
+	free(c->fwd);
+	free(c->bwd);
 	free(c->head);
 	free(c->out_bytes);
 	clp_costs_free(c->ir_costs);
@@ -405,7 +407,9 @@ static void node_costs(skip_ctx *c)
 		double sp = rel_speed(cl, k, d), f = clp_costs_time(k, s, CLP_COST_FWD, ki, sp);
 		double b = clp_costs_time(k, s, CLP_COST_BWD, ki, sp);
 
-		c->work[n] = f + b + (f > 0) * c->env->gap_s + (b > 0) * c->env->gap_s;
+		c->fwd[n] = f + (f > 0) * c->env->gap_s;
+		c->bwd[n] = b + (b > 0) * c->env->gap_s;
+		c->work[n] = c->fwd[n] + c->bwd[n];
 		f = clp_costs_time(k, c->S, CLP_COST_FWD, ki, sp);
 		b = clp_costs_time(k, c->S, CLP_COST_BWD, ki, sp);
 		c->head[n] = f + b + (f > 0) * c->env->gap_s + (b > 0) * c->env->gap_s;
@@ -430,10 +434,12 @@ clp_status skip_ctx_init(skip_ctx *c, const clp_skip_env *e, const clp_skip_path
 	c->lat = malloc(nn * sizeof(double));
 	c->inv_bw = malloc(nn * sizeof(double));
 	c->work = malloc((size_t)N * sizeof(double));
+	c->fwd = malloc((size_t)N * sizeof(double));
+	c->bwd = malloc((size_t)N * sizeof(double));
 	c->head = malloc((size_t)N * sizeof(double));
 	c->out_bytes = malloc(((size_t)S + 1) * sizeof(double));
 	if (!c->node_dev || !c->st_first || !c->st_nodes || !c->lat || !c->inv_bw || !c->work ||
-	    !c->head || !c->out_bytes) {
+	    !c->fwd || !c->bwd || !c->head || !c->out_bytes) {
 		skip_ctx_free(c);
 		return clp_error(CLP_ERR_NOMEM, "skip: out of host memory (%d nodes)", N);
 	}

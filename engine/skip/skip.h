@@ -141,15 +141,21 @@ clp_status clp_skip_random(const clp_skip_env *e, clp_skip_paths *p, uint64_t se
 typedef struct clp_skip_opts {
 	uint64_t seed;
 	int iterations;     /* local-search moves (0: construction only) */
+	int restarts;       /* anneal the starts this many times, each with `iterations` moves
+			     * and its own random stream; the best is kept (0, 1: once) */
 	double time_limit_s; /* stop the search after this long (0: no limit) */
 	int verbose;        /* progress to stderr */
+	/* A path set to start from (NULL: none): the same nodes, stages and origins as the
+	 * problem, valid under its rules; the result is never worse than it. */
+	const clp_skip_paths *init;
 } clp_skip_opts;
 
 void clp_skip_opts_default(clp_skip_opts *o);
 
 typedef struct clp_skip_report {
-	double construct_s, search_s;  /* wall time of the two phases */
-	double construct_iter_s;       /* iteration time after construction */
+	double construct_s, search_s;  /* wall time of the two phases (the starts, the search) */
+	double construct_iter_s;       /* iteration time of the best start (construction, chain
+					* starts, the caller's init) */
 	double iter_s;                 /* final */
 	int evaluations, accepted;
 } clp_skip_report;
@@ -157,6 +163,15 @@ typedef struct clp_skip_report {
 /* The path scheduler (docs/SKIPPIPE.md): p holds the nodes and origins; its hops are replaced. */
 clp_status clp_skip_schedule(const clp_skip_env *e, clp_skip_paths *p, const clp_skip_opts *o,
 			     clp_skip_report *rep);
+
+/* Baselines from the SkipPipe paper's description, on p's allocation (docs/SKIPPIPE.md,
+ * "Fixed-allocation benchmark"): collision-aware search over a time-expanded graph, conflict-based
+ * search over one chain per origin, greedy. p's hops and priorities are replaced; *iter_s is the
+ * simulated iteration time. CLP_ERR_NOT_FOUND / CLP_ERR_INVALID: the baseline has no answer on
+ * this problem (the message says why). */
+enum { CLP_SKIP_BASE_CA_TIME = 0, CLP_SKIP_BASE_CBS = 1, CLP_SKIP_BASE_GREEDY = 2,
+       CLP_SKIP_NBASE = 3 };
+clp_status clp_skip_baseline(const clp_skip_env *e, clp_skip_paths *p, int kind, double *iter_s);
 
 /* The full pipeline on the same nodes: npipes complete pipelines (one node per stage each, the
  * nodes left over idle), the global batch split round-robin over them. Starting from pipelines

@@ -50,6 +50,7 @@ typedef struct skip_ctx {
 	int *st_first, *st_nodes; /* nodes serving each stage: st_nodes[st_first[s] .. s+1] */
 	double *lat, *inv_bw;  /* [nnodes^2] link latency (+ hop_s) and seconds per byte */
 	double *work;          /* [nnodes] forward + backward of its stage (+ gaps) */
+	double *fwd, *bwd;     /* [nnodes] its stage's forward, backward (each + its gap) */
 	double *head;          /* [nnodes] loss (head forward + backward) on a stage-0 node */
 	double *out_bytes;     /* [S] activation message of each stage */
 	/* evaluation: the IR's costs (S + 1 stages) and the layout, built once */

@@ -1,5 +1,5 @@
 /* Communication in the simulator: the ring all-reduce formula 2(p-1)(alpha + S/(p beta)) alone
- * and inside a data-parallel step (slowest ring link), FCFS link contention (two sends on one
+ * and inside a data-parallel step (slowest link of the ring, which follows the links), FCFS link contention (two sends on one
  * link serialise; a host's NIC is shared; different links are not), rendezvous against eager
  * sends and blocking sends, and the memory model against device memory. */
 #include <math.h>
@@ -74,7 +74,7 @@ static void test_dp_allreduce(void)
 	CHECK_OK(clp_sim_run(s, &o, &r));
 	near("dp all-reduce", r.step_s, 2.0 * 3 * (a + (double)p / (4 * b)));
 	clp_sim_result_free(&r);
-	/* One slow link in the ring slows the whole all-reduce. */
+	/* One slow link (b - c): the ring goes around it (a b d c). */
 	clp_cluster_free(c);
 	c = cluster_from("dp_slow.json",
 		"{\"format\": \"clpipe-cluster\", \"defaults\": {\"inter_host\": "
@@ -84,7 +84,40 @@ static void test_dp_allreduce(void)
 		"\"links\": [{\"a\": \"b\", \"b\": \"c\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9}]}");
 	o.cluster = c;
 	if (c && clp_sim_run(s, &o, &r) == CLP_OK) {
-		near("dp all-reduce, slow link", r.step_s, 2.0 * 3 * (a_slow + (double)p / (4 * b_slow)));
+		near("dp all-reduce, one slow link", r.step_s, 2.0 * 3 * (a + (double)p / (4 * b)));
+		clp_sim_result_free(&r);
+	}
+	/* The ring follows the links: a - b and c - d are slow, so rank order (a b c d) crosses a
+	 * slow link twice, while a c b d uses only fast ones. */
+	clp_cluster_free(c);
+	c = cluster_from("dp_ring.json",
+		"{\"format\": \"clpipe-cluster\", \"defaults\": {\"inter_host\": "
+		"{\"latency_s\": 2e-5, \"bandwidth_Bps\": 1e10}},"
+		"\"hosts\": [{\"name\": \"a\", \"devices\": [{}]}, {\"name\": \"b\", \"devices\": [{}]},"
+		"{\"name\": \"c\", \"devices\": [{}]}, {\"name\": \"d\", \"devices\": [{}]}],"
+		"\"links\": [{\"a\": \"a\", \"b\": \"b\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9},"
+		"{\"a\": \"c\", \"b\": \"d\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9}]}");
+	o.cluster = c;
+	if (c && clp_sim_run(s, &o, &r) == CLP_OK) {
+		near("dp all-reduce, ring around the slow links", r.step_s,
+		     2.0 * 3 * (a + (double)p / (4 * b)));
+		clp_sim_result_free(&r);
+	}
+	/* No fast ring: a - b, a - c and a - d slow; a has two slow neighbours whatever the order,
+	 * and the slowest link of the ring sets the pace of the whole all-reduce. */
+	clp_cluster_free(c);
+	c = cluster_from("dp_ring2.json",
+		"{\"format\": \"clpipe-cluster\", \"defaults\": {\"inter_host\": "
+		"{\"latency_s\": 2e-5, \"bandwidth_Bps\": 1e10}},"
+		"\"hosts\": [{\"name\": \"a\", \"devices\": [{}]}, {\"name\": \"b\", \"devices\": [{}]},"
+		"{\"name\": \"c\", \"devices\": [{}]}, {\"name\": \"d\", \"devices\": [{}]}],"
+		"\"links\": [{\"a\": \"a\", \"b\": \"b\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9},"
+		"{\"a\": \"a\", \"b\": \"c\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9},"
+		"{\"a\": \"a\", \"b\": \"d\", \"latency_s\": 1e-3, \"bandwidth_Bps\": 1e9}]}");
+	o.cluster = c;
+	if (c && clp_sim_run(s, &o, &r) == CLP_OK) {
+		near("dp all-reduce, no fast ring", r.step_s,
+		     2.0 * 3 * (a_slow + (double)p / (4 * b_slow)));
 		clp_sim_result_free(&r);
 	}
 out:
