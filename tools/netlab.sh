@@ -39,6 +39,8 @@ missing() {
 	command -v tc >/dev/null || m+=("the tc command (iproute2)")
 	command -v jq >/dev/null || m+=("jq")
 	command -v mpirun >/dev/null || m+=("mpirun (Open MPI)")
+	command -v unshare >/dev/null || m+=("the unshare command (util-linux)")
+	[ -w /etc/netns ] || [ -w /etc ] || m+=("a writable /etc/netns (the hosts' names)")
 	if [ ${#m[@]} -eq 0 ]; then
 		if ! ip netns add "$t" 2>/dev/null; then
 			m+=("ip netns (creating a network namespace failed)")

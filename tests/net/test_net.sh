@@ -5,8 +5,9 @@
 # Exit 77 (ctest SKIP) with a message when the machine cannot build a lab.
 #   test_net.sh equiv   NETLAB EXEC_EQUIV WORKDIR   2 hosts x 2 ranks, 1F1B D=4: bitwise equal
 #                                                   to one device (tests/exec's comparison)
-#   test_net.sh skip    NETLAB SKIP_EXEC  WORKDIR   SkipPipe paths, 6 ranks on 4 hosts: within
-#                                                   1e-4 of one process (tests/skipexec's)
+#   test_net.sh skip    NETLAB SKIP_EXEC  WORKDIR CLPIPE   SkipPipe paths, 6 ranks on 4 hosts:
+#                                                   within 1e-4 of one process (tests/skipexec's);
+#                                                   clpipe bench --cluster-out over the same hosts
 #   test_net.sh hostdown NETLAB CLPIPE    WORKDIR   every rank of one host killed at once: the
 #                                                   job ends non-zero naming host and rank, the
 #                                                   last checkpoint loads
@@ -57,6 +58,17 @@ skip)
 	cluster 2 2 1 1
 	timeout -k 10 300 "$netlab" mpirun "$lab" -np 6 "$prog" || exit 1
 	crossed n0 n1 && crossed n1 n2 && crossed n2 n3
+	# clpipe bench writes the links it measures as a cluster the simulator reads
+	clpipe=$5
+	timeout -k 10 120 "$netlab" mpirun "$lab" -np 6 "$clpipe" bench --only p2p --quick --quiet \
+		--cluster-out "$work/measured.json" >"$work/bench.out" 2>&1 ||
+		{ cat "$work/bench.out"; echo "FAIL: clpipe bench --cluster-out"; exit 1; }
+	got=$(jq -c '[[.hosts[] | .name, (.devices | length)], [.links[] | select(.a | test(":") | not) | .a + "-" + .b]]' "$work/measured.json")
+	want='[["n0",2,"n1",2,"n2",1,"n3",1],["n0-n1","n0-n2","n0-n3","n1-n2","n1-n3","n2-n3"]]'
+	echo "measured cluster: $got"
+	[ "$got" = "$want" ] || { echo "FAIL: the measured cluster's hosts and links (want $want)"; exit 1; }
+	"$clpipe" sim --cluster "$work/measured.json" --stages 6 --microbatches 6 >"$work/sim.out" ||
+		{ cat "$work/sim.out"; echo "FAIL: the simulator does not take the measured cluster"; exit 1; }
 	exit 0
 	;;
 hostdown) ;;
