@@ -14,6 +14,7 @@
 #   tools/netlab.sh bytes LAB FROM TO          bytes FROM has sent to TO over their limited link
 #   tools/netlab.sh status LAB                 the lab's hosts, addresses and link limits
 #   tools/netlab.sh down LAB                   remove everything lab LAB made
+# `up` also removes labs whose owner (the process that called `up`) has exited without `down`.
 #
 # Only names starting with clpn (namespaces clpn-LAB-*, links clpnLAB*, /etc/netns/clpn-LAB-*,
 # the directory ${CLPN_DIR:-/tmp}/clpn-LAB) are made or removed, and addresses are only ever
@@ -75,6 +76,8 @@ cmd_check() {
 cmd_down() {
 	local lab=$1 d ns
 	d=$(labdir "$lab")
+	# the directory the lab was made with (another CLPN_DIR)
+	[ -f "/etc/netns/clpn-$lab-m/dir" ] && d=$(cat "/etc/netns/clpn-$lab-m/dir")
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^clpn-$lab-"); do
 		local pids
 		pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -89,6 +92,18 @@ cmd_down() {
 	rmdir /etc/netns 2>/dev/null
 	rm -rf "$d"
 	return 0
+}
+
+# Labs whose owner (the process that ran `up`) is gone: a run killed before its EXIT trap.
+stale_labs() {
+	local f pid start
+	for f in /etc/netns/clpn-*-m/owner; do
+		[ -f "$f" ] || continue
+		read -r pid start <"$f"
+		[ "$(awk '{print $22}' "/proc/$pid/stat" 2>/dev/null)" = "$start" ] && continue
+		f=${f#/etc/netns/clpn-}
+		echo "${f%-m/owner}"
+	done
 }
 
 # Bytes/s of the link from host $2 to host $3 in cluster $1 (empty: unlimited).
@@ -121,6 +136,11 @@ cmd_up() {
 	d=$(labdir "$lab")
 	br="clpn${lab}br"
 	mns=$(ns_of "$lab" m)
+	for old in $(stale_labs); do
+		[[ $old =~ ^[a-z0-9]{1,6}$ ]] || continue
+		echo "netlab: removing lab $old (its owner has exited)" >&2
+		cmd_down "$old"
+	done
 	cmd_down "$lab"
 	mkdir -p "$d" /etc/netns
 	trap 'cmd_down "$lab"; exit 1' ERR
@@ -149,6 +169,10 @@ cmd_up() {
 		ip -n "$ns" addr add "${addrs[i]}/24" dev clpn0
 		ip -n "$ns" link set clpn0 up
 	done
+	# the owner (pid and start time of the caller), so that a later `up` removes this lab if
+	# the caller is killed before it calls `down`
+	echo "$PPID $(awk '{print $22}' "/proc/$PPID/stat")" >"/etc/netns/$mns/owner"
+	echo "$d" >"/etc/netns/$mns/dir"
 	# rate limits: at each sender, one HTB class per destination host
 	: >"$d/links"
 	for ((i = 0; i < n; i++)); do
