@@ -295,6 +295,11 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 	clp_cluster *c = calloc(1, sizeof(*c));
 	clp_status s = CLP_OK;
 
+	if (nranks < 2 || np2p < 1) {
+		s = clp_error(CLP_ERR_INVALID, "--cluster-out: links are measured between ranks: "
+			      "run under mpirun with at least 2 ranks");
+		goto out;
+	}
 	if (!host || !hix || !sum || !c ||
 	    !(c->hosts = calloc((size_t)nranks, sizeof(*c->hosts))) ||
 	    !(c->devices = calloc((size_t)nranks, sizeof(*c->devices))) ||
@@ -316,6 +321,12 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 			s = clp_error(CLP_ERR_INVALID, "--cluster-out: no link measured for rank %d", r);
 			goto out;
 		}
+		if (strlen(host[r]) >= sizeof(c->hosts[0].name) - 8) {
+			s = clp_error(CLP_ERR_INVALID, "--cluster-out: rank %d's host name '%s' is "
+				      "longer than %zu characters", r, host[r],
+				      sizeof(c->hosts[0].name) - 9);
+			goto out;
+		}
 		while (h < c->nhosts && strcmp(c->hosts[h].name, host[r]))
 			h++;
 		if (h == c->nhosts) {
@@ -324,7 +335,7 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 		}
 		hix[r] = h;
 		d->host = h;
-		snprintf(d->id, sizeof(d->id), "%.40s:%d", host[r], c->hosts[h].ndevices++);
+		snprintf(d->id, sizeof(d->id), "%s:%d", host[r], c->hosts[h].ndevices++);
 		snprintf(d->kind, sizeof(d->kind), "default");
 		d->speed = 1.0;
 	}
@@ -333,7 +344,7 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 		c->hosts[h].first_device = at;
 	{
 		clp_device *sorted = calloc((size_t)nranks, sizeof(*sorted));
-		int *fill = calloc((size_t)c->nhosts, sizeof(*fill)), *dev_of = hix;
+		int *fill = calloc((size_t)c->nhosts, sizeof(*fill));
 
 		if (!sorted || !fill) {
 			free(sorted);
@@ -345,7 +356,7 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 			int h = hix[r], at = c->hosts[h].first_device + fill[h]++;
 
 			sorted[at] = c->devices[r];
-			dev_of[r] = at; /* hix now holds each rank's device index */
+			hix[r] = at; /* from here on: the rank's device index */
 		}
 		free(c->devices);
 		c->devices = sorted;
@@ -354,11 +365,14 @@ static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, c
 	}
 	for (int i = 0; i < np2p; i++) {
 		const clp_topo_p2p *l = &p2p[i];
-		int da = hix[l->a], db = hix[l->b];
-		int ha = c->devices[da].host, hb = c->devices[db].host;
+		int da, db, ha, hb;
 
 		if (l->a < 0 || l->a >= nranks || l->b < 0 || l->b >= nranks)
 			continue;
+		da = hix[l->a];
+		db = hix[l->b];
+		ha = c->devices[da].host;
+		hb = c->devices[db].host;
 		if (ha == hb) {
 			c->links[c->nlinks++] = (clp_link){ha, da, hb, db, 0,
 				{l->latency_us.median * 1e-6, l->bandwidth_gbps.median * 1e9}};
