@@ -86,7 +86,7 @@ cmd_down() {
 		rm -rf "/etc/netns/$ns"
 	done
 	ip link del "clpn${lab}br" 2>/dev/null
-	for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep "^clpn${lab}v"); do
+	for l in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E "^clpn${lab}v[0-9]+$"); do
 		ip link del "$l" 2>/dev/null
 	done
 	rmdir /etc/netns 2>/dev/null
