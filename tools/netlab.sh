@@ -17,7 +17,7 @@
 # `up` also removes labs whose owner (the process that called `up`) has exited without `down`.
 #
 # Only names starting with clpn (namespaces clpn-LAB-*, links clpnLAB*, /etc/netns/clpn-LAB-*,
-# the directory ${CLPN_DIR:-/tmp}/clpn-LAB) are made or removed, and addresses are only ever
+# /run/clpn-netlab/LAB.*, the directory ${CLPN_DIR:-/tmp}/clpn-LAB) are made or removed, and addresses are only ever
 # given inside the lab's namespaces (10.77.0.0/24 on the lab's bridge; the bridge itself has
 # none, nothing routes out of it). Each directed pair of hosts gets an HTB class at the sender
 # limited to the cluster's bandwidth for that pair (a link entry between the two host names,
@@ -26,6 +26,7 @@
 set -u
 SUBNET=10.77.0
 MAXHOSTS=64
+RUN=/run/clpn-netlab # LAB.owner, LAB.dir: who made each lab, and where its files are
 
 die() { echo "netlab: $*" >&2; exit 1; }
 ns_of() { echo "clpn-$1-$2"; }
@@ -77,7 +78,7 @@ cmd_down() {
 	local lab=$1 d ns
 	d=$(labdir "$lab")
 	# the directory the lab was made with (another CLPN_DIR)
-	[ -f "/etc/netns/clpn-$lab-m/dir" ] && d=$(cat "/etc/netns/clpn-$lab-m/dir")
+	[ -f "$RUN/$lab.dir" ] && d=$(cat "$RUN/$lab.dir")
 	for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^clpn-$lab-"); do
 		local pids
 		pids=$(ip netns pids "$ns" 2>/dev/null)
@@ -91,18 +92,20 @@ cmd_down() {
 	done
 	rmdir /etc/netns 2>/dev/null
 	rm -rf "$d"
+	rm -f "$RUN/$lab.owner" "$RUN/$lab.dir"
+	rmdir "$RUN" 2>/dev/null
 	return 0
 }
 
 # Labs whose owner (the process that ran `up`) is gone: a run killed before its EXIT trap.
 stale_labs() {
 	local f pid start
-	for f in /etc/netns/clpn-*-m/owner; do
+	for f in "$RUN"/*.owner; do
 		[ -f "$f" ] || continue
 		read -r pid start <"$f"
 		[ "$(awk '{print $22}' "/proc/$pid/stat" 2>/dev/null)" = "$start" ] && continue
-		f=${f#/etc/netns/clpn-}
-		echo "${f%-m/owner}"
+		f=${f##*/}
+		echo "${f%.owner}"
 	done
 }
 
@@ -171,8 +174,9 @@ cmd_up() {
 	done
 	# the owner (pid and start time of the caller), so that a later `up` removes this lab if
 	# the caller is killed before it calls `down`
-	echo "$PPID $(awk '{print $22}' "/proc/$PPID/stat")" >"/etc/netns/$mns/owner"
-	echo "$d" >"/etc/netns/$mns/dir"
+	mkdir -p "$RUN"
+	echo "$PPID $(awk '{print $22}' "/proc/$PPID/stat")" >"$RUN/$lab.owner"
+	echo "$d" >"$RUN/$lab.dir"
 	# rate limits: at each sender, one HTB class per destination host
 	: >"$d/links"
 	for ((i = 0; i < n; i++)); do
