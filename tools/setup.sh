@@ -14,6 +14,7 @@ pkgs=(
   libopenblas-dev                     # reference GEMM for benchmarks
   libjansson-dev                      # JSON
   fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
+  iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
 )
 
 missing=()
