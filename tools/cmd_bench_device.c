@@ -2,11 +2,13 @@
  * device) is measured in one run; rank 0 prints one table and writes the device profile
  * (--json F, docs/DEVICE_PROFILE.md). */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cl/runtime.h"
+#include "engine/scenario/cluster.h"
 #include "topology/assign.h"
 #include "topology/bench.h"
 #include "topology/bind.h"
@@ -34,6 +36,9 @@ static void help(void)
 	       "  --all               every device of this machine (alone; under mpirun each rank\n"
 	       "                      measures the device it is assigned)\n"
 	       "  --json FILE         write the device profile (docs/DEVICE_PROFILE.md)\n"
+	       "  --cluster-out FILE  under mpirun: write the measured links as a cluster file\n"
+	       "                      (docs/FORMATS.md; one device per rank, a link per pair\n"
+	       "                      of hosts: the mean over their ranks' pairs)\n"
 	       "  --only PARTS        comma list of compute,bandwidth,transfer,launch,gemm,p2p\n"
 	       "  --repeats N         timed runs per figure (default 10); --warmup N (default 2)\n"
 	       "  --gemm MxNxK,..     GEMM shapes (default 512x768x768,512x3072x768)\n"
@@ -152,7 +157,7 @@ struct run {
 	clp_topo_bench_opts opts;
 	const char *devices; /* selector list, or NULL */
 	int all;
-	const char *json;
+	const char *json, *cluster_out;
 	clp_topo_bind_mode bind;
 	int quiet, widths;
 };
@@ -279,6 +284,127 @@ static clp_status gather(clp_comm *world, const clp_topo_profile_set *mine,
 	return s;
 }
 
+/* The links of a p2p run as a cluster: a host per host name (in rank order), a device per rank
+ * ("host:k", k-th rank on the host), a device link for two ranks on one host, and one link per
+ * pair of hosts with the mean latency and bandwidth of their ranks' pairs (medians). */
+static clp_status write_cluster(const clp_topo_p2p *p2p, int np2p, int nranks, const char *path)
+{
+	const char **host = calloc((size_t)nranks, sizeof(*host));
+	int *hix = calloc((size_t)nranks, sizeof(*hix));
+	double *sum = calloc((size_t)nranks * (size_t)nranks * 3, sizeof(*sum));
+	clp_cluster *c = calloc(1, sizeof(*c));
+	clp_status s = CLP_OK;
+
+	if (nranks < 2 || np2p < 1) {
+		s = clp_error(CLP_ERR_INVALID, "--cluster-out: links are measured between ranks: "
+			      "run under mpirun with at least 2 ranks");
+		goto out;
+	}
+	if (!host || !hix || !sum || !c ||
+	    !(c->hosts = calloc((size_t)nranks, sizeof(*c->hosts))) ||
+	    !(c->devices = calloc((size_t)nranks, sizeof(*c->devices))) ||
+	    !(c->links = calloc((size_t)np2p, sizeof(*c->links)))) {
+		s = clp_error(CLP_ERR_NOMEM, "--cluster-out: out of host memory");
+		goto out;
+	}
+	for (int i = 0; i < np2p; i++) {
+		if (p2p[i].a < 0 || p2p[i].a >= nranks || p2p[i].b < 0 || p2p[i].b >= nranks)
+			continue;
+		host[p2p[i].a] = p2p[i].host_a;
+		host[p2p[i].b] = p2p[i].host_b;
+	}
+	for (int r = 0; r < nranks; r++) {
+		int h = 0;
+		clp_device *d = &c->devices[r];
+
+		if (!host[r]) {
+			s = clp_error(CLP_ERR_INVALID, "--cluster-out: no link measured for rank %d", r);
+			goto out;
+		}
+		if (strlen(host[r]) >= sizeof(c->hosts[0].name) - 8) {
+			s = clp_error(CLP_ERR_INVALID, "--cluster-out: rank %d's host name '%s' is "
+				      "longer than %zu characters", r, host[r],
+				      sizeof(c->hosts[0].name) - 9);
+			goto out;
+		}
+		while (h < c->nhosts && strcmp(c->hosts[h].name, host[r]))
+			h++;
+		if (h == c->nhosts) {
+			snprintf(c->hosts[h].name, sizeof(c->hosts[h].name), "%s", host[r]);
+			c->nhosts++;
+		}
+		hix[r] = h;
+		d->host = h;
+		snprintf(d->id, sizeof(d->id), "%s:%d", host[r], c->hosts[h].ndevices++);
+		snprintf(d->kind, sizeof(d->kind), "default");
+		d->speed = 1.0;
+	}
+	/* devices in host order, as the file lists them */
+	for (int h = 0, at = 0; h < c->nhosts; at += c->hosts[h].ndevices, h++)
+		c->hosts[h].first_device = at;
+	{
+		clp_device *sorted = calloc((size_t)nranks, sizeof(*sorted));
+		int *fill = calloc((size_t)c->nhosts, sizeof(*fill));
+
+		if (!sorted || !fill) {
+			free(sorted);
+			free(fill);
+			s = clp_error(CLP_ERR_NOMEM, "--cluster-out: out of host memory");
+			goto out;
+		}
+		for (int r = 0; r < nranks; r++) {
+			int h = hix[r], at = c->hosts[h].first_device + fill[h]++;
+
+			sorted[at] = c->devices[r];
+			hix[r] = at; /* from here on: the rank's device index */
+		}
+		free(c->devices);
+		c->devices = sorted;
+		c->ndevices = nranks;
+		free(fill);
+	}
+	for (int i = 0; i < np2p; i++) {
+		const clp_topo_p2p *l = &p2p[i];
+		int da, db, ha, hb;
+
+		if (l->a < 0 || l->a >= nranks || l->b < 0 || l->b >= nranks)
+			continue;
+		da = hix[l->a];
+		db = hix[l->b];
+		ha = c->devices[da].host;
+		hb = c->devices[db].host;
+		if (ha == hb) {
+			c->links[c->nlinks++] = (clp_link){ha, da, hb, db, 0,
+				{l->latency_us.median * 1e-6, l->bandwidth_gbps.median * 1e9}};
+		} else {
+			double *t = &sum[((size_t)(ha < hb ? ha : hb) * (size_t)nranks +
+					  (size_t)(ha < hb ? hb : ha)) * 3];
+
+			t[0] += l->latency_us.median * 1e-6;
+			t[1] += l->bandwidth_gbps.median * 1e9;
+			t[2] += 1;
+		}
+	}
+	for (int a = 0; a < c->nhosts; a++)
+		for (int b = a + 1; b < c->nhosts; b++) {
+			const double *t = &sum[((size_t)a * (size_t)nranks + (size_t)b) * 3];
+
+			if (t[2] > 0)
+				c->links[c->nlinks++] = (clp_link){a, -1, b, -1, 0,
+					{t[0] / t[2], t[1] / t[2]}};
+		}
+	c->intra = (clp_link_spec){5e-6, 50e9};
+	c->inter = (clp_link_spec){20e-6, 12.5e9};
+	c->eager_bytes = 65536;
+	s = clp_cluster_save(c, path);
+out:
+	free(host);
+	free(hix);
+	free(sum);
+	clp_cluster_free(c);
+	return s;
+}
+
 static int run_bench(struct run *r, int *argc, char ***argv)
 {
 	clp_comm *world = NULL;
@@ -326,6 +452,13 @@ static int run_bench(struct run *r, int *argc, char ***argv)
 			rc = cli_fail("bench", s);
 		else if (r->json)
 			printf("\nwrote %s\n", r->json);
+		if (r->cluster_out && rc == 0) {
+			s = write_cluster(all.p2p, all.np2p, clp_comm_size(world), r->cluster_out);
+			if (s != CLP_OK)
+				rc = cli_fail("bench", s);
+			else
+				printf("wrote %s\n", r->cluster_out);
+		}
 	}
 out:
 	clp_topo_profile_set_clear(&mine);
@@ -373,6 +506,10 @@ int cmd_bench_device(int argc, char **argv)
 			if (got < 0)
 				return cli_usage_error("bench", "--json needs a file name");
 			r.json = v;
+		} else if ((got = cli_value(argc, argv, &i, "--cluster-out", &v)) != 0) {
+			if (got < 0)
+				return cli_usage_error("bench", "--cluster-out needs a file name");
+			r.cluster_out = v;
 		} else if ((got = cli_value(argc, argv, &i, "--only", &v)) != 0) {
 			if (got < 0 || (s = parse_parts(v, &r.opts.parts)) != CLP_OK)
 				return cli_usage_error("bench", "%s", got < 0 ? "--only needs a value"
@@ -415,5 +552,7 @@ int cmd_bench_device(int argc, char **argv)
 	}
 	if (r.all && r.devices)
 		return cli_usage_error("bench", "--all and --device exclude each other");
+	if (r.cluster_out && !(r.opts.parts & CLP_BENCH_P2P))
+		return cli_usage_error("bench", "--cluster-out needs the p2p part (--only ...,p2p)");
 	return run_bench(&r, &argc, &argv);
 }

@@ -15,6 +15,7 @@ pkgs=(
   libjansson-dev                      # JSON
   fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
   python3                             # tests: stored config vs tomllib, JSON checks of clpipe output
+  iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
 )
 
 missing=()

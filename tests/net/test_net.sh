@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Pipelines between hosts over Open MPI's TCP transport: each test builds its own lab of network
+# namespaces (tools/netlab.sh, a name unique to this process), runs under `netlab.sh mpirun`
+# with a timeout on every mpirun, and tears the lab down on exit, also after a failure.
+# Exit 77 (ctest SKIP) with a message when the machine cannot build a lab.
+#   test_net.sh equiv   NETLAB EXEC_EQUIV WORKDIR   2 hosts x 2 ranks, 1F1B D=4: bitwise equal
+#                                                   to one device (tests/exec's comparison)
+#   test_net.sh skip    NETLAB SKIP_EXEC  WORKDIR CLPIPE   SkipPipe paths, 6 ranks on 4 hosts:
+#                                                   within 1e-4 of one process (tests/skipexec's);
+#                                                   clpipe bench --cluster-out over the same hosts
+#   test_net.sh hostdown NETLAB CLPIPE    WORKDIR   every rank of one host killed at once: the
+#                                                   job ends non-zero naming host and rank, the
+#                                                   last checkpoint loads
+set -u
+mode=$1 netlab=$2 prog=$3
+lab="${mode:0:1}$(($$ % 100000))"
+work=$4/net-$mode
+"$netlab" check || exit $?
+rm -rf "$work" && mkdir -p "$work"
+export CLPN_DIR=$work
+trap '"$netlab" down "$lab"' EXIT
+export POCL_MAX_PTHREAD_COUNT=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# cluster HOSTS SLOTS... : every pair limited to 50 MB/s (400 Mbit/s), the test's links
+cluster() {
+	local f=$work/cluster.json first=1
+	{
+		echo '{"format": "clpipe-cluster", "version": 1, "name": "net test",'
+		echo ' "defaults": {"inter_host": {"latency_s": 1e-4, "bandwidth_Bps": 5e7}}, "hosts": ['
+		local i=0
+		for s in "$@"; do
+			[ $first -eq 1 ] || echo ','
+			first=0
+			printf '{"name": "n%d", "devices": [%s]}' $i "$(yes '{}' | head -n "$s" | paste -sd,)"
+			i=$((i + 1))
+		done
+		echo ']}'
+	} >"$f"
+	"$netlab" up "$lab" "$f" >/dev/null || { echo "FAIL: the lab did not come up"; exit 1; }
+}
+
+# crossed FROM TO: the run sent bytes over the rate-limited link FROM -> TO
+crossed() {
+	local b
+	b=$("$netlab" bytes "$lab" "$1" "$2")
+	echo "$1 -> $2: ${b:-0} bytes over the limited link"
+	[ "${b:-0}" -gt 0 ] || { echo "FAIL: nothing crossed the link $1 -> $2"; exit 1; }
+}
+
+case $mode in
+equiv)
+	cluster 2 2
+	timeout -k 10 400 "$netlab" mpirun "$lab" -np 4 "$prog" gpt2 1f1b 4 1 4 1 exact "$work" || exit 1
+	crossed n0 n1 && crossed n1 n0
+	exit 0
+	;;
+skip)
+	cluster 2 2 1 1
+	timeout -k 10 300 "$netlab" mpirun "$lab" -np 6 "$prog" || exit 1
+	crossed n0 n1 && crossed n1 n2 && crossed n2 n3
+	# clpipe bench writes the links it measures as a cluster the simulator reads
+	clpipe=$5
+	timeout -k 10 120 "$netlab" mpirun "$lab" -np 6 "$clpipe" bench --only p2p --quick --quiet \
+		--cluster-out "$work/measured.json" >"$work/bench.out" 2>&1 ||
+		{ cat "$work/bench.out"; echo "FAIL: clpipe bench --cluster-out"; exit 1; }
+	got=$(jq -c '[[.hosts[] | .name, (.devices | length)], [.links[] | select(.a | test(":") | not) | .a + "-" + .b]]' "$work/measured.json")
+	want='[["n0",2,"n1",2,"n2",1,"n3",1],["n0-n1","n0-n2","n0-n3","n1-n2","n1-n3","n2-n3"]]'
+	echo "measured cluster: $got"
+	[ "$got" = "$want" ] || { echo "FAIL: the measured cluster's hosts and links (want $want)"; exit 1; }
+	"$clpipe" sim --cluster "$work/measured.json" --stages 6 --microbatches 6 >"$work/sim.out" ||
+		{ cat "$work/sim.out"; echo "FAIL: the simulator does not take the measured cluster"; exit 1; }
+	exit 0
+	;;
+hostdown) ;;
+*) echo "test_net.sh: unknown mode '$mode'"; exit 2 ;;
+esac
+
+# hostdown: 2 hosts x 2 ranks, D=2 x R=2 (ranks 2, 3 on n1); checkpoints every 2 steps; rank 3
+# stops itself after step 3 (so the job is surely still running), then n1's ranks are killed
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
+cluster 2 2
+for i in $(seq 1 3000); do echo "the quick brown fox jumps over the lazy dog $((i % 17))."; done >"$work/corpus.txt"
+CLPIPE_FAULT=stop:3:3 timeout --verbose -k 10 300 "$netlab" mpirun "$lab" -np 4 -x CLPIPE_FAULT "$prog" train \
+	--data "$work/corpus.txt" --model.n_layer=2 --model.d_model=32 --model.n_head=4 \
+	--model.ctx=16 --train.batch=2 --train.micro_batches=2 --steps 8 --eval.every=0 \
+	--eval.batches=1 --pipeline.stages=2 --pipeline.replicas=2 --pipeline.schedule=1f1b \
+	--pipeline.deadline=120 --ckpt.dir="$work/ck" --ckpt.every=2 >"$work/train.out" 2>&1 &
+job=$!
+# wait (at most 240 s) until rank 3 has stopped itself, then kill every clpipe rank on n1 at once
+stopped=
+for _ in $(seq 1 1200); do
+	kill -0 $job 2>/dev/null || break
+	for p in $("$netlab" pids "$lab" n1 clpipe); do
+		[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = T ] && stopped=1
+	done
+	[ -n "$stopped" ] && break
+	sleep 0.2
+done
+check "[ -n '$stopped' ]" "rank 3 on n1 stopped itself after step 3"
+victims=$("$netlab" pids "$lab" n1 clpipe | paste -sd' ')
+check "[ \$(echo $victims | wc -w) -eq 2 ]" "n1 runs two ranks (pids: $victims)"
+[ -n "$victims" ] && kill -9 $victims
+wait $job
+rc=$?
+check "[ $rc -ne 0 ] && ! grep -q '^timeout: sending signal' '$work/train.out'" \
+	"losing host n1 ends the job with a non-zero status before the timeout (got $rc)"
+check "grep -Eq 'rank [23] .*on node n1' '$work/train.out'" "the message names the host and a rank"
+check "[ -f '$work/ck/step-00000002/manifest.json' ]" "the checkpoint of step 2 is complete"
+"$prog" eval --ckpt "$work/ck" --eval.batches=1 >"$work/eval.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'val loss' '$work/eval.out'" "the last checkpoint loads and evaluates"
+[ $fail -ne 0 ] && { echo "--- train.out"; cat "$work/train.out"; }
+exit $fail

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# The simulator against a network: two hosts of a netlab (tools/netlab.sh) joined by a
+# rate-limited link, one pipeline rank each. (1) `clpipe bench --only p2p` measures the link
+# between the lab's hosts and writes it into a clpipe-cluster file (--cluster-out); (2) a 2-stage
+# LLaMa-shaped model whose activation messages are 2 MiB (16 x 256 tokens x 128 wide, fp32) trains
+# under GPipe and 1F1B with the last step traced; (3) `clpipe sim` runs the same schedule on the
+# measured cluster with compute times calibrated from that trace and the message size of the
+# model, and the two step times are printed side by side. (4) SkipPipe: four hosts in a chain of
+# 4 stages (one each; the origin n0 also holds the head and loss), 6 micro-batches either through
+# every stage (the full pipeline) or each skipping one of stages 1-3 (a path set, P = 3 of 4),
+# both run with `clpipe train --pipeline.schedule=skippipe --skip.paths`, traced, and predicted
+# by `clpipe skip simulate` on the measured links. Needs root (tools/netlab.sh check).
+# Usage: tools/bench_net.sh [MBIT ...]    link rates in Mbit/s (default: 50 100 200); the
+#        SkipPipe comparison runs at the first rate. Output under .cache/bench-net/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/tools/env.sh"
+cd "$root"
+rates=("$@")
+[ ${#rates[@]} -gt 0 ] || rates=(50 100 200)
+netlab=$root/tools/netlab.sh
+"$netlab" check
+build_tree "$root/build"
+clpipe=$root/build/tools/clpipe
+corpus=$(fortunes_corpus)
+out=$root/.cache/bench-net
+mkdir -p "$out"
+export CLPN_DIR=$out POCL_MAX_PTHREAD_COUNT=1
+lab=b$(($$ % 10000))
+trap '"$netlab" down "$lab"' EXIT
+N=4 B=16 T=256 W=128
+msg=$((B * T * W * 4))
+model=(--model.preset=llama --model.n_layer=2 --model.d_model=$W --model.n_head=4 --model.ctx=$T
+       --train.batch=$B --train.micro_batches=$N --eval.every=0 --eval.batches=1
+       --pipeline.stages=2 --pipeline.bind=none --optim.warmup=1)
+# calibrated TRACE STAGES OUT: a cost table with the compute times of TRACE and the model's
+# message size
+calibrated() {
+	"$clpipe" sim --schedule gpipe --stages "$2" --microbatches $N --calibrate "$1" \
+		--write-costs "$3.tmp" >/dev/null
+	jq --argjson m $msg '.stages |= map(.out_bytes = $m)' "$3.tmp" >"$3"
+	rm -f "$3.tmp"
+}
+pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f %%", 100 * (a - b) / b}'; }
+table=$out/table.md
+echo "| link | schedule | measured link | measured step | simulated step | gap | simulated, free links | simulated link share |" >"$table"
+echo "|---|---|---|---|---|---|---|---|" >>"$table"
+for mbit in "${rates[@]}"; do
+	Bps=$((mbit * 1000000 / 8))
+	cat >"$out/lab.json" <<EOF
+{"format": "clpipe-cluster", "version": 1, "name": "netlab $mbit Mbit/s",
+ "defaults": {"inter_host": {"latency_s": 1e-4, "bandwidth_Bps": $Bps}},
+ "hosts": [{"name": "n0", "devices": [{}]}, {"name": "n1", "devices": [{}]}]}
+EOF
+	"$netlab" up "$lab" "$out/lab.json" >/dev/null
+	echo "== $mbit Mbit/s: the link as clpipe bench measures it"
+	timeout -k 10 300 "$netlab" mpirun "$lab" -np 2 "$clpipe" bench --only p2p --quiet \
+		--cluster-out "$out/measured-$mbit.json" | grep -E 'rank 0 <-> 1'
+	link=$(jq -r '.links[0] | "\(.bandwidth_Bps * 8 / 1e6 | floor) Mbit/s, \(.latency_s * 1e6 | floor) us"' \
+		"$out/measured-$mbit.json")
+	for sched in gpipe 1f1b; do
+		tr=$out/$sched-$mbit.json
+		echo "== $mbit Mbit/s, $sched: measured (trace of step 4)"
+		timeout -k 10 600 "$netlab" mpirun "$lab" -np 2 "$clpipe" train --data "$corpus" \
+			"${model[@]}" --steps 4 --pipeline.schedule=$sched --train.trace="$tr" |
+			grep -E '^trace of' | tee "$out/$sched-$mbit.txt"
+		meas=$(sed -E 's/.*; ([0-9.]+) ms per step.*/\1/' "$out/$sched-$mbit.txt")
+		# compute times from the trace, the message size of the model, the measured link
+		calibrated "$tr" 2 "$out/costs-$sched-$mbit.json"
+		sim=("$clpipe" sim --schedule $sched --stages 2 --microbatches $N --grad-norm
+		     --loss-reduce --costs "$out/costs-$sched-$mbit.json")
+		"${sim[@]}" --cluster "$out/measured-$mbit.json" --compare "$tr" \
+			--svg "$out/$sched-$mbit.svg" >"$out/sim-$sched-$mbit.txt"
+		"${sim[@]}" >"$out/sim-free-$sched-$mbit.txt"
+		simt=$(awk '/^step time/ {print $3}' "$out/sim-$sched-$mbit.txt")
+		free=$(awk '/^step time/ {print $3}' "$out/sim-free-$sched-$mbit.txt")
+		comm=$(awk '$1 == "0" && NF >= 4 {print $3; exit}' "$out/sim-$sched-$mbit.txt")
+		gap=$(pct "$simt" "$meas")
+		echo "   measured $meas ms, simulated $simt ms ($gap); free links $free ms"
+		printf '| %s Mbit/s | %s | %s | %s ms | %.1f ms | %s | %.1f ms | %s %% |\n' "$mbit" \
+			$sched "$link" "$meas" "$simt" "$gap" "$free" "$comm" >>"$table"
+	done
+	"$netlab" down "$lab"
+done
+
+# SkipPipe against the full pipeline on four hosts in a chain, at the first rate
+mbit=${rates[0]}
+Bps=$((mbit * 1000000 / 8))
+jq -n --argjson b $Bps '{format: "clpipe-cluster", version: 1, name: "netlab chain of 4",
+    defaults: {inter_host: {latency_s: 1e-4, bandwidth_Bps: $b}},
+    hosts: [range(4) | {name: "n\(.)", devices: [{}]}]}' >"$out/lab4.json"
+# paths: node i serves stage i; hops are [stage, node]
+jq -n '{format: "clpipe-skip-paths", version: 1, stages: 4,
+    rules: {path_len: 4, max_jump: 4, max_swaps: 0, memory: 0, balance: true, deadlock_free: true},
+    nodes: [range(4) | {node: ., stage: .}],
+    microbatches: [range(6) | {mb: ., origin: 0, hops: [[1, 1], [2, 2], [3, 3]]}]}' \
+	>"$out/full_paths.json"
+jq -n '{format: "clpipe-skip-paths", version: 1, stages: 4,
+    rules: {path_len: 3, max_jump: 4, max_swaps: 0, memory: 0, balance: true, deadlock_free: true},
+    nodes: [range(4) | {node: ., stage: .}],
+    microbatches: [range(6) | {mb: ., origin: 0,
+                   hops: ([[[1, 1], [2, 2]], [[1, 1], [3, 3]], [[2, 2], [3, 3]]][. % 3])}]}' \
+	>"$out/skip_paths.json"
+"$netlab" up "$lab" "$out/lab4.json" >/dev/null
+echo "== SkipPipe, 4 hosts, $mbit Mbit/s: the links as clpipe bench measures them"
+timeout -k 10 300 "$netlab" mpirun "$lab" -np 4 "$clpipe" bench --only p2p --quiet \
+	--cluster-out "$out/measured4.json" | grep -E 'bandwidth'
+stable=$out/skip-table.md
+echo "| 4 hosts, $mbit Mbit/s | measured step | simulated (own trace) | gap | simulated (full pipeline's trace) |" >"$stable"
+echo "|---|---|---|---|---|" >>"$stable"
+for p in full skip; do
+	tr=$out/skippipe-$p.json
+	echo "== $p paths: measured (trace of step 3)"
+	timeout -k 10 600 "$netlab" mpirun "$lab" -np 4 "$clpipe" train --data "$corpus" \
+		--model.preset=llama --model.n_layer=4 --model.d_model=$W --model.n_head=4 \
+		--model.ctx=$T --train.batch=$B --train.micro_batches=6 --eval.every=0 \
+		--eval.batches=1 --pipeline.bind=none --optim.warmup=1 --steps 3 \
+		--pipeline.schedule=skippipe --skip.paths="$out/${p}_paths.json" --train.trace="$tr" |
+		grep -E '^trace of' | tee "$out/skippipe-$p.txt"
+	calibrated "$tr" 5 "$out/costs-skippipe-$p.json"
+done
+"$netlab" down "$lab"
+for p in full skip; do
+	meas=$(sed -E 's/.*; ([0-9.]+) ms per step.*/\1/' "$out/skippipe-$p.txt")
+	own=$("$clpipe" skip simulate --paths "$out/${p}_paths.json" --cluster "$out/measured4.json" \
+		--costs "$out/costs-skippipe-$p.json" | awk '/^iteration/ {print $2 * 1000}')
+	fromfull=$("$clpipe" skip simulate --paths "$out/${p}_paths.json" \
+		--cluster "$out/measured4.json" --costs "$out/costs-skippipe-full.json" |
+		awk '/^iteration/ {print $2 * 1000}')
+	eval "meas_$p=$meas own_$p=$own ff_$p=$fromfull"
+	printf '| %s | %s ms | %.1f ms | %s | %.1f ms |\n' "$([ $p = full ] && echo "full pipeline (P = 4)" || echo "path set (P = 3)")" \
+		"$meas" "$own" "$(pct "$own" "$meas")" "$fromfull" >>"$stable"
+done
+gain() { awk -v f="$1" -v s="$2" 'BEGIN {printf "%.1f %%", 100 * (1 - s / f)}'; }
+printf '| gain of the path set | %s | %s | | %s |\n' "$(gain "$meas_full" "$meas_skip")" \
+	"$(gain "$own_full" "$own_skip")" "$(gain "$ff_full" "$ff_skip")" >>"$stable"
+echo
+cat "$table"
+echo
+cat "$stable"
