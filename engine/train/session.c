@@ -704,6 +704,7 @@ void clp_session_close(clp_session *s)
 		return;
 	if (s->log)
 		fclose(s->log);
+	st_report_free(s);
 	clp_exec_free(s->ex);
 	st_skip_free(s);
 	clp_sched_free(s->sched);

@@ -45,6 +45,7 @@ struct clp_session {
 	int *mb_div;          /* [M] micro-batches of each micro-batch's origin */
 	float *inv_mb;        /* [M] this step's loss scales */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
+	struct st_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
 };
 
 clp_status st_save(clp_session *s);
@@ -73,5 +74,13 @@ clp_status st_skip_eval_begin(clp_session *s);
 clp_status st_skip_eval_forward(clp_session *s, float inv_count, double *loss);
 clp_status st_skip_eval_end(clp_session *s, double *loss);
 void st_skip_free(clp_session *s);
+
+/* session_report.c: what a training run shows besides its log, on rank 0 (others: no-ops).
+ * begin at the start of clp_session_train (a resumed run's curve starts from its log); step
+ * after each step; eval after each evaluation (rewrites the loss curve); free from close. */
+clp_status st_report_begin(clp_session *s);
+void st_report_step(clp_session *s, long step, double loss, double tok_s);
+void st_report_eval(clp_session *s, long step, double loss, double bpb);
+void st_report_free(clp_session *s);
 
 #endif

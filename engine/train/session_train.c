@@ -186,6 +186,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f}", "event", "eval", "step",
 			      (json_int_t)step, "val_loss", loss, "val_bpb", isnan(bpb) ? -1.0 : bpb,
 			      "baseline_bpb", s->baseline_bpb));
+	st_report_eval(s, step, loss, bpb);
 	return CLP_OK;
 }
 
@@ -295,6 +296,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 
 	if (s->byte_level && !s->bert && st_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
+	CLP_TRY(st_report_begin(s));
 	trace_window(s, &tr_first, &tr_last);
 	if (tr_first < first + 1) /* a resumed run starts inside the window */
 		tr_first = first + 1;
@@ -335,6 +337,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 				      "step", (json_int_t)step + 1, "loss", loss, "lr", lr,
 				      "grad_norm", res.grad_norm, "tok_s",
 				      (double)tokens / (ms * 1e-3), "ms", ms, "skipped", skipped));
+		st_report_step(s, step + 1, loss, (double)tokens / (ms * 1e-3));
 		if (c->eval.every > 0 && (step + 1) % c->eval.every == 0 && step + 1 < c->train.steps) {
 			CLP_TRY(evaluate(s, step + 1, &last_val, &metric));
 			evaluated_at = step + 1;

@@ -1,0 +1,82 @@
+/* What a training run shows besides its step lines and log, on rank 0: the loss curve next to
+ * the log (curve.h), rewritten at every evaluation. A curve that cannot be written is reported
+ * once and training goes on: a picture is not worth a run. */
+#include "engine/train/session_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/curve.h"
+
+struct st_report {
+	clp_curve *curve;
+	char curve_path[1100];
+	int curve_failed;
+};
+
+clp_status st_report_begin(clp_session *s)
+{
+	struct st_report *r;
+
+	if (st_rank(s) != 0)
+		return CLP_OK;
+	st_report_free(s);
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	s->report = r;
+	clp_curve_path(s->cfg.train.log, r->curve_path, sizeof(r->curve_path));
+	if (r->curve_path[0]) {
+		CLP_TRY(clp_curve_new(&r->curve));
+		if (s->step > 0) /* resumed: the earlier steps come from the log */
+			CLP_TRY(clp_curve_load_log(r->curve, s->cfg.train.log, s->step));
+		fprintf(s->out, "loss curve: %s (updated at every evaluation)\n", r->curve_path);
+	}
+	return CLP_OK;
+}
+
+void st_report_step(clp_session *s, long step, double loss, double tok_s)
+{
+	struct st_report *r = s->report;
+
+	if (r && r->curve && clp_curve_add_step(r->curve, step, loss, tok_s) != CLP_OK)
+		r->curve_failed = 1;
+}
+
+static void write_curve(clp_session *s, long step)
+{
+	struct st_report *r = s->report;
+	const clp_train_config *c = &s->cfg;
+	char title[512];
+
+	snprintf(title, sizeof(title), "clpipe train: %s, %ld layers x %ld, context %ld, batch %zu "
+		 "x %zu; step %ld of %ld", c->model.preset, c->model.n_layer, c->model.d_model,
+		 c->model.ctx, s->B * (size_t)s->M * (size_t)s->R, s->T, step, c->train.steps);
+	if (clp_curve_write(r->curve, r->curve_path, title) != CLP_OK) {
+		fprintf(s->out, "warning: loss curve %s not written: %s (training goes on)\n",
+			r->curve_path, clp_last_error());
+		r->curve_failed = 1;
+	}
+}
+
+void st_report_eval(clp_session *s, long step, double loss, double bpb)
+{
+	struct st_report *r = s->report;
+
+	if (!r || !r->curve || r->curve_failed)
+		return;
+	if (clp_curve_add_eval(r->curve, step, loss, bpb) != CLP_OK)
+		r->curve_failed = 1;
+	else
+		write_curve(s, step);
+}
+
+void st_report_free(clp_session *s)
+{
+	if (!s->report)
+		return;
+	clp_curve_free(s->report->curve);
+	free(s->report);
+	s->report = NULL;
+}
