@@ -151,14 +151,28 @@ static int fail(const char *cmd, clp_comm *comm, clp_status st)
 	return rc;
 }
 
+/* The summary at the end of a run, with the run's own arguments in its resume command. */
+static void summary(const clp_session *s, int argc, char *const *args)
+{
+	clp_train_summary sum;
+	char program[4096];
+
+	if (clp_session_summary(s, &sum) != CLP_OK)
+		return;
+	clp_train_summary_program(program, sizeof(program));
+	clp_train_summary_print(stdout, &sum, program, argc - 1, args + 1);
+}
+
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
 {
 	clp_train_config cfg;
 	clp_session *s = NULL;
 	clp_comm *comm = NULL;
-	int print_only = 0, rc, rank = 0;
+	int print_only = 0, rc, rank = 0, nargs = argc <= 512 ? argc : -1;
+	char *args[512]; /* the arguments as given: parse() consumes argv */
 	clp_status st;
 
+	memcpy(args, argv, (size_t)(nargs > 0 ? nargs : 0) * sizeof(*args));
 	rc = parse(cmd, argc, argv, &cfg, &print_only);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
@@ -186,6 +200,8 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 
 		install_fault(s, rank, &f);
 		st = clp_session_train(s, NULL);
+		if (st == CLP_OK && rank == 0)
+			summary(s, nargs, args);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 

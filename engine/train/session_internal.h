@@ -77,10 +77,12 @@ void st_skip_free(clp_session *s);
 
 /* session_report.c: what a training run shows besides its log, on rank 0 (others: no-ops).
  * begin at the start of clp_session_train (a resumed run's curve starts from its log); step
- * after each step; eval after each evaluation (rewrites the loss curve); free from close. */
+ * after each step; eval after each evaluation (rewrites the loss curve); end after the last
+ * checkpoint (the summary's facts); free from close. */
 clp_status st_report_begin(clp_session *s);
 void st_report_step(clp_session *s, long step, double loss, double tok_s);
 void st_report_eval(clp_session *s, long step, double loss, double bpb);
+void st_report_end(clp_session *s);
 void st_report_free(clp_session *s);
 
 #endif

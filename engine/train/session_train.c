@@ -375,6 +375,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
 	if (c->ckpt.dir[0])
 		CLP_TRY(st_save(s));
+	st_report_end(s);
 	if (val_loss)
 		*val_loss = last_val;
 	return CLP_OK;
