@@ -83,6 +83,9 @@ clp_status st_report_begin(clp_session *s);
 void st_report_step(clp_session *s, long step, double loss, double tok_s);
 void st_report_eval(clp_session *s, long step, double loss, double bpb);
 void st_report_end(clp_session *s);
+/* The terminal width for the status line (progress.h); 0: plain lines (a pipe, a file, a rank
+ * other than 0, or a job under mpirun, which forwards output through ptys). */
+int st_tty(const clp_session *s);
 void st_report_free(clp_session *s);
 
 #endif

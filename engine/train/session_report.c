@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "engine/train/curve.h"
+#include "engine/train/progress.h"
 
 struct st_report {
 	clp_curve *curve;
@@ -126,6 +127,11 @@ clp_status clp_session_summary(const clp_session *s, clp_train_summary *out)
 		return clp_error(CLP_ERR_STATE, "a run summary exists on rank 0 after training");
 	*out = s->report->sum;
 	return CLP_OK;
+}
+
+int st_tty(const clp_session *s)
+{
+	return st_rank(s) == 0 && !clp_comm_launched() ? clp_progress_width(s->out) : 0;
 }
 
 void st_report_free(clp_session *s)

@@ -12,6 +12,7 @@
 
 #include "cl/ops.h"
 #include "engine/io/trace.h"
+#include "engine/train/progress.h"
 
 static double now_s(void)
 {
@@ -45,16 +46,6 @@ static void log_json(clp_session *s, json_t *rec)
 		fflush(s->log);
 	}
 	json_decref(rec);
-}
-
-static void fmt_time(double sec, char *buf, size_t n)
-{
-	long t = (long)(sec + 0.5);
-
-	if (t >= 3600)
-		snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-	else
-		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
 /* The micro-batches of a step for every replica (each rank draws the same global batch and
@@ -145,22 +136,13 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 static void progress(clp_session *s, long step, double loss, double lr, double tok_s,
 		     double ms, double eta, int skipped, double norm)
 {
-	char e[32];
-	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
+	clp_progress p = {step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, eta, skipped};
+	char line[1024];
 
 	if (st_rank(s) != 0)
 		return;
-	fmt_time(eta, e, sizeof(e));
-	if (tty) {
-		int width = 20, done = (int)((double)width * (double)(step + 1) /
-					     (double)s->cfg.train.steps);
-
-		fprintf(s->out, "\r[%.*s%*s] ", done, "====================", width - done, "");
-	}
-	fprintf(s->out, "step %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms/step "
-		"| ETA %s%s", step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, e,
-		skipped ? " | non-finite gradient: step skipped" : "");
-	fputs(tty ? "   " : "\n", s->out);
+	clp_progress_format(line, sizeof(line), &p, st_tty(s));
+	fputs(line, s->out);
 	fflush(s->out);
 }
 
@@ -174,8 +156,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	*metric = isnan(bpb) ? loss : bpb;
 	if (st_rank(s) != 0)
 		return CLP_OK;
-	if (isatty(fileno(s->out)))
-		fputc('\n', s->out);
+	clp_progress_clear(s->out, st_tty(s));
 	if (isnan(bpb))
 		fprintf(s->out, "eval at step %ld: val loss %.4f, perplexity %.2f\n", step, loss,
 			exp(loss));
@@ -246,9 +227,10 @@ static clp_status write_trace(clp_session *s, long first, long step)
 	if (st == CLP_OK) {
 		long n = step - first + 1;
 
-		fprintf(s->out, "%strace of %s %ld%s%.0ld: %s, %s; %.1f ms per step, compute "
+		clp_progress_clear(s->out, st_tty(s));
+		fprintf(s->out, "trace of %s %ld%s%.0ld: %s, %s; %.1f ms per step, compute "
 			"utilisation %.1f %%, busy %.1f %%, bubble %.1f %%\n",
-			isatty(fileno(s->out)) ? "\n" : "", n > 1 ? "steps" : "step", first,
+			n > 1 ? "steps" : "step", first,
 			n > 1 ? "-" : "", n > 1 ? step : 0, s->cfg.train.trace, svg,
 			ts.span_s * 1e3 / (double)n, 100 * ts.util_mean, 100 * ts.busy_mean,
 			100 * ts.bubble);
@@ -351,6 +333,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			}
 		}
 		if (save_now(s, step + 1)) {
+			clp_progress_clear(s->out, st_tty(s));
 			s->step++; /* the checkpoint holds the next step to run */
 			CLP_TRY(st_save(s));
 			s->step--;
@@ -360,8 +343,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		if (c->train.profile && step == first) /* the first step builds kernels */
 			clp_cl_profile_start(s->ctx);
 	}
-	if (isatty(fileno(s->out)) && st_rank(s) == 0)
-		fputc('\n', s->out);
+	clp_progress_clear(s->out, st_tty(s));
 	if (c->train.profile && s->step > first + 1)
 		CLP_TRY(print_profile(s));
 	if (evaluated_at != s->step)
