@@ -44,10 +44,24 @@ static void help(const char *cmd)
 	clp_cfg_help(&clp_train_schema, stdout);
 }
 
-/* Apply the aliases, then the config file and --section.key overrides. */
+static clp_status set_alias(clp_train_config *cfg, const struct alias *a, const char *v)
+{
+	char origin[64];
+
+	snprintf(origin, sizeof(origin), "command line %s", a->flag);
+	return clp_cfg_set(&clp_train_schema, cfg, a->key, v, origin);
+}
+
+/* Check the aliases, then the config file and --section.key overrides, then the aliases again:
+ * a value on the command line wins over the file's in either form. */
 static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only)
 {
 	clp_status s = clp_cfg_defaults(&clp_train_schema, cfg);
+	struct {
+		const struct alias *a;
+		const char *v;
+	} given[64];
+	int ngiven = 0;
 
 	for (int i = 1; s == CLP_OK && i < argc; i++) {
 		int matched = 0;
@@ -83,10 +97,12 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 				i = j;
 			}
 			if (r > 0) {
-				char origin[64];
-
-				snprintf(origin, sizeof(origin), "command line %s", aliases[a].flag);
-				s = clp_cfg_set(&clp_train_schema, cfg, aliases[a].key, v, origin);
+				if (ngiven == (int)(sizeof(given) / sizeof(given[0])))
+					return cli_usage_error(cmd, "more than %d shortcut flags",
+							       ngiven);
+				given[ngiven].a = &aliases[a];
+				given[ngiven++].v = v;
+				s = set_alias(cfg, &aliases[a], v);
 				matched = 1;
 			}
 		}
@@ -102,6 +118,8 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 		s = clp_cfg_args(&clp_train_schema, cfg, &argc, argv);
 		if (s == CLP_OK && argc > 1)
 			return cli_usage_error(cmd, "unknown argument '%s'", argv[1]);
+		for (int k = 0; s == CLP_OK && k < ngiven; k++) /* over --config's values */
+			s = set_alias(cfg, given[k].a, given[k].v);
 	}
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
