@@ -152,6 +152,8 @@ void clp_train_summary_program(char *out, size_t n)
 		return;
 	}
 	exe[len] = '\0';
+	if (len > 10 && !strcmp(exe + len - 10, " (deleted)")) /* rebuilt while it ran */
+		exe[len - 10] = '\0';
 	if (getcwd(cwd, sizeof(cwd)) && (c = strlen(cwd)) > 0 && !strncmp(exe, cwd, c) &&
 	    exe[c] == '/')
 		snprintf(out, n, "%s", exe + c + 1);
