@@ -170,12 +170,12 @@ static void escaped(FILE *f, const char *s)
 	}
 }
 
-/* A series as a polyline: every finite point, or group means when there are too many. which:
- * 0 the loss, 1 the second value; speed: use the tokens/s axis. */
+/* A series as a polyline: every finite point, or means of groups of consecutive points when
+ * there are more than max. which: 0 the loss, 1 the second value (on the tokens/s axis). */
 static void polyline(FILE *f, const struct frame *fr, const struct series *s, int which,
-		     const char *cls, const char *colour, double width)
+		     size_t max, const char *cls, const char *colour, double width)
 {
-	size_t group = (s->n + CLP_CURVE_MAX_POINTS - 1) / CLP_CURVE_MAX_POINTS;
+	size_t group = (s->n + max - 1) / max;
 	int any = 0;
 
 	if (group < 1)
@@ -305,9 +305,11 @@ static void draw(FILE *f, const clp_curve *c, const char *title)
 	escaped(f, title ? title : "");
 	fputs("</text>\n", f);
 	axes(f, &fr, ytick, stick, xtick);
-	polyline(f, &fr, st, 1, "tok_s", SPEED_COLOUR, 1);
-	polyline(f, &fr, st, 0, "train", TRAIN_COLOUR, 1.5);
-	polyline(f, &fr, ev, 0, "val", VAL_COLOUR, 2);
+	/* tokens/s is noisy step to step (and on a shared machine very much so): a smoother line
+	 * keeps it from hiding the losses */
+	polyline(f, &fr, st, 1, CLP_CURVE_SPEED_POINTS, "tok_s", SPEED_COLOUR, 1);
+	polyline(f, &fr, st, 0, CLP_CURVE_MAX_POINTS, "train", TRAIN_COLOUR, 1.5);
+	polyline(f, &fr, ev, 0, CLP_CURVE_MAX_POINTS, "val", VAL_COLOUR, 2);
 	for (size_t i = 0; i < ev->n; i++) {
 		const struct pt *p = &ev->p[i];
 

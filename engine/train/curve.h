@@ -5,7 +5,9 @@
  *
  * Non-finite values (a diverged or skipped step) are left out of the lines and the axis ranges;
  * an empty or one-point series still gives a valid picture. Up to CLP_CURVE_MAX_POINTS steps
- * are drawn one point per step; a longer run is drawn as the means of consecutive groups. */
+ * are drawn one point per step; a longer run is drawn as the means of consecutive groups. The
+ * tokens/s line, noisy from step to step, is drawn the same way with at most
+ * CLP_CURVE_SPEED_POINTS points. */
 #ifndef CLP_TRAIN_CURVE_H
 #define CLP_TRAIN_CURVE_H
 
@@ -14,6 +16,7 @@
 #include "cl/status.h"
 
 #define CLP_CURVE_MAX_POINTS 4000
+#define CLP_CURVE_SPEED_POINTS 200
 
 typedef struct clp_curve clp_curve;
 

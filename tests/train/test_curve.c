@@ -257,6 +257,9 @@ static void test_long_run(void)
 	for (int i = 1; i < n && i < MAXP; i++)
 		CHECK(fabs(y[i] - y[0]) < 0.01, "group means of 2,4,2,4 are all 3: y %g vs %g", y[i],
 		      y[0]);
+	n = svg ? points(svg, "tok_s", x, y, MAXP) : 0;
+	CHECK(n > 0 && n <= CLP_CURVE_SPEED_POINTS, "tokens/s: at most %d points, %d",
+	      CLP_CURVE_SPEED_POINTS, n);
 	free(svg);
 	clp_curve_free(c);
 }
