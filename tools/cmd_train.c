@@ -50,11 +50,25 @@ static void help(const char *cmd)
 	clp_cfg_help(&clp_train_schema, stdout);
 }
 
-/* Apply the aliases, then the config file and --section.key overrides. */
+static clp_status set_alias(clp_train_config *cfg, const struct alias *a, const char *v)
+{
+	char origin[64];
+
+	snprintf(origin, sizeof(origin), "command line %s", a->flag);
+	return clp_cfg_set_arg(&clp_train_schema, cfg, a->key, v, origin);
+}
+
+/* Check the aliases, then the config file and --section.key overrides, then the aliases again:
+ * a value on the command line wins over the file's in either form. */
 static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, int *print_only,
 		 int *json)
 {
 	clp_status s = clp_cfg_defaults(&clp_train_schema, cfg);
+	struct {
+		const struct alias *a;
+		const char *v;
+	} given[64];
+	int ngiven = 0;
 
 	for (int i = 1; s == CLP_OK && i < argc; i++) {
 		int matched = 0;
@@ -95,10 +109,12 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 				i = j;
 			}
 			if (r > 0) {
-				char origin[64];
-
-				snprintf(origin, sizeof(origin), "command line %s", aliases[a].flag);
-				s = clp_cfg_set_arg(&clp_train_schema, cfg, aliases[a].key, v, origin);
+				if (ngiven == (int)(sizeof(given) / sizeof(given[0])))
+					return cli_usage_error(cmd, "more than %d shortcut flags",
+							       ngiven);
+				given[ngiven].a = &aliases[a];
+				given[ngiven++].v = v;
+				s = set_alias(cfg, &aliases[a], v);
 				matched = 1;
 			}
 		}
@@ -114,6 +130,8 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 		s = clp_cfg_args(&clp_train_schema, cfg, &argc, argv);
 		if (s == CLP_OK && argc > 1)
 			return cli_usage_error(cmd, "unknown argument '%s'", argv[1]);
+		for (int k = 0; s == CLP_OK && k < ngiven; k++) /* over --config's values */
+			s = set_alias(cfg, given[k].a, given[k].v);
 	}
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
@@ -181,14 +199,28 @@ static void print_json(const clp_session *s, double loss, double bpb)
 	json_decref(o);
 }
 
+/* The summary at the end of a run, with the run's own arguments in its resume command. */
+static void summary(const clp_session *s, int argc, char *const *args)
+{
+	clp_train_summary sum;
+	char program[4096];
+
+	if (clp_session_summary(s, &sum) != CLP_OK)
+		return;
+	clp_train_summary_program(program, sizeof(program));
+	clp_train_summary_print(stdout, &sum, program, argc - 1, args + 1);
+}
+
 static int run(const char *cmd, enum clp_session_mode mode, int argc, char **argv)
 {
 	clp_train_config cfg;
 	clp_session *s = NULL;
 	clp_comm *comm = NULL;
-	int print_only = 0, json = 0, rc, rank = 0;
+	int print_only = 0, json = 0, rc, rank = 0, nargs = argc <= 512 ? argc : -1;
+	char *args[512]; /* the arguments as given: parse() consumes argv */
 	clp_status st;
 
+	memcpy(args, argv, (size_t)(nargs > 0 ? nargs : 0) * sizeof(*args));
 	rc = parse(cmd, argc, argv, &cfg, &print_only, &json);
 	if (rc != 0)
 		return rc < 0 ? 0 : rc;
@@ -217,6 +249,8 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		lost_install(s, rank, comm ? clp_comm_size(comm) : 1, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
 		st = clp_session_train(s, NULL);
+		if (st == CLP_OK && rank == 0)
+			summary(s, nargs, args);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 

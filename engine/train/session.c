@@ -790,6 +790,7 @@ void clp_session_close(clp_session *s)
 		return;
 	if (s->log)
 		fclose(s->log);
+	sess_report_free(s);
 	clp_exec_free(s->ex);
 	sess_skip_free(s);
 	clp_sched_free(s->sched);

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/train/summary.h"
 #include "engine/train/train_config.h"
 #include "topology/comm/comm.h"
 
@@ -36,6 +37,10 @@ const clp_train_config *clp_session_config(const clp_session *s);
 /* Run the remaining steps of cfg.train.steps, evaluating and checkpointing as configured.
  * *val_loss (may be NULL) gets the last validation loss. */
 clp_status clp_session_train(clp_session *s, double *val_loss);
+
+/* After clp_session_train on rank 0: what the run did and where its results are (summary.h);
+ * CLP_ERR_STATE on other ranks or before training. */
+clp_status clp_session_summary(const clp_session *s, clp_train_summary *out);
 
 /* Mean validation loss (nats per token) over eval.batches micro-batches (0: every sequence of
  * the split once), and bits per byte (NaN when not meaningful, e.g. BERT's masked loss). With

@@ -49,6 +49,7 @@ struct clp_session {
 	int *mb_div;          /* [M] micro-batches of each micro-batch's origin */
 	float *inv_mb;        /* [M] this step's loss scales */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
+	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
 };
 
 clp_status sess_save(clp_session *s);
@@ -80,5 +81,18 @@ clp_status sess_skip_eval_begin(clp_session *s);
 clp_status sess_skip_eval_forward(clp_session *s, float inv_count, double *loss);
 clp_status sess_skip_eval_end(clp_session *s, double *loss);
 void sess_skip_free(clp_session *s);
+
+/* session_report.c: what a training run shows besides its log, on rank 0 (others: no-ops).
+ * begin at the start of clp_session_train (a resumed run's curve starts from its log); step
+ * after each step; eval after each evaluation (rewrites the loss curve); end after the last
+ * checkpoint (the summary's facts); free from close. */
+clp_status sess_report_begin(clp_session *s);
+void sess_report_step(clp_session *s, long step, double loss, double tok_s);
+void sess_report_eval(clp_session *s, long step, double loss, double bpb);
+void sess_report_end(clp_session *s);
+/* The terminal width for the status line (progress.h); 0: plain lines (a pipe, a file, a rank
+ * other than 0, or a job under mpirun, which forwards output through ptys). */
+int sess_tty(const clp_session *s);
+void sess_report_free(clp_session *s);
 
 #endif

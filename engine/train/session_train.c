@@ -13,6 +13,7 @@
 #include "cl/ops.h"
 #include "engine/scenario/trace.h"
 #include "cl/clock.h"
+#include "engine/train/progress.h"
 
 /* Linear warmup, then cosine decay from lr to min_lr at the last step. */
 static double lr_at(const clp_train_config *c, long step)
@@ -38,16 +39,6 @@ static void log_json(clp_session *s, json_t *rec)
 		fflush(s->log);
 	}
 	json_decref(rec);
-}
-
-static void fmt_time(double sec, char *buf, size_t n)
-{
-	long t = (long)(sec + 0.5);
-
-	if (t >= 3600)
-		snprintf(buf, n, "%ldh%02ldm", t / 3600, t / 60 % 60);
-	else
-		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
 }
 
 /* BERT's masking of the session's data, keyed by seed. */
@@ -208,22 +199,13 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 static void progress(clp_session *s, long step, double loss, double lr, double tok_s,
 		     double ms, double eta, int skipped, double norm)
 {
-	char e[32];
-	int tty = isatty(fileno(s->out)) && !clp_comm_launched(); /* mpirun forwards through ptys */
+	clp_progress p = {step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, eta, skipped};
+	char line[1024];
 
 	if (sess_rank(s) != 0)
 		return;
-	fmt_time(eta, e, sizeof(e));
-	if (tty) {
-		int width = 20, done = (int)((double)width * (double)(step + 1) /
-					     (double)s->cfg.train.steps);
-
-		fprintf(s->out, "\r[%.*s%*s] ", done, "====================", width - done, "");
-	}
-	fprintf(s->out, "step %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | %.0f ms/step "
-		"| ETA %s%s", step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, e,
-		skipped ? " | non-finite gradient: step skipped" : "");
-	fputs(tty ? "   " : "\n", s->out);
+	clp_progress_format(line, sizeof(line), &p, sess_tty(s));
+	fputs(line, s->out);
 	fflush(s->out);
 }
 
@@ -237,8 +219,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	*metric = isnan(bpb) ? loss : bpb;
 	if (sess_rank(s) != 0)
 		return CLP_OK;
-	if (isatty(fileno(s->out)))
-		fputc('\n', s->out);
+	clp_progress_clear(s->out, sess_tty(s));
 	if (isnan(bpb))
 		fprintf(s->out, "eval at step %ld: val loss %.4f, perplexity %.2f\n", step, loss,
 			exp(loss));
@@ -249,6 +230,7 @@ static clp_status evaluate(clp_session *s, long step, double *val, double *metri
 	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f}", "event", "eval", "step",
 			      (json_int_t)step, "val_loss", loss, "val_bpb", isnan(bpb) ? -1.0 : bpb,
 			      "baseline_bpb", s->baseline_bpb));
+	sess_report_eval(s, step, loss, bpb);
 	return CLP_OK;
 }
 
@@ -308,9 +290,10 @@ static clp_status write_trace(clp_session *s, long first, long step)
 	if (st == CLP_OK) {
 		long n = step - first + 1;
 
-		fprintf(s->out, "%strace of %s %ld%s%.0ld: %s, %s; %.1f ms per step, compute "
+		clp_progress_clear(s->out, sess_tty(s));
+		fprintf(s->out, "trace of %s %ld%s%.0ld: %s, %s; %.1f ms per step, compute "
 			"utilisation %.1f %%, busy %.1f %%, bubble %.1f %%\n",
-			isatty(fileno(s->out)) ? "\n" : "", n > 1 ? "steps" : "step", first,
+			n > 1 ? "steps" : "step", first,
 			n > 1 ? "-" : "", n > 1 ? step : 0, s->cfg.train.trace, svg,
 			ts.span_s * 1e3 / (double)n, 100 * ts.util_mean, 100 * ts.busy_mean,
 			100 * ts.bubble);
@@ -438,6 +421,7 @@ static clp_status periodic_save(clp_session *s, long done)
 
 	if (!save_now(s, done))
 		return CLP_OK;
+	clp_progress_clear(s->out, sess_tty(s));
 	s->step++; /* the checkpoint holds the next step to run */
 	st = sess_save(s);
 	s->step--;
@@ -449,8 +433,7 @@ static clp_status finish_run(clp_session *s, long first, struct evals *ev)
 {
 	const clp_train_config *c = &s->cfg;
 
-	if (isatty(fileno(s->out)) && sess_rank(s) == 0)
-		fputc('\n', s->out);
+	clp_progress_clear(s->out, sess_tty(s));
 	if (c->train.profile && s->step > first + 1)
 		CLP_TRY(print_profile(s));
 	if (ev->at != s->step)
@@ -481,6 +464,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	tokens = (size_t)s->R * (size_t)s->M * s->N;
 	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
+	CLP_TRY(sess_report_begin(s));
 	trace_window(s, &tr_first, &tr_last);
 	if (tr_first < first + 1) /* a resumed run starts inside the window */
 		tr_first = first + 1;
@@ -497,6 +481,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			    (double)(c->train.steps - step - 1);
 		if (sess_rank(s) == 0)
 			s->logger(s->logger_ud, &rec);
+		sess_report_step(s, step + 1, rec.loss, rec.tok_s);
 		CLP_TRY(periodic_eval(s, step + 1, &ev, &stop));
 		if (stop) {
 			s->step++;
@@ -509,6 +494,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			clp_cl_profile_start(s->ctx);
 	}
 	CLP_TRY(finish_run(s, first, &ev));
+	sess_report_end(s);
 	if (val_loss)
 		*val_loss = ev.val;
 	return CLP_OK;

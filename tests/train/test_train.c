@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/durable.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
 #include "tests/train_util.h"
@@ -154,6 +155,52 @@ static void test_eval_and_sample(void)
 		  "bert");
 }
 
+/* A run's summary and loss curve: the facts of the run (not its timing), the last checkpoint,
+ * and a curve next to the log with one point per step and per evaluation. */
+static void test_summary_and_curve(void)
+{
+	clp_train_config c;
+	clp_train_summary sum;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	char curve[8400], *svg = NULL, *p;
+	size_t len = 0;
+	int npts = 0;
+
+	tu_tiny_config(&c, "gpt2");
+	c.eval.every = 2;
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-summary", tu_dir());
+	snprintf(c.train.log, sizeof(c.train.log), "%s/summary.jsonl", tu_dir());
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull));
+	if (s) {
+		CHECK_ERR(clp_session_summary(s, &sum), CLP_ERR_STATE, "after training");
+		CHECK_OK(clp_session_train(s, NULL));
+		CHECK_OK(clp_session_summary(s, &sum));
+		CHECK(sum.first_step == 0 && sum.steps == 6 && sum.planned == 6, "steps %ld..%ld "
+		      "of %ld", sum.first_step, sum.steps, sum.planned);
+		CHECK(sum.tokens == 6.0 * 2 * 4 * 16, "tokens %g", sum.tokens);
+		CHECK(sum.wall_s > 0, "a wall time");
+		CHECK(sum.best_step > 0 && sum.best_step % 2 == 0 && sum.best_loss > 0 &&
+		      sum.best_loss < 10 && isfinite(sum.best_bpb) && sum.best_bpb > 0,
+		      "best val %g (%g bits/byte) at step %ld", sum.best_loss, sum.best_bpb,
+		      sum.best_step);
+		CHECK(strstr(sum.ckpt, "ck-summary/step-") != NULL, "checkpoint %s", sum.ckpt);
+		CHECK(sum.can_sample, "gpt2 samples");
+	}
+	clp_session_close(s);
+	fclose(devnull);
+	snprintf(curve, sizeof(curve), "%s/summary.svg", tu_dir());
+	CHECK(!strcmp(sum.curve, curve), "curve %s next to the log (%s)", sum.curve, curve);
+	CHECK_OK(clp_io_read_file(curve, &svg, &len));
+	p = svg ? strstr(svg, "<polyline class=\"train\"") : NULL;
+	p = p ? strstr(p, "points=\"") : NULL;
+	for (p = p ? p + 8 : NULL; p && *p && *p != '"'; p++)
+		npts += *p == ',';
+	CHECK(npts == 6, "one training point per step in the curve: %d", npts);
+	CHECK(svg && strstr(svg, "step 6: validation loss"), "the last evaluation in the curve");
+	free(svg);
+}
+
 static void test_bad_settings(void)
 {
 	clp_train_config c;
@@ -180,4 +227,5 @@ static void cleanup(void)
 }
 
 TH_MAIN(TH_TEST(test_resume_exact), TH_TEST(test_recompute_exact), TH_TEST(test_refuse_other_model),
-	TH_TEST(test_eval_and_sample), TH_TEST(test_bad_settings), TH_TEST(cleanup))
+	TH_TEST(test_eval_and_sample), TH_TEST(test_summary_and_curve), TH_TEST(test_bad_settings),
+	TH_TEST(cleanup))

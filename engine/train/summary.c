@@ -1,0 +1,162 @@
+/* The summary at the end of `clpipe train` (see summary.h). */
+#include "engine/train/summary.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void fmt_duration(double sec, char *buf, size_t n)
+{
+	long t = (long)(sec + 0.5);
+
+	if (t >= 3600)
+		snprintf(buf, n, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+	else if (t >= 60)
+		snprintf(buf, n, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(buf, n, "%.1f s", sec);
+}
+
+static void fmt_count(double v, char *buf, size_t n)
+{
+	if (v >= 1e9)
+		snprintf(buf, n, "%.2f G", v / 1e9);
+	else if (v >= 1e6)
+		snprintf(buf, n, "%.2f M", v / 1e6);
+	else if (v >= 1e4)
+		snprintf(buf, n, "%.1f k", v / 1e3);
+	else
+		snprintf(buf, n, "%.0f", v);
+}
+
+/* One word for a POSIX shell: as is when it is plain, else in single quotes. */
+static void shell_word(FILE *out, const char *w)
+{
+	int plain = *w != '\0';
+
+	for (const char *p = w; *p; p++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+			    "_-./=:,+@%", *p))
+			plain = 0;
+	if (plain) {
+		fputs(w, out);
+		return;
+	}
+	fputc('\'', out);
+	for (const char *p = w; *p; p++) {
+		if (*p == '\'')
+			fputs("'\\''", out);
+		else
+			fputc(*p, out);
+	}
+	fputc('\'', out);
+}
+
+static int starts(const char *a, const char *prefix)
+{
+	return !strncmp(a, prefix, strlen(prefix));
+}
+
+/* The run's arguments less those the resume command sets itself. */
+static void args(FILE *out, int argc, char *const *argv, int drop_steps)
+{
+	if (argc < 0)
+		fputs(" <this run's arguments>", out);
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--resume") || starts(a, "--ckpt.resume"))
+			continue;
+		if (drop_steps && (!strcmp(a, "--steps") || !strcmp(a, "--train.steps"))) {
+			i++; /* and its value */
+			continue;
+		}
+		if (drop_steps && (starts(a, "--steps=") || starts(a, "--train.steps=")))
+			continue;
+		fputc(' ', out);
+		shell_word(out, a);
+	}
+}
+
+void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *program,
+			     int argc, char *const *argv)
+{
+	char wall[32], tok[32];
+	long run = s->steps - s->first_step;
+
+	fmt_duration(s->wall_s, wall, sizeof(wall));
+	fmt_count(s->tokens, tok, sizeof(tok));
+	fprintf(out, "== run summary\n");
+	fprintf(out, "steps:       %ld of %ld", s->steps, s->planned);
+	if (s->first_step > 0)
+		fprintf(out, " (%ld in this run, resumed at step %ld)", run, s->first_step);
+	if (s->steps < s->planned && s->target_ratio > 0)
+		fprintf(out, ", stopped at the target (%.3g x the unigram baseline)",
+			s->target_ratio);
+	fprintf(out, "\ntokens:      %s in this run\n", tok);
+	fprintf(out, "wall time:   %s, %.0f tokens/s on average (evaluations and checkpoints "
+		"included)\n", wall, s->wall_s > 0 ? s->tokens / s->wall_s : 0.0);
+	if (s->best_step >= 0) {
+		fprintf(out, "best val:    %.4f nats/token", s->best_loss);
+		if (isfinite(s->best_bpb))
+			fprintf(out, ", %.3f bits/byte", s->best_bpb);
+		fprintf(out, " at step %ld", s->best_step);
+		if (isfinite(s->best_bpb) && isfinite(s->baseline_bpb) && s->baseline_bpb > 0)
+			fprintf(out, " (%.3f x the unigram baseline %.3f)",
+				s->best_bpb / s->baseline_bpb, s->baseline_bpb);
+		fputc('\n', out);
+	} else {
+		fprintf(out, "best val:    no evaluation ran\n");
+	}
+	fprintf(out, "checkpoint:  %s\n", s->ckpt[0] ? s->ckpt : "none (ckpt.dir is not set)");
+	if (s->curve[0])
+		fprintf(out, "loss curve:  %s\n", s->curve);
+	if (s->log[0])
+		fprintf(out, "log:         %s\n", s->log);
+	if (!s->ckpt[0])
+		return;
+	if (s->can_sample) {
+		fprintf(out, "sample:      %s sample --ckpt ", program);
+		shell_word(out, s->ckpt_dir);
+		fputs(" --prompt ", out);
+		shell_word(out, s->prompt[0] ? s->prompt : "The ");
+		fputc('\n', out);
+	} else {
+		fprintf(out, "evaluate:    %s eval --ckpt ", program);
+		shell_word(out, s->ckpt_dir);
+		fputc('\n', out);
+	}
+	if (s->steps < s->planned) { /* stopped early: go on with the same schedule */
+		fprintf(out, "resume:      %s train", program);
+		args(out, argc, argv, 0);
+		fprintf(out, " --resume%s\n", s->target_ratio > 0 ? " --eval.target_ratio=0" : "");
+	} else { /* the schedule is done: train further on a longer one */
+		fprintf(out, "train on:    %s train", program);
+		args(out, argc, argv, 1);
+		fprintf(out, " --resume --train.steps=%ld   (the learning rate follows the longer "
+			"schedule)\n", 2 * s->planned);
+	}
+}
+
+void clp_train_summary_program(char *out, size_t n)
+{
+	char exe[PATH_MAX], cwd[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	size_t c;
+
+	if (len <= 0) {
+		snprintf(out, n, "clpipe");
+		return;
+	}
+	exe[len] = '\0';
+	if (len > 10 && !strcmp(exe + len - 10, " (deleted)")) /* rebuilt while it ran */
+		exe[len - 10] = '\0';
+	if (getcwd(cwd, sizeof(cwd)) && (c = strlen(cwd)) > 0 && !strncmp(exe, cwd, c) &&
+	    exe[c] == '/')
+		snprintf(out, n, "%s", exe + c + 1);
+	else
+		snprintf(out, n, "%s", exe);
+}

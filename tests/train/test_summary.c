@@ -1,0 +1,158 @@
+/* The run summary of `clpipe train` (engine/train/summary.h): its content for a run stopped at
+ * the target, a finished schedule, a resumed run, no checkpoint, an encoder; the commands it
+ * prints quote their arguments for the shell. Timing goes in as numbers: nothing here is
+ * measured. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/summary.h"
+#include "tests/harness.h"
+
+static char *print(const clp_train_summary *s, int argc, char *const *argv)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f) {
+		CHECK(0, "open_memstream");
+		return NULL;
+	}
+	clp_train_summary_print(f, s, "build/tools/clpipe", argc, argv);
+	fclose(f);
+	return buf;
+}
+
+static void has(const char *text, const char *want)
+{
+	CHECK(text && strstr(text, want), "the summary has \"%s\":\n%s", want, text ? text : "");
+}
+
+static void lacks(const char *text, const char *bad)
+{
+	CHECK(text && !strstr(text, bad), "the summary has no \"%s\":\n%s", bad, text ? text : "");
+}
+
+static clp_train_summary quickstart(void)
+{
+	clp_train_summary s;
+
+	memset(&s, 0, sizeof(s));
+	s.first_step = 0;
+	s.steps = 400;
+	s.planned = 1500;
+	s.tokens = 400.0 * 2048;
+	s.wall_s = 252.4;
+	s.best_step = 400;
+	s.best_loss = 1.5;
+	s.best_bpb = 2.1640;
+	s.baseline_bpb = 4.778;
+	s.target_ratio = 0.65;
+	s.can_sample = 1;
+	snprintf(s.ckpt, sizeof(s.ckpt), ".cache/q-ckpt/step-00000400");
+	snprintf(s.ckpt_dir, sizeof(s.ckpt_dir), ".cache/q-ckpt");
+	snprintf(s.curve, sizeof(s.curve), ".cache/q.svg");
+	snprintf(s.log, sizeof(s.log), ".cache/q.jsonl");
+	snprintf(s.prompt, sizeof(s.prompt), "The meaning of life is");
+	return s;
+}
+
+static void test_stopped_at_target(void)
+{
+	clp_train_summary s = quickstart();
+	char *argv[] = {"--config", "tools/quickstart.toml", "--resume", "--data", "my file.txt",
+			"--ckpt.resume=true", "--prompt", "it's"};
+	char *t = print(&s, 8, argv);
+
+	has(t, "steps:       400 of 1500, stopped at the target (0.65 x the unigram baseline)");
+	has(t, "tokens:      819.2 k in this run");
+	has(t, "wall time:   4m12s, 3246 tokens/s on average");
+	has(t, "best val:    1.5000 nats/token, 2.164 bits/byte at step 400 (0.453 x the unigram "
+	       "baseline 4.778)");
+	has(t, "checkpoint:  .cache/q-ckpt/step-00000400\n");
+	has(t, "loss curve:  .cache/q.svg\n");
+	has(t, "log:         .cache/q.jsonl\n");
+	has(t, "sample:      build/tools/clpipe sample --ckpt .cache/q-ckpt --prompt "
+	       "'The meaning of life is'\n");
+	/* the run's arguments, quoted, its --resume forms dropped, the target lifted */
+	has(t, "resume:      build/tools/clpipe train --config tools/quickstart.toml --data "
+	       "'my file.txt' --prompt 'it'\\''s' --resume --eval.target_ratio=0\n");
+	lacks(t, "ckpt.resume");
+	lacks(t, "resumed at");
+	free(t);
+}
+
+static void test_schedule_done(void)
+{
+	clp_train_summary s = quickstart();
+	char *argv[] = {"--steps", "1500", "--train.steps=1500", "--log", "x.jsonl", "--steps=9"};
+	char *t;
+
+	s.steps = s.planned = 1500;
+	s.first_step = 1000;
+	s.tokens = 500.0 * 2048;
+	s.wall_s = 3725;
+	s.prompt[0] = '\0';
+	t = print(&s, 6, argv);
+	has(t, "steps:       1500 of 1500 (500 in this run, resumed at step 1000)\n");
+	has(t, "tokens:      1.02 M in this run");
+	has(t, "wall time:   1h02m05s, 275 tokens/s");
+	lacks(t, "stopped at the target");
+	has(t, "--prompt 'The '\n");
+	/* a longer schedule: the old step counts are dropped, not contradicted */
+	has(t, "train on:    build/tools/clpipe train --log x.jsonl --resume --train.steps=3000");
+	lacks(t, "--steps");
+	lacks(t, "1500 --");
+	free(t);
+}
+
+static void test_no_checkpoint_no_eval(void)
+{
+	clp_train_summary s = quickstart();
+	char *t;
+
+	s.ckpt[0] = s.ckpt_dir[0] = s.curve[0] = s.log[0] = '\0';
+	s.best_step = -1;
+	s.wall_s = 12.34;
+	t = print(&s, 0, NULL);
+	has(t, "best val:    no evaluation ran\n");
+	has(t, "checkpoint:  none (ckpt.dir is not set)\n");
+	has(t, "wall time:   12.3 s");
+	lacks(t, "loss curve:");
+	lacks(t, "sample:");
+	lacks(t, "resume:");
+	free(t);
+}
+
+static void test_encoder_and_unknown_args(void)
+{
+	clp_train_summary s = quickstart();
+	char *t;
+
+	s.can_sample = 0;
+	s.best_bpb = NAN;
+	s.baseline_bpb = NAN;
+	t = print(&s, -1, NULL);
+	has(t, "best val:    1.5000 nats/token at step 400\n");
+	lacks(t, "bits/byte");
+	lacks(t, "nan");
+	has(t, "evaluate:    build/tools/clpipe eval --ckpt .cache/q-ckpt\n");
+	lacks(t, "sample:");
+	has(t, "train <this run's arguments> --resume");
+	free(t);
+}
+
+static void test_program(void)
+{
+	char p[4096];
+
+	clp_train_summary_program(p, sizeof(p));
+	CHECK(strlen(p) >= 12 && !strcmp(p + strlen(p) - 12, "test_summary"),
+	      "this program is %s", p);
+}
+
+TH_MAIN(TH_TEST(test_stopped_at_target), TH_TEST(test_schedule_done),
+	TH_TEST(test_no_checkpoint_no_eval), TH_TEST(test_encoder_and_unknown_args),
+	TH_TEST(test_program))
