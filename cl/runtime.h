@@ -107,6 +107,34 @@ clp_status clp_cl_program_source(clp_cl_ctx *ctx, const char *label, const char 
 /* The device-dependent defines every program gets (CLP_DEV_CPU, CLP_VW, ...). */
 const char *clp_cl_ctx_defines(const clp_cl_ctx *ctx);
 
+/* What happened to each program build of this context (clpipe kernels prints them). Failed
+ * builds are recorded too; a failure is not retried in the same process, and it is remembered in
+ * the engine cache for that device, driver and source (a file <key>.failed next to the binaries)
+ * so later runs do not retry it either: delete the file to retry. A compiler that ends the
+ * process while building (rusticl's SPIR-V writer does) is caught by the next run through a
+ * <key>.building marker left behind. */
+typedef struct clp_cl_build_info {
+	const char *program; /* kernel file or label */
+	const char *defines; /* its extra defines, "" if none */
+	int ok;              /* built, or loaded from the engine cache */
+	int cached;          /* loaded from the engine cache */
+	int remembered;      /* a failure remembered from an earlier run, not retried */
+	double seconds;      /* wall time of the build (or load) */
+	const char *message; /* on failure: names program, device, driver, first lines of the log */
+} clp_cl_build_info;
+int clp_cl_ctx_nbuilds(const clp_cl_ctx *ctx);
+const clp_cl_build_info *clp_cl_ctx_build(const clp_cl_ctx *ctx, int i);
+
+/* Degrade instead of failing. When s is CLP_ERR_BUILD, print one warning line (once per context
+ * and family `what`): "<from> does not build on device ...; falling back to <to> [error]", and
+ * return CLP_OK so that the caller runs its portable variant. Any other status is returned
+ * unchanged. clp_cl_fell_back() tells whether `what` already fell back on this context. */
+clp_status clp_cl_fallback(clp_cl_ctx *ctx, clp_status s, const char *what, const char *from,
+			   const char *to);
+int clp_cl_fell_back(const clp_cl_ctx *ctx, const char *what);
+/* The warning lines printed for this context so far ("" if none). */
+const char *clp_cl_ctx_warnings(const clp_cl_ctx *ctx);
+
 /* Directory of the engine's on-disk cache (CLPIPE_CACHE_DIR, else $XDG_CACHE_HOME/clpipe, else
  * ~/.cache/clpipe). Created on first use. */
 const char *clp_cl_cache_dir(void);

@@ -14,6 +14,13 @@ struct clp_program_entry {
 	cl_program program;
 };
 
+/* Every program build attempted in this context, successful or not (clpipe kernels reports them;
+ * a failure is not retried within the process). */
+struct clp_build_rec {
+	clp_cl_build_info info;
+	char *program, *defines, *message;
+};
+
 struct clp_kernel_entry {
 	int program; /* index into programs */
 	char *name;
@@ -40,6 +47,11 @@ struct clp_cl_ctx {
 	int nprograms;
 	struct clp_kernel_entry kernels[CLP_MAX_KERNELS];
 	int nkernels;
+
+	struct clp_build_rec builds[CLP_MAX_PROGRAMS * 2];
+	int nbuilds;
+	char fallbacks[512]; /* "what;" for each family already fallen back (warned once) */
+	char warnings[2048]; /* the warning lines printed so far */
 
 	cl_mem scratch[CLP_SCRATCH_COUNT];
 	size_t scratch_bytes[CLP_SCRATCH_COUNT];

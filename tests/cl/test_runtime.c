@@ -126,7 +126,7 @@ static void test_build_error(void)
 	if (!ctx)
 		return;
 	CHECK_ERR(clp_cl_program_source(ctx, "broken.cl", src, NULL, &p), CLP_ERR_BUILD,
-		  "broken.cl", clp_cl_ctx_device(ctx)->name, "build log");
+		  "broken.cl", clp_cl_ctx_device(ctx)->name, "compiler log");
 	CHECK_ERR(clp_cl_program_source(ctx, "inc.cl", "#include \"missing.clh\"\n", NULL, &p),
 		  CLP_ERR_BUILD, "inc.cl", "missing.clh");
 	CHECK_ERR(clp_cl_kernel(ctx, "no-such-file.cl", NULL, "k", &(cl_kernel){0}),
