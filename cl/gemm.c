@@ -71,6 +71,14 @@ static const char *cpu_isa(const clp_cl_devinfo *dev)
 #endif
 }
 
+/* The kernel shape that suits the device: probed by a context, else its type says. */
+static const char *dev_shape(const clp_cl_devinfo *dev)
+{
+	if (dev->shape[0])
+		return dev->shape;
+	return strcmp(dev->type, "cpu") == 0 ? "cpu" : "gpu";
+}
+
 static int match_str(json_t *m, const char *key, const char *value)
 {
 	json_t *v = json_object_get(m, key);
@@ -97,7 +105,8 @@ static int entry_matches(json_t *e, const clp_cl_devinfo *dev)
 		return 1;
 	return match_str(m, "name", dev->name) && match_str(m, "vendor", dev->vendor) &&
 	       match_str(m, "platform", dev->platform) && match_str(m, "driver", dev->driver) &&
-	       match_str(m, "type", dev->type) && match_str(m, "isa", cpu_isa(dev));
+	       match_str(m, "type", dev->type) && match_str(m, "isa", cpu_isa(dev)) &&
+	       match_str(m, "shape", dev_shape(dev));
 }
 
 static clp_status read_params(json_t *obj, clp_gemm_param *dst, int *n, const char *where)

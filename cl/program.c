@@ -131,8 +131,8 @@ static void hash_add(struct hash128 *h, const void *data, size_t n)
 	h->b = (h->b ^ 0xfe) * 0x100000001b3ULL;
 }
 
-static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts, char *path,
-		       size_t n)
+static void key_path(const clp_cl_ctx *ctx, const char *src, const char *opts, const char *ext,
+		     char *path, size_t n)
 {
 	struct hash128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
 	const clp_cl_devinfo *d = &ctx->info;
@@ -146,8 +146,20 @@ static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts,
 	hash_add(&h, &d->compute_units, sizeof(d->compute_units));
 	hash_add(&h, src, strlen(src));
 	hash_add(&h, opts, strlen(opts));
-	snprintf(path, n, "%s/%016llx%016llx.clbin", clp_cl_cache_dir(), (unsigned long long)h.a,
-		 (unsigned long long)h.b);
+	snprintf(path, n, "%s/%016llx%016llx%s", clp_cl_cache_dir(), (unsigned long long)h.a,
+		 (unsigned long long)h.b, ext);
+}
+
+static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts, char *path,
+		       size_t n)
+{
+	key_path(ctx, src, opts, ".clbin", path, n);
+}
+
+void clp_cl_cache_key_path(const clp_cl_ctx *ctx, const char *what, const char *ext, char *path,
+			   size_t n)
+{
+	key_path(ctx, what, "", ext, path, n);
 }
 
 static unsigned char *read_file(const char *path, size_t *n)

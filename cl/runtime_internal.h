@@ -28,12 +28,14 @@ struct clp_kernel_entry {
 };
 
 struct clp_profile_rec {
-	cl_event ev;
+	cl_event ev;       /* NULL when timed on the host */
+	double host_ms;    /* host-timed duration (devices whose event timestamps read zero) */
 	const char *label; /* interned in the kernel entry or a static string */
 };
 
 struct clp_cl_ctx {
 	clp_cl_devinfo info;
+	clp_cl_caps caps;
 	cl_platform_id platform;
 	cl_device_id root;   /* root device */
 	cl_device_id device; /* the device used (root or sub-device) */
@@ -67,5 +69,10 @@ struct clp_cl_ctx {
 void clp_cl_describe(cl_device_id d, clp_cl_devinfo *o);
 clp_status clp_cl_root_devices(clp_cl_devinfo **out, cl_device_id **ids, int *n);
 void clp_cl_programs_release(clp_cl_ctx *ctx);
+/* Fill ctx->caps (static part, then the measured part from the cache or by probing). */
+void clp_cl_caps_probe(clp_cl_ctx *ctx);
+/* Engine-cache path for a key string of this context's device ("caps", ...). */
+void clp_cl_cache_key_path(const clp_cl_ctx *ctx, const char *what, const char *ext, char *path,
+			   size_t n);
 
 #endif
