@@ -10,7 +10,6 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define PROBE_N (1u << 20)
 #define PROBE_CHUNK 4096u
@@ -21,10 +20,7 @@ static int forced_shape = -1;
 
 static double now_ms(void)
 {
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+	return 1e3 * clp_cl_now_s();
 }
 
 static void static_caps(clp_cl_ctx *ctx, clp_cl_caps *c)

@@ -184,12 +184,17 @@ free_list:
 	return s;
 }
 
-static double host_now_ms(void)
+double clp_cl_now_s(void)
 {
 	struct timespec t;
 
 	clock_gettime(CLOCK_MONOTONIC, &t);
-	return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double host_now_ms(void)
+{
+	return 1e3 * clp_cl_now_s();
 }
 
 static void profile_clear(clp_cl_ctx *ctx)

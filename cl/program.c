@@ -8,7 +8,6 @@
 #include <string.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #define BUILD_OPTIONS "-cl-std=CL1.2 -cl-mad-enable"
@@ -297,38 +296,41 @@ static int remembered_failure(const char *failed, char *msg, size_t n)
 	return 1;
 }
 
-/* A marker left by a process that is gone: the compiler ended it while building. */
-static long dead_builder(const char *marker)
+/* A marker "pid tries" left by a process that is gone: the build ended it (or it was killed,
+ * e.g. by a timeout: hence a failure only once two processes in a row died building). Returns
+ * the dead pid (0: none, or still running) and the tries so far in *tries. */
+static long dead_builder(const char *marker, int *tries)
 {
 	size_t len = 0;
 	unsigned char *text = read_file(marker, &len);
 	long pid = 0;
-	char buf[32];
+	char buf[64];
 
+	*tries = 0;
 	if (!text)
 		return 0;
 	snprintf(buf, sizeof(buf), "%.*s", (int)(len < sizeof(buf) ? len : sizeof(buf) - 1),
 		 (const char *)text);
 	free(text);
-	pid = strtol(buf, NULL, 10);
-	if (pid <= 0 || pid == (long)getpid())
-		return 0;
+	if (sscanf(buf, "%ld %d", &pid, tries) < 1 || pid <= 0 || pid == (long)getpid())
+		return *tries = 0;
 	if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
-		return 0; /* still running: another process builds the same program */
+		return *tries = 0; /* still running: another process builds the same program */
 	return pid;
 }
 
 static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines, const char *full,
-			cl_program *out, clp_cl_build_info *rec)
+			cl_program *out, clp_cl_build_info *rec, char *path)
 {
-	char path[4300], failed[4320], marker[4320], msg[3072], where[768];
+	char failed[4320], marker[4320], msg[3072], where[768];
 	unsigned char *bin;
 	size_t nbin = 0;
 	cl_program p;
 	cl_int err, st;
 	long pid;
+	int tries;
 
-	cache_path(ctx, full, BUILD_OPTIONS, path, sizeof(path));
+	cache_path(ctx, full, BUILD_OPTIONS, path, 4300);
 	snprintf(failed, sizeof(failed), "%s.failed", path);
 	snprintf(marker, sizeof(marker), "%s.building", path);
 	bin = read_file(path, &nbin);
@@ -353,10 +355,10 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines,
 				 "that file to retry)", msg, failed);
 	}
 	program_where(ctx, label, defines, where, sizeof(where));
-	if ((pid = dead_builder(marker)) != 0) {
+	if ((pid = dead_builder(marker, &tries)) != 0 && tries >= 2) {
 		clp_status s = clp_error(CLP_ERR_BUILD, "building %s failed: the compiler ended "
-					 "process %ld during the build (see that run's stderr)",
-					 where, pid);
+					 "the process (%d runs in a row, last pid %ld; see their "
+					 "stderr)", where, tries, pid);
 
 		write_cache(failed, (const unsigned char *)clp_last_error(),
 			    strlen(clp_last_error()));
@@ -366,7 +368,7 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines,
 	p = clCreateProgramWithSource(ctx->context, 1, &full, NULL, &err);
 	if (err != CL_SUCCESS)
 		return clp_cl_fail(ctx, err, "creating %s", where);
-	snprintf(msg, sizeof(msg), "%ld\n", (long)getpid());
+	snprintf(msg, sizeof(msg), "%ld %d\n", (long)getpid(), pid ? tries + 1 : 1);
 	write_cache(marker, (const unsigned char *)msg, strlen(msg));
 	err = clBuildProgram(p, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL);
 	unlink(marker);
@@ -493,14 +495,6 @@ static int fail_injected(const char *label)
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *source,
 			      const char *defines, int *index)
 {
@@ -538,11 +532,11 @@ static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *so
 	free(expanded);
 	{
 		struct clp_build_rec *r = &ctx->builds[ctx->nbuilds];
-		double t0 = now_s();
+		double t0 = clp_cl_now_s();
 
 		memset(r, 0, sizeof(*r));
-		s = build(ctx, label, defines, full, &p, &r->info);
-		r->info.seconds = now_s() - t0;
+		s = build(ctx, label, defines, full, &p, &r->info, r->cache_file);
+		r->info.seconds = clp_cl_now_s() - t0;
 		r->info.ok = s == CLP_OK;
 		r->program = dupstr(label);
 		r->defines = dupstr(defines);
@@ -550,6 +544,7 @@ static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *so
 		r->info.program = r->program;
 		r->info.defines = r->defines;
 		r->info.message = r->message;
+		r->info.cache_file = r->cache_file;
 		ctx->nbuilds++;
 	}
 	free(full);

@@ -115,6 +115,9 @@ cl_device_id clp_cl_ctx_device_id(const clp_cl_ctx *ctx);
 void clp_cl_ctx_set_max_alloc(clp_cl_ctx *ctx, uint64_t bytes);
 uint64_t clp_cl_ctx_max_alloc(const clp_cl_ctx *ctx);
 
+/* Monotonic clock in seconds: the one the OpenCL layer times with. */
+double clp_cl_now_s(void);
+
 /* Turn an OpenCL error code into a status with a message naming the call and the device. */
 clp_status clp_cl_fail(const clp_cl_ctx *ctx, cl_int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -153,6 +156,7 @@ typedef struct clp_cl_build_info {
 	int remembered;      /* a failure remembered from an earlier run, not retried */
 	double seconds;      /* wall time of the build (or load) */
 	const char *message; /* on failure: names program, device, driver, first lines of the log */
+	const char *cache_file; /* its binary in the engine cache; .failed/.building beside it */
 } clp_cl_build_info;
 int clp_cl_ctx_nbuilds(const clp_cl_ctx *ctx);
 const clp_cl_build_info *clp_cl_ctx_build(const clp_cl_ctx *ctx, int i);

@@ -19,6 +19,7 @@ struct clp_program_entry {
 struct clp_build_rec {
 	clp_cl_build_info info;
 	char *program, *defines, *message;
+	char cache_file[4300];
 };
 
 struct clp_kernel_entry {

@@ -1,9 +1,12 @@
 /* Builds that degrade instead of failing: a program made to fail in the real compiler
  * (CLPIPE_FAIL_BUILD adds an #error line) is named with its device, driver and compiler log; the
  * GEMM falls back packed -> tiled and attention GPU shape -> CPU shape with one warning line, and
- * the results still match the references; the failure is remembered for the next context. */
+ * the results still match the references; the failure is remembered for the next context, and
+ * a build that ended its process twice is recorded instead of retried. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cl/gemm.h"
 #include "cl/nn.h"
@@ -155,12 +158,74 @@ static void test_attention_fallback(void)
 	free(q), free(k), free(v), free(o), free(ref), free(lse);
 }
 
+/* A compiler that ends the process: a marker left by two dead builders makes the next run
+ * record the failure instead of dying a third time; one dead builder is retried. */
+static void test_dead_builder(void)
+{
+	clp_cl_ctx *ctx = new_ctx();
+	char src[256], path[4400];
+	const clp_cl_build_info *bi;
+	cl_program p;
+	FILE *f;
+
+	if (!ctx)
+		return;
+	snprintf(src, sizeof(src), "__kernel void marker_%ld(__global float *x) { x[0] = 1.0f; }\n",
+		 (long)getpid());
+	CHECK_OK(clp_cl_program_source(ctx, "marker.cl", src, NULL, &p));
+	bi = clp_cl_ctx_build(ctx, clp_cl_ctx_nbuilds(ctx) - 1);
+	if (!bi || !bi->cache_file) {
+		CHECK(0, "no build record");
+		clp_cl_ctx_free(ctx);
+		return;
+	}
+	snprintf(path, sizeof(path), "%s", bi->cache_file);
+	clp_cl_ctx_free(ctx);
+	for (int deaths = 1; deaths <= 2; deaths++) {
+		char marker[4420];
+
+		remove(path);
+		snprintf(marker, sizeof(marker), "%s.building", path);
+		f = fopen(marker, "w");
+		CHECK(f != NULL, "cannot write %s", marker);
+		if (!f)
+			return;
+		fprintf(f, "999999999 %d\n", deaths); /* no such process */
+		fclose(f);
+		ctx = new_ctx();
+		if (!ctx)
+			return;
+		if (deaths == 1)
+			CHECK_OK(clp_cl_program_source(ctx, "marker.cl", src, NULL, &p));
+		else
+			CHECK_ERR(clp_cl_program_source(ctx, "marker.cl", src, NULL, &p),
+				  CLP_ERR_BUILD, "marker.cl", "ended the process", "2 runs");
+		clp_cl_ctx_free(ctx);
+	}
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), ".failed");
+	CHECK(remove(path) == 0, "the failure was not remembered in %s", path);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct th_test tests[] = {TH_TEST(test_gemm_fallback),
-					       TH_TEST(test_attention_fallback)};
+					       TH_TEST(test_attention_fallback),
+					       TH_TEST(test_dead_builder)};
 
-	/* before any context: builds read it */
+	char cache[] = "/tmp/clpipe-fallback-XXXXXX", cmd[64];
+	int rc;
+
+	/* before any context: builds read it. A private engine cache, so that the failures this
+	 * test plants stay out of the shared one (and other tests' file counts) */
 	setenv("CLPIPE_FAIL_BUILD", "gemm_packed.cl,nn_attn_gpu.cl", 1);
-	return th_main(argc, argv, tests, 2);
+	if (!mkdtemp(cache)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	setenv("CLPIPE_CACHE_DIR", cache, 1);
+	rc = th_main(argc, argv, tests, 3);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", cache);
+	return rc;
 }

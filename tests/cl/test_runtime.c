@@ -151,7 +151,7 @@ static void test_cache(void)
 	snprintf(src, sizeof(src), "__kernel void cache_probe_%ld(__global float *x) { x[0] = 2; }\n",
 		 (long)getpid());
 	snprintf(dir, sizeof(dir), "%s", clp_cl_cache_dir());
-	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c clbin", dir);
+	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c '\\.clbin$'", dir);
 	if ((ls = popen(cmd, "r"))) {
 		if (fgets(line, sizeof(line), ls))
 			before = atoi(line);
