@@ -71,6 +71,14 @@ static const char *cpu_isa(const clp_cl_devinfo *dev)
 #endif
 }
 
+/* The kernel shape that suits the device: probed by a context, else its type says. */
+static const char *dev_shape(const clp_cl_devinfo *dev)
+{
+	if (dev->shape[0])
+		return dev->shape;
+	return strcmp(dev->type, "cpu") == 0 ? "cpu" : "gpu";
+}
+
 static int match_str(json_t *m, const char *key, const char *value)
 {
 	json_t *v = json_object_get(m, key);
@@ -97,7 +105,8 @@ static int entry_matches(json_t *e, const clp_cl_devinfo *dev)
 		return 1;
 	return match_str(m, "name", dev->name) && match_str(m, "vendor", dev->vendor) &&
 	       match_str(m, "platform", dev->platform) && match_str(m, "driver", dev->driver) &&
-	       match_str(m, "type", dev->type) && match_str(m, "isa", cpu_isa(dev));
+	       match_str(m, "type", dev->type) && match_str(m, "isa", cpu_isa(dev)) &&
+	       match_str(m, "shape", dev_shape(dev));
 }
 
 static clp_status read_params(json_t *obj, clp_gemm_param *dst, int *n, const char *where)
@@ -260,6 +269,22 @@ clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend wa
 	return s;
 }
 
+/* A forced backend needs no table entry: without one it runs with its built-in defaults. */
+static clp_status tuning_or_defaults(const clp_cl_devinfo *dev, clp_gemm_backend want,
+				     clp_gemm_tuning *t)
+{
+	clp_status s = clp_gemm_tuning_lookup(dev, want, t);
+
+	if (s != CLP_ERR_NOT_FOUND || want == CLP_GEMM_AUTO)
+		return s;
+	clp_error_clear();
+	memset(t, 0, sizeof(*t));
+	t->backend = want;
+	snprintf(t->source, sizeof(t->source), "%s defaults (no table entry for %.60s)",
+		 clp_gemm_backend_name(want), dev->name);
+	return CLP_OK;
+}
+
 clp_status clp_cl_gemm_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning **out)
 {
 	if (!ctx->gemm_tuned) {
@@ -269,7 +294,7 @@ clp_status clp_cl_gemm_tuning(clp_cl_ctx *ctx, const clp_gemm_tuning **out)
 
 		if (env && *env)
 			CLP_TRY(clp_gemm_backend_parse(env, &want));
-		CLP_TRY(clp_gemm_tuning_lookup(&ctx->info, want, &t));
+		CLP_TRY(tuning_or_defaults(&ctx->info, want, &t));
 		CLP_TRY(clp_cl_gemm_set_tuning(ctx, &t));
 	}
 	*out = &ctx->gemm_tuning;
@@ -323,6 +348,48 @@ static clp_status scale_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g)
 	return CLP_OK;
 }
 
+static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			      const struct clp_gemm_call *g)
+{
+	switch (t->backend) {
+	case CLP_GEMM_PACKED:
+		return clp_gemm_packed_run(ctx, t, g);
+	case CLP_GEMM_CLBLAST:
+		return clp_gemm_clblast_run(ctx, t, g);
+	case CLP_GEMM_TILED:
+	default:
+		return clp_gemm_tiled_run(ctx, t, g);
+	}
+}
+
+/* Degrade: packed -> tiled -> CLBlast (-> tiled), each backend once per context. The next
+ * backend's tuning comes from the table, else its defaults. */
+static clp_status fall_back(clp_cl_ctx *ctx, clp_status s, clp_gemm_backend failed)
+{
+	static const clp_gemm_backend order[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
+	char what[32], from[40], to[40], err[2048];
+	clp_gemm_backend next = CLP_GEMM_AUTO;
+	clp_gemm_tuning t;
+
+	snprintf(err, sizeof(err), "%s", clp_last_error());
+	snprintf(what, sizeof(what), "gemm %s", clp_gemm_backend_name(failed));
+	for (int i = 0; i < 3 && next == CLP_GEMM_AUTO; i++) {
+		char w[32];
+
+		snprintf(w, sizeof(w), "gemm %s", clp_gemm_backend_name(order[i]));
+		if (order[i] != failed && !clp_cl_fell_back(ctx, w))
+			next = order[i];
+	}
+	if (next == CLP_GEMM_AUTO)
+		return clp_error(s, "%s\n  (no GEMM backend builds on this device)", err);
+	clp_error(s, "%s", err);
+	snprintf(from, sizeof(from), "the %s GEMM", clp_gemm_backend_name(failed));
+	snprintf(to, sizeof(to), "the %s GEMM", clp_gemm_backend_name(next));
+	CLP_TRY(clp_cl_fallback(ctx, s, what, from, to));
+	CLP_TRY(tuning_or_defaults(&ctx->info, next, &t));
+	return clp_cl_gemm_set_tuning(ctx, &t);
+}
+
 clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
 			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
 			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
@@ -338,14 +405,14 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 	if (k == 0) /* no products: C = beta * C, which backends (CLBlast) may refuse */
 		return scale_c(ctx, &g);
 	CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
-	switch (t->backend) {
-	case CLP_GEMM_PACKED:
-		return clp_gemm_packed_run(ctx, t, &g);
-	case CLP_GEMM_CLBLAST:
-		return clp_gemm_clblast_run(ctx, t, &g);
-	case CLP_GEMM_TILED:
-	default:
-		return clp_gemm_tiled_run(ctx, t, &g);
+	for (;;) {
+		clp_status s = run_backend(ctx, t, &g);
+
+		if (s != CLP_ERR_BUILD)
+			return s;
+		/* every backend resolves its kernels before it enqueues anything, so nothing ran */
+		CLP_TRY(fall_back(ctx, s, t->backend));
+		CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
 	}
 }
 

@@ -6,7 +6,8 @@
 static clp_status clblast_fail(clp_cl_ctx *ctx, CLBlastStatusCode st, const char *what)
 {
 	return clp_error(st == CLBlastOpenCLOutOfResources || st == CLBlastOpenCLOutOfHostMemory
-				 ? CLP_ERR_NOMEM : CLP_ERR_OPENCL,
+				 ? CLP_ERR_NOMEM
+			 : st == CLBlastOpenCLBuildProgramFailure ? CLP_ERR_BUILD : CLP_ERR_OPENCL,
 			 "CLBlast %s failed with status %d on device '%s'", what, (int)st,
 			 clp_cl_ctx_device(ctx)->name);
 }

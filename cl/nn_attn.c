@@ -57,6 +57,39 @@ static clp_status transpose(clp_cl_ctx *ctx, cl_mem dst, size_t dso, clp_buf src
 }
 
 
+static clp_status cpu_ready(clp_cl_ctx *ctx)
+{
+	static const char *const names[] = {"clp_attn_transpose", "clp_attn_forward",
+					     "clp_attn_bwd_pre", "clp_attn_bwd_dq",
+					     "clp_attn_bwd_dkv"};
+	cl_kernel k;
+
+	for (int i = 0; i < 5; i++)
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), names[i], &k));
+	return CLP_OK;
+}
+
+/* The shape that runs: the device's, unless its programs do not build there; then the other
+ * one, with one warning line (clp_cl_fallback). Decided before anything is enqueued. */
+static clp_status use_gpu_shape(clp_cl_ctx *ctx, const clp_nn_attn *a, int *gpu)
+{
+	int want = clp_nn_gpu_shape(ctx);
+	clp_status s;
+
+	*gpu = want;
+	if (clp_cl_fell_back(ctx, "attention")) {
+		*gpu = !want;
+		return CLP_OK;
+	}
+	s = want ? clp_nn_attn_gpu_ready(ctx, a) : cpu_ready(ctx);
+	if (s != CLP_ERR_BUILD)
+		return s;
+	*gpu = !want;
+	return clp_cl_fallback(ctx, s, "attention",
+			       want ? "the GPU shape (nn_attn_gpu.cl)" : "the CPU shape (nn_attn.cl)",
+			       want ? "the CPU shape" : "the GPU shape");
+}
+
 clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				    clp_buf k, clp_buf v, const clp_nn_attn *a)
 {
@@ -71,8 +104,11 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 		hd = (cl_uint)a->hd;
 	float scale = att_scale(a);
 
+	int gpu;
+
 	CLP_TRY(check(a, "attention_forward"));
-	if (clp_nn_gpu_shape(ctx))
+	CLP_TRY(use_gpu_shape(ctx, a, &gpu));
+	if (gpu)
 		return clp_nn_attn_gpu_forward(ctx, out, lse, q, k, v, a);
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, a->B * a->KVH * a->hd * Tp * sizeof(float),
 			       &scr));
@@ -107,8 +143,11 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	float scale = att_scale(a);
 	size_t lo[3] = {1, 1, 1};
 
+	int gpu;
+
 	CLP_TRY(check(a, "attention_backward"));
-	if (clp_nn_gpu_shape(ctx))
+	CLP_TRY(use_gpu_shape(ctx, a, &gpu));
+	if (gpu)
 		return clp_nn_attn_gpu_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, a);
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, (l2o + rsz) * sizeof(float), &scr));
 	CLP_TRY(transpose(ctx, scr, kto, k, a->ldk, a->KVH, a));

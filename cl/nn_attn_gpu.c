@@ -28,6 +28,20 @@ static float scale_of(const clp_nn_attn *a)
 	return a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->hd));
 }
 
+clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a)
+{
+	static const char *const names[] = {"clp_attng_forward", "clp_attng_bwd_dq",
+					     "clp_attng_bwd_dkv"};
+	char defs[128];
+	cl_kernel k;
+
+	CLP_TRY(gpu_defines(a, defs, sizeof(defs)));
+	for (int i = 0; i < 3; i++)
+		CLP_TRY(clp_cl_kernel(ctx, ATG_FILE, defs, names[i], &k));
+	return clp_cl_kernel(ctx, "nn_attn.cl", "#define ATT_QB 4\n#define ATT_KB 4\n",
+			     "clp_attn_bwd_pre", &k);
+}
+
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				   clp_buf k, clp_buf v, const clp_nn_attn *a)
 {

@@ -14,12 +14,12 @@ int clp_nn_gpu_shape(const clp_cl_ctx *ctx)
 {
 	if (forced_shape != CLP_NN_SHAPE_AUTO)
 		return forced_shape == CLP_NN_SHAPE_GPU;
-	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") != 0;
+	return clp_cl_ctx_gpu_shape(ctx);
 }
 
 static int is_cpu(const clp_cl_ctx *ctx)
 {
-	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") == 0;
+	return !clp_cl_ctx_gpu_shape(ctx);
 }
 
 void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local)

@@ -30,7 +30,9 @@ clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
 			     size_t stride, size_t nblocks, size_t C);
 
-/* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. */
+/* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. _ready builds its
+ * programs without running anything (CLP_ERR_BUILD when they do not build here). */
+clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a);
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				   clp_buf k, clp_buf v, const clp_nn_attn *a);
 clp_status clp_nn_attn_gpu_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,

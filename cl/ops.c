@@ -5,7 +5,7 @@
 
 static int is_cpu(const clp_cl_ctx *ctx)
 {
-	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") == 0;
+	return !clp_cl_ctx_gpu_shape(ctx);
 }
 
 /* The geometry lives here and reaches the kernels as defines, so the two cannot disagree. */

@@ -1,5 +1,6 @@
 /* Program builds: embedded sources with per-device defines prepended, an on-disk binary cache
  * keyed by (platform, device, driver, source, defines, options), and kernels cached per context. */
+#include "cl/clock.h"
 #include "cl/runtime_internal.h"
 
 #include "cl/durable.h"
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,8 +133,8 @@ static void hash_add(struct hash128 *h, const void *data, size_t n)
 	h->b = (h->b ^ 0xfe) * 0x100000001b3ULL;
 }
 
-static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts, char *path,
-		       size_t n)
+static void key_path(const clp_cl_ctx *ctx, const char *src, const char *opts, const char *ext,
+		     char *path, size_t n)
 {
 	struct hash128 h = {0xcbf29ce484222325ULL, 0x84222325cbf29ce4ULL};
 	const clp_cl_devinfo *d = &ctx->info;
@@ -146,8 +148,20 @@ static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts,
 	hash_add(&h, &d->compute_units, sizeof(d->compute_units));
 	hash_add(&h, src, strlen(src));
 	hash_add(&h, opts, strlen(opts));
-	snprintf(path, n, "%s/%016llx%016llx.clbin", clp_cl_cache_dir(), (unsigned long long)h.a,
-		 (unsigned long long)h.b);
+	snprintf(path, n, "%s/%016llx%016llx%s", clp_cl_cache_dir(), (unsigned long long)h.a,
+		 (unsigned long long)h.b, ext);
+}
+
+static void cache_path(const clp_cl_ctx *ctx, const char *src, const char *opts, char *path,
+		       size_t n)
+{
+	key_path(ctx, src, opts, ".clbin", path, n);
+}
+
+void clp_cl_cache_key_path(const clp_cl_ctx *ctx, const char *what, const char *ext, char *path,
+			   size_t n)
+{
+	key_path(ctx, what, "", ext, path, n);
 }
 
 static unsigned char *read_file(const char *path, size_t *n)
@@ -178,35 +192,139 @@ static void write_cache(const char *path, const unsigned char *data, size_t n)
 	(void)clp_io_write_file_flags(path, data, n, CLP_IO_SHARED);
 }
 
-static clp_status build_log_error(clp_cl_ctx *ctx, cl_program p, const char *label, cl_int err)
+/* "#define A 1\n#define B 2\n" -> "A=1 B=2" for messages. */
+static void defines_summary(const char *defines, char *out, size_t n)
+{
+	size_t used = 0;
+	const char *p = defines;
+
+	out[0] = '\0';
+	while (p && *p && used + 1 < n) {
+		char name[64], value[64] = "";
+		int got = sscanf(p, "#define %63s %63[^\n]", name, value);
+		const char *nl = strchr(p, '\n');
+
+		if (got >= 1)
+			used += (size_t)snprintf(out + used, n - used, "%s%s%s%s", used ? " " : "",
+						 name, got == 2 ? "=" : "", got == 2 ? value : "");
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	if (used >= n && n > 4)
+		snprintf(out + n - 4, 4, "...");
+}
+
+/* The first lines of a compiler log, each indented, at most maxl lines. */
+static void log_head(const char *log, int maxl, char *out, size_t n)
+{
+	size_t used = 0;
+	int lines = 0, total = 0;
+
+	out[0] = '\0';
+	for (const char *p = log; *p; p++)
+		total += *p == '\n' || (p[1] == '\0');
+	for (const char *p = log; *p && lines < maxl && used + 8 < n;) {
+		const char *nl = strchr(p, '\n');
+		int len = nl ? (int)(nl - p) : (int)strlen(p);
+
+		if (len > 200)
+			len = 200;
+		used += (size_t)snprintf(out + used, n - used, "\n    %.*s", len, p);
+		lines++;
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	if (!lines)
+		snprintf(out, n, "\n    (the compiler left no log here; it may have printed to stderr)");
+	else if (total > lines && used + 40 < n)
+		snprintf(out + used, n - used, "\n    ... (%d more lines)", total - lines);
+}
+
+/* The name of a program in messages: "gemm_packed.cl [VW=16 MR=8]" on device (platform, driver). */
+static void program_where(const clp_cl_ctx *ctx, const char *label, const char *defines,
+			  char *out, size_t n)
+{
+	char defs[256];
+
+	defines_summary(defines, defs, sizeof(defs));
+	snprintf(out, n, "program %s%s%s%s for device '%s' (%s, driver %s)", label,
+		 defs[0] ? " [" : "", defs, defs[0] ? "]" : "", ctx->info.name, ctx->info.platform,
+		 ctx->info.driver);
+}
+
+static clp_status build_log_error(clp_cl_ctx *ctx, cl_program p, const char *label,
+				  const char *defines, cl_int err)
 {
 	size_t n = 0;
 	char *log;
-	clp_status s;
+	char where[768], head[2048];
 
 	clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &n);
 	log = malloc(n + 1);
-	if (!log)
-		return clp_error(CLP_ERR_BUILD, "building %s for device '%s' failed: %s", label,
-				 ctx->info.name, clp_cl_errname(err));
-	log[0] = '\0';
-	clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
-	log[n] = '\0';
-	s = clp_error(CLP_ERR_BUILD, "building %s for device '%s' failed (%s); build log:\n%s",
-		      label, ctx->info.name, clp_cl_errname(err), log);
+	if (log) {
+		log[0] = '\0';
+		clGetProgramBuildInfo(p, ctx->device, CL_PROGRAM_BUILD_LOG, n, log, NULL);
+		log[n] = '\0';
+	}
+	program_where(ctx, label, defines, where, sizeof(where));
+	log_head(log ? log : "", 12, head, sizeof(head));
 	free(log);
-	return s;
+	return clp_error(CLP_ERR_BUILD, "building %s failed (%s); compiler log:%s", where,
+			 clp_cl_errname(err), head);
 }
 
-static clp_status build(clp_cl_ctx *ctx, const char *label, const char *full, cl_program *out)
+/* A failure remembered for this key: the message of the run that failed, in *msg. */
+static int remembered_failure(const char *failed, char *msg, size_t n)
 {
-	char path[4300];
+	size_t len = 0;
+	unsigned char *text = read_file(failed, &len);
+
+	if (!text)
+		return 0;
+	snprintf(msg, n, "%.*s", (int)(len < n ? len : n - 1), (const char *)text);
+	free(text);
+	return 1;
+}
+
+/* A marker "pid tries" left by a process that is gone: the build ended it (or it was killed,
+ * e.g. by a timeout: hence a failure only once two processes in a row died building). Returns
+ * the dead pid (0: none, or still running) and the tries so far in *tries. */
+static long dead_builder(const char *marker, int *tries)
+{
+	size_t len = 0;
+	unsigned char *text = read_file(marker, &len);
+	long pid = 0;
+	char buf[64];
+
+	*tries = 0;
+	if (!text)
+		return 0;
+	snprintf(buf, sizeof(buf), "%.*s", (int)(len < sizeof(buf) ? len : sizeof(buf) - 1),
+		 (const char *)text);
+	free(text);
+	if (sscanf(buf, "%ld %d", &pid, tries) < 1 || pid <= 0 || pid == (long)getpid())
+		return *tries = 0;
+	if (kill((pid_t)pid, 0) == 0 || errno == EPERM)
+		return *tries = 0; /* still running: another process builds the same program */
+	return pid;
+}
+
+static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines, const char *full,
+			cl_program *out, clp_cl_build_info *rec, char *path)
+{
+	char failed[4320], marker[4320], msg[3072], where[768];
 	unsigned char *bin;
 	size_t nbin = 0;
 	cl_program p;
 	cl_int err, st;
+	long pid;
+	int tries;
 
-	cache_path(ctx, full, BUILD_OPTIONS, path, sizeof(path));
+	cache_path(ctx, full, BUILD_OPTIONS, path, 4300);
+	snprintf(failed, sizeof(failed), "%s.failed", path);
+	snprintf(marker, sizeof(marker), "%s.building", path);
 	bin = read_file(path, &nbin);
 	if (bin) {
 		const unsigned char *bp = bin;
@@ -215,6 +333,7 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *full, cl
 		free(bin);
 		if (err == CL_SUCCESS && st == CL_SUCCESS &&
 		    clBuildProgram(p, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL) == CL_SUCCESS) {
+			rec->cached = 1;
 			*out = p;
 			return CLP_OK;
 		}
@@ -222,14 +341,36 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *full, cl
 			clReleaseProgram(p);
 		unlink(path); /* stale or corrupt: rebuild from source */
 	}
+	if (remembered_failure(failed, msg, sizeof(msg))) {
+		rec->remembered = 1;
+		return clp_error(CLP_ERR_BUILD, "%s\n  (remembered from an earlier run in %s; delete "
+				 "that file to retry)", msg, failed);
+	}
+	program_where(ctx, label, defines, where, sizeof(where));
+	if ((pid = dead_builder(marker, &tries)) != 0 && tries >= 2) {
+		clp_status s = clp_error(CLP_ERR_BUILD, "building %s failed: the compiler ended "
+					 "the process (%d runs in a row, last pid %ld; see their "
+					 "stderr)", where, tries, pid);
+
+		write_cache(failed, (const unsigned char *)clp_last_error(),
+			    strlen(clp_last_error()));
+		unlink(marker);
+		return s;
+	}
 	p = clCreateProgramWithSource(ctx->context, 1, &full, NULL, &err);
 	if (err != CL_SUCCESS)
-		return clp_cl_fail(ctx, err, "creating program %s", label);
+		return clp_cl_fail(ctx, err, "creating %s", where);
+	snprintf(msg, sizeof(msg), "%ld %d\n", (long)getpid(), pid ? tries + 1 : 1);
+	write_cache(marker, (const unsigned char *)msg, strlen(msg));
 	err = clBuildProgram(p, 1, &ctx->device, BUILD_OPTIONS, NULL, NULL);
+	unlink(marker);
 	if (err != CL_SUCCESS) {
-		clp_status s = build_log_error(ctx, p, label, err);
+		clp_status s = build_log_error(ctx, p, label, defines, err);
 
 		clReleaseProgram(p);
+		if (err == CL_BUILD_PROGRAM_FAILURE) /* not for transient errors (out of memory) */
+			write_cache(failed, (const unsigned char *)clp_last_error(),
+				    strlen(clp_last_error()));
 		return s;
 	}
 	if (clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof(nbin), &nbin, NULL) == CL_SUCCESS &&
@@ -326,6 +467,26 @@ static clp_status expand_includes(const char *label, const char *src, char **out
 	return CLP_OK;
 }
 
+/* CLPIPE_FAIL_BUILD=a.cl,b.cl (tests): those programs get an #error line, so their build fails
+ * in the real compiler and every fallback path can be exercised on any device. */
+static int fail_injected(const char *label)
+{
+	const char *e = getenv("CLPIPE_FAIL_BUILD");
+	size_t n = strlen(label);
+
+	for (const char *p = e; p && *p;) {
+		const char *c = strchr(p, ',');
+		size_t len = c ? (size_t)(c - p) : strlen(p);
+
+		if (len == n && !strncmp(p, label, n))
+			return 1;
+		if (!c)
+			break;
+		p = c + 1;
+	}
+	return 0;
+}
+
 static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *source,
 			      const char *defines, int *index)
 {
@@ -341,19 +502,43 @@ static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *so
 			*index = i;
 			return CLP_OK;
 		}
-	if (ctx->nprograms == CLP_MAX_PROGRAMS)
+	for (int i = 0; i < ctx->nbuilds; i++) { /* failed before in this process: not again */
+		struct clp_build_rec *r = &ctx->builds[i];
+
+		if (!r->info.ok && !strcmp(r->program, label) && !strcmp(r->defines, defines))
+			return clp_error(CLP_ERR_BUILD, "%s", r->message);
+	}
+	if (ctx->nprograms == CLP_MAX_PROGRAMS || ctx->nbuilds == CLP_MAX_PROGRAMS * 2)
 		return clp_error(CLP_ERR_NOMEM, "too many programs in one context (%d)",
 				 CLP_MAX_PROGRAMS);
 	CLP_TRY(expand_includes(label, source, &expanded));
-	n = strlen(ctx->defines) + strlen(defines) + strlen(expanded) + 64;
+	n = strlen(ctx->defines) + strlen(defines) + strlen(expanded) + 128;
 	full = malloc(n);
 	if (!full) {
 		free(expanded);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory building %s", label);
 	}
-	snprintf(full, n, "%s%s#line 1\n%s", ctx->defines, defines, expanded);
+	snprintf(full, n, "%s%s#line 1\n%s%s", ctx->defines, defines, expanded,
+		 fail_injected(label) ? "\n#error \"build failure injected by CLPIPE_FAIL_BUILD\"\n"
+				      : "");
 	free(expanded);
-	s = build(ctx, label, full, &p);
+	{
+		struct clp_build_rec *r = &ctx->builds[ctx->nbuilds];
+		double t0 = clp_now();
+
+		memset(r, 0, sizeof(*r));
+		s = build(ctx, label, defines, full, &p, &r->info, r->cache_file);
+		r->info.seconds = clp_now() - t0;
+		r->info.ok = s == CLP_OK;
+		r->program = dupstr(label);
+		r->defines = dupstr(defines);
+		r->message = s == CLP_OK ? NULL : dupstr(clp_last_error());
+		r->info.program = r->program;
+		r->info.defines = r->defines;
+		r->info.message = r->message;
+		r->info.cache_file = r->cache_file;
+		ctx->nbuilds++;
+	}
 	free(full);
 	if (s != CLP_OK)
 		return s;
@@ -411,8 +596,67 @@ clp_status clp_cl_kernel(clp_cl_ctx *ctx, const char *file, const char *defines,
 	return CLP_OK;
 }
 
+int clp_cl_ctx_nbuilds(const clp_cl_ctx *ctx)
+{
+	return ctx->nbuilds;
+}
+
+const clp_cl_build_info *clp_cl_ctx_build(const clp_cl_ctx *ctx, int i)
+{
+	return i >= 0 && i < ctx->nbuilds ? &ctx->builds[i].info : NULL;
+}
+
+int clp_cl_fell_back(const clp_cl_ctx *ctx, const char *what)
+{
+	char key[64];
+
+	snprintf(key, sizeof(key), "%s;", what);
+	return strstr(ctx->fallbacks, key) != NULL;
+}
+
+clp_status clp_cl_fallback(clp_cl_ctx *ctx, clp_status s, const char *what, const char *from,
+			   const char *to)
+{
+	char line[1024], first[256];
+	const char *err = clp_last_error();
+	size_t used;
+
+	if (s != CLP_ERR_BUILD)
+		return s;
+	if (clp_cl_fell_back(ctx, what))
+		return CLP_OK;
+	used = strlen(ctx->fallbacks);
+	snprintf(ctx->fallbacks + used, sizeof(ctx->fallbacks) - used, "%s;", what);
+	/* the first compiler error, else the message's first line */
+	{
+		const char *e = strstr(err, "error:");
+		const char *l = e ? e : err;
+
+		snprintf(first, sizeof(first), "%.*s", (int)strcspn(l, "\n"), l);
+	}
+	snprintf(line, sizeof(line), "clpipe: warning: %s does not build on device '%s' "
+		 "(driver %s); falling back to %s [%s]\n", from, ctx->info.name,
+		 ctx->info.driver, to, first);
+	fputs(line, stderr);
+	used = strlen(ctx->warnings);
+	snprintf(ctx->warnings + used, sizeof(ctx->warnings) - used, "%s", line);
+	clp_error_clear();
+	return CLP_OK;
+}
+
+const char *clp_cl_ctx_warnings(const clp_cl_ctx *ctx)
+{
+	return ctx->warnings;
+}
+
 void clp_cl_programs_release(clp_cl_ctx *ctx)
 {
+	for (int i = 0; i < ctx->nbuilds; i++) {
+		free(ctx->builds[i].program);
+		free(ctx->builds[i].defines);
+		free(ctx->builds[i].message);
+	}
+	ctx->nbuilds = 0;
 	for (int i = 0; i < ctx->nkernels; i++) {
 		clReleaseKernel(ctx->kernels[i].kernel);
 		free(ctx->kernels[i].name);

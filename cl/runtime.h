@@ -43,6 +43,8 @@ typedef struct clp_cl_devinfo {
 	int fp64;
 	int fp16;
 	int unified_memory;      /* host-unified memory (CPU devices, integrated GPUs) */
+	char shape[8];           /* kernel geometry that suits it, "cpu" or "gpu": probed by a
+				  * context (clp_cl_ctx_caps), "" until then (type decides) */
 	char extensions[4096];
 } clp_cl_devinfo;
 
@@ -69,11 +71,41 @@ clp_status clp_cl_select(const clp_cl_devinfo *devs, int n, const char *selector
 
 typedef struct clp_cl_ctx clp_cl_ctx;
 
+/* What a device offers, probed once per device and driver: the static part from clGetDeviceInfo,
+ * the measured part by running two tiny kernels, kept in the engine cache
+ * (caps-<key>.json) so later contexts only read it. Kernel variants and geometry follow these,
+ * not the device's name or vendor (docs/OPENCL.md). */
+typedef struct clp_cl_caps {
+	char c_version[64];      /* CL_DEVICE_OPENCL_C_VERSION */
+	char il_version[64];     /* CL_DEVICE_IL_VERSION ("SPIR-V_1.2"), "" when none */
+	int spirv;               /* accepts SPIR-V programs */
+	int fp16, fp64;          /* cl_khr_fp16, cl_khr_fp64 */
+	int subgroups;           /* cl_khr_subgroups or cl_intel_subgroups */
+	uint64_t local_mem;      /* bytes */
+	uint64_t max_wg_size;
+	uint32_t vec_float, vec_half, vec_double; /* preferred vector widths */
+	/* measured */
+	int probed;              /* the measured part below is filled */
+	int timestamps;          /* profiling events time kernels (else time on the host) */
+	double launch_us;        /* one queued launch of an empty kernel, host clock */
+	double wg1_ms;           /* 1M-float axpy, one work-item looping per work-group */
+	double wide_ms;          /* the same, one element per work-item, 64 per work-group */
+	int wide_groups;         /* 1: the GPU shape (wide work-groups) runs faster here */
+} clp_cl_caps;
+
 /* Create a context and profiling queue on the device the selector names (see clp_cl_select). */
 clp_status clp_cl_ctx_create(clp_cl_ctx **out, const char *selector);
 void clp_cl_ctx_free(clp_cl_ctx *ctx);
 
 const clp_cl_devinfo *clp_cl_ctx_device(const clp_cl_ctx *ctx);
+const clp_cl_caps *clp_cl_ctx_caps(const clp_cl_ctx *ctx);
+/* 1 when kernels should take their GPU shape (work-groups of many work-items) on this context:
+ * the probed wide_groups, unless clp_cl_set_shape forced one (tests, benchmarks). */
+int clp_cl_ctx_gpu_shape(const clp_cl_ctx *ctx);
+/* Force a shape process-wide: -1 as probed, 0 CPU shape, 1 GPU shape. */
+void clp_cl_set_shape(int shape);
+/* The capabilities as JSON (jansson json_t *, new reference). */
+void *clp_cl_caps_json(const clp_cl_caps *c);
 cl_context clp_cl_ctx_context(const clp_cl_ctx *ctx);
 cl_command_queue clp_cl_ctx_queue(const clp_cl_ctx *ctx);
 cl_device_id clp_cl_ctx_device_id(const clp_cl_ctx *ctx);
@@ -107,6 +139,35 @@ clp_status clp_cl_program_source(clp_cl_ctx *ctx, const char *label, const char 
 /* The device-dependent defines every program gets (CLP_DEV_CPU, CLP_VW, ...). */
 const char *clp_cl_ctx_defines(const clp_cl_ctx *ctx);
 
+/* What happened to each program build of this context (clpipe kernels prints them). Failed
+ * builds are recorded too; a failure is not retried in the same process, and it is remembered in
+ * the engine cache for that device, driver and source (a file <key>.failed next to the binaries)
+ * so later runs do not retry it either: delete the file to retry. A compiler that ends the
+ * process while building (rusticl's SPIR-V writer does) is caught by the next run through a
+ * <key>.building marker left behind. */
+typedef struct clp_cl_build_info {
+	const char *program; /* kernel file or label */
+	const char *defines; /* its extra defines, "" if none */
+	int ok;              /* built, or loaded from the engine cache */
+	int cached;          /* loaded from the engine cache */
+	int remembered;      /* a failure remembered from an earlier run, not retried */
+	double seconds;      /* wall time of the build (or load) */
+	const char *message; /* on failure: names program, device, driver, first lines of the log */
+	const char *cache_file; /* its binary in the engine cache; .failed/.building beside it */
+} clp_cl_build_info;
+int clp_cl_ctx_nbuilds(const clp_cl_ctx *ctx);
+const clp_cl_build_info *clp_cl_ctx_build(const clp_cl_ctx *ctx, int i);
+
+/* Degrade instead of failing. When s is CLP_ERR_BUILD, print one warning line (once per context
+ * and family `what`): "<from> does not build on device ...; falling back to <to> [error]", and
+ * return CLP_OK so that the caller runs its portable variant. Any other status is returned
+ * unchanged. clp_cl_fell_back() tells whether `what` already fell back on this context. */
+clp_status clp_cl_fallback(clp_cl_ctx *ctx, clp_status s, const char *what, const char *from,
+			   const char *to);
+int clp_cl_fell_back(const clp_cl_ctx *ctx, const char *what);
+/* The warning lines printed for this context so far ("" if none). */
+const char *clp_cl_ctx_warnings(const clp_cl_ctx *ctx);
+
 /* Directory of the engine's on-disk cache (CLPIPE_CACHE_DIR, else $XDG_CACHE_HOME/clpipe, else
  * ~/.cache/clpipe). Created on first use. */
 const char *clp_cl_cache_dir(void);
@@ -132,7 +193,9 @@ typedef struct clp_cl_timing {
 	double max_ms;
 } clp_cl_timing;
 
-/* Start recording the device time of every clp_cl_run. */
+/* Start recording the device time of every clp_cl_run. On a device whose event timestamps do
+ * not work (clp_cl_caps.timestamps = 0, e.g. rusticl 22.3), each kernel is finished and timed
+ * alone on the host clock instead (launch overhead included, no overlap): say so when printing. */
 void clp_cl_profile_start(clp_cl_ctx *ctx);
 /* Finish the queue, stop recording and return per-label totals, sorted by total time (malloc()ed
  * array in *out, *n entries). */

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cl/nn.h"
 #include "cl/runtime.h"
 #include "cl/clock.h"
 
@@ -152,8 +153,18 @@ clp_cl_ctx *th_ctx(void)
 	const char *sel = getenv("CLPIPE_TEST_DEVICE");
 	clp_status s;
 
+	const char *shape = getenv("CLPIPE_TEST_SHAPE");
+
 	if (ctx || ctx_failed)
 		return ctx;
+	/* CLPIPE_TEST_SHAPE=cpu|gpu: every kernel family in the other geometry than the device's
+	 * own (ctest's <test>.cpushape / .gpushape) */
+	if (shape && *shape) {
+		int gpu = !strcmp(shape, "gpu");
+
+		clp_cl_set_shape(gpu);
+		clp_nn_set_shape(gpu ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_CPU);
+	}
 	s = clp_cl_ctx_create(&ctx, sel);
 	if (s != CLP_OK) {
 		ctx_failed = 1;

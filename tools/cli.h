@@ -26,6 +26,8 @@ int cmd_bench_gemm(int argc, char **argv);
 int cmd_bench_device(int argc, char **argv);
 /* `clpipe bench --model CONFIG`: model-shaped profiles, the planner's block costs. */
 int cmd_bench_model(int argc, char **argv);
+/* `clpipe bench --compare A.json B.json ...`: device profiles side by side. */
+int cmd_bench_compare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);

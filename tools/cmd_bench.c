@@ -8,6 +8,8 @@ int cmd_bench(int argc, char **argv)
 {
 	if (argc >= 2 && !strcmp(argv[1], "gemm"))
 		return cmd_bench_gemm(argc - 1, argv + 1);
+	if (argc >= 2 && !strcmp(argv[1], "--compare"))
+		return cmd_bench_compare(argc, argv);
 	if (argc >= 2 && !strcmp(argv[1], "nn"))
 		return cmd_bench_nn(argc - 1, argv + 1);
 	for (int i = 1; i < argc; i++) /* model-shaped profiles (tools/cmd_bench_model.c) */

@@ -22,7 +22,8 @@ static void help(void)
 	       "                        machine\n"
 	       "  --devices FILE        the OpenCL devices that machine reports, as JSON (see\n"
 	       "                        topology/discover.h; --write-devices makes one)\n"
-	       "  --json                print the cluster inventory as JSON\n"
+	       "  --json                print the cluster inventory as JSON, with each local\n"
+	       "                        device's probed capabilities (\"capabilities\")\n"
 	       "  --write-devices FILE  write this machine's device description to FILE\n\n"
 	       "Under mpirun every rank reports its host and rank 0 prints the whole cluster.\n\n"
 	       "Select a device elsewhere with --device SPEC or CLPIPE_DEVICE=SPEC, where SPEC is\n"
@@ -96,6 +97,40 @@ static clp_status local_host(const char *topology, const char *devices, clp_topo
 	return s;
 }
 
+/* Each local device's probed capabilities (cl/caps.c; cached per device and driver, so only
+ * the first call on a machine runs the probe kernels). */
+static json_t *local_caps(void)
+{
+	json_t *arr = json_array();
+	clp_cl_devinfo *devs = NULL;
+	int n = 0;
+
+	if (clp_cl_devices(&devs, &n) != CLP_OK)
+		return arr;
+	for (int i = 0; i < n; i++) {
+		char sel[16];
+		clp_cl_ctx *ctx;
+		json_t *c;
+
+		snprintf(sel, sizeof(sel), "%d", i);
+		if (clp_cl_ctx_create(&ctx, sel) != CLP_OK) {
+			json_array_append_new(arr, json_pack("{s:i, s:s, s:s}", "index", i, "name",
+							     devs[i].name, "error",
+							     clp_last_error()));
+			continue;
+		}
+		c = clp_cl_caps_json(clp_cl_ctx_caps(ctx));
+		json_object_set_new(c, "index", json_integer(i));
+		json_object_set_new(c, "name", json_string(devs[i].name));
+		json_object_set_new(c, "platform", json_string(devs[i].platform));
+		json_object_set_new(c, "driver", json_string(devs[i].driver));
+		json_array_append_new(arr, c);
+		clp_cl_ctx_free(ctx);
+	}
+	free(devs);
+	return arr;
+}
+
 int cmd_devices(int argc, char **argv)
 {
 	const char *topology = NULL, *devices = NULL, *write_devices = NULL;
@@ -152,6 +187,9 @@ int cmd_devices(int argc, char **argv)
 	if (clp_comm_rank(comm) == 0) {
 		if (as_json) {
 			json_t *j = clp_topo_cluster_to_json(&cluster);
+
+			if (!devices)
+				json_object_set_new(j, "capabilities", local_caps());
 
 			json_dumpf(j, stdout, JSON_INDENT(2));
 			printf("\n");

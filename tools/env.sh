@@ -1,9 +1,12 @@
-# Sourced by the scripts in tools/: one engine cache and one PoCL cache per checkout, shared by
+# Sourced by the scripts in tools/: one engine cache, one PoCL cache and one Mesa cache per checkout, shared by
 # every build tree (PoCL compiles each kernel once; CLBlast's first calls take 10-30 s).
 root=${root:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
 export CLPIPE_CACHE_DIR=${CLPIPE_CACHE_DIR:-$root/.cache/engine}
 export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/.cache/pocl}
-mkdir -p "$CLPIPE_CACHE_DIR" "$POCL_CACHE_DIR"
+# Mesa (rusticl on llvmpipe) keeps its compiled programs in its disk cache: without it every
+# process recompiles every kernel (minutes). The engine cache alone holds only the front end.
+export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$root/.cache/mesa}
+mkdir -p "$CLPIPE_CACHE_DIR" "$POCL_CACHE_DIR" "$MESA_SHADER_CACHE_DIR"
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # configure and build one tree: build_tree DIR [cmake args...]

@@ -8,6 +8,7 @@ pkgs=(
   cmake gcc make pkg-config           # build
   ocl-icd-opencl-dev opencl-headers   # OpenCL ICD loader and headers
   pocl-opencl-icd                     # the default device: PoCL on the CPU
+  mesa-opencl-icd                     # a second implementation for CI: rusticl (llvmpipe)
   libclblast-dev                      # CLBlast GEMM backend
   libopenmpi-dev openmpi-bin          # MPI between pipeline stages
   libhwloc-dev hwloc                  # device locality

@@ -55,8 +55,14 @@
 
 #define WG1 __attribute__((reqd_work_group_size(1, 1, 1)))
 
-/* software prefetch: PoCL's prefetch() builtin is a no-op, clang's is not */
-#if defined(__has_builtin)
+/* Software prefetch: PoCL's prefetch() builtin is a no-op, clang's __builtin_prefetch is not.
+ * Only where the kernel compiles straight to the machine: implementations that go through SPIR-V
+ * (rusticl, Intel's) reject the llvm.prefetch intrinsic, and other compilers lack the builtin.
+ * The portable path is OpenCL's prefetch(). CLP_NO_NATIVE_PREFETCH forces it (tests). */
+#if defined(__SPIR__) || defined(__SPIR32__) || defined(__SPIR64__) || defined(__SPIRV__)
+#define CLP_NO_NATIVE_PREFETCH 1 /* clang 15 targeting spir64 defines only __SPIR64__ */
+#endif
+#if defined(__clang__) && defined(__has_builtin) && !defined(CLP_NO_NATIVE_PREFETCH)
 #if __has_builtin(__builtin_prefetch)
 #define PREFETCH(p) __builtin_prefetch((p), 0, 1)
 #define PREFETCHW(p) __builtin_prefetch((p), 1, 3)

@@ -599,8 +599,10 @@ static clp_status open_device(clp_session *s)
 {
 	char sel[64] = "", note[1400], from_layout[64] = "";
 	clp_topo_bind_mode bind = CLP_TOPO_BIND_AUTO;
-	const char *policy = s->cfg.train.device;
+	const char *policy = s->cfg.train.device, *env = getenv("CLPIPE_DEVICE");
 
+	if (!policy[0] && env && *env) /* per rank under mpirun: -x CLPIPE_DEVICE=... per app */
+		policy = env;
 	CLP_TRY(clp_topo_bind_parse(s->cfg.pipeline.bind, &bind));
 	if (s->mode == CLP_SESSION_TRAIN && s->cfg.pipeline.layout[0]) {
 		CLP_TRY(layout_selector(s, from_layout, sizeof(from_layout)));

@@ -2,6 +2,7 @@
  * the log (curve.h), rewritten at every evaluation, and the facts of the summary printed at the
  * end (summary.h). A curve that cannot be written is reported once and training goes on: a
  * picture is not worth a run. */
+#include "cl/clock.h"
 #include "engine/train/session_internal.h"
 
 #include <math.h>
@@ -21,14 +22,6 @@ struct sess_report {
 	clp_train_summary sum;
 };
 
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 clp_status sess_report_begin(clp_session *s)
 {
 	struct sess_report *r;
@@ -40,7 +33,7 @@ clp_status sess_report_begin(clp_session *s)
 	if (!r)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	s->report = r;
-	r->t_start = now_s();
+	r->t_start = clp_now();
 	r->sum.first_step = r->sum.steps = s->step;
 	r->sum.best_step = -1;
 	r->sum.best_loss = r->sum.best_bpb = NAN;
@@ -108,7 +101,7 @@ void sess_report_end(clp_session *s)
 	m->steps = s->step;
 	m->planned = s->cfg.train.steps;
 	m->tokens = (double)(s->step - m->first_step) * (double)s->R * (double)s->M * (double)s->N;
-	m->wall_s = now_s() - r->t_start;
+	m->wall_s = clp_now() - r->t_start;
 	m->baseline_bpb = s->byte_level && !s->bert ? s->baseline_bpb : NAN;
 	m->target_ratio = s->bert ? 0 : s->cfg.eval.target_ratio;
 	m->can_sample = !s->bert;

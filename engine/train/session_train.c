@@ -318,8 +318,9 @@ static clp_status print_profile(clp_session *s)
 	for (int i = 0; i < n; i++)
 		total += t[i].total_ms;
 	if (sess_rank(s) == 0) {
-		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms\n",
-			total);
+		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms%s\n",
+			total, clp_cl_ctx_caps(s->ctx)->timestamps ? "" :
+			" (host clock, each kernel run alone: this device's event timestamps read zero)");
 		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
 		for (int i = 0; i < n; i++)
 			fprintf(s->out, "  %-24s %8llu %12.1f %6.1f%%\n", t[i].label,

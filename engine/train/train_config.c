@@ -54,7 +54,8 @@ static const clp_cfg_field fields[] = {
 	F(train.seed, "train.seed", CLP_CFG_INT, "1337", "seed of every random stream", 0,
 	  1L << 62, NULL),
 	F(train.device, "train.device", CLP_CFG_STRING, "\"\"",
-	  "device selector (\"\": CLPIPE_DEVICE or the default)", 0, 0, NULL),
+	  "device selector, or one per local rank: \"0,1\" (\"\": CLPIPE_DEVICE, else by local "
+	  "rank)", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
 	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),

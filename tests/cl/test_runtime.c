@@ -126,7 +126,7 @@ static void test_build_error(void)
 	if (!ctx)
 		return;
 	CHECK_ERR(clp_cl_program_source(ctx, "broken.cl", src, NULL, &p), CLP_ERR_BUILD,
-		  "broken.cl", clp_cl_ctx_device(ctx)->name, "build log");
+		  "broken.cl", clp_cl_ctx_device(ctx)->name, "compiler log");
 	CHECK_ERR(clp_cl_program_source(ctx, "inc.cl", "#include \"missing.clh\"\n", NULL, &p),
 		  CLP_ERR_BUILD, "inc.cl", "missing.clh");
 	CHECK_ERR(clp_cl_kernel(ctx, "no-such-file.cl", NULL, "k", &(cl_kernel){0}),
@@ -151,7 +151,7 @@ static void test_cache(void)
 	snprintf(src, sizeof(src), "__kernel void cache_probe_%ld(__global float *x) { x[0] = 2; }\n",
 		 (long)getpid());
 	snprintf(dir, sizeof(dir), "%s", clp_cl_cache_dir());
-	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c clbin", dir);
+	snprintf(cmd, sizeof(cmd), "ls '%s' | grep -c '\\.clbin$'", dir);
 	if ((ls = popen(cmd, "r"))) {
 		if (fgets(line, sizeof(line), ls))
 			before = atoi(line);

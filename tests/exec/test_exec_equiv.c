@@ -15,7 +15,9 @@
  * with recomputation in the pipeline (factor A items wait for the backward's inputs), "pfclose"
  * normalised error <= 1e-4 (Chimera: the factor all-reduce adds the twins' halves in another
  * order), "pfresume" a run resumed at step K equals the uninterrupted one bitwise and
- * reuses the checkpoint's cycle although its cost table would give another.
+ * reuses the checkpoint's cycle although its cost table would give another. "mixed": as "close",
+ * with the pipeline's rank 0 on PoCL and rank 1 on rusticl (train.device, one selector per
+ * local rank; two compilers, so not bitwise) and the reference on PoCL.
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
  * checkpoints tensor by tensor. */
 #include <jansson.h>
@@ -25,6 +27,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/runtime.h"
 #include "engine/io/checkpoint.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
@@ -40,6 +43,26 @@ static int nsteps = 5;
 static int pf_mode(void)
 {
 	return !strncmp(mode, "pf", 2);
+}
+
+/* "N,M": PoCL's device index, rusticl's (the selector grammar of train.device, one entry per
+ * local rank), found by platform so that it holds whatever the ICDs' order. */
+static void mixed_devices(char *out, size_t n)
+{
+	clp_cl_devinfo *devs = NULL;
+	int nd = 0, pocl = -1, rusticl = -1;
+
+	CHECK_OK(clp_cl_devices(&devs, &nd));
+	for (int i = 0; i < nd; i++) {
+		if (pocl < 0 && strstr(devs[i].platform, "Portable Computing Language"))
+			pocl = i;
+		if (rusticl < 0 && !strcmp(devs[i].platform, "rusticl"))
+			rusticl = i;
+	}
+	free(devs);
+	CHECK(pocl >= 0 && rusticl >= 0, "mixed: need PoCL and rusticl devices (RUSTICL_ENABLE="
+	      "llvmpipe); found PoCL %d, rusticl %d", pocl, rusticl);
+	snprintf(out, n, "%d,%d", pocl, rusticl);
 }
 
 static void config(clp_train_config *c, const char *sub, int pipelined)
@@ -83,6 +106,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
 				 "%s/costs%s.json", dir, strstr(sub, "resumed") ? "-other" : "");
 	}
+	if (!strcmp(mode, "mixed") && pipelined) /* rank 0 on PoCL, rank 1 on Mesa's rusticl */
+		mixed_devices(c->train.device, sizeof(c->train.device));
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
 		c->kfac.interval = 2;
@@ -295,7 +320,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc != 9) {
-		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat|resume|kfac "
+		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat|resume|kfac|mixed "
 			"DIR\n",
 			argv[0]);
 		return 2;

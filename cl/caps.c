@@ -1,0 +1,228 @@
+/* Device capabilities (see clp_cl_caps in cl/runtime.h): what clGetDeviceInfo says, and what
+ * two tiny kernels measure, once per device and driver, cached in the engine cache.
+ *
+ * Why measure: on PoCL a work-group of one work-item looping over a chunk is the fast shape
+ * (PoCL compiles each work-group to a loop and vectorises it); on Mesa's llvmpipe and on GPUs
+ * the work-items of a group are the SIMD lanes, so one work-item per group leaves all but one
+ * lane idle and pays the per-group cost for every element. Both devices say "CPU". */
+#include "cl/clock.h"
+#include "cl/runtime_internal.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#define PROBE_N (1u << 20)
+#define PROBE_CHUNK 4096u
+#define PROBE_WG 64u
+#define CAPS_VERSION 1
+
+static int forced_shape = -1;
+
+static double now_ms(void)
+{
+	return 1e3 * clp_now();
+}
+
+static void static_caps(clp_cl_ctx *ctx, clp_cl_caps *c)
+{
+	const clp_cl_devinfo *d = &ctx->info;
+	cl_uint v = 0;
+
+	snprintf(c->c_version, sizeof(c->c_version), "%s", d->c_version);
+	c->il_version[0] = '\0';
+#ifdef CL_DEVICE_IL_VERSION
+	if (clGetDeviceInfo(ctx->device, CL_DEVICE_IL_VERSION, sizeof(c->il_version),
+			    c->il_version, NULL) != CL_SUCCESS)
+		c->il_version[0] = '\0';
+	c->il_version[sizeof(c->il_version) - 1] = '\0';
+#endif
+	c->spirv = strstr(c->il_version, "SPIR-V") != NULL || strstr(d->extensions, "cl_khr_il_program");
+	c->fp16 = d->fp16;
+	c->fp64 = d->fp64;
+	c->subgroups = strstr(d->extensions, "cl_khr_subgroups") != NULL ||
+		       strstr(d->extensions, "cl_intel_subgroups") != NULL;
+	c->local_mem = d->local_mem;
+	c->max_wg_size = d->max_wg_size;
+	c->vec_float = d->pref_vec_float;
+	clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF, sizeof(v), &v, NULL);
+	c->vec_half = v;
+	v = 0;
+	clGetDeviceInfo(ctx->device, CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE, sizeof(v), &v, NULL);
+	c->vec_double = v;
+}
+
+static int load(const char *path, clp_cl_caps *c)
+{
+	json_t *j = json_load_file(path, 0, NULL);
+	int ok;
+
+	if (!j)
+		return 0;
+	ok = json_integer_value(json_object_get(j, "version")) == CAPS_VERSION &&
+	     json_is_boolean(json_object_get(j, "wide_groups"));
+	if (ok) {
+		c->timestamps = json_is_true(json_object_get(j, "timestamps"));
+		c->launch_us = json_number_value(json_object_get(j, "launch_us"));
+		c->wg1_ms = json_number_value(json_object_get(j, "axpy_cpu_shape_ms"));
+		c->wide_ms = json_number_value(json_object_get(j, "axpy_gpu_shape_ms"));
+		c->wide_groups = json_is_true(json_object_get(j, "wide_groups"));
+		c->probed = 1;
+	}
+	json_decref(j);
+	return ok;
+}
+
+static void save(const char *path, const clp_cl_caps *c)
+{
+	char tmp[4300];
+	json_t *j = json_pack("{s:i, s:b, s:f, s:f, s:f, s:b}", "version", CAPS_VERSION,
+			      "timestamps", c->timestamps, "launch_us", c->launch_us,
+			      "axpy_cpu_shape_ms", c->wg1_ms, "axpy_gpu_shape_ms", c->wide_ms,
+			      "wide_groups", c->wide_groups);
+
+	if (!j)
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (json_dump_file(j, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) != 0)
+		remove(tmp); /* an unwritable cache only costs a probe next time */
+	json_decref(j);
+}
+
+/* Host time of `reps` runs of k (best of), enqueued back to back then finished. */
+static clp_status time_runs(clp_cl_ctx *ctx, cl_kernel k, size_t global, size_t local, int reps,
+			    double *ms)
+{
+	double best = 1e30;
+
+	CLP_TRY(clp_cl_run(ctx, k, "probe", 1, &global, &local)); /* warm: first-run costs */
+	CLP_TRY(clp_cl_finish(ctx));
+	for (int r = 0; r < reps; r++) {
+		double t0 = now_ms();
+
+		CLP_TRY(clp_cl_run(ctx, k, "probe", 1, &global, &local));
+		CLP_TRY(clp_cl_finish(ctx));
+		if (now_ms() - t0 < best)
+			best = now_ms() - t0;
+	}
+	*ms = best;
+	return CLP_OK;
+}
+
+static clp_status measure(clp_cl_ctx *ctx, clp_cl_caps *c)
+{
+	cl_kernel ke, kl, kw;
+	cl_mem x = NULL, y = NULL;
+	cl_uint n = PROBE_N, chunk = PROBE_CHUNK;
+	size_t one = 1, g;
+	cl_event ev = NULL;
+	cl_ulong t0 = 0, t1 = 0;
+	double host, t;
+	clp_status s;
+
+	CLP_TRY(clp_cl_kernel(ctx, "probe.cl", NULL, "clp_probe_empty", &ke));
+	CLP_TRY(clp_cl_kernel(ctx, "probe.cl", NULL, "clp_probe_axpy_loop", &kl));
+	CLP_TRY(clp_cl_kernel(ctx, "probe.cl", NULL, "clp_probe_axpy_wide", &kw));
+	s = clp_cl_buffer(ctx, PROBE_N * sizeof(float), "probe x", &x);
+	if (s == CLP_OK)
+		s = clp_cl_buffer(ctx, PROBE_N * sizeof(float), "probe y", &y);
+	if (s != CLP_OK)
+		goto out;
+	/* launch overhead: 32 empty kernels queued, one finish */
+	if ((s = clp_cl_args(ctx, ke, 1, CLP_ARG(x))) != CLP_OK ||
+	    (s = clp_cl_run(ctx, ke, "probe", 1, &one, &one)) != CLP_OK ||
+	    (s = clp_cl_finish(ctx)) != CLP_OK)
+		goto out;
+	t = now_ms();
+	for (int i = 0; i < 32 && s == CLP_OK; i++)
+		s = clp_cl_run(ctx, ke, "probe", 1, &one, &one);
+	if (s != CLP_OK || (s = clp_cl_finish(ctx)) != CLP_OK)
+		goto out;
+	c->launch_us = (now_ms() - t) * 1e3 / 32;
+	/* the two shapes */
+	g = PROBE_N / PROBE_CHUNK;
+	if ((s = clp_cl_args(ctx, kl, 4, CLP_ARG(y), CLP_ARG(x), CLP_ARG(n), CLP_ARG(chunk))) !=
+		    CLP_OK ||
+	    (s = time_runs(ctx, kl, g, 1, 3, &c->wg1_ms)) != CLP_OK ||
+	    (s = clp_cl_args(ctx, kw, 3, CLP_ARG(y), CLP_ARG(x), CLP_ARG(n))) != CLP_OK ||
+	    (s = time_runs(ctx, kw, PROBE_N, PROBE_WG, 3, &c->wide_ms)) != CLP_OK)
+		goto out;
+	/* the faster shape. Measured (loaded 2-core host, 3 runs): PoCL 0.44-0.47 (CPU shape
+	 * twice as fast), llvmpipe 2.1-2.6 (GPU shape twice as fast): a factor ~2 either side */
+	c->wide_groups = c->wide_ms < c->wg1_ms;
+	/* event timestamps: do they time a kernel the host sees take milliseconds? */
+	g = PROBE_N;
+	host = now_ms();
+	if (clEnqueueNDRangeKernel(ctx->queue, kw, 1, NULL, &g, (size_t[]){PROBE_WG}, 0, NULL,
+				   &ev) != CL_SUCCESS) {
+		s = clp_error(CLP_ERR_OPENCL, "probe: launching the timestamp kernel failed");
+		goto out;
+	}
+	clFinish(ctx->queue);
+	host = now_ms() - host;
+	clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof(t0), &t0, NULL);
+	clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof(t1), &t1, NULL);
+	clReleaseEvent(ev);
+	c->timestamps = t0 > 0 && t1 > t0 && (double)(t1 - t0) * 1e-6 >= 0.1 * host;
+	c->probed = 1;
+out:
+	if (y)
+		clReleaseMemObject(y);
+	if (x)
+		clReleaseMemObject(x);
+	return s;
+}
+
+void clp_cl_caps_probe(clp_cl_ctx *ctx)
+{
+	clp_cl_caps *c = &ctx->caps;
+	char path[4200];
+
+	memset(c, 0, sizeof(*c));
+	static_caps(ctx, c);
+	clp_cl_cache_key_path(ctx, "caps", ".caps.json", path, sizeof(path));
+	if (!load(path, c)) {
+		if (measure(ctx, c) == CLP_OK)
+			save(path, c);
+		else /* no probe: the device type decides, as before */
+			c->probed = 0, c->timestamps = 1, clp_error_clear();
+	}
+	if (!c->probed)
+		c->wide_groups = strcmp(ctx->info.type, "cpu") != 0;
+	snprintf(ctx->info.shape, sizeof(ctx->info.shape), "%s", c->wide_groups ? "gpu" : "cpu");
+}
+
+const clp_cl_caps *clp_cl_ctx_caps(const clp_cl_ctx *ctx)
+{
+	return &ctx->caps;
+}
+
+void clp_cl_set_shape(int shape)
+{
+	forced_shape = shape;
+}
+
+int clp_cl_ctx_gpu_shape(const clp_cl_ctx *ctx)
+{
+	return forced_shape >= 0 ? forced_shape : ctx->caps.wide_groups;
+}
+
+void *clp_cl_caps_json(const clp_cl_caps *c)
+{
+	json_t *j = json_pack("{s:s, s:s, s:b, s:b, s:b, s:b, s:I, s:I, s:{s:i, s:i, s:i}}",
+			      "opencl_c", c->c_version, "il_version", c->il_version, "spirv",
+			      c->spirv, "fp16", c->fp16, "fp64", c->fp64, "subgroups", c->subgroups,
+			      "local_mem", (json_int_t)c->local_mem, "max_work_group_size",
+			      (json_int_t)c->max_wg_size, "preferred_vector_width", "float",
+			      (int)c->vec_float, "half", (int)c->vec_half, "double",
+			      (int)c->vec_double);
+
+	if (j && c->probed) {
+		json_object_set_new(j, "event_timestamps", json_boolean(c->timestamps));
+		json_object_set_new(j, "launch_us", json_real(c->launch_us));
+		json_object_set_new(j, "axpy_1m_cpu_shape_ms", json_real(c->wg1_ms));
+		json_object_set_new(j, "axpy_1m_gpu_shape_ms", json_real(c->wide_ms));
+		json_object_set_new(j, "shape", json_string(c->wide_groups ? "gpu" : "cpu"));
+	}
+	return j;
+}
