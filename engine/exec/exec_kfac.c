@@ -61,8 +61,7 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 
 	for (int r = 0; r < e->s->nranks && !any; r++)
 		for (int i = 0; i < e->s->ranks[r].nops && !any; i++)
-			any = e->s->ranks[r].ops[i].kind >= CLP_OP_KFAC_CURV_A &&
-			      e->s->ranks[r].ops[i].kind <= CLP_OP_KFAC_PRECOND;
+			any = clp_op_is_kfac(e->s->ranks[r].ops[i].kind);
 	if (!any)
 		return CLP_OK;
 	if (o->interval != e->s->nsteps)

@@ -50,19 +50,6 @@ static int find_op(const clp_sched *b, int r, int fwd, const clp_op *like)
 	return -1;
 }
 
-/* Base index of rank r's gradient all-reduce of stage s (-1: none) and its group. */
-static int find_allreduce(const clp_sched *b, int r, int s, int *group)
-{
-	const clp_rank_prog *p = &b->ranks[r];
-
-	for (int i = 0; i < p->nops; i++)
-		if (p->ops[i].kind == CLP_OP_ALLREDUCE && p->ops[i].what == CLP_RED_GRADS &&
-		    p->ops[i].stage == s) {
-			*group = p->ops[i].group;
-			return i;
-		}
-	return -1;
-}
 
 /* Duration of a K-FAC item on its rank, as the simulator will charge it. */
 static double item_time(const pf *P, const clp_op *op, int r)
@@ -77,6 +64,173 @@ static double item_time(const pf *P, const clp_op *op, int r)
 	if (op->kind == CLP_OP_KFAC_INV && op->factor && op->factor <= c->kfac_nfactors)
 		per_layer *= c->kfac_share[op->factor - 1];
 	return per_layer * clp_costs_time(c, op->stage, t, P->kind[r], P->speed[r]);
+}
+
+/* Preconditioning per step of stage s on rank r: the whole stage (layer -1) or one layer. */
+static double precond_time(const pf *P, int s, int layer, int r)
+{
+	const clp_stage_cost *sc = &P->o->costs->stages[s];
+	double part = layer >= 0 && sc->nlayers > 0 ? 1.0 / sc->nlayers : 1.0;
+
+	return part * clp_costs_time(P->o->costs, s, CLP_COST_KFAC_PRECOND, P->kind[r], P->speed[r]);
+}
+
+/* Inversion of every factor of one layer of stage s on rank r. */
+static double layer_inv_time(const pf *P, int s, int r)
+{
+	const clp_stage_cost *sc = &P->o->costs->stages[s];
+
+	return clp_costs_time(P->o->costs, s, CLP_COST_KFAC_INV, P->kind[r], P->speed[r]) /
+	       (sc->nlayers > 0 ? sc->nlayers : 1);
+}
+
+/* Rank r's K-FAC work of one refresh without split stages' inversions (factors of every
+ * micro-batch of every stage it holds, all inversions of its other stages) and its
+ * preconditioning per step of its other stages. */
+static void fixed_work(const pf *P, int r, double *work, double *prec)
+{
+	const clp_sched *b = P->base;
+	const clp_rank_prog *p = &b->ranks[r];
+
+	*work = *prec = 0;
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *o = &p->ops[i];
+		const clp_stage_info *si = &b->stages[o->stage >= 0 ? o->stage : 0];
+
+		if (o->kind == CLP_OP_FWD)
+			*work += clp_costs_time(P->o->costs, o->stage, CLP_COST_KFAC_CURV_A, P->kind[r],
+						P->speed[r]) +
+				 clp_costs_time(P->o->costs, o->stage, CLP_COST_KFAC_CURV_B, P->kind[r],
+						P->speed[r]);
+		if (o->kind != CLP_OP_OPT_STEP || (si->nlayers > 0 && P->owner[si->first_layer] >= 0))
+			continue;
+		*work += si->nlayers * layer_inv_time(P, o->stage, r);
+		*prec += precond_time(P, o->stage, -1, r);
+	}
+}
+
+/* K on rank r from its work and idle time per step (a large value when no idle time is left). */
+static double ratio(double work, double idle)
+{
+	return idle > EPS ? work / idle : 1e30 * (1 + work);
+}
+
+/* The holders of stage s (ranks with its OPT_STEP and gradient all-reduce) into hold[]. */
+static int holders(const clp_sched *b, int s, int *hold)
+{
+	int nh = 0, g;
+
+	for (int r = 0; r < b->nranks; r++)
+		for (int i = 0; i < b->ranks[r].nops; i++)
+			if (b->ranks[r].ops[i].kind == CLP_OP_OPT_STEP && b->ranks[r].ops[i].stage == s &&
+			    pf_find_allreduce(b, r, s, &g) >= 0) {
+				hold[nh++] = r;
+				break;
+			}
+	return nh;
+}
+
+/* Split ownership (opts.split): each layer of a stage with several holders gets one owner.
+ * Stage by stage, layer by layer, the owner is the holder whose bound (work / idle time left
+ * per step) grows least with it. Without split, or for a stage with one holder, the owner is
+ * -1 (every holder does everything). */
+static clp_status assign_owners(pf *P)
+{
+	const clp_sched *b = P->base;
+	double *work = calloc((size_t)b->nranks + 1, sizeof(double));
+	double *prec = calloc((size_t)b->nranks + 1, sizeof(double));
+	int *hold = calloc((size_t)b->nranks + 1, sizeof(int));
+
+	if (!work || !prec || !hold) {
+		free(work);
+		free(prec);
+		free(hold);
+		return clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
+	}
+	for (int l = 0; l < b->nlayers; l++)
+		P->owner[l] = -1;
+	for (int s = 0; P->o->split && s < b->nstages; s++) {
+		const clp_stage_info *si = &b->stages[s];
+		int nh = holders(b, s, hold);
+
+		if (nh < 2 || si->nlayers < 1)
+			continue;
+		for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
+			P->owner[l] = hold[0]; /* marks the stage split for fixed_work */
+	}
+	for (int r = 0; r < b->nranks; r++)
+		fixed_work(P, r, &work[r], &prec[r]);
+	for (int s = 0; s < b->nstages; s++) {
+		const clp_stage_info *si = &b->stages[s];
+		int nh;
+
+		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
+			continue;
+		nh = holders(b, s, hold);
+		for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
+			int best = -1;
+			double bv = 0;
+
+			for (int h = 0; h < nh; h++) {
+				int r = hold[h];
+				double v = ratio(work[r] + layer_inv_time(P, s, r),
+						 P->idle[r] - prec[r] - precond_time(P, s, l, r));
+
+				if (best < 0 || v < bv - EPS)
+					best = r, bv = v;
+			}
+			P->owner[l] = best;
+			work[best] += layer_inv_time(P, s, best);
+			prec[best] += precond_time(P, s, l, best);
+		}
+	}
+	free(work);
+	free(prec);
+	free(hold);
+	return CLP_OK;
+}
+
+/* The packing bound (clp_pf_report.bound) from the items made and the ownership. */
+static void packing_bound(const pf *P, clp_pf_report *rep)
+{
+	const clp_sched *b = P->base;
+
+	rep->bound = 1;
+	rep->bound_rank = -1;
+	for (int r = 0; r < b->nranks; r++) {
+		double work = 0, prec = 0, k;
+
+		for (int i = 0; i < P->nit; i++)
+			if (P->it[i].rank == r && !clp_op_is_collective(P->it[i].op.kind))
+				work += item_time(P, &P->it[i].op, r);
+		for (int i = 0; P->o->precondition && i < b->ranks[r].nops; i++) {
+			const clp_op *o = &b->ranks[r].ops[i];
+			const clp_stage_info *si = &b->stages[o->stage >= 0 ? o->stage : 0];
+
+			if (o->kind != CLP_OP_OPT_STEP)
+				continue;
+			if (si->nlayers < 1 || P->owner[si->first_layer] < 0) {
+				prec += precond_time(P, o->stage, -1, r);
+				continue;
+			}
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
+				prec += P->owner[l] == r ? precond_time(P, o->stage, l, r) : 0;
+		}
+		if (P->idle[r] - prec <= EPS && work > 0) {
+			rep->bound = 0; /* no idle time left: every item lengthens a step */
+			rep->bound_rank = r;
+			rep->bound_work_s = work;
+			rep->bound_idle_s = P->idle[r] - prec;
+			return;
+		}
+		k = work > 0 ? ceil(work / (P->idle[r] - prec) - 1e-9) : 1;
+		if (rep->bound_rank < 0 || k > rep->bound) {
+			rep->bound = k > 1 ? (int)k : 1;
+			rep->bound_rank = r;
+			rep->bound_work_s = work;
+			rep->bound_idle_s = P->idle[r] - prec;
+		}
+	}
 }
 
 /* Curvature items for every forward of the base, and per layer and factor an inversion. */
@@ -124,7 +278,7 @@ static clp_status make_items(pf *P)
 				continue;
 			si = &b->stages[o->stage];
 			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
-				for (int f = 0; f < nf; f++) {
+				for (int f = 0; f < nf && (P->owner[l] < 0 || P->owner[l] == r); f++) {
 					pf_item x = {0};
 
 					x.op = clp_op_make(CLP_OP_KFAC_INV, o->stage, o->pipe, o->chunk, -1);
@@ -145,7 +299,8 @@ static void reset_placement(pf *P)
 	for (int i = 0; i < P->nit; i++) {
 		pf_item *x = &P->it[i];
 
-		if (x->op.kind == CLP_OP_KFAC_SYNC) { /* remade each round */
+		if (x->op.kind == CLP_OP_KFAC_SYNC || x->op.kind == CLP_OP_KFAC_INV_SYNC) {
+			/* remade each round */
 			*x = P->it[--P->nit];
 			i--;
 			continue;
@@ -232,7 +387,7 @@ static void mark_forced(pf *P)
 		pf_item *x = &P->it[i];
 		double most = 0;
 
-		if (x->placed || x->op.kind == CLP_OP_KFAC_SYNC)
+		if (x->placed || clp_op_is_collective(x->op.kind))
 			continue;
 		for (int gi = 0; gi < P->ngaps; gi++)
 			if (P->gaps[gi].rank == x->rank && P->gaps[gi].t1 - P->gaps[gi].t0 > most)
@@ -267,6 +422,57 @@ static void link_layers(pf *P)
 	}
 }
 
+/* Inverse exchanges of split stages: one KFAC_INV_SYNC per layer just before the stage's
+ * gradient all-reduce, in the first step after the owners' last inversion of the stage (the
+ * same position and order on every member, like KFAC_SYNC). Raises *K to include it. */
+static clp_status make_inv_syncs(pf *P, int *K)
+{
+	const clp_sched *b = P->base;
+
+	for (int s = 0; s < b->nstages; s++) {
+		const clp_stage_info *si = &b->stages[s];
+		int k = 0, g = -1;
+
+		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
+			continue;
+		for (int r = 0; r < b->nranks; r++) {
+			int ar = pf_find_allreduce(b, r, s, &g);
+
+			for (int i = 0; ar >= 0 && i < P->nit; i++) {
+				const pf_item *c = &P->it[i];
+				int ks;
+
+				if (c->rank != r || c->op.stage != s || !c->placed ||
+				    c->op.kind != CLP_OP_KFAC_INV)
+					continue;
+				ks = c->j < ar ? c->step : c->step + 1;
+				k = ks > k ? ks : k;
+			}
+		}
+		for (int r = 0; r < b->nranks; r++) {
+			int ar = pf_find_allreduce(b, r, s, &g);
+
+			for (int l = si->first_layer; ar >= 0 && l < si->first_layer + si->nlayers; l++) {
+				pf_item x = {0};
+
+				x.op = clp_op_make(CLP_OP_KFAC_INV_SYNC, s, 0, 0, -1);
+				x.op.layer = l;
+				x.op.group = g;
+				x.rank = r;
+				x.dep = x.bwd = x.layer_last = x.sync = -1;
+				x.placed = 1;
+				x.step = k;
+				x.j = ar;
+				x.key = PF_SYNC;
+				x.seq = P->seq++;
+				CLP_TRY(add_item(P, &x));
+			}
+		}
+		*K = k + 1 > *K ? k + 1 : *K;
+	}
+	return CLP_OK;
+}
+
 /* Factor all-reduces: for each stage with several holders, one KFAC_SYNC per layer just before
  * the stage's gradient all-reduce, in the first step after every holder's last curvature item
  * of the stage. Returns the latest step used in *last. */
@@ -278,7 +484,7 @@ static clp_status make_syncs(pf *P, int *last)
 		int k = -1, g = -1, any = 0;
 
 		for (int r = 0; r < b->nranks; r++) {
-			int ar = find_allreduce(b, r, s, &g);
+			int ar = pf_find_allreduce(b, r, s, &g);
 
 			if (ar < 0)
 				continue;
@@ -298,7 +504,7 @@ static clp_status make_syncs(pf *P, int *last)
 			continue;
 		k = k < 0 ? 0 : k;
 		for (int r = 0; r < b->nranks; r++) {
-			int ar = find_allreduce(b, r, s, &g);
+			int ar = pf_find_allreduce(b, r, s, &g);
 			const clp_stage_info *si = &b->stages[s];
 
 			if (ar < 0)
@@ -392,7 +598,7 @@ static void place_forced(pf *P, int K, int inv)
 		pf_item *x = &P->it[i];
 		pf_gap *best = NULL;
 
-		if (x->placed || x->op.kind == CLP_OP_KFAC_SYNC ||
+		if (x->placed || clp_op_is_collective(x->op.kind) ||
 		    (x->op.kind == CLP_OP_KFAC_INV) != inv)
 			continue;
 		for (int gi = 0; gi < P->ngaps; gi++) {
@@ -443,7 +649,7 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 			int k = b->ranks[r].ops[i].kind;
 
 			opt += k == CLP_OP_OPT_STEP;
-			if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_PRECOND)
+			if (clp_op_is_kfac(k))
 				return clp_error(CLP_ERR_INVALID, "pipefisher: schedule %s already has "
 						 "K-FAC items (rank %d op %d)", b->name, r, i);
 		}
@@ -463,7 +669,7 @@ static clp_status round_at(pf *P, int *K)
 	reset_placement(P);
 	CLP_TRY(pf_timeline(P));
 	for (int i = 0; i < P->nit; i++)
-		if (P->it[i].op.kind != CLP_OP_KFAC_SYNC)
+		if (!clp_op_is_collective(P->it[i].op.kind))
 			P->it[i].dur = item_time(P, &P->it[i].op, P->it[i].rank);
 	mark_forced(P);
 	fill(P, CLP_OP_KFAC_CURV_A);
@@ -497,13 +703,19 @@ static clp_status round_at(pf *P, int *K)
 	for (int i = 0; i < P->nit; i++)
 		if (P->it[i].placed && P->it[i].step + 1 > *K)
 			*K = P->it[i].step + 1;
-	return CLP_OK;
+	return make_inv_syncs(P, K);
 }
 
 static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
 {
 	memset(rep, 0, sizeof(*rep));
 	rep->K = K;
+	for (int g = 0; g < P->ngaps; g++)
+		if (P->gaps[g].t1 - P->gaps[g].t0 > rep->max_gap_s)
+			rep->max_gap_s = P->gaps[g].t1 - P->gaps[g].t0;
+	for (int s = 0; s < P->base->nstages; s++)
+		rep->split_stages += P->base->stages[s].nlayers > 0 &&
+				     P->owner[P->base->stages[s].first_layer] >= 0;
 	rep->peak_kept = peak;
 	for (int i = 0; i < P->nit; i++) {
 		const pf_item *x = &P->it[i];
@@ -511,7 +723,10 @@ static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
 		rep->items++;
 		rep->immediate += x->immediate;
 		rep->forced += x->forced;
-		rep->kfac_s += x->op.kind == CLP_OP_KFAC_SYNC ? 0 : x->dur;
+		rep->kfac_s += clp_op_is_collective(x->op.kind) ? 0 : x->dur;
+		rep->exchanges += x->op.kind == CLP_OP_KFAC_INV_SYNC;
+		if (!clp_op_is_collective(x->op.kind) && x->dur > rep->max_item_s)
+			rep->max_item_s = x->dur;
 	}
 }
 
@@ -533,8 +748,15 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
 	P.o = o;
 	P.kind = calloc((size_t)base->nranks + 1, sizeof(int));
 	P.speed = calloc((size_t)base->nranks + 1, sizeof(double));
-	st = P.kind && P.speed ? make_items(&P) : clp_error(CLP_ERR_NOMEM, "pipefisher: out of "
-							       "host memory");
+	P.idle = calloc((size_t)base->nranks + 1, sizeof(double));
+	P.owner = calloc((size_t)base->nlayers + 1, sizeof(int));
+	st = P.kind && P.speed && P.idle && P.owner
+		     ? pf_base_idle(&P)
+		     : clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
+	if (st == CLP_OK)
+		st = assign_owners(&P);
+	if (st == CLP_OK)
+		st = make_items(&P);
 	P.kmax = o->max_steps < 4 ? o->max_steps : 4;
 	/* rounds: more steps while the work does not fit; more immediate factors while the
 	 * kept data exceeds the cap (both only grow, so this ends) */
@@ -563,6 +785,7 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
 		st = clp_sched_validate(s, 1);
 	if (st == CLP_OK) {
 		report(&P, K, peak, rep);
+		packing_bound(&P, rep);
 		st = pf_simulate(&P, s, &rep->step_s, &rep->util);
 		rep->step_s /= K;
 	}
@@ -584,6 +807,8 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
 	free(P.kind);
 	free(P.speed);
 	free(P.bwd_end);
+	free(P.idle);
+	free(P.owner);
 	if (st != CLP_OK) {
 		clp_sched_free(s);
 		return st;
@@ -619,7 +844,7 @@ clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle)
 		for (int i = 0; i < c->nops; i++) {
 			clp_op want;
 
-			if (c->ops[i].kind >= CLP_OP_KFAC_CURV_A && c->ops[i].kind <= CLP_OP_KFAC_PRECOND)
+			if (clp_op_is_kfac(c->ops[i].kind))
 				continue;
 			if (j == b->nops) {
 				j = 0;

@@ -56,18 +56,67 @@ static int slot_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* PRECOND of every stage whose OPT_STEP is base op j of rank r, into s at template step t. */
+int pf_find_allreduce(const clp_sched *b, int r, int s, int *group)
+{
+	const clp_rank_prog *p = &b->ranks[r];
+
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == CLP_OP_ALLREDUCE && p->ops[i].what == CLP_RED_GRADS &&
+		    p->ops[i].stage == s) {
+			*group = p->ops[i].group;
+			return i;
+		}
+	return -1;
+}
+
+/* Whether stage s's work is split between its holders (P->owner names its layers' owners). */
+static int split_stage(const pf *P, int s)
+{
+	const clp_stage_info *si = &P->base->stages[s];
+
+	return P->owner && si->nlayers > 0 && P->owner[si->first_layer] >= 0;
+}
+
+/* PRECOND of every stage whose OPT_STEP is base op j of rank r, into s at template step t
+ * (post = 0); split stages instead (post = 1, after their gradient all-reduce, base op j): the
+ * layers rank r owns, then the exchange. */
 static clp_status push_precond(const pf *P, clp_sched *s, int r, int j, int t, pf_origin *org,
-			       int64_t *n, int precond)
+			       int64_t *n, int precond, int post)
 {
 	const clp_op *b = &P->base->ranks[r].ops[j];
+	const clp_stage_info *si;
 	clp_op op;
+	int g = -1;
 
-	if (!precond || b->kind != CLP_OP_OPT_STEP)
+	if (!precond)
 		return CLP_OK;
-	op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
+	if (!post) {
+		if (b->kind != CLP_OP_OPT_STEP || split_stage(P, b->stage))
+			return CLP_OK;
+		op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
+		op.step = (uint16_t)t;
+		org[*n] = (pf_origin){t, j, -1};
+		(*n)++;
+		return clp_sched_push(s, r, &op);
+	}
+	if (b->kind != CLP_OP_ALLREDUCE || b->what != CLP_RED_GRADS || !split_stage(P, b->stage) ||
+	    pf_find_allreduce(P->base, r, b->stage, &g) != j)
+		return CLP_OK;
+	si = &P->base->stages[b->stage];
+	for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
+		if (P->owner[l] != r)
+			continue;
+		op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
+		op.layer = l;
+		op.step = (uint16_t)t;
+		org[*n] = (pf_origin){t, j + 1, PF_ORG_POST};
+		(*n)++;
+		CLP_TRY(clp_sched_push(s, r, &op));
+	}
+	op = clp_op_make(CLP_OP_KFAC_PREC_SYNC, b->stage, 0, 0, -1);
+	op.group = g;
 	op.step = (uint16_t)t;
-	org[*n] = (pf_origin){t, j, -1};
+	org[*n] = (pf_origin){t, j + 1, PF_ORG_POST};
 	(*n)++;
 	return clp_sched_push(s, r, &op);
 }
@@ -84,10 +133,17 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 
 	*out = NULL;
 	*orgp = NULL;
-	/* PRECOND items: one per OPT_STEP per step */
+	/* PRECOND items: one per OPT_STEP per step, or per layer and the exchange */
 	for (int r = 0; r < b->nranks; r++)
-		for (int i = 0; i < b->ranks[r].nops; i++)
-			total += b->ranks[r].ops[i].kind == CLP_OP_OPT_STEP ? nsteps : 0;
+		for (int i = 0; i < b->ranks[r].nops; i++) {
+			const clp_op *o = &b->ranks[r].ops[i];
+
+			total += o->kind == CLP_OP_OPT_STEP ? nsteps : 0;
+			total += o->kind == CLP_OP_ALLREDUCE && o->stage >= 0 &&
+					 o->stage < b->nstages
+				 ? (int64_t)nsteps * (b->stages[o->stage].nlayers + 1)
+				 : 0;
+		}
 	org = malloc((size_t)total * sizeof(*org));
 	if (!mine || !org) {
 		st = clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
@@ -120,7 +176,7 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 				}
 				if (j == nb)
 					continue;
-				st = push_precond(P, s, r, j, t, org, &n, precond);
+				st = push_precond(P, s, r, j, t, org, &n, precond, 0);
 				if (st == CLP_OK) {
 					clp_op op = b->ranks[r].ops[j];
 
@@ -128,6 +184,8 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 					org[n++] = (pf_origin){t, j, -1};
 					st = clp_sched_push(s, r, &op);
 				}
+				if (st == CLP_OK)
+					st = push_precond(P, s, r, j, t, org, &n, precond, 1);
 				if (st != CLP_OK)
 					goto fail;
 			}
@@ -156,6 +214,22 @@ static void sim_opts(const pf *P, clp_sim_opts *so)
 	so->layout = P->o->cluster ? P->o->layout : NULL;
 	so->eager_bytes = P->o->eager_bytes;
 	so->trace_limit = 0;
+}
+
+clp_status pf_base_idle(pf *P)
+{
+	clp_sim_opts so;
+	clp_sim_result r;
+
+	sim_opts(P, &so);
+	CLP_TRY(clp_sim_run(P->base, &so, &r));
+	for (int i = 0; i < P->base->nranks; i++) {
+		P->kind[i] = r.ranks[i].kind;
+		P->speed[i] = r.ranks[i].speed;
+		P->idle[i] = r.cycle_s - r.ranks[i].compute_s;
+	}
+	clp_sim_result_free(&r);
+	return CLP_OK;
 }
 
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util)
@@ -215,7 +289,8 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 		g.used = 0;
 		g.step = org[off + q].item >= 0 ? org[off + q].step : org[off + q].step - warm;
 		g.j = org[off + q].j;
-		if (org[off + q].item >= 0 && P->it[org[off + q].item].key == PF_IMMEDIATE)
+		if ((org[off + q].item >= 0 && P->it[org[off + q].item].key == PF_IMMEDIATE) ||
+		    org[off + q].item == PF_ORG_POST)
 			g.t1 = g.t0;
 		if (g.step < 0 || g.step >= P->kmax)
 			continue;
@@ -274,7 +349,7 @@ clp_status pf_timeline(pf *P)
 		st = rank_gaps(P, s, org, off, r, t0, t1, 1, &cap);
 		/* the end of each curvature item's backward in the cycle's first step */
 		for (int i = 0; st == CLP_OK && i < p->nops; i++)
-			if (org[off + i].item < 0 && org[off + i].step == 1)
+			if (org[off + i].item == -1 && org[off + i].step == 1)
 				for (int k = 0; k < P->nit; k++)
 					if (P->it[k].rank == r && P->it[k].bwd == org[off + i].j)
 						P->bwd_end[k] = t1[off + i];

@@ -31,7 +31,9 @@ typedef struct pf_gap {
 } pf_gap;
 
 /* Where an op of a built schedule comes from: base op j of template step `step` (item -1), or
- * item `item` (then j and step are its slot). */
+ * item `item` (then j and step are its slot), or (item PF_ORG_POST) the split preconditioning
+ * pushed after base op j - 1 (the stage's gradient all-reduce); no item may go before it. */
+#define PF_ORG_POST (-2)
 typedef struct pf_origin {
 	int step, j, item;
 } pf_origin;
@@ -48,6 +50,9 @@ typedef struct pf {
 	pf_gap *gaps;        /* of the last template, rank by rank in time order */
 	int ngaps;
 	double *bwd_end;     /* per item: end of the backward it follows (template) */
+	double *idle;        /* per rank: idle time of one base step */
+	int *owner;          /* per model layer: the rank that inverts and preconditions it; -1:
+			      * every holder of its stage (not split) */
 } pf;
 
 /* A schedule of nsteps steps of the base lists (op.step = template step) with the items that
@@ -58,6 +63,10 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out, p
 /* Simulate the template (warm step + kmax cycle steps with the immediate items): the gaps of
  * every rank (P->gaps) and each curvature item's backward end (P->bwd_end). */
 clp_status pf_timeline(pf *P);
+/* Simulate the base step: P->kind, P->speed and P->idle of every rank. */
+clp_status pf_base_idle(pf *P);
+/* Base index of rank r's gradient all-reduce of stage s (-1: none) and its group. */
+int pf_find_allreduce(const clp_sched *b, int r, int s, int *group);
 /* Simulate s with the pass's costs, cluster and layout: cycle time, utilisation. */
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util);
 

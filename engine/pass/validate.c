@@ -115,9 +115,15 @@ static clp_status check_fields(const vctx *v, int r, int i)
 			return op_fail(v, r, i, "%s is not in group %d", member ? "the root" : "the rank",
 				       op->group);
 	}
-	if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV &&
+	if (((k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV) || k == CLP_OP_KFAC_INV_SYNC) &&
 	    (op->layer < 0 || op->layer >= s->nlayers))
 		return op_fail(v, r, i, "layer out of range [0, %d)", s->nlayers);
+	if (k == CLP_OP_KFAC_PREC_SYNC && (op->stage < 0 || op->stage >= s->nstages))
+		return op_fail(v, r, i, "stage out of range [0, %d)", s->nstages);
+	if (k == CLP_OP_KFAC_PRECOND && op->layer >= 0 &&
+	    (op->layer < s->stages[op->stage].first_layer ||
+	     op->layer >= s->stages[op->stage].first_layer + s->stages[op->stage].nlayers))
+		return op_fail(v, r, i, "layer %d is not in stage %d", op->layer, op->stage);
 	return CLP_OK;
 }
 

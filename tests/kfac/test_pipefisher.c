@@ -59,7 +59,7 @@ static clp_sched *generate(int kind, int depth, int mb, int replicas)
 
 static int is_kfac(int k)
 {
-	return k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_PRECOND;
+	return clp_op_is_kfac(k);
 }
 
 /* Position of the first op on rank r at or after `from` matching the predicate fields. */
