@@ -59,9 +59,19 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 {
 	int any = 0;
 
-	for (int r = 0; r < e->s->nranks && !any; r++)
-		for (int i = 0; i < e->s->ranks[r].nops && !any; i++)
-			any = clp_op_is_kfac(e->s->ranks[r].ops[i].kind);
+	for (int r = 0; r < e->s->nranks; r++)
+		for (int i = 0; i < e->s->ranks[r].nops; i++) {
+			const clp_op *op = &e->s->ranks[r].ops[i];
+
+			any |= clp_op_is_kfac(op->kind);
+			if (op->kind == CLP_OP_KFAC_INV_SYNC || op->kind == CLP_OP_KFAC_PREC_SYNC ||
+			    (op->kind == CLP_OP_KFAC_INV && op->mb >= 0) ||
+			    (op->kind == CLP_OP_KFAC_PRECOND && op->layer >= 0))
+				return clp_error(CLP_ERR_UNSUPPORTED, "rank %d op %d (%s): the split "
+						 "PipeFisher work (clpipe sim --kfac-split) is not run "
+						 "by the executor yet; make the cycle without it", r, i,
+						 clp_op_kind_name(op->kind));
+		}
 	if (!any)
 		return CLP_OK;
 	if (o->interval != e->s->nsteps)

@@ -63,6 +63,8 @@ static double item_time(const pf *P, const clp_op *op, int r)
 
 	if (op->kind == CLP_OP_KFAC_INV && op->factor && op->factor <= c->kfac_nfactors)
 		per_layer *= c->kfac_share[op->factor - 1];
+	if (op->kind == CLP_OP_KFAC_INV && op->mb >= 0)
+		per_layer /= 3; /* one phase (sim_op_time charges the same) */
 	return per_layer * clp_costs_time(c, op->stage, t, P->kind[r], P->speed[r]);
 }
 
@@ -264,7 +266,7 @@ static clp_status make_items(pf *P)
 					x.rank = r;
 					x.dep = k ? bi : i;
 					x.bwd = bi;
-					x.layer_last = x.sync = -1;
+					x.layer_last = x.sync = x.prev = -1;
 					x.keep = k ? P->o->keep_b_bytes : P->o->keep_a_bytes;
 					CLP_TRY(add_item(P, &x));
 				}
@@ -285,7 +287,7 @@ static clp_status make_items(pf *P)
 					x.op.layer = l;
 					x.op.factor = (uint8_t)(P->o->costs->kfac_nfactors > 0 ? f + 1 : 0);
 					x.rank = r;
-					x.dep = x.bwd = x.layer_last = x.sync = -1;
+					x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
 					CLP_TRY(add_item(P, &x));
 				}
 		}
@@ -341,6 +343,9 @@ static int ready(const pf *P, const pf_item *x, const pf_gap *g)
 {
 	if (x->op.kind != CLP_OP_KFAC_INV)
 		return g->step > 0 || g->j > x->dep;
+	if (x->prev >= 0)
+		return P->it[x->prev].placed &&
+		       before(&P->it[x->prev], g->step, g->j, PF_GAP, P->seq);
 	if (x->layer_last < 0 || !P->it[x->layer_last].placed)
 		return 0;
 	if (!before(&P->it[x->layer_last], g->step, g->j, PF_GAP, P->seq))
@@ -424,14 +429,16 @@ static void link_layers(pf *P)
 
 /* Inverse exchanges of split stages: one KFAC_INV_SYNC per layer just before the stage's
  * gradient all-reduce, in the first step after the owners' last inversion of the stage (the
- * same position and order on every member, like KFAC_SYNC). Raises *K to include it. */
+ * same position and order on every member, like KFAC_SYNC); or, where that would need one more
+ * step, at the end of the step of the last inversion (after every base op; the members reach it
+ * at their step's end, in the same order). Raises *K to include it. */
 static clp_status make_inv_syncs(pf *P, int *K)
 {
 	const clp_sched *b = P->base;
 
 	for (int s = 0; s < b->nstages; s++) {
 		const clp_stage_info *si = &b->stages[s];
-		int k = 0, g = -1;
+		int k = 0, g = -1, last = 0, at_end;
 
 		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
 			continue;
@@ -447,8 +454,11 @@ static clp_status make_inv_syncs(pf *P, int *K)
 					continue;
 				ks = c->j < ar ? c->step : c->step + 1;
 				k = ks > k ? ks : k;
+				last = c->step > last ? c->step : last;
 			}
 		}
+		at_end = last < k;
+		k = at_end ? last : k;
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
 
@@ -459,10 +469,10 @@ static clp_status make_inv_syncs(pf *P, int *K)
 				x.op.layer = l;
 				x.op.group = g;
 				x.rank = r;
-				x.dep = x.bwd = x.layer_last = x.sync = -1;
+				x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
 				x.placed = 1;
 				x.step = k;
-				x.j = ar;
+				x.j = at_end ? b->ranks[r].nops : ar;
 				x.key = PF_SYNC;
 				x.seq = P->seq++;
 				CLP_TRY(add_item(P, &x));
@@ -516,7 +526,7 @@ static clp_status make_syncs(pf *P, int *last)
 				x.op.layer = l;
 				x.op.group = g;
 				x.rank = r;
-				x.dep = x.bwd = x.layer_last = x.sync = -1;
+				x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
 				x.placed = 1;
 				x.step = k;
 				x.j = ar;
@@ -660,6 +670,41 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 	return CLP_OK;
 }
 
+/* opts.split: an inversion longer than the shortest bubble (of 1 ms or more) of its rank is
+ * split into its three phases (KFAC_INV with op.mb 0, 1, 2), each run after the one before.
+ * Called before the round's collectives are made (items keep their indices). */
+static clp_status split_phases(pf *P)
+{
+	int n = P->nit;
+
+	for (int i = 0; P->o->split && i < n; i++) {
+		double least = INFINITY;
+		int prev = i;
+
+		if (P->it[i].op.kind != CLP_OP_KFAC_INV || P->it[i].op.mb >= 0)
+			continue;
+		for (int g = 0; g < P->ngaps; g++) {
+			double len = P->gaps[g].t1 - P->gaps[g].t0;
+
+			if (P->gaps[g].rank == P->it[i].rank && len >= 1e-3 && len < least)
+				least = len;
+		}
+		if (P->it[i].dur <= least + EPS)
+			continue;
+		P->it[i].op.mb = 0;
+		P->it[i].dur = item_time(P, &P->it[i].op, P->it[i].rank);
+		for (int ph = 1; ph < 3; ph++) {
+			pf_item x = P->it[i];
+
+			x.op.mb = ph;
+			x.prev = prev;
+			prev = P->nit;
+			CLP_TRY(add_item(P, &x));
+		}
+	}
+	return CLP_OK;
+}
+
 /* One round at the current kmax and immediate set: the timeline, then curvature, the factor
  * all-reduces, inversions. *K = the cycle length, or 0 when kmax steps were not enough. */
 static clp_status round_at(pf *P, int *K)
@@ -671,6 +716,7 @@ static clp_status round_at(pf *P, int *K)
 	for (int i = 0; i < P->nit; i++)
 		if (!clp_op_is_collective(P->it[i].op.kind))
 			P->it[i].dur = item_time(P, &P->it[i].op, P->it[i].rank);
+	CLP_TRY(split_phases(P));
 	mark_forced(P);
 	fill(P, CLP_OP_KFAC_CURV_A);
 	for (int i = 0; i < P->nit; i++)

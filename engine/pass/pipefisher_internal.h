@@ -17,6 +17,7 @@ typedef struct pf_item {
 	int bwd;       /* curvature: base index of the stage's backward of its micro-batch */
 	int layer_last; /* INV: index of the layer's last curvature item on the rank; -1 */
 	int sync;      /* INV: index of the layer's KFAC_SYNC item on the rank; -1 */
+	int prev;      /* INV phase: index of the phase before it; -1 */
 	double dur;
 	int64_t keep;  /* bytes kept when it runs after the backward */
 	int placed, immediate, forced, in_tmpl;

@@ -69,7 +69,9 @@ enum {
 /* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
  * K-FAC items (engine/pass/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
  * record in `step` (a cycle's first step, 0) and may sit later in the list, in a later step's
- * bubbles; KFAC_INV names one factor of the layer in `factor`. */
+ * bubbles; KFAC_INV names one factor of the layer in `factor`, and in `mb` one phase of its
+ * inversion (0 the Cholesky factor, 1 its triangular inverse, 2 the product X^T X; -1 all
+ * three); KFAC_PRECOND names in `layer` the one layer it preconditions (-1: the stage's). */
 typedef struct clp_op {
 	uint8_t kind;  /* clp_op_kind */
 	uint8_t pipe;  /* pipeline: 0, or Chimera's 0 = down, 1 = up */
