@@ -483,6 +483,48 @@ static clp_status make_inv_syncs(pf *P, int *K)
 	return CLP_OK;
 }
 
+/* Mid-step factor all-reduce (opts.split): where every holder of stage s finished its factors
+ * in gaps of one step k, all before any collective of its list or all at the step's end (after
+ * every base op), the stage's KFAC_SYNC can follow
+ * each holder's last factor item in that gap (P->mid_j[r]: its slot) instead of waiting for
+ * the gradient all-reduce, so the inversions start in the same step. *k: that step. */
+static int mid_slots(pf *P, int s, int *k)
+{
+	const clp_sched *b = P->base;
+	int step = -1, g, end = 0, at_end;
+
+	for (int r = 0; r < b->nranks; r++) {
+		const pf_item *last = NULL;
+		int coll = b->ranks[r].nops;
+
+		if (pf_find_allreduce(b, r, s, &g) < 0)
+			continue;
+		for (int i = 0; i < b->ranks[r].nops && coll == b->ranks[r].nops; i++)
+			if (clp_op_is_collective(b->ranks[r].ops[i].kind))
+				coll = i;
+		for (int i = 0; i < P->nit; i++) {
+			const pf_item *c = &P->it[i];
+
+			if (c->rank != r || c->op.stage != s || !c->placed ||
+			    (c->op.kind != CLP_OP_KFAC_CURV_A && c->op.kind != CLP_OP_KFAC_CURV_B))
+				continue;
+			if (!last || before(last, c->step, c->j, c->key, c->seq))
+				last = c;
+		}
+		at_end = last && last->j == b->ranks[r].nops;
+		if (!last || last->key != PF_GAP || last->forced || (last->j >= coll && !at_end) ||
+		    (step >= 0 && (last->step != step || at_end != end)))
+			return 0;
+		step = last->step;
+		end = at_end;
+		P->mid_j[r] = last->j;
+	}
+	if (step < 0 || step > *k)
+		return 0;
+	*k = step;
+	return 1;
+}
+
 /* Factor all-reduces: for each stage with several holders, one KFAC_SYNC per layer just before
  * the stage's gradient all-reduce, in the first step after every holder's last curvature item
  * of the stage. Returns the latest step used in *last. */
@@ -491,7 +533,7 @@ static clp_status make_syncs(pf *P, int *last)
 	const clp_sched *b = P->base;
 
 	for (int s = 0; s < b->nstages; s++) {
-		int k = -1, g = -1, any = 0;
+		int k = -1, g = -1, any = 0, mid;
 
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
@@ -513,6 +555,7 @@ static clp_status make_syncs(pf *P, int *last)
 		if (!any)
 			continue;
 		k = k < 0 ? 0 : k;
+		mid = P->mid_sync && mid_slots(P, s, &k);
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
 			const clp_stage_info *si = &b->stages[s];
@@ -529,8 +572,8 @@ static clp_status make_syncs(pf *P, int *last)
 				x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
 				x.placed = 1;
 				x.step = k;
-				x.j = ar;
-				x.key = PF_SYNC;
+				x.j = mid ? P->mid_j[r] : ar;
+				x.key = mid ? PF_GAP : PF_SYNC;
 				x.seq = P->seq++;
 				CLP_TRY(add_item(P, &x));
 			}
@@ -776,27 +819,25 @@ static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
 	}
 }
 
-clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
-			  clp_pf_report *rep)
+static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_sync,
+			   clp_sched **out, clp_pf_report *rep)
 {
 	pf P = {0};
-	clp_pf_report dummy;
 	clp_sched *s = NULL, *rb = NULL;
 	pf_origin *org = NULL;
 	int K = 0;
 	int64_t peak = 0;
 	clp_status st;
 
-	*out = NULL;
-	rep = rep ? rep : &dummy;
-	CLP_TRY(check_base(base, o));
 	P.base = base;
 	P.o = o;
+	P.mid_sync = mid_sync;
+	P.mid_j = calloc((size_t)base->nranks + 1, sizeof(int));
 	P.kind = calloc((size_t)base->nranks + 1, sizeof(int));
 	P.speed = calloc((size_t)base->nranks + 1, sizeof(double));
 	P.idle = calloc((size_t)base->nranks + 1, sizeof(double));
 	P.owner = calloc((size_t)base->nlayers + 1, sizeof(int));
-	st = P.kind && P.speed && P.idle && P.owner
+	st = P.kind && P.speed && P.idle && P.owner && P.mid_j
 		     ? pf_base_idle(&P)
 		     : clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
 	if (st == CLP_OK)
@@ -855,12 +896,28 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
 	free(P.bwd_end);
 	free(P.idle);
 	free(P.owner);
+	free(P.mid_j);
 	if (st != CLP_OK) {
 		clp_sched_free(s);
 		return st;
 	}
 	*out = s;
 	return CLP_OK;
+}
+
+clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
+			  clp_pf_report *rep)
+{
+	clp_pf_report dummy;
+	clp_status st;
+
+	*out = NULL;
+	rep = rep ? rep : &dummy;
+	CLP_TRY(check_base(base, o));
+	st = run_pass(base, o, o->split, out, rep);
+	if (st != CLP_OK && o->split) /* mid-step all-reduces the validator refused: without */
+		st = run_pass(base, o, 0, out, rep);
+	return st;
 }
 
 clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle)
