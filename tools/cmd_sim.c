@@ -364,7 +364,7 @@ static void print_pf(const clp_pf_report *p, int json)
 	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
 	if (p->bound > 0)
 		printf("             bound K >= %d: rank %d has %.6g ms of K-FAC work per refresh "
-		       "and %.6g ms idle per step left after preconditioning%s\n", p->bound,
+		       "and %.6g ms idle per step of the cycle after preconditioning%s\n", p->bound,
 		       p->bound_rank, p->bound_work_s * 1e3, p->bound_idle_s * 1e3,
 		       p->K > p->bound ? "; K is above it" : "; K is at it");
 	else

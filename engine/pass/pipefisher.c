@@ -192,7 +192,8 @@ static clp_status assign_owners(pf *P)
 	return CLP_OK;
 }
 
-/* The packing bound (clp_pf_report.bound) from the items made and the ownership. */
+/* The packing bound (clp_pf_report.bound) from the items made, the ownership and the time the
+ * cycle adds to a step (rep->added_s: a longer step leaves every rank more idle time). */
 static void packing_bound(const pf *P, clp_pf_report *rep)
 {
 	const clp_sched *b = P->base;
@@ -200,7 +201,7 @@ static void packing_bound(const pf *P, clp_pf_report *rep)
 	rep->bound = 1;
 	rep->bound_rank = -1;
 	for (int r = 0; r < b->nranks; r++) {
-		double work = 0, prec = 0, k;
+		double work = 0, prec = 0, k, idle;
 
 		for (int i = 0; i < P->nit; i++)
 			if (P->it[i].rank == r && !clp_op_is_collective(P->it[i].op.kind))
@@ -218,19 +219,20 @@ static void packing_bound(const pf *P, clp_pf_report *rep)
 			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
 				prec += P->owner[l] == r ? precond_time(P, o->stage, l, r) : 0;
 		}
-		if (P->idle[r] - prec <= EPS && work > 0) {
+		idle = P->idle[r] + (rep->added_s > 0 ? rep->added_s : 0) - prec;
+		if (idle <= EPS && work > 0) {
 			rep->bound = 0; /* no idle time left: every item lengthens a step */
 			rep->bound_rank = r;
 			rep->bound_work_s = work;
-			rep->bound_idle_s = P->idle[r] - prec;
+			rep->bound_idle_s = idle;
 			return;
 		}
-		k = work > 0 ? ceil(work / (P->idle[r] - prec) - 1e-9) : 1;
+		k = work > 0 ? ceil(work / idle - 1e-9) : 1;
 		if (rep->bound_rank < 0 || k > rep->bound) {
 			rep->bound = k > 1 ? (int)k : 1;
 			rep->bound_rank = r;
 			rep->bound_work_s = work;
-			rep->bound_idle_s = P->idle[r] - prec;
+			rep->bound_idle_s = idle;
 		}
 	}
 }
@@ -872,7 +874,6 @@ static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_
 		st = clp_sched_validate(s, 1);
 	if (st == CLP_OK) {
 		report(&P, K, peak, rep);
-		packing_bound(&P, rep);
 		st = pf_simulate(&P, s, &rep->step_s, &rep->util);
 		rep->step_s /= K;
 	}
@@ -886,6 +887,8 @@ static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_
 			st = pf_simulate(&P, rb, &rep->base_step_s, &rep->base_util);
 		rep->base_step_s /= K;
 		rep->added_s = rep->step_s - rep->base_step_s;
+		if (st == CLP_OK)
+			packing_bound(&P, rep);
 	}
 	clp_sched_free(rb);
 	free(org);

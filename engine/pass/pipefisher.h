@@ -70,9 +70,9 @@ typedef struct clp_pf_report {
 	double kfac_s;              /* K-FAC compute per cycle, summed over ranks */
 	int64_t peak_kept;          /* most kept bytes on one rank */
 	/* The packing bound: K >= ceil(work_s / idle_s) on every rank, work_s the K-FAC work of
-	 * one refresh on it (factors, its inversions), idle_s its idle time per step in the base
-	 * schedule less its preconditioning per step. bound: the largest over ranks (0: some rank
-	 * has no idle time left), on rank bound_rank. */
+	 * one refresh on it (factors, its inversions), idle_s its idle time per step of the cycle
+	 * (idle in the base step, plus added_s, less its preconditioning per step). bound: the
+	 * largest over ranks (0: some rank has no idle time left), on rank bound_rank. */
 	int bound, bound_rank;
 	double bound_work_s, bound_idle_s;
 	double max_item_s;          /* the longest K-FAC item */
