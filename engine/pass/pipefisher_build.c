@@ -299,10 +299,10 @@ static int cycle_step(const pf_origin *o, int warm)
 /* The gaps of one rank: after each compute op (and the sends and receives it posts next, and
  * any blocking send among them) until the next op that is not a send or receive starts. An item
  * put there goes before that op. Gaps whose next op is an immediate item have no room: the
- * item runs right after its forward / backward. A gap across a step boundary is split where
- * the step ends (step_end, the last op of the step on any rank): the part before is the end
- * of the earlier step (slot: after its last base op), so the cycle's last step can use its
- * drain; the part after is the next step's fill. */
+ * item runs right after its forward / backward. With opts.split, a gap across a step boundary
+ * is split where the step ends (step_end, the last op of the step on any rank): the part
+ * before is the end of the earlier step (slot: after its last base op), so the cycle's last
+ * step can use its drain; the part after is the next step's fill. */
 static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int64_t off, int r,
 			    const double *t0, const double *t1, int warm, int *cap,
 			    const double *step_end)
@@ -329,7 +329,8 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 		g.used = 0;
 		g.step = cycle_step(&org[off + q], warm);
 		si = cycle_step(&org[off + i], warm);
-		if (si >= 0 && si < g.step && si < P->kmax && step_end[si + warm] > g.t0 &&
+		if (P->o->split && si >= 0 && si < g.step && si < P->kmax &&
+		    step_end[si + warm] > g.t0 &&
 		    org[off + q].item != PF_ORG_POST) {
 			pf_gap e = g; /* the end of step si */
 
