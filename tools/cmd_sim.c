@@ -409,7 +409,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *c
 	po.eager_bytes = c->eager_bytes;
 	po.mem_cap = c->kfac_mem_cap;
 	po.max_steps = (int)c->kfac_max_steps;
-	po.split = c->kfac_split;
+	po.split = c->kfac_split ? CLP_PF_SPLIT_ALL : 0;
 	po.keep_a_bytes = c->kfac_keep_a ? c->kfac_keep_a : 7 * out_b;
 	po.keep_b_bytes = c->kfac_keep_b ? c->kfac_keep_b : 9 * out_b;
 	CLP_TRY(clp_pipefisher(*s, &po, &out, &rep));

@@ -104,10 +104,13 @@ static void fixed_work(const pf *P, int r, double *work, double *prec)
 						P->speed[r]) +
 				 clp_costs_time(P->o->costs, o->stage, CLP_COST_KFAC_CURV_B, P->kind[r],
 						P->speed[r]);
-		if (o->kind != CLP_OP_OPT_STEP || (si->nlayers > 0 && P->owner[si->first_layer] >= 0))
+		if (o->kind != CLP_OP_OPT_STEP)
 			continue;
-		*work += si->nlayers * layer_inv_time(P, o->stage, r);
-		*prec += precond_time(P, o->stage, -1, r);
+		if (!(P->o->split & CLP_PF_SPLIT_PREC) || si->nlayers < 1 ||
+		    P->owner[si->first_layer] < 0)
+			*prec += precond_time(P, o->stage, -1, r);
+		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
+			*work += si->nlayers * layer_inv_time(P, o->stage, r);
 	}
 }
 
@@ -151,7 +154,7 @@ static clp_status assign_owners(pf *P)
 	}
 	for (int l = 0; l < b->nlayers; l++)
 		P->owner[l] = -1;
-	for (int s = 0; P->o->split && s < b->nstages; s++) {
+	for (int s = 0; (P->o->split & CLP_PF_SPLIT_INV) && s < b->nstages; s++) {
 		const clp_stage_info *si = &b->stages[s];
 		int nh = holders(b, s, hold);
 
@@ -164,7 +167,7 @@ static clp_status assign_owners(pf *P)
 		fixed_work(P, r, &work[r], &prec[r]);
 	for (int s = 0; s < b->nstages; s++) {
 		const clp_stage_info *si = &b->stages[s];
-		int nh;
+		int nh, pre = (P->o->split & CLP_PF_SPLIT_PREC) != 0;
 
 		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
 			continue;
@@ -176,14 +179,14 @@ static clp_status assign_owners(pf *P)
 			for (int h = 0; h < nh; h++) {
 				int r = hold[h];
 				double v = ratio(work[r] + layer_inv_time(P, s, r),
-						 P->idle[r] - prec[r] - precond_time(P, s, l, r));
+						 P->idle[r] - prec[r] - pre * precond_time(P, s, l, r));
 
 				if (best < 0 || v < bv - EPS)
 					best = r, bv = v;
 			}
 			P->owner[l] = best;
 			work[best] += layer_inv_time(P, s, best);
-			prec[best] += precond_time(P, s, l, best);
+			prec[best] += pre * precond_time(P, s, l, best);
 		}
 	}
 	free(work);
@@ -212,7 +215,8 @@ static void packing_bound(const pf *P, clp_pf_report *rep)
 
 			if (o->kind != CLP_OP_OPT_STEP)
 				continue;
-			if (si->nlayers < 1 || P->owner[si->first_layer] < 0) {
+			if (!(P->o->split & CLP_PF_SPLIT_PREC) || si->nlayers < 1 ||
+			    P->owner[si->first_layer] < 0) {
 				prec += precond_time(P, o->stage, -1, r);
 				continue;
 			}
@@ -722,7 +726,7 @@ static clp_status split_phases(pf *P)
 {
 	int n = P->nit;
 
-	for (int i = 0; P->o->split && i < n; i++) {
+	for (int i = 0; (P->o->split & CLP_PF_SPLIT_PHASES) && i < n; i++) {
 		double least = INFINITY;
 		int prev = i;
 
@@ -917,8 +921,8 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
 	*out = NULL;
 	rep = rep ? rep : &dummy;
 	CLP_TRY(check_base(base, o));
-	st = run_pass(base, o, o->split, out, rep);
-	if (st != CLP_OK && o->split) /* mid-step all-reduces the validator refused: without */
+	st = run_pass(base, o, (o->split & CLP_PF_SPLIT_SYNC) != 0, out, rep);
+	if (st != CLP_OK && (o->split & CLP_PF_SPLIT_SYNC)) /* mid-step all-reduces the validator refused: without */
 		st = run_pass(base, o, 0, out, rep);
 	return st;
 }

@@ -52,10 +52,22 @@ typedef struct clp_pf_opts {
 	int64_t mem_cap;             /* kept bytes per rank at most; < 0: no cap */
 	int max_steps;               /* the largest K to try */
 	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
-	int split;                   /* split each layer's inversion and preconditioning between
-				      * the holders of its stage (default 0; the executor does not
-				      * run the split work yet) */
+	int split;                   /* CLP_PF_SPLIT_* bits (default 0) */
 } clp_pf_opts;
+
+/* What opts.split turns on (docs/KFAC.md, "Splitting the work"): */
+enum {
+	CLP_PF_SPLIT_INV = 1,    /* one owner inverts each layer of a stage with several holders;
+				  * KFAC_INV_SYNC brings the inverses to the others */
+	CLP_PF_SPLIT_PREC = 2,   /* (with INV) the owner alone preconditions it; KFAC_PREC_SYNC
+				  * (not run by the executor yet) */
+	CLP_PF_SPLIT_PHASES = 4, /* inversions longer than the shortest bubble in three phases
+				  * (not run by the executor yet) */
+	CLP_PF_SPLIT_SYNC = 8,   /* factor all-reduces mid-step where the holders allow; the
+				  * cycle's last step uses its drain */
+	CLP_PF_SPLIT_RUN = CLP_PF_SPLIT_INV | CLP_PF_SPLIT_SYNC, /* what the executor runs */
+	CLP_PF_SPLIT_ALL = 15,
+};
 
 void clp_pf_opts_default(clp_pf_opts *o);
 

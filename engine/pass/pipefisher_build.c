@@ -74,7 +74,8 @@ static int split_stage(const pf *P, int s)
 {
 	const clp_stage_info *si = &P->base->stages[s];
 
-	return P->owner && si->nlayers > 0 && P->owner[si->first_layer] >= 0;
+	return (P->o->split & CLP_PF_SPLIT_PREC) && P->owner && si->nlayers > 0 &&
+	       P->owner[si->first_layer] >= 0;
 }
 
 /* Whether base op j of rank r is the gradient all-reduce of a split stage. */
@@ -329,7 +330,7 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 		g.used = 0;
 		g.step = cycle_step(&org[off + q], warm);
 		si = cycle_step(&org[off + i], warm);
-		if (P->o->split && si >= 0 && si < g.step && si < P->kmax &&
+		if ((P->o->split & CLP_PF_SPLIT_SYNC) && si >= 0 && si < g.step && si < P->kmax &&
 		    step_end[si + warm] > g.t0 &&
 		    org[off + q].item != PF_ORG_POST) {
 			pf_gap e = g; /* the end of step si */

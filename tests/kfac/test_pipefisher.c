@@ -412,7 +412,7 @@ static void test_split(void)
 		o.costs = co;
 		o.keep_a_bytes = o.keep_b_bytes = 100;
 		CHECK_OK(clp_pipefisher(b, &o, &c0, &r0));
-		o.split = 1;
+		o.split = CLP_PF_SPLIT_ALL;
 		CHECK_OK(clp_pipefisher(b, &o, &c1, &r1));
 		if (!c0 || !c1)
 			goto next;
@@ -454,7 +454,7 @@ next:
 			clp_pf_opts_default(&o);
 			o.costs = co;
 			CHECK_OK(clp_pipefisher(b, &o, &c0, &r0));
-			o.split = 1;
+			o.split = CLP_PF_SPLIT_ALL;
 			CHECK_OK(clp_pipefisher(b, &o, &c1, &r1));
 		}
 		for (int r = 0; c1 && r < c1->nranks; r++)
