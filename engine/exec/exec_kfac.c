@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/ops.h"
 #include "engine/exec/exec_internal.h"
 
 /* The K-FAC optimizer's state in an executor. */
@@ -64,12 +65,13 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 			const clp_op *op = &e->s->ranks[r].ops[i];
 
 			any |= clp_op_is_kfac(op->kind);
-			if (op->kind == CLP_OP_KFAC_INV_SYNC || op->kind == CLP_OP_KFAC_PREC_SYNC ||
+			if (op->kind == CLP_OP_KFAC_PREC_SYNC ||
 			    (op->kind == CLP_OP_KFAC_INV && op->mb >= 0) ||
 			    (op->kind == CLP_OP_KFAC_PRECOND && op->layer >= 0))
 				return clp_error(CLP_ERR_UNSUPPORTED, "rank %d op %d (%s): the split "
-						 "PipeFisher work (clpipe sim --kfac-split) is not run "
-						 "by the executor yet; make the cycle without it", r, i,
+						 "preconditioning and inversion phases (clpipe sim "
+						 "--kfac-split) are not run by the executor yet; make the "
+						 "cycle without them", r, i,
 						 clp_op_kind_name(op->kind));
 		}
 	if (!any)
@@ -173,7 +175,14 @@ static clp_status kfac_step_begin(clp_exec *e, void *state, const clp_exec_data 
 
 /* Factors summed over a stage's holders (host staging, as the gradient all-reduce): factors
  * f0 .. f1 - 1 of the given layers of local stage i, in one message. */
-static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1, const char *label)
+/* The factors (inv 0) or the next inverses (inv 1) of layers l0..l1-1 of local stage i. */
+static clp_buf sync_buf(const clp_kfac_opt *ko, int inv, int l, int f)
+{
+	return inv ? clp_kfac_opt_inverse(ko, l, f, 1) : clp_kfac_opt_factor(ko, l, f);
+}
+
+static clp_status sync_bufs(clp_exec *e, kst *k, int i, int g, int l0, int l1, int inv,
+			    const char *label)
 {
 	clp_kfac_opt *ko = k->opt[i];
 	int nf = clp_kfac_opt_nfactors(ko);
@@ -189,10 +198,10 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 		for (int f = 0; f < nf; f++)
 			total += clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 	if (!(h = malloc((total ? total : 1) * sizeof(float))))
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC factors");
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
 	for (int l = l0; s == CLP_OK && l < l1; l++)
 		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = clp_kfac_opt_factor(ko, l, f);
+			clp_buf b = sync_buf(ko, inv, l, f);
 			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 
 			s = clp_cl_read(e->ctx, b.mem, b.off * 4, n * 4, h + off);
@@ -203,7 +212,7 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 	off = 0;
 	for (int l = l0; s == CLP_OK && l < l1; l++)
 		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = clp_kfac_opt_factor(ko, l, f);
+			clp_buf b = sync_buf(ko, inv, l, f);
 			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 
 			s = clp_cl_write(e->ctx, b.mem, b.off * 4, n * 4, h + off);
@@ -211,6 +220,36 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 		}
 	free(h);
 	return s;
+}
+
+static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1, const char *label)
+{
+	return sync_bufs(e, k, i, g, l0, l1, 0, label);
+}
+
+/* KFAC_INV_SYNC (a split cycle, docs/KFAC.md): the layer's owner (the rank whose list inverts
+ * it) contributes its next inverses, the others zeros, so every holder ends with the owner's
+ * bitwise. The damping statistics need not travel: preconditioning reads only the inverses
+ * (a flagged factor's inverse is the identity). */
+static clp_status sync_inverses(clp_exec *e, kst *k, int i, const clp_op *op)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	clp_kfac_opt *ko = k->opt[i];
+	int owner = 0;
+
+	if (op->group < 0 || op->group >= e->s->ngroups)
+		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_INV_SYNC of layer %d: group %d of %d",
+				 e->rank, op->layer, op->group, e->s->ngroups);
+	if (e->s->groups[op->group].n < 2)
+		return CLP_OK;
+	for (int j = 0; j < p->nops && !owner; j++)
+		owner = p->ops[j].kind == CLP_OP_KFAC_INV && p->ops[j].layer == op->layer;
+	for (int f = 0; !owner && f < clp_kfac_opt_nfactors(ko); f++) {
+		size_t d = clp_kfac_opt_factor_dim(ko, f);
+
+		CLP_TRY(clp_cl_fill(e->ctx, sync_buf(ko, 1, op->layer, f), 0.0f, d * d));
+	}
+	return sync_bufs(e, k, i, op->group, op->layer, op->layer + 1, 1, "K-FAC inverses");
 }
 
 static int multi_holder(const clp_exec *e, const kst *k, int i)
@@ -451,6 +490,8 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 		if (e->s->groups[op->group].n < 2)
 			return CLP_OK;
 		return sync_factors(e, k, i, op->group, op->layer, op->layer + 1, "K-FAC factors");
+	case CLP_OP_KFAC_INV_SYNC:
+		return sync_inverses(e, k, i, op);
 	case CLP_OP_KFAC_INV:
 		k->inverted = 1;
 		return clp_kfac_opt_invert(ko, op->layer, op->factor - 1);
@@ -480,7 +521,8 @@ static int kfac_skip_item(void *state, const clp_op *op)
 {
 	const kst *k = state;
 
-	return k->cycle0 && op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_INV;
+	return k->cycle0 && ((op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_INV) ||
+			     op->kind == CLP_OP_KFAC_INV_SYNC);
 }
 
 /* Factors and inverses of the stages this rank saves. */

@@ -228,6 +228,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	po.keep_a_bytes = ka;
 	po.keep_b_bytes = kb;
 	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	po.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	st = clp_pipefisher(base, &po, cycle, &rep);
 	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_stage_cost *t = &c->stages[0];

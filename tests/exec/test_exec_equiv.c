@@ -14,7 +14,8 @@
  * stage, then over ranks in double, an order one device does not use), "pfrecompute" the same
  * with recomputation in the pipeline (factor A items wait for the backward's inputs), "pfclose"
  * normalised error <= 1e-4 (Chimera: the factor all-reduce adds the twins' halves in another
- * order), "pfresume" a run resumed at step K equals the uninterrupted one bitwise and
+ * order), "pfsplit" as "pfclose" with pipeline.pipefisher_split (each layer inverted by one
+ * holder, its inverses exchanged), "pfresume" a run resumed at step K equals the uninterrupted one bitwise and
  * reuses the checkpoint's cycle although its cost table would give another.
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
  * checkpoints tensor by tensor. */
@@ -79,6 +80,7 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->kfac.interval = pfK > 0 ? pfK : 1;
 		c->pipeline.pipefisher = pipelined;
 		c->train.recompute = pipelined && !strcmp(mode, "pfrecompute");
+		c->pipeline.pipefisher_split = pipelined && !strcmp(mode, "pfsplit");
 		if (pipelined)
 			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
 				 "%s/costs%s.json", dir, strstr(sub, "resumed") ? "-other" : "");
