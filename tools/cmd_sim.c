@@ -33,6 +33,7 @@ typedef struct sim_cfg {
 	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
 	int full_trace, json, bench;
 	int pipefisher, kfac_split;
+	long kfac_split_bits;
 	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
 } sim_cfg;
@@ -110,6 +111,10 @@ static const clp_cfg_field fields[] = {
 	F(kfac_split, "kfac_split", CLP_CFG_BOOL, "false", "PipeFisher: split each layer's "
 	  "inversion and preconditioning between the holders of its stage (Chimera's two "
 	  "pipelines, replicas) and exchange the results", 0, 0, NULL),
+	F(kfac_split_bits, "kfac_split_bits", CLP_CFG_INT, "0", "PipeFisher: parts of the split "
+	  "(bits: 1 inversions, 2 preconditioning, 4 inversion phases, 8 mid-step all-reduces and "
+	  "the last step's drain; 9 is what clpipe train runs with pipeline.pipefisher_split)", 0,
+	  15, NULL),
 	F(kfac_mem_cap, "kfac_mem_cap", CLP_CFG_INT, "-1", "PipeFisher: bytes of kept inputs and "
 	  "output gradients per rank (-1: no cap)", -1, 1e18, NULL),
 	F(kfac_max_steps, "kfac_max_steps", CLP_CFG_INT, "256", "PipeFisher: the largest cycle",
@@ -128,7 +133,8 @@ static void usage(void)
 	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
 	       "                  [--cluster F] [--layout F]\n"
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
-	       "                  [--pipefisher [--kfac-split] [--kfac-mem-cap BYTES]]\n"
+	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
+	       "                                [--kfac-mem-cap BYTES]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -409,7 +415,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *c
 	po.eager_bytes = c->eager_bytes;
 	po.mem_cap = c->kfac_mem_cap;
 	po.max_steps = (int)c->kfac_max_steps;
-	po.split = c->kfac_split ? CLP_PF_SPLIT_ALL : 0;
+	po.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
 	po.keep_a_bytes = c->kfac_keep_a ? c->kfac_keep_a : 7 * out_b;
 	po.keep_b_bytes = c->kfac_keep_b ? c->kfac_keep_b : 9 * out_b;
 	CLP_TRY(clp_pipefisher(*s, &po, &out, &rep));
