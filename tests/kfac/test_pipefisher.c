@@ -436,6 +436,29 @@ static void test_split(void)
 		c2 = copy_of(c1);
 		if (c == 0)
 			check_split_rejects(c1);
+		clp_sched_free(c2);
+		c2 = NULL;
+		o.split = CLP_PF_SPLIT_RUN; /* what the executor runs: no split preconditioning */
+		CHECK_OK(clp_pipefisher(b, &o, &c2, &r1));
+		for (int r = 0; c2 && r < c2->nranks; r++) {
+			int isync = 0;
+
+			for (int i = 0; i < c2->ranks[r].nops; i++) {
+				const clp_op *x = &c2->ranks[r].ops[i];
+
+				isync += x->kind == CLP_OP_KFAC_INV_SYNC;
+				CHECK(x->kind != CLP_OP_KFAC_PREC_SYNC &&
+				      (x->kind != CLP_OP_KFAC_PRECOND || x->layer < 0) &&
+				      (x->kind != CLP_OP_KFAC_INV || x->mb < 0),
+				      "%s: rank %d op %d: split preconditioning or a phase in the runnable "
+				      "split", what, r, i);
+			}
+			CHECK(isync > 0, "%s: rank %d exchanges no inverses", what, r);
+		}
+		if (c2)
+			CHECK(clp_sched_validate(c2, 1) == CLP_OK && r1.K >= r1.bound &&
+			      r1.split_stages == b->nstages, "%s: runnable split: %s (K %d, bound %d)",
+			      what, clp_last_error(), r1.K, r1.bound);
 next:
 		clp_sched_free(c0);
 		clp_sched_free(c1);
