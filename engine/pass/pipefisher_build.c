@@ -88,36 +88,34 @@ static int split_allreduce(const pf *P, int r, int j)
 	       pf_find_allreduce(P->base, r, b->stage, &g) == j;
 }
 
-/* PRECOND of every stage whose OPT_STEP is base op j of rank r, into s at template step t
- * (post = 0); split stages instead (post = 1, after the rank's last gradient all-reduce of a
- * split stage, base op j): for each split stage in the order of their all-reduces, the layers
- * rank r owns, then the exchanges in the same order (so the holders, which own different
- * numbers of layers of each stage, wait for each other once). */
+/* PRECOND of the stage whose OPT_STEP is base op j of rank r, into s at template step t; for
+ * split stages, before the rank's first OPT_STEP of one (after every collective before it: the
+ * gradient all-reduces and the norm read the raw gradients): for each split stage in the order
+ * of their gradient all-reduces, the layers rank r owns, then the exchanges in the same order
+ * (so the holders, which own different numbers of layers of each stage, wait for each other
+ * once). */
 static clp_status push_precond(const pf *P, clp_sched *s, int r, int j, int t, pf_origin *org,
-			       int64_t *n, int precond, int post)
+			       int64_t *n, int precond)
 {
 	const clp_op *b = &P->base->ranks[r].ops[j];
 	const clp_stage_info *si;
 	clp_op op;
 
-	if (!precond)
+	if (!precond || b->kind != CLP_OP_OPT_STEP)
 		return CLP_OK;
-	if (!post) {
-		if (b->kind != CLP_OP_OPT_STEP || split_stage(P, b->stage))
-			return CLP_OK;
+	if (!split_stage(P, b->stage)) {
 		op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
 		op.step = (uint16_t)t;
 		org[*n] = (pf_origin){t, j, -1};
 		(*n)++;
 		return clp_sched_push(s, r, &op);
 	}
-	if (!split_allreduce(P, r, j))
-		return CLP_OK;
-	for (int i = j + 1; i < P->base->ranks[r].nops; i++)
-		if (split_allreduce(P, r, i))
-			return CLP_OK; /* not the last */
+	for (int i = 0; i < j; i++)
+		if (P->base->ranks[r].ops[i].kind == CLP_OP_OPT_STEP &&
+		    split_stage(P, P->base->ranks[r].ops[i].stage))
+			return CLP_OK; /* not the first: done */
 	for (int pass = 0; pass < 2; pass++)
-		for (int i = 0; i <= j; i++) {
+		for (int i = 0; i < P->base->ranks[r].nops; i++) {
 			if (!split_allreduce(P, r, i))
 				continue;
 			b = &P->base->ranks[r].ops[i];
@@ -126,7 +124,7 @@ static clp_status push_precond(const pf *P, clp_sched *s, int r, int j, int t, p
 				op = clp_op_make(CLP_OP_KFAC_PREC_SYNC, b->stage, 0, 0, -1);
 				op.group = b->group;
 				op.step = (uint16_t)t;
-				org[*n] = (pf_origin){t, j + 1, PF_ORG_POST};
+				org[*n] = (pf_origin){t, j, -1};
 				(*n)++;
 				CLP_TRY(clp_sched_push(s, r, &op));
 				continue;
@@ -144,7 +142,7 @@ static clp_status push_precond(const pf *P, clp_sched *s, int r, int j, int t, p
 						 o ? o->chunk : 0, -1);
 				op.layer = l;
 				op.step = (uint16_t)t;
-				org[*n] = (pf_origin){t, j + 1, PF_ORG_POST};
+				org[*n] = (pf_origin){t, j, -1};
 				(*n)++;
 				CLP_TRY(clp_sched_push(s, r, &op));
 			}
@@ -207,7 +205,7 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 				}
 				if (j == nb)
 					continue;
-				st = push_precond(P, s, r, j, t, org, &n, precond, 0);
+				st = push_precond(P, s, r, j, t, org, &n, precond);
 				if (st == CLP_OK) {
 					clp_op op = b->ranks[r].ops[j];
 
@@ -215,8 +213,6 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 					org[n++] = (pf_origin){t, j, -1};
 					st = clp_sched_push(s, r, &op);
 				}
-				if (st == CLP_OK)
-					st = push_precond(P, s, r, j, t, org, &n, precond, 1);
 				if (st != CLP_OK)
 					goto fail;
 			}
@@ -331,8 +327,7 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 		g.step = cycle_step(&org[off + q], warm);
 		si = cycle_step(&org[off + i], warm);
 		if ((P->o->split & CLP_PF_SPLIT_SYNC) && si >= 0 && si < g.step && si < P->kmax &&
-		    step_end[si + warm] > g.t0 &&
-		    org[off + q].item != PF_ORG_POST) {
+		    step_end[si + warm] > g.t0) {
 			pf_gap e = g; /* the end of step si */
 
 			e.t1 = step_end[si + warm] < g.t1 ? step_end[si + warm] : g.t1;
@@ -342,8 +337,7 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 			g.t0 = e.t1;
 		}
 		g.j = org[off + q].j;
-		if ((org[off + q].item >= 0 && P->it[org[off + q].item].key == PF_IMMEDIATE) ||
-		    org[off + q].item == PF_ORG_POST)
+		if (org[off + q].item >= 0 && P->it[org[off + q].item].key == PF_IMMEDIATE)
 			g.t1 = g.t0;
 		if (g.step < 0 || g.step >= P->kmax)
 			continue;

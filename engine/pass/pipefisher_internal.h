@@ -32,9 +32,7 @@ typedef struct pf_gap {
 } pf_gap;
 
 /* Where an op of a built schedule comes from: base op j of template step `step` (item -1), or
- * item `item` (then j and step are its slot), or (item PF_ORG_POST) the split preconditioning
- * pushed after base op j - 1 (the stage's gradient all-reduce); no item may go before it. */
-#define PF_ORG_POST (-2)
+ * item `item` (then j and step are its slot). */
 typedef struct pf_origin {
 	int step, j, item;
 } pf_origin;
