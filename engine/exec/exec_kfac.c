@@ -65,13 +65,10 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 			const clp_op *op = &e->s->ranks[r].ops[i];
 
 			any |= clp_op_is_kfac(op->kind);
-			if (op->kind == CLP_OP_KFAC_PREC_SYNC ||
-			    (op->kind == CLP_OP_KFAC_INV && op->mb >= 0) ||
-			    (op->kind == CLP_OP_KFAC_PRECOND && op->layer >= 0))
-				return clp_error(CLP_ERR_UNSUPPORTED, "rank %d op %d (%s): the split "
-						 "preconditioning and inversion phases (clpipe sim "
-						 "--kfac-split) are not run by the executor yet; make the "
-						 "cycle without them", r, i,
+			if (op->kind == CLP_OP_KFAC_INV && op->mb >= 0)
+				return clp_error(CLP_ERR_UNSUPPORTED, "rank %d op %d (%s): inversion "
+						 "phases (clpipe sim --kfac-split) are not run by the "
+						 "executor yet; make the cycle without them", r, i,
 						 clp_op_kind_name(op->kind));
 		}
 	if (!any)
@@ -335,14 +332,119 @@ static clp_status precondition(clp_exec *e, kst *k, int i)
 	return clp_kfac_opt_precondition(k->opt[i]);
 }
 
+/* Whether this rank preconditions local stage i layer by layer (a split cycle); mine[] (may be
+ * NULL) gets the layers it owns. */
+static int split_layers(const clp_exec *e, int i, uint8_t *mine)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	int f = clp_stage_first_layer(e->ls[i].st), n = clp_stage_nlayers(e->ls[i].st), any = 0;
+
+	for (int j = 0; j < p->nops; j++) {
+		const clp_op *o = &p->ops[j];
+
+		if (o->kind != CLP_OP_KFAC_PRECOND || o->stage != e->ls[i].stage || o->layer < f ||
+		    o->layer >= f + n)
+			continue;
+		any = 1;
+		if (mine)
+			mine[o->layer - f] = 1;
+	}
+	return any;
+}
+
+/* KFAC_PRECOND(stage, layer) of a split cycle: the first of the step preconditions every layer
+ * the rank owns and zeroes the others' gradients (the exchange, KFAC_PREC_SYNC, follows). */
+static clp_status precondition_split(clp_exec *e, kst *k, int i)
+{
+	uint8_t *mine;
+	clp_status st;
+
+	if (k->step == 0 && !k->refreshed) {
+		k->refreshed = 1;
+		CLP_TRY(refresh(e, k));
+	}
+	if (k->pre[i])
+		return CLP_OK;
+	k->pre[i] = 1;
+	mine = calloc((size_t)clp_stage_nlayers(e->ls[i].st) + 1, 1);
+	if (!mine)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
+	split_layers(e, i, mine);
+	st = clp_kfac_opt_precondition_mine(k->opt[i], mine);
+	free(mine);
+	return st;
+}
+
+/* KFAC_PREC_SYNC: the preconditioned gradients of the stage's K-FAC layers (each from its
+ * owner, zeros from the others) and the KL sum's parts, summed over the group. */
+static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
+{
+	clp_kfac_opt *ko = k->opt[i];
+	int f = clp_stage_first_layer(e->ls[i].st), nl = clp_stage_nlayers(e->ls[i].st), g = op->group;
+	clp_comm *c;
+	clp_buf b[8];
+	size_t n[8], total = 1, off = 0;
+	float *h;
+	clp_buf kl = clp_kfac_opt_kl_sum(ko);
+	clp_status s = CLP_OK;
+
+	if (g < 0 || g >= e->s->ngroups)
+		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_PREC_SYNC of stage %d: group %d of %d",
+				 e->rank, op->stage, g, e->s->ngroups);
+	if (!k->pre[i])
+		return clp_error(CLP_ERR_STATE, "rank %d: KFAC_PREC_SYNC of stage %d before its "
+				 "preconditioning", e->rank, op->stage);
+	if (e->s->groups[g].n < 2)
+		return CLP_OK;
+	c = e->s->groups[g].n == clp_comm_size(e->comm) ? e->comm : e->gcomm[g];
+	if (!c)
+		return clp_error(CLP_ERR_STATE, "rank %d: preconditioned gradients of group %d, "
+				 "which it is not in", e->rank, g);
+	for (int l = f; l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; q < m; q++)
+			total += n[q];
+	}
+	if (!(h = malloc(total * sizeof(float))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC gradients");
+	for (int l = f; s == CLP_OK && l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
+			s = clp_cl_read(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
+	}
+	if (s == CLP_OK)
+		s = clp_cl_read(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+	if (s == CLP_OK)
+		s = clp_comm_allreduce_sum(c, CLP_COMM_F32, h, total, e->det,
+					   "K-FAC preconditioned gradients");
+	off = 0;
+	for (int l = f; s == CLP_OK && l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
+			s = clp_cl_write(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
+	}
+	if (s == CLP_OK)
+		s = clp_cl_write(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+	free(h);
+	return s;
+}
+
 /* Once per step, at the rank's first optimizer step: without K-FAC items the factors,
  * inverses and preconditioning of every local stage; with them, the preconditioning of stages
  * whose KFAC_PRECOND comes later in the list (the KL sum needs every stage); then the KL sum. */
 static clp_status prepare(clp_exec *e, kst *k)
 {
 	if (k->pf) {
-		for (int i = 0; i < e->nls; i++)
+		for (int i = 0; i < e->nls; i++) {
+			if (!k->pre[i] && split_layers(e, i, NULL))
+				return clp_error(CLP_ERR_INVALID, "rank %d: the split preconditioning "
+						 "of stage %d comes after the rank's first OPT_STEP",
+						 e->rank, e->ls[i].stage);
 			CLP_TRY(precondition(e, k, i));
+		}
 	} else {
 		if (k->collect)
 			CLP_TRY(refresh(e, k));
@@ -436,7 +538,7 @@ static clp_status item_stage(clp_exec *e, kst *k, const clp_op *op, int any_pipe
 				 e->rank, what);
 	*i = (int)(l - e->ls);
 	*li = op->layer - clp_stage_first_layer(l->st);
-	if (op->kind != CLP_OP_KFAC_PRECOND &&
+	if (op->kind != CLP_OP_KFAC_PRECOND && op->kind != CLP_OP_KFAC_PREC_SYNC &&
 	    (*li < 0 || *li >= clp_stage_nlayers(l->st)))
 		return clp_error(CLP_ERR_INVALID, "rank %d: %s: layer %d is not on the stage "
 				 "(layers %d..%d)", e->rank, what, op->layer,
@@ -496,7 +598,9 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 		k->inverted = 1;
 		return clp_kfac_opt_invert(ko, op->layer, op->factor - 1);
 	case CLP_OP_KFAC_PRECOND:
-		return precondition(e, k, i);
+		return op->layer >= 0 ? precondition_split(e, k, i) : precondition(e, k, i);
+	case CLP_OP_KFAC_PREC_SYNC:
+		return sync_grads(e, k, i, op);
 	}
 	return clp_error(CLP_ERR_STATE, "rank %d: op %s is not a K-FAC item", e->rank,
 			 clp_op_kind_name(op->kind));

@@ -580,6 +580,47 @@ clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k)
 	return k->mv[MV_SCAL];
 }
 
+clp_status clp_kfac_opt_precondition_mine(clp_kfac_opt *k, const uint8_t *mine)
+{
+	CLP_TRY(clp_cl_fill(k->ctx, k->mv[MV_SCAL], 0.0f, 2));
+	for (int li = 0; li < k->nl; li++)
+		for (int lin = 0; lin < CLP_LIN_COUNT; lin++) {
+			const clp_stage_linear_info *in = &k->lin[lin];
+			clp_buf G = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li,
+							    (clp_stage_linear)lin, 0);
+			clp_buf gb = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li,
+							     (clp_stage_linear)lin, 1);
+
+			if (mine[li]) {
+				CLP_TRY(precondition_linear(k, li, lin));
+				continue;
+			}
+			CLP_TRY(clp_cl_fill(k->ctx, G, 0.0f, in->O * in->I));
+			if (gb.mem)
+				CLP_TRY(clp_cl_fill(k->ctx, gb, 0.0f, in->O));
+		}
+	return CLP_OK;
+}
+
+int clp_kfac_opt_layer_grads(const clp_kfac_opt *k, int layer, clp_buf *b, size_t *n, int max)
+{
+	int li = layer - k->l0, m = 0;
+
+	if (li < 0 || li >= k->nl)
+		return 0;
+	for (int lin = 0; lin < CLP_LIN_COUNT; lin++)
+		for (int bias = 0; bias < 2 && m < max; bias++) {
+			clp_buf g = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li, (clp_stage_linear)lin,
+							    bias);
+
+			if (!g.mem)
+				continue;
+			b[m] = g;
+			n[m++] = bias ? k->lin[lin].O : k->lin[lin].O * k->lin[lin].I;
+		}
+	return m;
+}
+
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k)
 {
 	CLP_TRY(clp_cl_fill(k->ctx, k->mv[MV_SCAL], 0.0f, 2));

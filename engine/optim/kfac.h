@@ -107,6 +107,14 @@ clp_status clp_kfac_opt_activate(clp_kfac_opt *k);
 /* Replace the gradients of the K-FAC layers by B^-1 G A^-1 (biases B^-1 g_b) with the active
  * inverses, and sum p . g for the KL clip into clp_kfac_opt_kl_sum. */
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k);
+/* Split preconditioning (a split PipeFisher cycle, docs/KFAC.md): precondition the layers i of
+ * the stage with mine[i] set and zero the gradients of its other K-FAC layers, so a sum over the
+ * stage's holders (clp_kfac_opt_layer_grads of every layer, and the KL sum) gives each holder
+ * every layer's preconditioned gradient and the stage's whole KL sum. */
+clp_status clp_kfac_opt_precondition_mine(clp_kfac_opt *k, const uint8_t *mine);
+/* The gradient tensors of K-FAC layer `layer` (weights and biases of its linears) into b[] and
+ * their lengths into n[]; returns how many (at most max; 0 if the stage does not hold it). */
+int clp_kfac_opt_layer_grads(const clp_kfac_opt *k, int layer, clp_buf *b, size_t *n, int max);
 /* The stage's p . g sum (one float on the device). With several stages, all-reduce it over
  * every rank before clp_kfac_opt_update, as the gradient norm: KL clipping is global. */
 clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k);

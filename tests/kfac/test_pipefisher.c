@@ -438,23 +438,25 @@ static void test_split(void)
 			check_split_rejects(c1);
 		clp_sched_free(c2);
 		c2 = NULL;
-		o.split = CLP_PF_SPLIT_RUN; /* what the executor runs: no split preconditioning */
+		o.split = CLP_PF_SPLIT_RUN; /* what the executor runs: no inversion phases */
 		CHECK_OK(clp_pipefisher(b, &o, &c2, &r1));
 		for (int r = 0; c2 && r < c2->nranks; r++) {
-			int isync = 0;
+			int isync = 0, psync = 0;
 
 			for (int i = 0; i < c2->ranks[r].nops; i++) {
 				const clp_op *x = &c2->ranks[r].ops[i];
 
 				isync += x->kind == CLP_OP_KFAC_INV_SYNC;
-				CHECK(x->kind != CLP_OP_KFAC_PREC_SYNC &&
-				      (x->kind != CLP_OP_KFAC_PRECOND || x->layer < 0) &&
-				      (x->kind != CLP_OP_KFAC_INV || x->mb < 0),
-				      "%s: rank %d op %d: split preconditioning or a phase in the runnable "
-				      "split", what, r, i);
+				psync += x->kind == CLP_OP_KFAC_PREC_SYNC;
+				CHECK(x->kind != CLP_OP_KFAC_INV || x->mb < 0,
+				      "%s: rank %d op %d: an inversion phase in the runnable split", what, r,
+				      i);
 			}
-			CHECK(isync > 0, "%s: rank %d exchanges no inverses", what, r);
+			CHECK(isync > 0 && psync > 0, "%s: rank %d exchanges %d inverses, %d "
+			      "preconditioned gradients", what, r, isync, psync);
 		}
+		if (c2)
+			check_split(what, b, c2, &r1);
 		if (c2)
 			CHECK(clp_sched_validate(c2, 1) == CLP_OK && r1.K >= r1.bound &&
 			      r1.split_stages == b->nstages, "%s: runnable split: %s (K %d, bound %d)",
