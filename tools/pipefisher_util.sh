@@ -9,7 +9,7 @@
 # SVG) are left in .cache/pf-util/.
 # --scheds "chimera" and --np 4 measure other pipelines (extra args such as
 # --pipeline.replicas=2 go to every run); --split adds a PipeFisher run with
-# pipeline.pipefisher_split (each layer inverted by one holder of its stage).
+# pipeline.pipefisher_split (each layer inverted and preconditioned by one holder of its stage).
 # Usage: tools/pipefisher_util.sh [--steps N] [--scheds "gpipe 1f1b"] [--np 2] [--split]
 #        [extra clpipe train args, e.g. --model.d_model=128]
 set -euo pipefail
@@ -67,11 +67,16 @@ for sched in $scheds; do
   end=$((n / K * K))
   echo "| $sched | K-FAC + PipeFisher | $K | $win | $ms | $u % |"
   if [ "$split" = 1 ]; then
-    read -r u ms win < <(run "$sched-pipefisher-split" --pipeline.schedule=$sched \
-      --optim.name=kfac --pipeline.pipefisher=true --pipeline.pipefisher_split=true \
-      --train.steps=$n "$@")
-    Ks=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/$sched-pipefisher-split.log" | head -1)
-    echo "| $sched | K-FAC + PipeFisher, split inversions | $Ks | $win | $ms | $u % |"
+    ns=$n
+    while :; do # its own K (costs measured again): trace a cycle after the first
+      read -r u ms win < <(run "$sched-pipefisher-split" --pipeline.schedule=$sched \
+        --optim.name=kfac --pipeline.pipefisher=true --pipeline.pipefisher_split=true \
+        --train.steps=$ns "$@")
+      Ks=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/$sched-pipefisher-split.log" | head -1)
+      if [ $((ns / Ks)) -ge 2 ]; then break; fi
+      ns=$((2 * Ks))
+    done
+    echo "| $sched | K-FAC + PipeFisher, split work | $Ks | $win | $ms | $u % |"
   fi
   read -r u ms win < <(run "$sched-kfac" --pipeline.schedule=$sched --optim.name=kfac \
     --kfac.interval=$K --train.steps=$n --train.trace_step=$end --train.trace_steps=$K "$@")
