@@ -170,14 +170,14 @@ static clp_status kfac_step_begin(clp_exec *e, void *state, const clp_exec_data 
 	return CLP_OK;
 }
 
-/* Factors summed over a stage's holders (host staging, as the gradient all-reduce): factors
- * f0 .. f1 - 1 of the given layers of local stage i, in one message. */
-/* The factors (inv 0) or the next inverses (inv 1) of layers l0..l1-1 of local stage i. */
+/* Factor f of layer l (inv 0), or its next inverse (inv 1). */
 static clp_buf sync_buf(const clp_kfac_opt *ko, int inv, int l, int f)
 {
 	return inv ? clp_kfac_opt_inverse(ko, l, f, 1) : clp_kfac_opt_factor(ko, l, f);
 }
 
+/* Factors (or next inverses) summed over a stage's holders (host staging, as the gradient
+ * all-reduce): every factor of layers l0 .. l1 - 1 of local stage i, in one message. */
 static clp_status sync_bufs(clp_exec *e, kst *k, int i, int g, int l0, int l1, int inv,
 			    const char *label)
 {
