@@ -60,17 +60,9 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 {
 	int any = 0;
 
-	for (int r = 0; r < e->s->nranks; r++)
-		for (int i = 0; i < e->s->ranks[r].nops; i++) {
-			const clp_op *op = &e->s->ranks[r].ops[i];
-
-			any |= clp_op_is_kfac(op->kind);
-			if (op->kind == CLP_OP_KFAC_INV && op->mb >= 0)
-				return clp_error(CLP_ERR_UNSUPPORTED, "rank %d op %d (%s): inversion "
-						 "phases (clpipe sim --kfac-split) are not run by the "
-						 "executor yet; make the cycle without them", r, i,
-						 clp_op_kind_name(op->kind));
-		}
+	for (int r = 0; r < e->s->nranks && !any; r++)
+		for (int i = 0; i < e->s->ranks[r].nops && !any; i++)
+			any = clp_op_is_kfac(e->s->ranks[r].ops[i].kind);
 	if (!any)
 		return CLP_OK;
 	if (o->interval != e->s->nsteps)
@@ -596,6 +588,8 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 		return sync_inverses(e, k, i, op);
 	case CLP_OP_KFAC_INV:
 		k->inverted = 1;
+		if (op->mb >= 0) /* one phase of a split cycle's inversion */
+			return clp_kfac_opt_invert_phase(ko, op->layer, op->factor - 1, op->mb);
 		return clp_kfac_opt_invert(ko, op->layer, op->factor - 1);
 	case CLP_OP_KFAC_PRECOND:
 		return op->layer >= 0 ? precondition_split(e, k, i) : precondition(e, k, i);

@@ -101,6 +101,11 @@ clp_status clp_kfac_opt_tap(void *k, const clp_stage_mb *mb, int li, clp_stage_l
 /* Invert factor f (-1: every factor) of model layer `layer` (-1: every layer of the stage) into
  * the next inverses, with the damping of its linear. */
 clp_status clp_kfac_opt_invert(clp_kfac_opt *k, int layer, int f);
+/* One phase of that inversion (a split PipeFisher cycle runs them as separate items, in
+ * order, each after the one before): 0 damps the factor and leaves its Cholesky factor in the
+ * next inverse, 1 inverts that triangle in place, 2 forms X^T X there. The three equal
+ * clp_kfac_opt_invert bitwise. layer >= 0. */
+clp_status clp_kfac_opt_invert_phase(clp_kfac_opt *k, int layer, int f, int phase);
 /* Make the next inverses active now (step 0's serial refresh; copies, next stays valid). */
 clp_status clp_kfac_opt_activate(clp_kfac_opt *k);
 

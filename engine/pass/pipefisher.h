@@ -60,13 +60,11 @@ enum {
 	CLP_PF_SPLIT_INV = 1,    /* one owner inverts each layer of a stage with several holders;
 				  * KFAC_INV_SYNC brings the inverses to the others */
 	CLP_PF_SPLIT_PREC = 2,   /* (with INV) the owner alone preconditions it; KFAC_PREC_SYNC */
-	CLP_PF_SPLIT_PHASES = 4, /* inversions longer than the shortest bubble in three phases
-				  * (not run by the executor yet) */
+	CLP_PF_SPLIT_PHASES = 4, /* inversions longer than the shortest bubble in three phases */
 	CLP_PF_SPLIT_SYNC = 8,   /* factor all-reduces mid-step where the holders allow; the
 				  * cycle's last step uses its drain */
-	CLP_PF_SPLIT_RUN = CLP_PF_SPLIT_INV | CLP_PF_SPLIT_PREC | CLP_PF_SPLIT_SYNC, /* what the
-										  * executor runs */
 	CLP_PF_SPLIT_ALL = 15,
+	CLP_PF_SPLIT_RUN = CLP_PF_SPLIT_ALL, /* what clpipe train uses (pipeline.pipefisher_split) */
 };
 
 void clp_pf_opts_default(clp_pf_opts *o);

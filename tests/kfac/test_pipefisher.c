@@ -438,7 +438,7 @@ static void test_split(void)
 			check_split_rejects(c1);
 		clp_sched_free(c2);
 		c2 = NULL;
-		o.split = CLP_PF_SPLIT_RUN; /* what the executor runs: no inversion phases */
+		o.split = CLP_PF_SPLIT_INV | CLP_PF_SPLIT_PREC | CLP_PF_SPLIT_SYNC; /* no phases */
 		CHECK_OK(clp_pipefisher(b, &o, &c2, &r1));
 		for (int r = 0; c2 && r < c2->nranks; r++) {
 			int isync = 0, psync = 0;
