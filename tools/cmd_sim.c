@@ -113,7 +113,7 @@ static const clp_cfg_field fields[] = {
 	  "pipelines, replicas) and exchange the results", 0, 0, NULL),
 	F(kfac_split_bits, "kfac_split_bits", CLP_CFG_INT, "0", "PipeFisher: parts of the split "
 	  "(bits: 1 inversions, 2 preconditioning, 4 inversion phases, 8 mid-step all-reduces and "
-	  "the last step's drain; 11 is what clpipe train runs with pipeline.pipefisher_split)", 0,
+	  "the last step's drain; --kfac-split: all)", 0,
 	  15, NULL),
 	F(kfac_mem_cap, "kfac_mem_cap", CLP_CFG_INT, "-1", "PipeFisher: bytes of kept inputs and "
 	  "output gradients per rank (-1: no cap)", -1, 1e18, NULL),
