@@ -22,8 +22,11 @@
  *                           the items sit (or clp_kfac_opt_curv_a from the slot before the
  *                           backward)
  *   KFAC_SYNC(layer)        all-reduce clp_kfac_opt_factor(...) over the group
- *   KFAC_INV(layer, f)      clp_kfac_opt_invert
- *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition
+ *   KFAC_INV(layer, f)      clp_kfac_opt_invert (op.mb >= 0: clp_kfac_opt_invert_phase)
+ *   KFAC_INV_SYNC(layer)    all-reduce clp_kfac_opt_inverse(..., 1), zeros from non-owners
+ *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition (op.layer >= 0, a split cycle:
+ *                           clp_kfac_opt_precondition_mine with the rank's layers)
+ *   KFAC_PREC_SYNC(stage)   all-reduce clp_kfac_opt_layer_grads and the KL sum
  *   OPT_STEP(stage)         clp_kfac_opt_update
  * In the first cycle the scheduled CURV/SYNC/INV items are skipped: the serial refresh did
  * that work. The executor (engine/exec/exec_kfac.c) calls them in the serial order of the same
