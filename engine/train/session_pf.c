@@ -284,10 +284,13 @@ clp_status sess_pf_plan(clp_session *s)
 	clp_status st;
 
 	if (!c->pipeline.pipefisher) {
-		if (c->pipeline.pipefisher_schedule[0] || c->pipeline.pipefisher_costs[0])
+		if (c->pipeline.pipefisher_schedule[0] || c->pipeline.pipefisher_costs[0] ||
+		    c->pipeline.pipefisher_split)
 			return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_%s is set but "
 					 "pipeline.pipefisher is off",
-					 c->pipeline.pipefisher_costs[0] ? "costs" : "schedule");
+					 c->pipeline.pipefisher_costs[0] ? "costs"
+					 : c->pipeline.pipefisher_split ? "split"
+									: "schedule");
 		return CLP_OK;
 	}
 	if (strcmp(c->optim.name, "kfac"))
