@@ -32,7 +32,8 @@ typedef struct sim_cfg {
 	int recompute, validate, strict_memory;
 	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
 	int full_trace, json, bench;
-	int pipefisher;
+	int pipefisher, kfac_split;
+	long kfac_split_bits;
 	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
 } sim_cfg;
@@ -107,6 +108,13 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(pipefisher, "pipefisher", CLP_CFG_BOOL, "false", "put K-FAC work into the bubbles "
 	  "(PipeFisher; docs/KFAC.md) and simulate the K-step cycle", 0, 0, NULL),
+	F(kfac_split, "kfac_split", CLP_CFG_BOOL, "false", "PipeFisher: split each layer's "
+	  "inversion and preconditioning between the holders of its stage (Chimera's two "
+	  "pipelines, replicas) and exchange the results", 0, 0, NULL),
+	F(kfac_split_bits, "kfac_split_bits", CLP_CFG_INT, "0", "PipeFisher: parts of the split "
+	  "(bits: 1 inversions, 2 preconditioning, 4 inversion phases, 8 mid-step all-reduces and "
+	  "the last step's drain; --kfac-split: all)", 0,
+	  15, NULL),
 	F(kfac_mem_cap, "kfac_mem_cap", CLP_CFG_INT, "-1", "PipeFisher: bytes of kept inputs and "
 	  "output gradients per rank (-1: no cap)", -1, 1e18, NULL),
 	F(kfac_max_steps, "kfac_max_steps", CLP_CFG_INT, "256", "PipeFisher: the largest cycle",
@@ -125,7 +133,8 @@ static void usage(void)
 	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
 	       "                  [--cluster F] [--layout F]\n"
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
-	       "                  [--pipefisher [--kfac-mem-cap BYTES]]\n"
+	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
+	       "                                [--kfac-mem-cap BYTES]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -346,15 +355,36 @@ static void print_pf(const clp_pf_report *p, int json)
 		printf("{\"pipefisher\": {\"K\": %d, \"base_step_s\": %.9g, \"step_s\": %.9g, "
 		       "\"added_s\": %.9g, \"base_utilisation\": %.6f, \"utilisation\": %.6f, "
 		       "\"items\": %d, \"immediate\": %d, \"forced\": %d, \"kfac_s\": %.9g, "
-		       "\"peak_kept_bytes\": %lld}}\n", p->K, p->base_step_s, p->step_s, p->added_s,
-		       p->base_util, p->util, p->items, p->immediate, p->forced, p->kfac_s,
-		       (long long)p->peak_kept);
+		       "\"peak_kept_bytes\": %lld, \"bound\": %d, \"bound_rank\": %d, "
+		       "\"bound_work_s\": %.9g, \"bound_idle_s\": %.9g, \"max_item_s\": %.9g, "
+		       "\"max_gap_s\": %.9g, \"split_stages\": %d, \"exchanges\": %d}}\n", p->K,
+		       p->base_step_s, p->step_s, p->added_s, p->base_util, p->util, p->items,
+		       p->immediate, p->forced, p->kfac_s, (long long)p->peak_kept, p->bound,
+		       p->bound_rank, p->bound_work_s, p->bound_idle_s, p->max_item_s, p->max_gap_s,
+		       p->split_stages, p->exchanges);
 		return;
 	}
 	human_bytes(p->peak_kept, kb, sizeof(kb));
 	printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
 	       "computed right after F/B (memory cap), %d longer than any bubble; kept data at "
 	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
+	if (p->bound > 0)
+		printf("             bound K >= %d: rank %d has %.6g ms of K-FAC work per refresh "
+		       "and %.6g ms idle per step of the cycle after preconditioning%s\n", p->bound,
+		       p->bound_rank, p->bound_work_s * 1e3, p->bound_idle_s * 1e3,
+		       p->K > p->bound ? "; K is above it" : "; K is at it");
+	else
+		printf("             bound: none (rank %d has no idle time left after "
+		       "preconditioning: every item lengthens a step)\n", p->bound_rank);
+	if (p->K > p->bound && p->bound > 0)
+		printf("             longest item %.6g ms, longest bubble %.6g ms%s\n",
+		       p->max_item_s * 1e3, p->max_gap_s * 1e3,
+		       p->forced ? " (items longer than every bubble lengthen their step)"
+				 : " (bubbles too short or split across steps for the work)");
+	if (p->split_stages)
+		printf("             split: %d stages share their inversions and preconditioning "
+		       "between holders (%d inverse exchanges per cycle)\n", p->split_stages,
+		       p->exchanges);
 	printf("             step %.6g ms -> %.6g ms (%+.4g ms, %+.2f %%); utilisation %.2f %% -> "
 	       "%.2f %%\n\n", p->base_step_s * 1e3, p->step_s * 1e3, p->added_s * 1e3,
 	       p->base_step_s > 0 ? 100 * p->added_s / p->base_step_s : 0, 100 * p->base_util,
@@ -385,6 +415,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *c
 	po.eager_bytes = c->eager_bytes;
 	po.mem_cap = c->kfac_mem_cap;
 	po.max_steps = (int)c->kfac_max_steps;
+	po.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
 	po.keep_a_bytes = c->kfac_keep_a ? c->kfac_keep_a : 7 * out_b;
 	po.keep_b_bytes = c->kfac_keep_b ? c->kfac_keep_b : 9 * out_b;
 	CLP_TRY(clp_pipefisher(*s, &po, &out, &rep));

@@ -7,11 +7,26 @@
 # same K and trace the same window: K steps ending at a cycle end after the first cycle, so each
 # trace holds exactly one factor refresh. Prints a Markdown table; the traces (Chrome JSON and
 # SVG) are left in .cache/pf-util/.
-# Usage: tools/pipefisher_util.sh [--steps N] [extra clpipe train args, e.g. --model.d_model=128]
+# --scheds "chimera" and --np 4 measure other pipelines (extra args such as
+# --pipeline.replicas=2 go to every run); --split adds a PipeFisher run with
+# pipeline.pipefisher_split (each layer inverted and preconditioned by one holder of its stage).
+# Usage: tools/pipefisher_util.sh [--steps N] [--scheds "gpipe 1f1b"] [--np 2] [--split]
+#        [extra clpipe train args, e.g. --model.d_model=128]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=30
-if [ "${1:-}" = "--steps" ]; then steps=$2; shift 2; fi
+scheds="gpipe 1f1b"
+np=2
+split=0
+while :; do
+  case "${1:-}" in
+    --steps) steps=$2; shift 2 ;;
+    --scheds) scheds=$2; shift 2 ;;
+    --np) np=$2; shift 2 ;;
+    --split) split=1; shift ;;
+    *) break ;;
+  esac
+done
 . "$root/tools/env.sh"
 cd "$root"
 build_tree "$root/build"
@@ -23,7 +38,9 @@ model=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=64 --model.n_head=4
        --data.path="$corpus" --train.batch=4 --train.micro_batches=4 --optim.lr=2e-3
        --optim.warmup=5 --kfac.lr=0.05 --kfac.damping=0.03 --eval.every=0 --eval.batches=2
        --pipeline.stages=2 --pipeline.deadline=600)
-mpi=(mpirun --allow-run-as-root --oversubscribe --bind-to core --map-by core -np 2
+bind=(--bind-to core --map-by core)
+[ "$np" -le "$(nproc)" ] || bind=(--bind-to none) # more ranks than cores: no binding
+mpi=(mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np"
      -x POCL_MAX_PTHREAD_COUNT=1 -x CLPIPE_CACHE_DIR -x POCL_CACHE_DIR)
 
 # run NAME ARGS...: train, keep the output, print "utilisation ms_per_step"
@@ -37,7 +54,7 @@ run() {
 
 echo "| schedule | optimizer | K | traced steps | ms per step | compute utilisation |"
 echo "|---|---|---|---|---|---|"
-for sched in gpipe 1f1b; do
+for sched in $scheds; do
   n=$steps
   while :; do
     read -r u ms win < <(run "$sched-pipefisher" --pipeline.schedule=$sched --optim.name=kfac \
@@ -49,6 +66,18 @@ for sched in gpipe 1f1b; do
   done
   end=$((n / K * K))
   echo "| $sched | K-FAC + PipeFisher | $K | $win | $ms | $u % |"
+  if [ "$split" = 1 ]; then
+    ns=$n
+    while :; do # its own K (costs measured again): trace a cycle after the first
+      read -r u ms win < <(run "$sched-pipefisher-split" --pipeline.schedule=$sched \
+        --optim.name=kfac --pipeline.pipefisher=true --pipeline.pipefisher_split=true \
+        --train.steps=$ns "$@")
+      Ks=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/$sched-pipefisher-split.log" | head -1)
+      if [ $((ns / Ks)) -ge 2 ]; then break; fi
+      ns=$((2 * Ks))
+    done
+    echo "| $sched | K-FAC + PipeFisher, split work | $Ks | $win | $ms | $u % |"
+  fi
   read -r u ms win < <(run "$sched-kfac" --pipeline.schedule=$sched --optim.name=kfac \
     --kfac.interval=$K --train.steps=$n --train.trace_step=$end --train.trace_steps=$K "$@")
   echo "| $sched | K-FAC (refresh on the critical path) | $K | $win | $ms | $u % |"

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/ops.h"
 #include "engine/exec/exec_internal.h"
 
 /* The K-FAC optimizer's state in an executor. */
@@ -61,8 +62,7 @@ static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
 
 	for (int r = 0; r < e->s->nranks && !any; r++)
 		for (int i = 0; i < e->s->ranks[r].nops && !any; i++)
-			any = e->s->ranks[r].ops[i].kind >= CLP_OP_KFAC_CURV_A &&
-			      e->s->ranks[r].ops[i].kind <= CLP_OP_KFAC_PRECOND;
+			any = clp_op_is_kfac(e->s->ranks[r].ops[i].kind);
 	if (!any)
 		return CLP_OK;
 	if (o->interval != e->s->nsteps)
@@ -162,9 +162,16 @@ static clp_status kfac_step_begin(clp_exec *e, void *state, const clp_exec_data 
 	return CLP_OK;
 }
 
-/* Factors summed over a stage's holders (host staging, as the gradient all-reduce): factors
- * f0 .. f1 - 1 of the given layers of local stage i, in one message. */
-static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1, const char *label)
+/* Factor f of layer l (inv 0), or its next inverse (inv 1). */
+static clp_buf sync_buf(const clp_kfac_opt *ko, int inv, int l, int f)
+{
+	return inv ? clp_kfac_opt_inverse(ko, l, f, 1) : clp_kfac_opt_factor(ko, l, f);
+}
+
+/* Factors (or next inverses) summed over a stage's holders (host staging, as the gradient
+ * all-reduce): every factor of layers l0 .. l1 - 1 of local stage i, in one message. */
+static clp_status sync_bufs(clp_exec *e, kst *k, int i, int g, int l0, int l1, int inv,
+			    const char *label)
 {
 	clp_kfac_opt *ko = k->opt[i];
 	int nf = clp_kfac_opt_nfactors(ko);
@@ -180,10 +187,10 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 		for (int f = 0; f < nf; f++)
 			total += clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 	if (!(h = malloc((total ? total : 1) * sizeof(float))))
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC factors");
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
 	for (int l = l0; s == CLP_OK && l < l1; l++)
 		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = clp_kfac_opt_factor(ko, l, f);
+			clp_buf b = sync_buf(ko, inv, l, f);
 			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 
 			s = clp_cl_read(e->ctx, b.mem, b.off * 4, n * 4, h + off);
@@ -194,7 +201,7 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 	off = 0;
 	for (int l = l0; s == CLP_OK && l < l1; l++)
 		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = clp_kfac_opt_factor(ko, l, f);
+			clp_buf b = sync_buf(ko, inv, l, f);
 			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 
 			s = clp_cl_write(e->ctx, b.mem, b.off * 4, n * 4, h + off);
@@ -202,6 +209,36 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
 		}
 	free(h);
 	return s;
+}
+
+static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1, const char *label)
+{
+	return sync_bufs(e, k, i, g, l0, l1, 0, label);
+}
+
+/* KFAC_INV_SYNC (a split cycle, docs/KFAC.md): the layer's owner (the rank whose list inverts
+ * it) contributes its next inverses, the others zeros, so every holder ends with the owner's
+ * bitwise. The damping statistics need not travel: preconditioning reads only the inverses
+ * (a flagged factor's inverse is the identity). */
+static clp_status sync_inverses(clp_exec *e, kst *k, int i, const clp_op *op)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	clp_kfac_opt *ko = k->opt[i];
+	int owner = 0;
+
+	if (op->group < 0 || op->group >= e->s->ngroups)
+		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_INV_SYNC of layer %d: group %d of %d",
+				 e->rank, op->layer, op->group, e->s->ngroups);
+	if (e->s->groups[op->group].n < 2)
+		return CLP_OK;
+	for (int j = 0; j < p->nops && !owner; j++)
+		owner = p->ops[j].kind == CLP_OP_KFAC_INV && p->ops[j].layer == op->layer;
+	for (int f = 0; !owner && f < clp_kfac_opt_nfactors(ko); f++) {
+		size_t d = clp_kfac_opt_factor_dim(ko, f);
+
+		CLP_TRY(clp_cl_fill(e->ctx, sync_buf(ko, 1, op->layer, f), 0.0f, d * d));
+	}
+	return sync_bufs(e, k, i, op->group, op->layer, op->layer + 1, 1, "K-FAC inverses");
 }
 
 static int multi_holder(const clp_exec *e, const kst *k, int i)
@@ -287,14 +324,119 @@ static clp_status precondition(clp_exec *e, kst *k, int i)
 	return clp_kfac_opt_precondition(k->opt[i]);
 }
 
+/* Whether this rank preconditions local stage i layer by layer (a split cycle); mine[] (may be
+ * NULL) gets the layers it owns. */
+static int split_layers(const clp_exec *e, int i, uint8_t *mine)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	int f = clp_stage_first_layer(e->ls[i].st), n = clp_stage_nlayers(e->ls[i].st), any = 0;
+
+	for (int j = 0; j < p->nops; j++) {
+		const clp_op *o = &p->ops[j];
+
+		if (o->kind != CLP_OP_KFAC_PRECOND || o->stage != e->ls[i].stage || o->layer < f ||
+		    o->layer >= f + n)
+			continue;
+		any = 1;
+		if (mine)
+			mine[o->layer - f] = 1;
+	}
+	return any;
+}
+
+/* KFAC_PRECOND(stage, layer) of a split cycle: the first of the step preconditions every layer
+ * the rank owns and zeroes the others' gradients (the exchange, KFAC_PREC_SYNC, follows). */
+static clp_status precondition_split(clp_exec *e, kst *k, int i)
+{
+	uint8_t *mine;
+	clp_status st;
+
+	if (k->step == 0 && !k->refreshed) {
+		k->refreshed = 1;
+		CLP_TRY(refresh(e, k));
+	}
+	if (k->pre[i])
+		return CLP_OK;
+	k->pre[i] = 1;
+	mine = calloc((size_t)clp_stage_nlayers(e->ls[i].st) + 1, 1);
+	if (!mine)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
+	split_layers(e, i, mine);
+	st = clp_kfac_opt_precondition_mine(k->opt[i], mine);
+	free(mine);
+	return st;
+}
+
+/* KFAC_PREC_SYNC: the preconditioned gradients of the stage's K-FAC layers (each from its
+ * owner, zeros from the others) and the KL sum's parts, summed over the group. */
+static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
+{
+	clp_kfac_opt *ko = k->opt[i];
+	int f = clp_stage_first_layer(e->ls[i].st), nl = clp_stage_nlayers(e->ls[i].st), g = op->group;
+	clp_comm *c;
+	clp_buf b[8];
+	size_t n[8], total = 1, off = 0;
+	float *h;
+	clp_buf kl = clp_kfac_opt_kl_sum(ko);
+	clp_status s = CLP_OK;
+
+	if (g < 0 || g >= e->s->ngroups)
+		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_PREC_SYNC of stage %d: group %d of %d",
+				 e->rank, op->stage, g, e->s->ngroups);
+	if (!k->pre[i])
+		return clp_error(CLP_ERR_STATE, "rank %d: KFAC_PREC_SYNC of stage %d before its "
+				 "preconditioning", e->rank, op->stage);
+	if (e->s->groups[g].n < 2)
+		return CLP_OK;
+	c = e->s->groups[g].n == clp_comm_size(e->comm) ? e->comm : e->gcomm[g];
+	if (!c)
+		return clp_error(CLP_ERR_STATE, "rank %d: preconditioned gradients of group %d, "
+				 "which it is not in", e->rank, g);
+	for (int l = f; l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; q < m; q++)
+			total += n[q];
+	}
+	if (!(h = malloc(total * sizeof(float))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC gradients");
+	for (int l = f; s == CLP_OK && l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
+			s = clp_cl_read(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
+	}
+	if (s == CLP_OK)
+		s = clp_cl_read(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+	if (s == CLP_OK)
+		s = clp_comm_allreduce_sum(c, CLP_COMM_F32, h, total, e->det,
+					   "K-FAC preconditioned gradients");
+	off = 0;
+	for (int l = f; s == CLP_OK && l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
+			s = clp_cl_write(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
+	}
+	if (s == CLP_OK)
+		s = clp_cl_write(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+	free(h);
+	return s;
+}
+
 /* Once per step, at the rank's first optimizer step: without K-FAC items the factors,
  * inverses and preconditioning of every local stage; with them, the preconditioning of stages
  * whose KFAC_PRECOND comes later in the list (the KL sum needs every stage); then the KL sum. */
 static clp_status prepare(clp_exec *e, kst *k)
 {
 	if (k->pf) {
-		for (int i = 0; i < e->nls; i++)
+		for (int i = 0; i < e->nls; i++) {
+			if (!k->pre[i] && split_layers(e, i, NULL))
+				return clp_error(CLP_ERR_INVALID, "rank %d: the split preconditioning "
+						 "of stage %d comes after the rank's first OPT_STEP",
+						 e->rank, e->ls[i].stage);
 			CLP_TRY(precondition(e, k, i));
+		}
 	} else {
 		if (k->collect)
 			CLP_TRY(refresh(e, k));
@@ -388,7 +530,7 @@ static clp_status item_stage(clp_exec *e, kst *k, const clp_op *op, int any_pipe
 				 e->rank, what);
 	*i = (int)(l - e->ls);
 	*li = op->layer - clp_stage_first_layer(l->st);
-	if (op->kind != CLP_OP_KFAC_PRECOND &&
+	if (op->kind != CLP_OP_KFAC_PRECOND && op->kind != CLP_OP_KFAC_PREC_SYNC &&
 	    (*li < 0 || *li >= clp_stage_nlayers(l->st)))
 		return clp_error(CLP_ERR_INVALID, "rank %d: %s: layer %d is not on the stage "
 				 "(layers %d..%d)", e->rank, what, op->layer,
@@ -442,11 +584,17 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 		if (e->s->groups[op->group].n < 2)
 			return CLP_OK;
 		return sync_factors(e, k, i, op->group, op->layer, op->layer + 1, "K-FAC factors");
+	case CLP_OP_KFAC_INV_SYNC:
+		return sync_inverses(e, k, i, op);
 	case CLP_OP_KFAC_INV:
 		k->inverted = 1;
+		if (op->mb >= 0) /* one phase of a split cycle's inversion */
+			return clp_kfac_opt_invert_phase(ko, op->layer, op->factor - 1, op->mb);
 		return clp_kfac_opt_invert(ko, op->layer, op->factor - 1);
 	case CLP_OP_KFAC_PRECOND:
-		return precondition(e, k, i);
+		return op->layer >= 0 ? precondition_split(e, k, i) : precondition(e, k, i);
+	case CLP_OP_KFAC_PREC_SYNC:
+		return sync_grads(e, k, i, op);
 	}
 	return clp_error(CLP_ERR_STATE, "rank %d: op %s is not a K-FAC item", e->rank,
 			 clp_op_kind_name(op->kind));
@@ -471,7 +619,8 @@ static int kfac_skip_item(void *state, const clp_op *op)
 {
 	const kst *k = state;
 
-	return k->cycle0 && op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_INV;
+	return k->cycle0 && ((op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_INV) ||
+			     op->kind == CLP_OP_KFAC_INV_SYNC);
 }
 
 /* Factors and inverses of the stages this rank saves. */

@@ -106,6 +106,8 @@ static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_da
 	case CLP_OP_OPT_STEP:
 		return opt_step(e, op, hp, max_norm);
 	case CLP_OP_KFAC_SYNC: /* a collective: what it sums is read once the device is idle */
+	case CLP_OP_KFAC_INV_SYNC:
+	case CLP_OP_KFAC_PREC_SYNC:
 		CLP_TRY(exec_drain(e));
 		return exec_optim_item(e, op);
 	case CLP_OP_KFAC_CURV_A:

@@ -516,6 +516,42 @@ clp_status clp_kfac_opt_invert(clp_kfac_opt *k, int layer, int f)
 	return CLP_OK;
 }
 
+clp_status clp_kfac_opt_invert_phase(clp_kfac_opt *k, int layer, int f, int phase)
+{
+	int li = layer - k->l0, next = k->active ^ 1;
+
+	if (li < 0 || li >= k->nl)
+		return clp_error(CLP_ERR_INVALID, "kfac invert: layer %d is not on this stage "
+				 "(layers %d..%d)", layer, k->l0, k->l0 + k->nl - 1);
+	if (f < -1 || f >= k->nf || phase < 0 || phase > 2)
+		return clp_error(CLP_ERR_INVALID, "kfac invert: factor %d (of %d) or phase %d out of "
+				 "range", f, k->nf, phase);
+	for (int i = f < 0 ? 0 : f; i < (f < 0 ? k->nf : f + 1); i++) {
+		int lin = k->flin[i];
+		size_t d = k->fdim[i];
+		clp_buf X = k->inv[next][li * k->nf + i];
+
+		if (!d)
+			continue;
+		if (phase == 0) { /* the damped factor's Cholesky factor, kept in the next inverse */
+			CLP_TRY(damping(k, li, lin));
+			CLP_TRY(clp_kfac_damped_copy(k->ctx, X, k->F[li * k->nf + i], d,
+						     kfac_stats(k, li, lin), k->fpart[i] >= 0));
+			CLP_TRY(clp_kfac_cholesky(k->ctx, X, d, k->mv[MV_WS],
+						  clp_buf_at(k->mv[MV_INFO].mem,
+							     k->mv[MV_INFO].off +
+								     (size_t)(li * k->nf + i))));
+		} else if (phase == 1) {
+			CLP_TRY(clp_kfac_trtri(k->ctx, X, d, k->mv[MV_WS]));
+		} else { /* X^T X, X staged where the whole inversion keeps it */
+			CLP_TRY(kfac_copy(k->ctx, k->mv[MV_W], X, d * d));
+			CLP_TRY(clp_cl_gemm(k->ctx, CLP_T, CLP_N, d, d, d, 1.0f, k->mv[MV_W], d,
+					    k->mv[MV_W], d, 0.0f, X, d));
+		}
+	}
+	return CLP_OK;
+}
+
 clp_status clp_kfac_opt_activate(clp_kfac_opt *k)
 {
 	for (int i = 0; i < k->nl * k->nf; i++)
@@ -578,6 +614,47 @@ static clp_status precondition_linear(clp_kfac_opt *k, int li, int lin)
 clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k)
 {
 	return k->mv[MV_SCAL];
+}
+
+clp_status clp_kfac_opt_precondition_mine(clp_kfac_opt *k, const uint8_t *mine)
+{
+	CLP_TRY(clp_cl_fill(k->ctx, k->mv[MV_SCAL], 0.0f, 2));
+	for (int li = 0; li < k->nl; li++)
+		for (int lin = 0; lin < CLP_LIN_COUNT; lin++) {
+			const clp_stage_linear_info *in = &k->lin[lin];
+			clp_buf G = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li,
+							    (clp_stage_linear)lin, 0);
+			clp_buf gb = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li,
+							     (clp_stage_linear)lin, 1);
+
+			if (mine[li]) {
+				CLP_TRY(precondition_linear(k, li, lin));
+				continue;
+			}
+			CLP_TRY(clp_cl_fill(k->ctx, G, 0.0f, in->O * in->I));
+			if (gb.mem)
+				CLP_TRY(clp_cl_fill(k->ctx, gb, 0.0f, in->O));
+		}
+	return CLP_OK;
+}
+
+int clp_kfac_opt_layer_grads(const clp_kfac_opt *k, int layer, clp_buf *b, size_t *n, int max)
+{
+	int li = layer - k->l0, m = 0;
+
+	if (li < 0 || li >= k->nl)
+		return 0;
+	for (int lin = 0; lin < CLP_LIN_COUNT; lin++)
+		for (int bias = 0; bias < 2 && m < max; bias++) {
+			clp_buf g = clp_stage_linear_tensor(k->st, CLP_ST_GRAD, li, (clp_stage_linear)lin,
+							    bias);
+
+			if (!g.mem)
+				continue;
+			b[m] = g;
+			n[m++] = bias ? k->lin[lin].O : k->lin[lin].O * k->lin[lin].I;
+		}
+	return m;
 }
 
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k)

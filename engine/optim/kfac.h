@@ -22,8 +22,11 @@
  *                           the items sit (or clp_kfac_opt_curv_a from the slot before the
  *                           backward)
  *   KFAC_SYNC(layer)        all-reduce clp_kfac_opt_factor(...) over the group
- *   KFAC_INV(layer, f)      clp_kfac_opt_invert
- *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition
+ *   KFAC_INV(layer, f)      clp_kfac_opt_invert (op.mb >= 0: clp_kfac_opt_invert_phase)
+ *   KFAC_INV_SYNC(layer)    all-reduce clp_kfac_opt_inverse(..., 1), zeros from non-owners
+ *   KFAC_PRECOND(stage)     clp_kfac_opt_precondition (op.layer >= 0, a split cycle:
+ *                           clp_kfac_opt_precondition_mine with the rank's layers)
+ *   KFAC_PREC_SYNC(stage)   all-reduce clp_kfac_opt_layer_grads and the KL sum
  *   OPT_STEP(stage)         clp_kfac_opt_update
  * In the first cycle the scheduled CURV/SYNC/INV items are skipped: the serial refresh did
  * that work. The executor (engine/exec/exec_kfac.c) calls them in the serial order of the same
@@ -101,12 +104,25 @@ clp_status clp_kfac_opt_tap(void *k, const clp_stage_mb *mb, int li, clp_stage_l
 /* Invert factor f (-1: every factor) of model layer `layer` (-1: every layer of the stage) into
  * the next inverses, with the damping of its linear. */
 clp_status clp_kfac_opt_invert(clp_kfac_opt *k, int layer, int f);
+/* One phase of that inversion (a split PipeFisher cycle runs them as separate items, in
+ * order, each after the one before): 0 damps the factor and leaves its Cholesky factor in the
+ * next inverse, 1 inverts that triangle in place, 2 forms X^T X there. The three equal
+ * clp_kfac_opt_invert bitwise. layer >= 0. */
+clp_status clp_kfac_opt_invert_phase(clp_kfac_opt *k, int layer, int f, int phase);
 /* Make the next inverses active now (step 0's serial refresh; copies, next stays valid). */
 clp_status clp_kfac_opt_activate(clp_kfac_opt *k);
 
 /* Replace the gradients of the K-FAC layers by B^-1 G A^-1 (biases B^-1 g_b) with the active
  * inverses, and sum p . g for the KL clip into clp_kfac_opt_kl_sum. */
 clp_status clp_kfac_opt_precondition(clp_kfac_opt *k);
+/* Split preconditioning (a split PipeFisher cycle, docs/KFAC.md): precondition the layers i of
+ * the stage with mine[i] set and zero the gradients of its other K-FAC layers, so a sum over the
+ * stage's holders (clp_kfac_opt_layer_grads of every layer, and the KL sum) gives each holder
+ * every layer's preconditioned gradient and the stage's whole KL sum. */
+clp_status clp_kfac_opt_precondition_mine(clp_kfac_opt *k, const uint8_t *mine);
+/* The gradient tensors of K-FAC layer `layer` (weights and biases of its linears) into b[] and
+ * their lengths into n[]; returns how many (at most max; 0 if the stage does not hold it). */
+int clp_kfac_opt_layer_grads(const clp_kfac_opt *k, int layer, clp_buf *b, size_t *n, int max);
 /* The stage's p . g sum (one float on the device). With several stages, all-reduce it over
  * every rank before clp_kfac_opt_update, as the gradient norm: KL clipping is global. */
 clp_buf clp_kfac_opt_kl_sum(const clp_kfac_opt *k);

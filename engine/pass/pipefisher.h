@@ -20,6 +20,13 @@
  *   collectives KFAC_SYNC of a stage sits just before the stage's gradient all-reduce, in the
  *               first step where every holder has finished the layer's factors: the same
  *               position, in the same order, on every member of the group.
+ *   split       (opts.split) a stage with several holders gives each layer one owner (chosen
+ *               greedily to balance the holders' work against their idle time): only the
+ *               owner inverts the layer's factors (KFAC_INV_SYNC, zeros from the others, brings
+ *               the inverses to every holder, placed like KFAC_SYNC in the first step after
+ *               the owner's last inversion) and preconditions its gradient every step (right
+ *               after the stage's gradient all-reduce: KFAC_PRECOND with op.layer, then
+ *               KFAC_PREC_SYNC, zeros from non-owners, gives every holder every layer's).
  *
  * Semantics of the result (the executor's and the single-device reference's): the factors come
  * from the first step of each cycle; the inverses computed during cycle c become active together
@@ -45,7 +52,20 @@ typedef struct clp_pf_opts {
 	int64_t mem_cap;             /* kept bytes per rank at most; < 0: no cap */
 	int max_steps;               /* the largest K to try */
 	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
+	int split;                   /* CLP_PF_SPLIT_* bits (default 0) */
 } clp_pf_opts;
+
+/* What opts.split turns on (docs/KFAC.md, "Splitting the work"): */
+enum {
+	CLP_PF_SPLIT_INV = 1,    /* one owner inverts each layer of a stage with several holders;
+				  * KFAC_INV_SYNC brings the inverses to the others */
+	CLP_PF_SPLIT_PREC = 2,   /* (with INV) the owner alone preconditions it; KFAC_PREC_SYNC */
+	CLP_PF_SPLIT_PHASES = 4, /* inversions longer than the shortest bubble in three phases */
+	CLP_PF_SPLIT_SYNC = 8,   /* factor all-reduces mid-step where the holders allow; the
+				  * cycle's last step uses its drain */
+	CLP_PF_SPLIT_ALL = 15,
+	CLP_PF_SPLIT_RUN = CLP_PF_SPLIT_ALL, /* what clpipe train uses (pipeline.pipefisher_split) */
+};
 
 void clp_pf_opts_default(clp_pf_opts *o);
 
@@ -59,6 +79,16 @@ typedef struct clp_pf_report {
 	int forced;                 /* longer than every gap of their rank */
 	double kfac_s;              /* K-FAC compute per cycle, summed over ranks */
 	int64_t peak_kept;          /* most kept bytes on one rank */
+	/* The packing bound: K >= ceil(work_s / idle_s) on every rank, work_s the K-FAC work of
+	 * one refresh on it (factors, its inversions), idle_s its idle time per step of the cycle
+	 * (idle in the base step, plus added_s, less its preconditioning per step). bound: the
+	 * largest over ranks (0: some rank has no idle time left), on rank bound_rank. */
+	int bound, bound_rank;
+	double bound_work_s, bound_idle_s;
+	double max_item_s;          /* the longest K-FAC item */
+	double max_gap_s;           /* the longest idle gap of the cycle's steps (the template) */
+	int split_stages;           /* stages whose work is split between holders */
+	int exchanges;              /* KFAC_INV_SYNC and KFAC_PREC_SYNC per cycle, over ranks */
 } clp_pf_report;
 
 /* The K-step cycle with K-FAC items for base, a one-step schedule with OPT_STEP ops (as the

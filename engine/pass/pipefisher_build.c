@@ -56,20 +56,98 @@ static int slot_cmp(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
-/* PRECOND of every stage whose OPT_STEP is base op j of rank r, into s at template step t. */
+int pf_find_allreduce(const clp_sched *b, int r, int s, int *group)
+{
+	const clp_rank_prog *p = &b->ranks[r];
+
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == CLP_OP_ALLREDUCE && p->ops[i].what == CLP_RED_GRADS &&
+		    p->ops[i].stage == s) {
+			*group = p->ops[i].group;
+			return i;
+		}
+	return -1;
+}
+
+/* Whether stage s's work is split between its holders (P->owner names its layers' owners). */
+static int split_stage(const pf *P, int s)
+{
+	const clp_stage_info *si = &P->base->stages[s];
+
+	return (P->o->split & CLP_PF_SPLIT_PREC) && P->owner && si->nlayers > 0 &&
+	       P->owner[si->first_layer] >= 0;
+}
+
+/* Whether base op j of rank r is the gradient all-reduce of a split stage. */
+static int split_allreduce(const pf *P, int r, int j)
+{
+	const clp_op *b = &P->base->ranks[r].ops[j];
+	int g;
+
+	return b->kind == CLP_OP_ALLREDUCE && b->what == CLP_RED_GRADS && split_stage(P, b->stage) &&
+	       pf_find_allreduce(P->base, r, b->stage, &g) == j;
+}
+
+/* PRECOND of the stage whose OPT_STEP is base op j of rank r, into s at template step t; for
+ * split stages, before the rank's first OPT_STEP of one (after every collective before it: the
+ * gradient all-reduces and the norm read the raw gradients): for each split stage in the order
+ * of their gradient all-reduces, the layers rank r owns, then the exchanges in the same order
+ * (so the holders, which own different numbers of layers of each stage, wait for each other
+ * once). */
 static clp_status push_precond(const pf *P, clp_sched *s, int r, int j, int t, pf_origin *org,
 			       int64_t *n, int precond)
 {
 	const clp_op *b = &P->base->ranks[r].ops[j];
+	const clp_stage_info *si;
 	clp_op op;
 
 	if (!precond || b->kind != CLP_OP_OPT_STEP)
 		return CLP_OK;
-	op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
-	op.step = (uint16_t)t;
-	org[*n] = (pf_origin){t, j, -1};
-	(*n)++;
-	return clp_sched_push(s, r, &op);
+	if (!split_stage(P, b->stage)) {
+		op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, b->pipe, b->chunk, -1);
+		op.step = (uint16_t)t;
+		org[*n] = (pf_origin){t, j, -1};
+		(*n)++;
+		return clp_sched_push(s, r, &op);
+	}
+	for (int i = 0; i < j; i++)
+		if (P->base->ranks[r].ops[i].kind == CLP_OP_OPT_STEP &&
+		    split_stage(P, P->base->ranks[r].ops[i].stage))
+			return CLP_OK; /* not the first: done */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < P->base->ranks[r].nops; i++) {
+			if (!split_allreduce(P, r, i))
+				continue;
+			b = &P->base->ranks[r].ops[i];
+			si = &P->base->stages[b->stage];
+			if (pass) {
+				op = clp_op_make(CLP_OP_KFAC_PREC_SYNC, b->stage, 0, 0, -1);
+				op.group = b->group;
+				op.step = (uint16_t)t;
+				org[*n] = (pf_origin){t, j, -1};
+				(*n)++;
+				CLP_TRY(clp_sched_push(s, r, &op));
+				continue;
+			}
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
+				const clp_op *o = NULL;
+
+				if (P->owner[l] != r)
+					continue;
+				for (int q = 0; q < P->base->ranks[r].nops && !o; q++)
+					if (P->base->ranks[r].ops[q].kind == CLP_OP_OPT_STEP &&
+					    P->base->ranks[r].ops[q].stage == b->stage)
+						o = &P->base->ranks[r].ops[q];
+				op = clp_op_make(CLP_OP_KFAC_PRECOND, b->stage, o ? o->pipe : 0,
+						 o ? o->chunk : 0, -1);
+				op.layer = l;
+				op.step = (uint16_t)t;
+				org[*n] = (pf_origin){t, j, -1};
+				(*n)++;
+				CLP_TRY(clp_sched_push(s, r, &op));
+			}
+		}
+	return CLP_OK;
 }
 
 clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
@@ -84,10 +162,17 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out,
 
 	*out = NULL;
 	*orgp = NULL;
-	/* PRECOND items: one per OPT_STEP per step */
+	/* PRECOND items: one per OPT_STEP per step, or per layer and the exchange */
 	for (int r = 0; r < b->nranks; r++)
-		for (int i = 0; i < b->ranks[r].nops; i++)
-			total += b->ranks[r].ops[i].kind == CLP_OP_OPT_STEP ? nsteps : 0;
+		for (int i = 0; i < b->ranks[r].nops; i++) {
+			const clp_op *o = &b->ranks[r].ops[i];
+
+			total += o->kind == CLP_OP_OPT_STEP ? nsteps : 0;
+			total += o->kind == CLP_OP_ALLREDUCE && o->stage >= 0 &&
+					 o->stage < b->nstages
+				 ? (int64_t)nsteps * (b->stages[o->stage].nlayers + 1)
+				 : 0;
+		}
 	org = malloc((size_t)total * sizeof(*org));
 	if (!mine || !org) {
 		st = clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
@@ -158,6 +243,22 @@ static void sim_opts(const pf *P, clp_sim_opts *so)
 	so->trace_limit = 0;
 }
 
+clp_status pf_base_idle(pf *P)
+{
+	clp_sim_opts so;
+	clp_sim_result r;
+
+	sim_opts(P, &so);
+	CLP_TRY(clp_sim_run(P->base, &so, &r));
+	for (int i = 0; i < P->base->nranks; i++) {
+		P->kind[i] = r.ranks[i].kind;
+		P->speed[i] = r.ranks[i].speed;
+		P->idle[i] = r.cycle_s - r.ranks[i].compute_s;
+	}
+	clp_sim_result_free(&r);
+	return CLP_OK;
+}
+
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util)
 {
 	clp_sim_opts so;
@@ -186,18 +287,28 @@ static clp_status add_gap(pf *P, int *cap, pf_gap g)
 	return CLP_OK;
 }
 
+/* The cycle step of an op of the template (items name theirs, base ops the template's). */
+static int cycle_step(const pf_origin *o, int warm)
+{
+	return o->item >= 0 ? o->step : o->step - warm;
+}
+
 /* The gaps of one rank: after each compute op (and the sends and receives it posts next, and
  * any blocking send among them) until the next op that is not a send or receive starts. An item
  * put there goes before that op. Gaps whose next op is an immediate item have no room: the
- * item runs right after its forward / backward. */
+ * item runs right after its forward / backward. With opts.split, a gap across a step boundary
+ * is split where the step ends (step_end, the last op of the step on any rank): the part
+ * before is the end of the earlier step (slot: after its last base op), so the cycle's last
+ * step can use its drain; the part after is the next step's fill. */
 static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int64_t off, int r,
-			    const double *t0, const double *t1, int warm, int *cap)
+			    const double *t0, const double *t1, int warm, int *cap,
+			    const double *step_end)
 {
 	const clp_rank_prog *p = &s->ranks[r];
 
 	for (int i = 0; i < p->nops; i++) {
 		double start;
-		int q = i + 1;
+		int q = i + 1, si;
 		pf_gap g;
 
 		if (!clp_op_is_compute(p->ops[i].kind))
@@ -213,7 +324,18 @@ static clp_status rank_gaps(pf *P, const clp_sched *s, const pf_origin *org, int
 		g.t0 = start;
 		g.t1 = t0[off + q] > start ? t0[off + q] : start;
 		g.used = 0;
-		g.step = org[off + q].item >= 0 ? org[off + q].step : org[off + q].step - warm;
+		g.step = cycle_step(&org[off + q], warm);
+		si = cycle_step(&org[off + i], warm);
+		if ((P->o->split & CLP_PF_SPLIT_SYNC) && si >= 0 && si < g.step && si < P->kmax &&
+		    step_end[si + warm] > g.t0) {
+			pf_gap e = g; /* the end of step si */
+
+			e.t1 = step_end[si + warm] < g.t1 ? step_end[si + warm] : g.t1;
+			e.step = si;
+			e.j = P->base->ranks[r].nops;
+			CLP_TRY(add_gap(P, cap, e));
+			g.t0 = e.t1;
+		}
 		g.j = org[off + q].j;
 		if (org[off + q].item >= 0 && P->it[org[off + q].item].key == PF_IMMEDIATE)
 			g.t1 = g.t0;
@@ -228,7 +350,7 @@ clp_status pf_timeline(pf *P)
 {
 	clp_sched *s = NULL;
 	pf_origin *org = NULL;
-	double *t0 = NULL, *t1 = NULL;
+	double *t0 = NULL, *t1 = NULL, *step_end = NULL;
 	int64_t nops, off = 0;
 	clp_sim_opts so;
 	clp_sim_result res;
@@ -268,19 +390,31 @@ clp_status pf_timeline(pf *P)
 	}
 	clp_sim_result_free(&res);
 	P->ngaps = 0;
+	step_end = calloc((size_t)P->kmax + 2, sizeof(double));
+	if (!step_end) {
+		st = clp_error(CLP_ERR_NOMEM, "pipefisher: out of host memory");
+		goto out;
+	}
+	for (int64_t i = 0; i < nops; i++) { /* org is rank by rank like t1 */
+		int ts = cycle_step(&org[i], 1) + 1;
+
+		if (ts >= 0 && ts <= P->kmax && t1[i] > step_end[ts])
+			step_end[ts] = t1[i];
+	}
 	for (int r = 0; r < s->nranks && st == CLP_OK; r++) {
 		const clp_rank_prog *p = &s->ranks[r];
 
-		st = rank_gaps(P, s, org, off, r, t0, t1, 1, &cap);
+		st = rank_gaps(P, s, org, off, r, t0, t1, 1, &cap, step_end);
 		/* the end of each curvature item's backward in the cycle's first step */
 		for (int i = 0; st == CLP_OK && i < p->nops; i++)
-			if (org[off + i].item < 0 && org[off + i].step == 1)
+			if (org[off + i].item == -1 && org[off + i].step == 1)
 				for (int k = 0; k < P->nit; k++)
 					if (P->it[k].rank == r && P->it[k].bwd == org[off + i].j)
 						P->bwd_end[k] = t1[off + i];
 		off += p->nops;
 	}
 out:
+	free(step_end);
 	free(t0);
 	free(t1);
 	free(org);

@@ -17,6 +17,7 @@ typedef struct pf_item {
 	int bwd;       /* curvature: base index of the stage's backward of its micro-batch */
 	int layer_last; /* INV: index of the layer's last curvature item on the rank; -1 */
 	int sync;      /* INV: index of the layer's KFAC_SYNC item on the rank; -1 */
+	int prev;      /* INV phase: index of the phase before it; -1 */
 	double dur;
 	int64_t keep;  /* bytes kept when it runs after the backward */
 	int placed, immediate, forced, in_tmpl;
@@ -48,6 +49,11 @@ typedef struct pf {
 	pf_gap *gaps;        /* of the last template, rank by rank in time order */
 	int ngaps;
 	double *bwd_end;     /* per item: end of the backward it follows (template) */
+	double *idle;        /* per rank: idle time of one base step */
+	int mid_sync;        /* place factor all-reduces mid-step where they fit (opts.split) */
+	int *mid_j;          /* per rank: the slot of a mid-step all-reduce (mid_slots) */
+	int *owner;          /* per model layer: the rank that inverts and preconditions it; -1:
+			      * every holder of its stage (not split) */
 } pf;
 
 /* A schedule of nsteps steps of the base lists (op.step = template step) with the items that
@@ -58,6 +64,10 @@ clp_status pf_build(pf *P, int nsteps, int warm, int precond, clp_sched **out, p
 /* Simulate the template (warm step + kmax cycle steps with the immediate items): the gaps of
  * every rank (P->gaps) and each curvature item's backward end (P->bwd_end). */
 clp_status pf_timeline(pf *P);
+/* Simulate the base step: P->kind, P->speed and P->idle of every rank. */
+clp_status pf_base_idle(pf *P);
+/* Base index of rank r's gradient all-reduce of stage s (-1: none) and its group. */
+int pf_find_allreduce(const clp_sched *b, int r, int s, int *group);
 /* Simulate s with the pass's costs, cluster and layout: cycle time, utilisation. */
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util);
 

@@ -116,9 +116,17 @@ static clp_status check_fields(const vctx *v, int r, int i)
 			return op_fail(v, r, i, "%s is not in group %d", member ? "the root" : "the rank",
 				       op->group);
 	}
-	if (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV &&
+	if (((k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV) || k == CLP_OP_KFAC_INV_SYNC) &&
 	    (op->layer < 0 || op->layer >= s->nlayers))
 		return op_fail(v, r, i, "layer out of range [0, %d)", s->nlayers);
+	if (k == CLP_OP_KFAC_INV && (op->mb < -1 || op->mb > 2))
+		return op_fail(v, r, i, "inversion phase (mb) %d out of [-1, 2]", op->mb);
+	if (k == CLP_OP_KFAC_PREC_SYNC && (op->stage < 0 || op->stage >= s->nstages))
+		return op_fail(v, r, i, "stage out of range [0, %d)", s->nstages);
+	if (k == CLP_OP_KFAC_PRECOND && op->layer >= 0 &&
+	    (op->layer < s->stages[op->stage].first_layer ||
+	     op->layer >= s->stages[op->stage].first_layer + s->stages[op->stage].nlayers))
+		return op_fail(v, r, i, "layer %d is not in stage %d", op->layer, op->stage);
 	return CLP_OK;
 }
 
@@ -428,6 +436,77 @@ static clp_status dry_run(const vctx *v)
 	return st;
 }
 
+/* Split K-FAC work (engine/pass/pipefisher.h, opts.split): in every step, a stage whose layers
+ * are preconditioned one by one has each of its layers preconditioned by exactly one rank,
+ * after which every such rank exchanges the stage's results (KFAC_PREC_SYNC) before its
+ * OPT_STEP of the stage; a layer whose inverses are exchanged (KFAC_INV_SYNC) is inverted by
+ * exactly one member of the exchange's group in the cycle, before the exchange in its list;
+ * the phases of an inversion (KFAC_INV op.mb 0, 1, 2) come in order on one rank. */
+static clp_status check_kfac_split(const vctx *v)
+{
+	const clp_sched *s = v->s;
+
+	for (int r = 0; r < s->nranks; r++) {
+		const clp_rank_prog *p = &s->ranks[r];
+
+		for (int i = 0; i < p->nops; i++) {
+			const clp_op *o = &p->ops[i];
+			int seen = 0, owners = 0;
+
+			if (o->kind == CLP_OP_KFAC_PRECOND && o->layer >= 0) {
+				int q = i + 1; /* this step's exchange of the stage, then its OPT_STEP */
+
+				while (q < p->nops && !(p->ops[q].kind == CLP_OP_KFAC_PREC_SYNC &&
+							p->ops[q].stage == o->stage && p->ops[q].step == o->step))
+					q++;
+				for (int u = q; u < p->nops && !seen; u++)
+					seen = p->ops[u].kind == CLP_OP_OPT_STEP &&
+					       p->ops[u].stage == o->stage && p->ops[u].step == o->step;
+				if (!seen)
+					return op_fail(v, r, i, "no KFAC_PREC_SYNC of stage %d between it "
+						       "and the stage's OPT_STEP of step %d", o->stage,
+						       o->step);
+				for (int r2 = 0; r2 < s->nranks; r2++)
+					for (int u = 0; u < s->ranks[r2].nops; u++) {
+						const clp_op *x = &s->ranks[r2].ops[u];
+
+						owners += x->kind == CLP_OP_KFAC_PRECOND && x->layer == o->layer &&
+							  x->step == o->step;
+					}
+				if (owners != 1)
+					return op_fail(v, r, i, "layer %d is preconditioned %d times in "
+						       "step %d (once: by its owner)", o->layer, owners, o->step);
+			}
+			for (int u = 0; o->kind == CLP_OP_KFAC_INV && o->mb > 0 && u < i && !seen; u++)
+				seen = p->ops[u].kind == CLP_OP_KFAC_INV && p->ops[u].layer == o->layer &&
+				       p->ops[u].factor == o->factor && p->ops[u].mb == o->mb - 1;
+			if (o->kind == CLP_OP_KFAC_INV && o->mb > 0 && !seen)
+				return op_fail(v, r, i, "phase %d of an inversion does not follow phase %d "
+					       "of the same factor on this rank", o->mb, o->mb - 1);
+			seen = 0;
+			if (o->kind == CLP_OP_KFAC_INV_SYNC) {
+				const clp_group *g = &s->groups[o->group];
+
+				for (int m = 0; m < g->n; m++) {
+					const clp_rank_prog *pm = &s->ranks[g->ranks[m]];
+					int has = 0;
+
+					for (int u = 0; u < pm->nops && !has; u++)
+						has = pm->ops[u].kind == CLP_OP_KFAC_INV &&
+						      pm->ops[u].layer == o->layer &&
+						      (g->ranks[m] != r || u < i);
+					owners += has;
+				}
+				if (owners != 1)
+					return op_fail(v, r, i, "%d members of group %d invert layer %d before "
+						       "its exchange (one owner must)", owners, o->group,
+						       o->layer);
+			}
+		}
+	}
+	return CLP_OK;
+}
+
 clp_status clp_sched_validate(const clp_sched *s, int dry)
 {
 	size_t nrec = (size_t)s->nreplicas * (size_t)s->nsteps * (size_t)s->npipes *
@@ -452,6 +531,8 @@ clp_status clp_sched_validate(const clp_sched *s, int dry)
 		st = check_paths(&v);
 	if (st == CLP_OK)
 		st = check_collectives(&v);
+	if (st == CLP_OK)
+		st = check_kfac_split(&v);
 	if (st == CLP_OK && dry)
 		st = dry_run(&v);
 	clp_sched_index_free(&v.ix);

@@ -375,7 +375,8 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
  * inversion per layer and factor (op.factor in the event's `what`; 0: the whole layer). A
  * stage's time is the sum over its layers (and factors) of each item's mean duration, so
  * several cycles, holders or replicas in the trace change nothing. Events without a layer
- * (older traces) count as the mean layer. The inversion shares of the factors follow too when
+ * (older traces) count as the mean layer. The three phases of an inversion (a split cycle's
+ * KFAC_INV with mb 0, 1, 2) add up to one. The inversion shares of the factors follow too when
  * the trace has every factor. */
 #define CAL_F (CLP_COST_MAX_FACTORS + 1)
 static clp_status calibrate_kfac(clp_costs *c, const clp_trace *t, int *nset)
@@ -412,7 +413,7 @@ static clp_status calibrate_kfac(clp_costs *c, const clp_trace *t, int *nset)
 			continue;
 		at = (((size_t)e->stage * 3 + (size_t)w) * (size_t)L + (size_t)l) * CAL_F + (size_t)f;
 		sum[at] += e->t1 - e->t0;
-		cnt[at]++;
+		cnt[at] += !(w == 2 && e->mb > 0); /* an inversion in phases counts once */
 		maxf = f > maxf ? f : maxf;
 	}
 	for (int st = 0; st < c->nstages; st++)
@@ -460,6 +461,63 @@ static clp_status calibrate_kfac(clp_costs *c, const clp_trace *t, int *nset)
 	return CLP_OK;
 }
 
+/* A split cycle preconditions layer by layer (KFAC_PRECOND with a layer, each on its owner): a
+ * stage's time is the sum of its layers' means (scaled up to the stage's layer count when the
+ * trace has only some of them); stages preconditioned whole keep their mean. */
+static clp_status calibrate_precond_layers(clp_costs *c, const clp_trace *t, int *nset)
+{
+	int L = 0;
+	double *sum;
+	int64_t *cnt, *whole;
+
+	for (size_t i = 0; i < t->n; i++)
+		if (t->ev[i].kind == CLP_OP_KFAC_PRECOND && t->ev[i].layer + 1 > L)
+			L = t->ev[i].layer + 1;
+	sum = calloc((size_t)c->nstages * (size_t)L + 1, sizeof(double));
+	cnt = calloc((size_t)c->nstages * (size_t)L + 1, sizeof(int64_t));
+	whole = calloc((size_t)c->nstages + 1, sizeof(int64_t));
+	if (!sum || !cnt || !whole) {
+		free(sum);
+		free(cnt);
+		free(whole);
+		return clp_error(CLP_ERR_NOMEM, "calibration: out of host memory");
+	}
+	for (size_t i = 0; i < t->n; i++) {
+		const clp_trace_event *e = &t->ev[i];
+
+		if (e->kind != CLP_OP_KFAC_PRECOND || e->queue != CLP_TQ_COMPUTE || e->stage < 0 ||
+		    e->stage >= c->nstages)
+			continue;
+		if (e->layer < 0) {
+			whole[e->stage]++;
+			continue;
+		}
+		sum[(size_t)e->stage * (size_t)L + (size_t)e->layer] += e->t1 - e->t0;
+		cnt[(size_t)e->stage * (size_t)L + (size_t)e->layer]++;
+	}
+	for (int s = 0; s < c->nstages; s++) {
+		double tot = 0;
+		int seen = 0;
+
+		for (int l = 0; l < L; l++)
+			if (cnt[(size_t)s * (size_t)L + (size_t)l]) {
+				tot += sum[(size_t)s * (size_t)L + (size_t)l] /
+				       (double)cnt[(size_t)s * (size_t)L + (size_t)l];
+				seen++;
+			}
+		if (whole[s] || !seen)
+			continue;
+		if (c->stages[s].nlayers > seen)
+			tot *= (double)c->stages[s].nlayers / seen;
+		c->stages[s].t[CLP_COST_KFAC_PRECOND] = tot;
+		(*nset)++;
+	}
+	free(sum);
+	free(cnt);
+	free(whole);
+	return CLP_OK;
+}
+
 clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 {
 	static const struct {
@@ -470,6 +528,7 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 	size_t n = (size_t)c->nstages * CLP_COST_NTIMES;
 	double *sum = calloc(n, sizeof(double));
 	int64_t *cnt = calloc(n, sizeof(int64_t));
+	int pl = 0;
 
 	*nset = 0;
 	if (!sum || !cnt) {
@@ -482,6 +541,10 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 
 		if (e->queue != CLP_TQ_COMPUTE || e->stage < 0 || e->stage >= c->nstages)
 			continue;
+		if (e->kind == CLP_OP_KFAC_PRECOND && e->layer >= 0) {
+			pl = 1; /* a split cycle's: per layer, below */
+			continue;
+		}
 		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
 			if (map[k].kind == e->kind) {
 				size_t at = (size_t)e->stage * CLP_COST_NTIMES + (size_t)map[k].time;
@@ -510,6 +573,8 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 	}
 	free(sum);
 	free(cnt);
+	if (pl)
+		CLP_TRY(calibrate_precond_layers(c, t, nset));
 	CLP_TRY(calibrate_kfac(c, t, nset));
 	snprintf(c->source, sizeof(c->source), "calibrated from a trace (%d times)", *nset);
 	return CLP_OK;

@@ -45,7 +45,7 @@ clp_status clp_trace_write_chrome(const clp_trace *t, const char *path)
 		const clp_trace_event *e = &t->ev[i];
 		char label[32];
 
-		int kfac = e->kind >= CLP_OP_KFAC_CURV_A && e->kind <= CLP_OP_KFAC_PRECOND;
+		int kfac = clp_op_is_kfac(e->kind);
 		int inv = e->kind == CLP_OP_KFAC_INV;
 
 		clp_trace_event_label(e, label, sizeof(label));

@@ -27,7 +27,9 @@ static const char *colour(const clp_trace_event *e)
 	case CLP_OP_KFAC_CURV_B:
 	case CLP_OP_KFAC_SYNC:
 	case CLP_OP_KFAC_INV:
-	case CLP_OP_KFAC_PRECOND: return "#b279a2";
+	case CLP_OP_KFAC_PRECOND:
+	case CLP_OP_KFAC_INV_SYNC:
+	case CLP_OP_KFAC_PREC_SYNC: return "#b279a2";
 	default: return "#888888";
 	}
 }

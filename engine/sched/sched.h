@@ -11,7 +11,7 @@
  *   RECV_*    posts a nonblocking receive (MPI_Irecv). The compute op that consumes it waits for
  *             its completion; posting early (prefetch) lets the transfer overlap compute.
  *             A run of adjacent SEND/RECV ops is one exchange: all are posted before any wait.
- *   ALLREDUCE / REDUCE / KFAC_SYNC are blocking collectives over sched->groups[op.group]; every
+ *   ALLREDUCE / REDUCE / KFAC_SYNC / KFAC_INV_SYNC / KFAC_PREC_SYNC are blocking collectives over sched->groups[op.group]; every
  *             member issues the collectives of a group in the same order.
  *
  * A send matches the receive on its peer with the same (source, destination, tag) in list order
@@ -44,7 +44,11 @@ typedef enum clp_op_kind {
 	CLP_OP_KFAC_CURV_B,  /* Kronecker factor B of op.layer from micro-batch op.mb (after BWD) */
 	CLP_OP_KFAC_SYNC,    /* all-reduce of op.layer's factors over op.group */
 	CLP_OP_KFAC_INV,     /* inverse of op.layer's factors */
-	CLP_OP_KFAC_PRECOND, /* precondition op.stage's gradients */
+	CLP_OP_KFAC_PRECOND, /* precondition op.stage's gradients (op.layer >= 0: that layer's only) */
+	CLP_OP_KFAC_INV_SYNC,  /* all-reduce of op.layer's inverses (and damping statistics) over
+				* op.group: the layer's owner contributes them, the others zeros */
+	CLP_OP_KFAC_PREC_SYNC, /* all-reduce of op.stage's preconditioned gradients over op.group:
+				* each holder contributes the layers it owns, zeros elsewhere */
 	CLP_OP_KIND_COUNT
 } clp_op_kind;
 
@@ -65,7 +69,9 @@ enum {
 /* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
  * K-FAC items (engine/pass/pipefisher.h): KFAC_CURV_A/B name the step whose FWD/backward they
  * record in `step` (a cycle's first step, 0) and may sit later in the list, in a later step's
- * bubbles; KFAC_INV names one factor of the layer in `factor`. */
+ * bubbles; KFAC_INV names one factor of the layer in `factor`, and in `mb` one phase of its
+ * inversion (0 the Cholesky factor, 1 its triangular inverse, 2 the product X^T X; -1 all
+ * three); KFAC_PRECOND names in `layer` the one layer it preconditions (-1: the stage's). */
 typedef struct clp_op {
 	uint8_t kind;  /* clp_op_kind */
 	uint8_t pipe;  /* pipeline: 0, or Chimera's 0 = down, 1 = up */
@@ -204,7 +210,14 @@ static inline int clp_op_is_p2p(int k)
 }
 static inline int clp_op_is_collective(int k)
 {
-	return k == CLP_OP_ALLREDUCE || k == CLP_OP_REDUCE || k == CLP_OP_KFAC_SYNC;
+	return k == CLP_OP_ALLREDUCE || k == CLP_OP_REDUCE || k == CLP_OP_KFAC_SYNC ||
+	       k == CLP_OP_KFAC_INV_SYNC || k == CLP_OP_KFAC_PREC_SYNC;
+}
+/* A K-FAC op (engine/pass/pipefisher.h): items and their collectives. */
+static inline int clp_op_is_kfac(int k)
+{
+	return (k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_PRECOND) || k == CLP_OP_KFAC_INV_SYNC ||
+	       k == CLP_OP_KFAC_PREC_SYNC;
 }
 /* BWD or BWD_B: the op that produces the input gradient. */
 static inline int clp_op_is_bwd_input(int k)

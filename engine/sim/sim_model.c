@@ -63,8 +63,10 @@ double sim_op_time(const sim *S, int rank, const clp_op *op)
 	case CLP_OP_KFAC_INV:
 		if (op->factor && op->factor <= c->kfac_nfactors)
 			per_layer *= c->kfac_share[op->factor - 1];
+		if (op->mb >= 0) /* one of the three phases, about a third of the flops each */
+			per_layer /= 3;
 		return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_INV);
-	case CLP_OP_KFAC_PRECOND: return stage_time(S, rank, st, CLP_COST_KFAC_PRECOND);
+	case CLP_OP_KFAC_PRECOND: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_PRECOND);
 	}
 	return 0;
 }
@@ -99,7 +101,9 @@ int64_t sim_coll_bytes(const sim *S, const clp_op *op)
 		return 8;
 	if (st < 0 || st >= c->nstages)
 		return 0;
-	if (op->kind == CLP_OP_KFAC_SYNC)
+	if (op->kind == CLP_OP_KFAC_PREC_SYNC) /* the stage's K-FAC layers: most of its weights */
+		return c->stages[st].param_bytes;
+	if (op->kind == CLP_OP_KFAC_SYNC || op->kind == CLP_OP_KFAC_INV_SYNC)
 		return c->stages[st].kfac_bytes / (c->stages[st].nlayers > 0 ? c->stages[st].nlayers : 1);
 	return op->what == CLP_RED_GRADS ? c->stages[st].param_bytes : 0;
 }
@@ -427,7 +431,7 @@ clp_status sim_static_memory(sim *S)
 							     c->stages[st].opt_bytes +
 							     c->stages[st].work_bytes);
 			}
-			if (op->kind >= CLP_OP_KFAC_CURV_A && op->kind <= CLP_OP_KFAC_PRECOND &&
+			if (clp_op_is_kfac(op->kind) &&
 			    !held[2 * st + 1]) {
 				held[2 * st + 1] = 1;
 				bytes = clp_bytes_add(bytes, c->stages[st].kfac_bytes);

@@ -228,6 +228,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	po.keep_a_bytes = ka;
 	po.keep_b_bytes = kb;
 	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	po.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	st = clp_pipefisher(base, &po, cycle, &rep);
 	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_stage_cost *t = &c->stages[0];
@@ -283,10 +284,13 @@ clp_status sess_pf_plan(clp_session *s)
 	clp_status st;
 
 	if (!c->pipeline.pipefisher) {
-		if (c->pipeline.pipefisher_schedule[0] || c->pipeline.pipefisher_costs[0])
+		if (c->pipeline.pipefisher_schedule[0] || c->pipeline.pipefisher_costs[0] ||
+		    c->pipeline.pipefisher_split)
 			return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_%s is set but "
 					 "pipeline.pipefisher is off",
-					 c->pipeline.pipefisher_costs[0] ? "costs" : "schedule");
+					 c->pipeline.pipefisher_costs[0] ? "costs"
+					 : c->pipeline.pipefisher_split ? "split"
+									: "schedule");
 		return CLP_OK;
 	}
 	if (strcmp(c->optim.name, "kfac"))

@@ -114,6 +114,10 @@ static const clp_cfg_field fields[] = {
 	F(pipeline.pipefisher_mem_cap, "pipeline.pipefisher_mem_cap", CLP_CFG_INT, "-1",
 	  "PipeFisher: bytes of inputs and output gradients a rank may keep for deferred factors "
 	  "(-1: no cap)", -1, 1L << 50, NULL),
+	F(pipeline.pipefisher_split, "pipeline.pipefisher_split", CLP_CFG_BOOL, "false",
+	  "PipeFisher: one holder of a stage (Chimera's twin, a replica) inverts each layer and "
+	  "sends the inverses to the others; factor all-reduces mid-step where they fit", 0, 0,
+	  NULL),
 	F(pipeline.pipefisher_costs, "pipeline.pipefisher_costs", CLP_CFG_STRING, "\"\"",
 	  "PipeFisher: cost table JSON for the pass (\"\": measured on each rank's device at "
 	  "start-up)", 0, 0, NULL),

@@ -50,6 +50,7 @@ typedef struct clp_train_config {
 		char layout[1024];   /* rank layout (clpipe plan): rank -> device "host:selector" */
 		int pipefisher;      /* K-FAC work in the bubbles (optim.name = "kfac"; KFAC.md) */
 		long pipefisher_mem_cap;        /* kept bytes per rank for deferred factors (-1: any) */
+		int pipefisher_split;           /* split inversions between a stage's holders */
 		char pipefisher_costs[1024];    /* cost table for the pass ("": measured at start) */
 		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;

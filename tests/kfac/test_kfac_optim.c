@@ -340,8 +340,28 @@ static void test_cycle_rule(void)
 			free(x);
 		}
 		if (step == 3) {
+			int nf = clp_kfac_opt_nfactors(r.k);
+			float *whole[16] = {0};
+
 			inv3 = mat(clp_kfac_opt_inverse(r.k, layer, f, 1), d);
 			CHECK(memcmp(inv3, inv0, d * d * 4), "cycle 1's inverse equals cycle 0's");
+			/* the three phases, interleaved over the layer's factors, equal the whole
+			 * inversion bitwise */
+			for (int ff = 0; ff < nf && ff < 16; ff++)
+				whole[ff] = mat(clp_kfac_opt_inverse(r.k, layer, ff, 1),
+						clp_kfac_opt_factor_dim(r.k, ff));
+			for (int ph = 0; ph < 3; ph++)
+				for (int ff = 0; ff < nf && ff < 16; ff++)
+					CHECK_OK(clp_kfac_opt_invert_phase(r.k, layer, ff, ph));
+			for (int ff = 0; ff < nf && ff < 16; ff++) {
+				size_t df = clp_kfac_opt_factor_dim(r.k, ff);
+
+				x = mat(clp_kfac_opt_inverse(r.k, layer, ff, 1), df);
+				CHECK(x && whole[ff] && !memcmp(x, whole[ff], df * df * 4),
+				      "factor %d: the inversion in phases differs from the whole", ff);
+				free(x);
+				free(whole[ff]);
+			}
 		}
 	}
 	free(inv0);
@@ -451,6 +471,8 @@ static void test_bad_options(void)
 	if (r.k) {
 		CHECK_ERR(clp_kfac_opt_invert(r.k, 5, -1), CLP_ERR_INVALID, "layer 5", NULL);
 		CHECK_ERR(clp_kfac_opt_invert(r.k, 0, 99), CLP_ERR_INVALID, "factor 99", NULL);
+		CHECK_ERR(clp_kfac_opt_invert_phase(r.k, 0, 0, 3), CLP_ERR_INVALID, "phase 3", NULL);
+		CHECK_ERR(clp_kfac_opt_invert_phase(r.k, 5, 0, 0), CLP_ERR_INVALID, "layer 5", NULL);
 		CHECK_ERR(clp_kfac_opt_step_begin(r.k, 0, 1, 0, NULL), CLP_ERR_INVALID, "0 rows",
 			  NULL);
 		CHECK_ERR(clp_kfac_opt_curv_a(r.k, 7, 0, 0), CLP_ERR_INVALID, "stage layer 7", NULL);

@@ -124,6 +124,10 @@ static void test_pipefisher_settings(void)
 	c.pipeline.pipefisher = 0;
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
 		  "pipeline.pipefisher_costs is set but pipeline.pipefisher is off");
+	c.pipeline.pipefisher_costs[0] = 0;
+	c.pipeline.pipefisher_split = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
+		  "pipeline.pipefisher_split is set but pipeline.pipefisher is off");
 	CHECK(s == NULL, "no session");
 	fclose(devnull);
 }

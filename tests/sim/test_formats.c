@@ -399,6 +399,49 @@ static void test_calibrate_kfac(void)
 	clp_trace_free(&back);
 }
 
+/* A split cycle's trace: an inversion in three phases counts once (their sum), preconditioning
+ * per layer on its owner adds up to the stage's, through the Chrome JSON. */
+static void test_calibrate_split(void)
+{
+	enum { I = CLP_OP_KFAC_INV, P = CLP_OP_KFAC_PRECOND };
+	static const clp_trace_event ev[] = {
+		{0, 1, 0, CLP_TQ_COMPUTE, I, 0, 1, 0, 0, -1, 0},   /* layer 0, factor 1, phase 0 */
+		{1, 2, 0, CLP_TQ_COMPUTE, I, 0, 1, 0, 1, -1, 0},   /* phase 1 */
+		{2, 4, 0, CLP_TQ_COMPUTE, I, 0, 1, 0, 2, -1, 0},   /* phase 2: 4 in all */
+		{0, 4, 1, CLP_TQ_COMPUTE, I, 1, 1, 0, -1, -1, 1},  /* layer 1 whole, on the twin */
+		{4, 4.2, 0, CLP_TQ_COMPUTE, P, 0, 0, 0, -1, -1, 0}, /* layer 0: mean 0.25 */
+		{5, 5.3, 0, CLP_TQ_COMPUTE, P, 0, 0, 0, -1, -1, 0},
+		{4, 4.5, 1, CLP_TQ_COMPUTE, P, 1, 0, 0, -1, -1, 1}, /* layer 1: 0.5 */
+	};
+	clp_trace t, back;
+	clp_costs *c = NULL;
+	int nset = 0;
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/kfac-split-trace.json", CLP_TEST_TMP);
+	clp_trace_init(&t, 2, 0);
+	memset(&back, 0, sizeof(back));
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+		CHECK_OK(clp_trace_push(&t, &ev[i]));
+	CHECK_OK(clp_trace_write_chrome(&t, path));
+	CHECK_OK(clp_trace_read_chrome(path, &back));
+	CHECK_OK(clp_costs_uniform(1, 9, 9, -1, &c));
+	if (c && back.n == t.n) {
+		c->stages[0].nlayers = 2;
+		CHECK_OK(clp_costs_calibrate(c, &back, &nset));
+		CHECK(nset == 2, "%d times set", nset);
+		near("inversion: phases add up", c->stages[0].t[CLP_COST_KFAC_INV], 8);
+		near("preconditioning: the layers add up", c->stages[0].t[CLP_COST_KFAC_PRECOND],
+		     0.75);
+	} else {
+		CHECK(0, "read %zu of %zu events back", back.n, t.n);
+	}
+	clp_costs_free(c);
+	clp_trace_free(&t);
+	clp_trace_free(&back);
+}
+
 TH_MAIN(TH_TEST(test_cluster), TH_TEST(test_cluster_errors), TH_TEST(test_costs),
 	TH_TEST(test_costs_errors), TH_TEST(test_layout), TH_TEST(test_layout_sim),
-	TH_TEST(test_profile), TH_TEST(test_calibrate), TH_TEST(test_calibrate_kfac))
+	TH_TEST(test_profile), TH_TEST(test_calibrate), TH_TEST(test_calibrate_kfac),
+	TH_TEST(test_calibrate_split))
