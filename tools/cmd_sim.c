@@ -10,7 +10,7 @@
 
 #include "engine/io/config.h"
 #include "engine/sched/gen.h"
-#include "engine/pass/pipefisher.h"
+#include "engine/pass/scenario.h"
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
@@ -391,36 +391,27 @@ static void print_pf(const clp_pf_report *p, int json)
 	       100 * p->util);
 }
 
-/* Replace the one-step schedule s by its PipeFisher cycle. */
-static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *costs,
-			     const clp_cluster *cluster, const clp_layout *layout)
+/* Replace the scenario's one-step schedule by its PipeFisher cycle. No model here: the kept
+ * bytes are --kfac_keep_a/b or the scenario's guess from the stage output (scenario.h). */
+static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 {
-	clp_pf_opts po;
+	clp_scenario_pf pf;
 	clp_pf_report rep;
-	clp_sched *out = NULL;
-	int64_t out_b = costs->nstages ? costs->stages[0].out_bytes : 0;
-
 	double kt = 0;
 
-	for (int i = 0; i < costs->nstages; i++)
+	for (int i = 0; i < sc->costs->nstages; i++)
 		for (int t = CLP_COST_KFAC_CURV_A; t <= CLP_COST_KFAC_PRECOND; t++)
-			kt += costs->stages[i].t[t];
+			kt += sc->costs->stages[i].t[t];
 	if (kt == 0)
 		fprintf(stderr, "clpipe sim: warning: the cost table has no K-FAC times (give "
 			"--profile, or --costs with kfac_*_s)\n");
-	clp_pf_opts_default(&po);
-	po.costs = costs;
-	po.cluster = cluster;
-	po.layout = cluster ? layout : NULL;
-	po.eager_bytes = c->eager_bytes;
-	po.mem_cap = c->kfac_mem_cap;
-	po.max_steps = (int)c->kfac_max_steps;
-	po.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
-	po.keep_a_bytes = c->kfac_keep_a ? c->kfac_keep_a : 7 * out_b;
-	po.keep_b_bytes = c->kfac_keep_b ? c->kfac_keep_b : 9 * out_b;
-	CLP_TRY(clp_pipefisher(*s, &po, &out, &rep));
-	clp_sched_free(*s);
-	*s = out;
+	clp_scenario_pf_default(&pf);
+	pf.mem_cap = c->kfac_mem_cap;
+	pf.max_steps = (int)c->kfac_max_steps;
+	pf.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
+	pf.keep_a_bytes = c->kfac_keep_a;
+	pf.keep_b_bytes = c->kfac_keep_b;
+	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	print_pf(&rep, c->json);
 	return CLP_OK;
 }
@@ -428,10 +419,11 @@ static clp_status pipefisher(const sim_cfg *c, clp_sched **s, const clp_costs *c
 int cmd_sim(int argc, char **argv)
 {
 	sim_cfg c;
+	clp_scenario sc;
 	clp_sched *s = NULL;
 	clp_costs *costs = NULL;
-	clp_cluster *cluster = NULL;
-	clp_layout *layout = NULL;
+	const clp_cluster *cluster = NULL;
+	const clp_layout *layout = NULL;
 	clp_sim_opts o;
 	clp_sim_result r = {0};
 	clp_status st;
@@ -448,6 +440,7 @@ int cmd_sim(int argc, char **argv)
 		return cli_fail("sim", st);
 	if ((rc = parse_short(&c, argc, argv)) != 0)
 		return rc;
+	clp_scenario_init(&sc);
 	t0 = clp_now();
 	st = make_schedule(&c, &s, 0);
 	if (st == CLP_OK && c.steps > 1 && c.pipefisher)
@@ -477,35 +470,26 @@ int cmd_sim(int argc, char **argv)
 				st = clp_sched_repeat(s, (int)c.steps);
 		}
 	}
+	sc.sched = s; /* from here on the scenario owns them */
+	sc.costs = costs;
+	sc.eager_bytes = c.eager_bytes;
 	if (st == CLP_OK && c.cluster[0])
-		st = clp_cluster_load(c.cluster, &cluster);
-	if (st == CLP_OK && c.layout[0]) {
-		if (!cluster)
-			st = clp_error(CLP_ERR_INVALID, "--layout needs --cluster (the device ids "
-				       "refer to it)");
-		if (st == CLP_OK)
-			st = clp_layout_load(c.layout, &layout);
-		if (st == CLP_OK)
-			st = clp_layout_check(layout, s, c.layout);
-		if (st == CLP_OK)
-			st = clp_layout_resolve(layout, cluster, c.layout);
-	} else if (st == CLP_OK) {
-		st = clp_layout_from_sched(s, cluster, &layout);
-	}
+		st = clp_cluster_load(c.cluster, &sc.cluster);
+	if (st == CLP_OK)
+		st = clp_scenario_resolve(&sc, c.layout);
 	if (st == CLP_OK && c.pipefisher)
-		st = pipefisher(&c, &s, costs, cluster, layout);
+		st = pipefisher(&c, &sc);
+	s = sc.sched;
+	cluster = sc.cluster;
+	layout = sc.layout;
 	if (st == CLP_OK) {
-		clp_sim_opts_default(&o);
-		o.costs = costs;
-		o.cluster = cluster;
-		o.layout = cluster ? layout : NULL;
-		o.eager_bytes = c.eager_bytes;
+		clp_scenario_sim_opts(&sc, &o);
 		o.recompute = c.recompute;
 		o.hop_s = c.hop_s;
 		o.task_gap_s = c.task_gap_s;
 		o.trace_limit = c.bench ? 0 : c.full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
 		t0 = clp_now();
-		st = clp_sim_run(s, &o, &r);
+		st = clp_scenario_sim(&sc, &o, &r);
 		t_sim = clp_now() - t0;
 	}
 	if (st == CLP_OK && c.bench) {
@@ -541,9 +525,6 @@ int cmd_sim(int argc, char **argv)
 	}
 	rc = st == CLP_OK ? 0 : cli_fail("sim", st);
 	clp_sim_result_free(&r);
-	clp_layout_free(layout);
-	clp_cluster_free(cluster);
-	clp_costs_free(costs);
-	clp_sched_free(s);
+	clp_scenario_free(&sc); /* it owns s, costs, the cluster and the layout */
 	return rc;
 }

@@ -9,7 +9,7 @@
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
 #include "engine/model/stage.h"
-#include "engine/pass/pipefisher.h"
+#include "engine/pass/scenario.h"
 #include "engine/sim/sim.h"
 
 void clp_plan_opts_default(clp_plan_opts *o)
@@ -297,15 +297,14 @@ clp_status clp_plan_layout(const clp_plan *p, const clp_cluster *c, const clp_sc
 	return CLP_OK;
 }
 
-/* PipeFisher on the base schedule: *cycle replaces it; kept data capped by the room the base
- * leaves on the tightest device. */
-static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const clp_costs *costs,
-				  const clp_layout *l, const clp_sim_result *base)
+/* PipeFisher on the base schedule: the scenario's cycle replaces it; kept data (the model's,
+ * clp_scenario_kfac_keep) capped by the room the base leaves on the tightest device. */
+static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
+				  const clp_sim_result *base)
 {
-	clp_pf_opts po;
+	clp_scenario_pf pf;
 	clp_pf_report rep;
-	clp_sched *cyc = NULL;
-	int64_t room = -1, keep_a, keep_b;
+	int64_t room = -1;
 
 	for (int r = 0; r < base->nranks; r++) {
 		int64_t u = x->usable[p->device[r]];
@@ -313,51 +312,43 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_sched **s, const
 		if (u > 0 && (room < 0 || u - base->ranks[r].peak_bytes < room))
 			room = u - base->ranks[r].peak_bytes > 0 ? u - base->ranks[r].peak_bytes : 0;
 	}
-	clp_pf_opts_default(&po);
-	po.costs = costs;
-	po.cluster = x->c;
-	po.layout = l;
-	po.mem_cap = room;
-	clp_model_kfac_layer(&x->m->cfg, x->m->batch * x->m->seq, &keep_a, &keep_b, NULL, NULL, 0);
-	po.keep_a_bytes = keep_a;
-	po.keep_b_bytes = keep_b;
-	CLP_TRY(clp_pipefisher(*s, &po, &cyc, &rep));
-	clp_sched_free(*s);
-	*s = cyc;
+	clp_scenario_pf_default(&pf);
+	pf.model = &x->m->cfg;
+	pf.tokens = x->m->batch * x->m->seq;
+	pf.mem_cap = room;
+	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	p->kfac_K = rep.K;
 	return CLP_OK;
 }
 
 clp_status plan_eval(plan_ctx *x, clp_plan *p)
 {
-	clp_sched *s = NULL;
-	clp_costs *costs = NULL;
-	clp_layout *l = NULL;
+	clp_scenario sc;
 	clp_sim_opts so;
 	clp_sim_result r = {0}, base = {0};
 	int kfac_serial = x->m->kfac && !p->pipefisher;
 	clp_status st;
 
+	clp_scenario_init(&sc);
+	sc.cluster = (clp_cluster *)x->c; /* borrowed: never written, not freed */
+	sc.borrowed = CLP_SCN_CLUSTER;
 	p->microbatches = x->m->micro_batches / p->replicas;
-	st = plan_sched(p, x->m, &s);
+	st = plan_sched(p, x->m, &sc.sched);
 	if (st == CLP_OK)
-		st = clp_plan_stage_costs(x->blocks, x->m, s, p->kind == CLP_SCHED_ZBH1,
-					  p->recompute, kfac_serial, &costs);
+		st = clp_plan_stage_costs(x->blocks, x->m, sc.sched, p->kind == CLP_SCHED_ZBH1,
+					  p->recompute, kfac_serial, &sc.costs);
 	if (st == CLP_OK)
-		st = clp_plan_layout(p, x->c, s, &l);
-	clp_sim_opts_default(&so);
-	so.costs = costs;
-	so.cluster = x->c;
-	so.layout = l;
+		st = clp_plan_layout(p, x->c, sc.sched, &sc.layout);
+	clp_scenario_sim_opts(&sc, &so);
 	so.trace_limit = 0;
 	if (st == CLP_OK && p->pipefisher) {
-		st = clp_sim_run(s, &so, &base);
+		st = clp_scenario_sim(&sc, &so, &base);
 		x->evals++;
 		if (st == CLP_OK)
-			st = with_pipefisher(x, p, &s, costs, l, &base);
+			st = with_pipefisher(x, p, &sc, &base);
 	}
 	if (st == CLP_OK) {
-		st = clp_sim_run(s, &so, &r);
+		st = clp_scenario_sim(&sc, &so, &r);
 		x->evals++;
 	}
 	if (st == CLP_OK) {
@@ -375,9 +366,7 @@ clp_status plan_eval(plan_ctx *x, clp_plan *p)
 	}
 	clp_sim_result_free(&r);
 	clp_sim_result_free(&base);
-	clp_layout_free(l);
-	clp_costs_free(costs);
-	clp_sched_free(s);
+	clp_scenario_free(&sc);
 	return st;
 }
 

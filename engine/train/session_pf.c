@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/pass/pipefisher.h"
+#include "engine/pass/scenario.h"
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
 #include "cl/clock.h"
@@ -210,27 +210,31 @@ static void fmt_bytes(int64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%.1f KiB", (double)b / 1024);
 }
 
-/* The cycle from the pass. */
+/* The cycle from the pass: a scenario of the session's schedule (borrowed) and the cost table,
+ * no cluster; kept data as the stages allocate it (clp_scenario_kfac_keep with the model). */
 static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cycle)
 {
-	clp_pf_opts po;
+	clp_scenario sc;
+	clp_scenario_pf pf;
 	clp_pf_report rep;
-	clp_costs *c = NULL;
 	int dims[CLP_COST_MAX_FACTORS], nf = 0;
 	int64_t ka, kb;
 	char kept[32];
 	clp_status st;
 
 	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
-	CLP_TRY(costs_for(s, base, dims, nf, &c));
-	clp_pf_opts_default(&po);
-	po.costs = c;
-	po.keep_a_bytes = ka;
-	po.keep_b_bytes = kb;
-	po.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
-	po.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
-	st = clp_pipefisher(base, &po, cycle, &rep);
+	clp_scenario_init(&sc);
+	sc.sched = (clp_sched *)base; /* borrowed: the pass only reads it */
+	sc.borrowed = CLP_SCN_SCHED;
+	CLP_TRY(costs_for(s, base, dims, nf, &sc.costs));
+	clp_scenario_pf_default(&pf);
+	pf.model = &s->m;
+	pf.tokens = s->N;
+	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	pf.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
+	st = clp_scenario_pipefisher(&sc, &pf, &rep);
 	if (st == CLP_OK && sess_rank(s) == 0) {
+		const clp_costs *c = sc.costs;
 		const clp_stage_cost *t = &c->stages[0];
 
 		fmt_bytes(rep.peak_kept, kept, sizeof(kept));
@@ -245,7 +249,11 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 			"%.1f %%\n", rep.K, rep.items, rep.immediate, rep.forced, kept,
 			1e3 * rep.base_step_s, 1e3 * rep.step_s, 100 * rep.base_util, 100 * rep.util);
 	}
-	clp_costs_free(c);
+	if (st == CLP_OK) {
+		*cycle = sc.sched; /* the scenario's own after the pass: taken */
+		sc.sched = NULL;
+	}
+	clp_scenario_free(&sc);
 	return st;
 }
 
