@@ -1,4 +1,4 @@
-/* The roofline plot of clpipe bench --compare --svg (tools/roofline_svg.c), read back: one
+/* The roofline plot of clpipe bench --compare --svg (topology/roofline_svg.c), read back: one
  * roofline per device with a peak, kernels inside the plot at log-scale coordinates, the ridge
  * where compute and bandwidth meet, and missing (NaN, zero) figures left out without a "nan" or
  * "inf" reaching the file. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "tests/harness.h"
-#include "tools/roofline_svg.h"
+#include "topology/roofline_svg.h"
 
 struct plot {
 	double left, top, width, height, lx0, lx1, ly0, ly1;

@@ -2,7 +2,7 @@
  * intensity (FLOP/byte). The plot frame is written as data-* attributes of <g class="plot"> so
  * a reader (and the test) can map coordinates back to figures. Same look as the loss curve
  * (engine/train/curve.c): white background, sans-serif 11, <title> tooltips. */
-#include "tools/roofline_svg.h"
+#include "topology/roofline_svg.h"
 
 #include <math.h>
 #include <stdio.h>

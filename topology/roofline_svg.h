@@ -2,8 +2,8 @@
  * line min(peak GFLOP/s, peak GB/s x intensity), and kernels placed on it at (flops / bytes,
  * flops / seconds), coloured by the device they ran on. A device or kernel whose figures are
  * missing, zero, negative or not finite is left out of the plot (and named in a note). */
-#ifndef CLP_TOOLS_ROOFLINE_SVG_H
-#define CLP_TOOLS_ROOFLINE_SVG_H
+#ifndef CLP_TOPO_ROOFLINE_SVG_H
+#define CLP_TOPO_ROOFLINE_SVG_H
 
 #include "cl/status.h"
 
