@@ -202,8 +202,9 @@ static void legend(FILE *f, const clp_roof_device *dev, int ndev, int skipped)
 	}
 	if (skipped)
 		fprintf(f, "<text class=\"note\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\">%d kernel "
-			   "figure(s) without flops, bytes or time: not drawn</text>\n", x, y + 10,
-			skipped);
+			   "figure(s) not drawn</text>\n<text x=\"%.1f\" y=\"%.1f\" "
+			   "font-size=\"9\">(no flops, bytes or time)</text>\n", x, y + 10, skipped, x,
+			y + 22);
 }
 
 static void draw(FILE *f, const char *title, const clp_roof_device *dev, int ndev,
