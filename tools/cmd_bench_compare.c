@@ -30,6 +30,7 @@ struct table {
 	clp_roof_point pts[MAX_POINTS];
 	char labels[MAX_POINTS][48];
 	int npts, has_kernels[MAX_COLS];
+	char names[MAX_COLS][256]; /* the devices' whole names, which kernel profiles match */
 };
 
 /* The largest {"median": x} under j, or NaN when there is none. */
@@ -109,7 +110,7 @@ static int kernels_of(struct table *t, const char *path)
 		return 1;
 	}
 	for (int c = 0; c < t->ncols && col < 0; c++)
-		if (!t->has_kernels[c] && !strncmp(t->cols[c], name, sizeof(t->cols[0]) - 1))
+		if (!t->has_kernels[c] && !strcmp(t->names[c], name))
 			col = c;
 	if (col < 0) {
 		fprintf(stderr, "clpipe bench: error: %s: device \"%s\" is in none of the device "
@@ -210,6 +211,7 @@ int cmd_bench_compare(int argc, char **argv)
 			if (t->ncols == MAX_COLS)
 				break;
 			snprintf(t->cols[t->ncols], sizeof(t->cols[0]), "%.40s", name ? name : argv[i]);
+			snprintf(t->names[t->ncols], sizeof(t->names[0]), "%s", name ? name : "");
 			roof_of(t, t->ncols, d);
 			walk(t, t->ncols++, d, "");
 		}
