@@ -1,7 +1,7 @@
 /* clpipe bench --compare A.json B.json ...: device profiles (clpipe bench --json) side by side,
  * as clpeak's compare mode does. Every figure a profile holds as {"median": ...} is one row,
  * named by its path ("bandwidth.read.float16"); one column per device of each file, and the
- * ratio of each column to the first.
+ * ratio of each column to the first; the "gemm" shapes as rows gemm.MxNxK.gflops.
  *
  * --svg F draws each device's roofline (compute peak: the best compute.* median; bandwidth
  * peak: the best bandwidth.* median) on one log-log plot, with the profile's own GEMM shapes
@@ -32,6 +32,8 @@ struct table {
 	int npts, has_kernels[MAX_COLS];
 	char names[MAX_COLS][256]; /* the devices' whole names, which kernel profiles match */
 };
+
+static int row_of(struct table *t, const char *name);
 
 /* The largest {"median": x} under j, or NaN when there is none. */
 static double max_median(json_t *j)
@@ -79,8 +81,15 @@ static void roof_of(struct table *t, int col, json_t *d)
 		double n = json_number_value(json_object_get(e, "n"));
 		double k = json_number_value(json_object_get(e, "k"));
 		double ms = json_number_value(json_object_get(json_object_get(e, "ms"), "median"));
-		char label[48];
 
+		double gf = json_number_value(json_object_get(json_object_get(e, "gflops"),
+							      "median"));
+		char label[48];
+		int r;
+
+		snprintf(label, sizeof(label), "gemm.%.0fx%.0fx%.0f.gflops", m, n, k);
+		if (json_is_object(json_object_get(e, "gflops")) && (r = row_of(t, label)) >= 0)
+			t->v[r][col] = gf;
 		snprintf(label, sizeof(label), "gemm %.0fx%.0fx%.0f", m, n, k);
 		point(t, col, label, 2 * m * n * k, 4 * (m * k + k * n + m * n), ms * 1e-3);
 	}
