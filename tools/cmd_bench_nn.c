@@ -1,17 +1,25 @@
-/* clpipe bench nn: device time of every transformer kernel (cl/nn.h) on one layer of a model
- * shape (default GPT-2 small: B*T = 16*256 tokens, C = 768, 12 heads), from the queue's
- * per-kernel timings, with the achieved bandwidth of the row-wise kernels and the attention
- * throughput. Not a test: no thresholds. */
+/* clpipe bench nn: device time of every transformer kernel (cl/nn.h) and the layer's forward
+ * GEMMs on one layer of a model shape (default GPT-2 small: B*T = 16*256 tokens, C = 768, 12
+ * heads), from the queue's per-kernel timings, with the achieved bandwidth and throughput.
+ * --json F writes them with flops and bytes per call for the roofline of
+ * clpipe bench --compare --svg (docs/DEVICE_PROFILE.md). Not a test: no thresholds. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
+#include "cl/clock.h"
+#include "cl/durable.h"
+#include "cl/gemm.h"
 #include "cl/nn.h"
 #include "cl/ops.h"
 #include "tools/cli.h"
 
-/* Bytes one call of each kernel label moves (for GB/s), or flops (attention). */
+/* Bytes one call of each kernel label moves at least (each operand read or written once) and
+ * the flops it does (elementwise: an estimate per element, documented in
+ * docs/DEVICE_PROFILE.md). Kernels without a row (helpers such as nn_colsum) get neither. */
 struct bench_row {
 	const char *label;
 	double bytes, flops;
@@ -25,6 +33,9 @@ struct bench {
 	int nrows;
 	cl_mem bufs[32];
 	int nbufs;
+	double gemm_flops, gemm_bytes; /* the forward GEMMs of one iteration, all together */
+	int gemm_calls;
+	double gemm_host_ms; /* host clock per iteration, when the GEMMs are not in the timings */
 };
 
 static void row(struct bench *b, const char *label, double bytes, double flops)
@@ -48,8 +59,25 @@ static clp_status buf(struct bench *b, size_t n, clp_buf *out)
 	return clp_nn_rng_uniform(b->ctx, *out, n, &s, 0, -1.0f, 1.0f);
 }
 
+static int is_gemm(const clp_cl_timing *t)
+{
+	return !strncmp(t->label, "gemm", 4);
+}
+
+/* The GEMMs' device ms per iteration (labels gemm*), or their host-clock time when a backend's
+ * own kernels (CLBlast) bypass the queue's timings. */
+static double gemm_ms(const struct bench *b, const clp_cl_timing *t, int nt, int iters)
+{
+	double ms = 0;
+
+	for (int i = 0; i < nt; i++)
+		if (is_gemm(&t[i]))
+			ms += t[i].total_ms / iters;
+	return ms > 0 ? ms : b->gemm_host_ms;
+}
+
 static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, int iters,
-		      int gpu_attn, const char *only)
+		      int gpu_attn, const char *only, clp_cl_timing **t, int *nt)
 {
 	const size_t N = B * T, F = 4 * C, hd = C / H, V = 50257;
 	const double f4 = 4.0;
@@ -93,32 +121,52 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	CLP_TRY(clp_nn_index_build(b->ctx, &idx, tok, N, V, "bench tokens"));
 	clp_nn_set_shape(gpu_attn ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_AUTO);
 
-	row(b, "add", 3 * f4 * N * C, 0);
-	row(b, "layernorm_fwd", 2 * f4 * N * C, 0);
-	row(b, "layernorm_bwd", 4 * f4 * N * C, 0);
-	row(b, "rmsnorm_fwd", 2 * f4 * N * C, 0);
-	row(b, "rmsnorm_bwd", 4 * f4 * N * C, 0);
-	row(b, "gelu_fwd", 2 * f4 * N * F, 0);
-	row(b, "gelu_bwd", 4 * f4 * N * F, 0);
-	row(b, "swiglu_fwd", 3 * f4 * N * F / 2, 0);
-	row(b, "swiglu_bwd", 7 * f4 * N * F / 2, 0);
-	row(b, "bias_fwd", 2 * f4 * N * C, 0);
-	row(b, "bias_bwd", f4 * N * C, 0);
-	row(b, "residual_bwd", 5 * f4 * N * C, 0);
-	row(b, "dropout_fwd", 2 * f4 * N * C, 0);
-	row(b, "dropout_bwd", 3 * f4 * N * C, 0);
-	row(b, "embed_fwd", 3 * f4 * N * C, 0);
-	row(b, "embed_bwd", 3 * f4 * N * C, 0);
-	row(b, "embed_pos_bwd", 2 * f4 * N * C, 0);
-	row(b, "adamw", 7 * f4 * np, 0);
-	row(b, "gstat_partial", f4 * np, 0);
-	row(b, "attn_fwd", 0, 4 * causal_pairs * hd);
-	row(b, "attn_fwd_gpu", 0, 4 * causal_pairs * hd);
-	row(b, "attn_bwd_dq", 0, 6 * causal_pairs * hd);
-	row(b, "attn_bwd_dkv", 0, 8 * causal_pairs * hd);
-	row(b, "attn_bwd_dq_gpu", 0, 6 * causal_pairs * hd);
-	row(b, "attn_bwd_dkv_gpu", 0, 8 * causal_pairs * hd);
-	row(b, "attn_transpose", 2 * f4 * N * C, 0);
+	/* flops per element: add, bias, dropout, residual, embeddings 1; layernorm 8 forward,
+	 * 14 backward; rmsnorm 5 / 9; GELU (tanh) 14 / 22; SwiGLU 6 / 12 per output; AdamW 14 per
+	 * parameter; gradient statistics 2 (square and add). Attention: the causal pairs' 4 hd
+	 * flops forward (QK and PV), 6 / 8 hd backward; bytes Q, K, V, out (and dout, dQ / dK dV)
+	 * once each. */
+	const double NC = (double)N * C, NF = (double)N * F;
+
+	row(b, "add", 3 * f4 * NC, NC);
+	row(b, "layernorm_fwd", 2 * f4 * NC, 8 * NC);
+	row(b, "layernorm_bwd", 4 * f4 * NC, 14 * NC);
+	row(b, "rmsnorm_fwd", 2 * f4 * NC, 5 * NC);
+	row(b, "rmsnorm_bwd", 4 * f4 * NC, 9 * NC);
+	row(b, "gelu_fwd", 2 * f4 * NF, 14 * NF);
+	row(b, "gelu_bwd", 4 * f4 * NF, 22 * NF);
+	row(b, "swiglu_fwd", 3 * f4 * NF / 2, 6 * NF / 2);
+	row(b, "swiglu_bwd", 7 * f4 * NF / 2, 12 * NF / 2);
+	row(b, "bias_fwd", 2 * f4 * NC, NC);
+	row(b, "bias_bwd", f4 * NC, NC);
+	row(b, "residual_bwd", 5 * f4 * NC, 2 * NC);
+	row(b, "dropout_fwd", 2 * f4 * NC, NC);
+	row(b, "dropout_bwd", 3 * f4 * NC, NC);
+	row(b, "embed_fwd", 3 * f4 * NC, NC);
+	row(b, "embed_bwd", 3 * f4 * NC, NC);
+	row(b, "embed_pos_bwd", 2 * f4 * NC, NC);
+	row(b, "adamw", 7 * f4 * np, 14.0 * np);
+	row(b, "gstat_partial", f4 * np, 2.0 * np);
+	row(b, "attn_fwd", 4 * f4 * NC, 4 * causal_pairs * hd);
+	row(b, "attn_fwd_gpu", 4 * f4 * NC, 4 * causal_pairs * hd);
+	row(b, "attn_bwd_dq", 6 * f4 * NC, 6 * causal_pairs * hd);
+	row(b, "attn_bwd_dkv", 7 * f4 * NC, 8 * causal_pairs * hd);
+	row(b, "attn_bwd_dq_gpu", 6 * f4 * NC, 6 * causal_pairs * hd);
+	row(b, "attn_bwd_dkv_gpu", 7 * f4 * NC, 8 * causal_pairs * hd);
+	row(b, "attn_transpose", 2 * f4 * NC, 0);
+	/* the forward GEMMs: QKV (C -> 3C), attention projection (C -> C), MLP (C -> 4C -> C);
+	 * weights from the embedding table's buffer */
+	{
+		const double g[4][3] = {{(double)N, 3.0 * C, (double)C}, {(double)N, (double)C, (double)C},
+					{(double)N, (double)F, (double)C}, {(double)N, (double)C, (double)F}};
+
+		b->gemm_flops = b->gemm_bytes = 0;
+		for (int i = 0; i < 4; i++) {
+			b->gemm_flops += 2 * g[i][0] * g[i][1] * g[i][2];
+			b->gemm_bytes += f4 * (g[i][0] * g[i][2] + g[i][2] * g[i][1] + g[i][0] * g[i][1]);
+		}
+		b->gemm_calls = 4;
+	}
 
 	for (int it = 0; it <= iters && s == CLP_OK; it++) {
 		if (it == 1)
@@ -153,41 +201,120 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 					     lse, &a));
 		T_(clp_nn_grad_stats(b->ctx, m, &pg, &np, 1, 1.0f));
 		T_(clp_nn_adamw_update(b->ctx, pp, pm, pv, pg, np, &hp, 1, m, 1.0f));
+#define GEMMS_()                                                                                    \
+	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, 3 * C, C, 1, x, C, wte, 3 * C, 0, qkv, 3 * C));    \
+	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, C, 1, att, C, wte, C, 0, y, C));                \
+	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, F, C, 1, y, C, wte, F, 0, h4, F));                 \
+	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, F, 1, h4, F, wte, C, 0, z, C))
+		GEMMS_();
 		if (s == CLP_OK && it == 0)
 			s = clp_cl_finish(b->ctx);
-#undef T_
 	}
+	if (s == CLP_OK)
+		s = clp_cl_profile_stop(b->ctx, t, nt);
+	/* CLBlast enqueues its own kernels, which the queue's timings do not see: time the GEMMs
+	 * alone on the host clock (queue finished before and after) */
+	if (s == CLP_OK && gemm_ms(b, *t, *nt, iters) == 0 && (!only || strstr("clp_cl_gemm", only))) {
+		double t0 = clp_now();
+
+		for (int it = 0; it < iters && s == CLP_OK; it++) {
+			GEMMS_();
+		}
+		if (s == CLP_OK && (s = clp_cl_finish(b->ctx)) == CLP_OK)
+			b->gemm_host_ms = (clp_now() - t0) * 1e3 / iters;
+	}
+#undef GEMMS_
+#undef T_
 	clp_nn_set_shape(CLP_NN_SHAPE_AUTO);
 	clp_nn_index_free(idx);
 	free(tok);
 	return s;
 }
 
+/* One iteration's figures of a timing label: calls, device ms, flops and bytes (0 when not
+ * known: no row, or a label called more than once an iteration). Labels gemm* are the GEMMs'
+ * (the product and its packing kernels) and are summed in gemm_figures instead. */
+static int figures(const struct bench *b, const clp_cl_timing *t, int iters, double *ms,
+		   double *flops, double *bytes)
+{
+	int per = (int)(t->count / (uint64_t)iters);
+
+	*ms = t->total_ms / iters;
+	*flops = *bytes = 0;
+	for (int j = 0; j < b->nrows; j++)
+		if (!strcmp(b->rows[j].label, t->label) && per == 1) {
+			*flops = b->rows[j].flops;
+			*bytes = b->rows[j].bytes;
+		}
+	return per;
+}
+
 static void print_table(const struct bench *b, const clp_cl_timing *t, int nt, int iters)
 {
+	double gms = gemm_ms(b, t, nt, iters);
+
 	printf("%-18s %6s %10s %10s %12s\n", "kernel", "calls", "ms/call", "GB/s", "GFLOP/s");
 	for (int i = 0; i < nt; i++) {
-		const struct bench_row *r = NULL;
-		double ms = t[i].total_ms / (double)t[i].count;
-		int per = (int)(t[i].count / (uint64_t)iters);
+		double ms, fl, by;
+		int per = figures(b, &t[i], iters, &ms, &fl, &by);
 
-		for (int j = 0; j < b->nrows; j++)
-			if (!strcmp(b->rows[j].label, t[i].label))
-				r = &b->rows[j];
-		printf("%-18s %6d %10.3f", t[i].label, per, ms);
-		if (r && r->bytes > 0 && per == 1)
-			printf(" %10.1f", r->bytes / (ms * 1e-3) / 1e9);
+		printf("%-18s %6d %10.3f", t[i].label, per, ms / (per > 0 ? per : 1));
+		if (by > 0)
+			printf(" %10.1f", by / (ms * 1e-3) / 1e9);
 		else
 			printf(" %10s", "");
-		if (r && r->flops > 0)
-			printf(" %12.1f", r->flops / (ms * 1e-3) / 1e9);
+		if (fl > 0)
+			printf(" %12.1f", fl / (ms * 1e-3) / 1e9);
 		printf("\n");
 	}
+	if (gms > 0)
+		printf("%-18s %6d %10.3f %10.1f %12.1f   (the %d forward GEMMs%s)\n",
+		       "gemm (all)", b->gemm_calls, gms / b->gemm_calls,
+		       b->gemm_bytes / (gms * 1e-3) / 1e9, b->gemm_flops / (gms * 1e-3) / 1e9,
+		       b->gemm_calls, b->gemm_host_ms > 0 ? ", host clock: the backend's kernels "
+		       "are not in the queue's timings" : " with their packing");
+}
+
+/* The kernel profile (docs/DEVICE_PROFILE.md): per kernel and iteration, calls, device ms,
+ * flops and bytes. */
+static clp_status write_json(const char *path, const struct bench *b, const char *device,
+			     const long shape[4], const clp_cl_timing *t, int nt, int iters)
+{
+	json_t *root = json_pack("{s:s, s:i, s:s, s:{s:I, s:I, s:I, s:I}, s:i, s:[]}", "format",
+				 "clpipe-kernel-profile", "version", 1, "device", device, "shape",
+				 "B", (json_int_t)shape[0], "T", (json_int_t)shape[1], "C",
+				 (json_int_t)shape[2], "H", (json_int_t)shape[3], "iters", iters,
+				 "kernels");
+	json_t *ks = root ? json_object_get(root, "kernels") : NULL;
+	double gms = gemm_ms(b, t, nt, iters);
+	clp_status s;
+
+	if (!ks) {
+		json_decref(root);
+		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
+	}
+	for (int i = 0; i < nt; i++) {
+		double ms, fl, by;
+		int per = figures(b, &t[i], iters, &ms, &fl, &by);
+
+		if (!is_gemm(&t[i]))
+			json_array_append_new(ks, json_pack("{s:s, s:i, s:f, s:f, s:f}", "label",
+							    t[i].label, "calls", per, "ms", ms,
+							    "flops", fl, "bytes", by));
+	}
+	if (gms > 0)
+		json_array_append_new(ks, json_pack("{s:s, s:i, s:f, s:f, s:f, s:s}", "label", "gemm",
+						    "calls", b->gemm_calls, "ms", gms, "flops",
+						    b->gemm_flops, "bytes", b->gemm_bytes, "clock",
+						    b->gemm_host_ms > 0 ? "host" : "device"));
+	s = clp_io_write_json(path, root, JSON_INDENT(1), 1, 0);
+	json_decref(root);
+	return s;
 }
 
 int cmd_bench_nn(int argc, char **argv)
 {
-	const char *device = NULL, *v, *only = NULL;
+	const char *device = NULL, *v, *only = NULL, *json = NULL;
 	long B = 16, T = 256, C = 768, H = 12, iters = 5;
 	int gpu = 0, r;
 	struct bench b;
@@ -201,13 +328,15 @@ int cmd_bench_nn(int argc, char **argv)
 
 		if (cli_is_help(argv[i])) {
 			printf("usage: clpipe bench nn [--device SPEC] [--B N] [--T N] [--C N] [--H N]\n"
-			       "                       [--iters N] [--gpu-shape] [--only NAME]\n\n"
+			       "                       [--iters N] [--gpu-shape] [--only NAME] [--json F]\n\n"
 			       "Times every transformer kernel on one layer of a model shape (default\n"
 			       "GPT-2 small: B=16 T=256 C=768 H=12) with the queue's per-kernel timings;\n"
 			       "prints ms per call, GB/s of the memory-bound kernels and GFLOP/s of\n"
 			       "attention. --gpu-shape forces the GPU-shaped attention kernels;\n"
 			       "--only runs the calls whose wrapper name contains NAME (attention,\n"
-			       "layernorm, gelu, ...).\n");
+			       "layernorm, gelu, ...). --json F writes every kernel's device time, flops\n"
+			       "and bytes per iteration, for the roofline of clpipe bench --compare\n"
+			       "--svg (docs/DEVICE_PROFILE.md).\n");
 			return 0;
 		}
 		if (!strcmp(argv[i], "--gpu-shape")) {
@@ -217,6 +346,11 @@ int cmd_bench_nn(int argc, char **argv)
 		if ((r = cli_value(argc, argv, &i, "--only", &only)) != 0) {
 			if (r < 0)
 				return cli_usage_error("bench nn", "--only needs a value");
+			continue;
+		}
+		if ((r = cli_value(argc, argv, &i, "--json", &json)) != 0) {
+			if (r < 0)
+				return cli_usage_error("bench nn", "--json needs a file name");
 			continue;
 		}
 		if ((r = cli_value(argc, argv, &i, "--device", &device)) != 0) {
@@ -249,11 +383,16 @@ int cmd_bench_nn(int argc, char **argv)
 		return cli_fail("bench nn", s);
 	printf("device %s: B=%ld T=%ld C=%ld H=%ld, %ld iterations\n", clp_cl_ctx_device(b.ctx)->name,
 	       B, T, C, H, iters);
-	s = run(&b, (size_t)B, (size_t)T, (size_t)C, (size_t)H, (int)iters, gpu, only);
-	if (s == CLP_OK)
-		s = clp_cl_profile_stop(b.ctx, &t, &nt);
+	s = run(&b, (size_t)B, (size_t)T, (size_t)C, (size_t)H, (int)iters, gpu, only, &t, &nt);
 	if (s == CLP_OK)
 		print_table(&b, t, nt, (int)iters);
+	if (s == CLP_OK && json) {
+		const long shape[4] = {B, T, C, H};
+
+		s = write_json(json, &b, clp_cl_ctx_device(b.ctx)->name, shape, t, nt, (int)iters);
+		if (s == CLP_OK)
+			printf("wrote %s\n", json);
+	}
 	free(t);
 	for (int i = 0; i < b.nbufs; i++)
 		clReleaseMemObject(b.bufs[i]);
