@@ -441,8 +441,9 @@ static clp_status finish_run(clp_session *s, long first, struct evals *ev)
 		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
 	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && sess_rank(s) == 0 &&
 	    ev->metric > c->eval.target_ratio * s->baseline_bpb)
-		fprintf(s->out, "did not reach %.3f x the unigram baseline in %ld steps (%.3f)\n",
-			c->eval.target_ratio, s->step, ev->metric / s->baseline_bpb);
+		fprintf(s->out, "the %ld steps ended at %.3f x the unigram baseline (the early stop "
+			"at %.3f was not reached)\n", s->step, ev->metric / s->baseline_bpb,
+			c->eval.target_ratio);
 	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && sess_rank(s) == 0)
 		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
 			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
