@@ -390,15 +390,18 @@ static clp_status fall_back(clp_cl_ctx *ctx, clp_status s, clp_gemm_backend fail
 	return clp_cl_gemm_set_tuning(ctx, &t);
 }
 
-clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
-			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
-			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
-			       size_t ldc, size_t stride_c, size_t batch)
+clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
+				  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
+				  size_t stride_a, clp_buf b, size_t ldb, size_t stride_b,
+				  float beta, clp_buf c, size_t ldc, size_t stride_c, size_t batch)
 {
 	const clp_gemm_tuning *t;
 	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
-				  stride_a, stride_b, stride_c, batch};
+				  stride_a, stride_b, stride_c, batch, ab_type};
 
+	if ((unsigned)ab_type >= CLP_DTYPE_COUNT)
+		return clp_error(CLP_ERR_INVALID, "gemm: unknown storage type %d for A and B",
+				 (int)ab_type);
 	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, lda, ldb, ldc));
 	if (m == 0 || n == 0 || batch == 0)
 		return CLP_OK;
@@ -414,6 +417,23 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 		CLP_TRY(fall_back(ctx, s, t->backend));
 		CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
 	}
+}
+
+clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
+			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
+			       size_t ldc, size_t stride_c, size_t batch)
+{
+	return clp_cl_gemm_batched_ab(ctx, CLP_F32, ta, tb, m, n, k, alpha, a, lda, stride_a, b,
+				      ldb, stride_b, beta, c, ldc, stride_c, batch);
+}
+
+clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
+			  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
+			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc)
+{
+	return clp_cl_gemm_batched_ab(ctx, ab_type, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0,
+				      beta, c, ldc, 0, 1);
 }
 
 clp_status clp_cl_gemm(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,

@@ -8,10 +8,16 @@
  *   clblast  CLBlast, optionally with parameters overridden through CLBlastOverrideParameters
  * Which runs, and with which parameters, comes from the tuning table (cl/tuning/gemm.json, then
  * the user's tuned file; see docs/OPENCL.md), looked up device -> architecture/vendor -> default.
- * beta == 0 never reads C. Work is enqueued; nothing waits. */
+ * beta == 0 never reads C. Work is enqueued; nothing waits.
+ *
+ * 16-bit storage (clp_cl_gemm_batched_ab): A and B in bf16 or fp16 (cl/half.h), C in fp32,
+ * products and sums in fp32 (no half arithmetic). packed converts while packing (A is then
+ * always packed), tiled converts on load into local memory, clblast converts A and B to fp32
+ * scratch buffers first (CLBlast's own half routines need cl_khr_fp16 and compute in half). */
 #ifndef CLP_CL_GEMM_H
 #define CLP_CL_GEMM_H
 
+#include "cl/half.h"
 #include "cl/runtime.h"
 
 typedef enum clp_trans { CLP_N = 0, CLP_T = 1 } clp_trans;
@@ -64,6 +70,16 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
 			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
 			       size_t ldc, size_t stride_c, size_t batch);
+
+/* The same with A and B stored as ab_type (CLP_F32, CLP_BF16 or CLP_F16); offsets, leading
+ * dimensions and strides of A and B count elements of ab_type. C stays fp32. */
+clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
+				  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
+				  size_t stride_a, clp_buf b, size_t ldb, size_t stride_b,
+				  float beta, clp_buf c, size_t ldc, size_t stride_c, size_t batch);
+clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
+			  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
+			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
 /* Check the arguments the way every backend needs them (sizes, leading dimensions). */
 clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,

@@ -3,6 +3,8 @@
 
 #include <clblast_c.h>
 
+#include "cl/convert.h"
+
 static clp_status clblast_fail(clp_cl_ctx *ctx, CLBlastStatusCode st, const char *what)
 {
 	return clp_error(st == CLBlastOpenCLOutOfResources || st == CLBlastOpenCLOutOfHostMemory
@@ -39,6 +41,28 @@ clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t)
 	return override(ctx, "XgemmDirect", t->clblast_direct, t->nclblast_direct);
 }
 
+/* 16-bit A and B: convert the elements the call reads to fp32 scratch, then sgemm. CLBlast's
+ * Hgemm would compute in half (cl_khr_fp16, absent on PoCL's CPU device and NVIDIA's OpenCL). */
+static clp_status run_16bit(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			    const struct clp_gemm_call *g)
+{
+	size_t arows = g->ta ? g->k : g->m, acols = g->ta ? g->m : g->k;
+	size_t brows = g->tb ? g->n : g->k, bcols = g->tb ? g->k : g->n;
+	size_t na = (g->batch - 1) * g->sa + (arows - 1) * g->lda + acols;
+	size_t nb = (g->batch - 1) * g->sb + (brows - 1) * g->ldb + bcols;
+	struct clp_gemm_call f = *g;
+	cl_mem a32, b32;
+
+	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_A, na * sizeof(float), &a32));
+	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_B, nb * sizeof(float), &b32));
+	CLP_TRY(clp_cl_convert(ctx, clp_buf_at(a32, 0), CLP_F32, g->a, g->ab, na));
+	CLP_TRY(clp_cl_convert(ctx, clp_buf_at(b32, 0), CLP_F32, g->b, g->ab, nb));
+	f.ab = CLP_F32;
+	f.a = clp_buf_at(a32, 0);
+	f.b = clp_buf_at(b32, 0);
+	return clp_gemm_clblast_run(ctx, t, &f);
+}
+
 clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 				const struct clp_gemm_call *g)
 {
@@ -48,6 +72,8 @@ clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	CLBlastStatusCode st;
 
 	(void)t;
+	if (g->ab != CLP_F32)
+		return run_16bit(ctx, t, g);
 	if (g->batch == 1)
 		st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha,
 				  g->a.mem, g->a.off, g->lda, g->b.mem, g->b.off, g->ldb, g->beta,

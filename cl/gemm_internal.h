@@ -12,6 +12,7 @@ struct clp_gemm_call {
 	size_t lda, ldb, ldc;
 	size_t sa, sb, sc;
 	size_t batch;
+	clp_dtype ab; /* storage of A and B (C is fp32) */
 };
 
 /* "#define NAME value\n" for each parameter into buf. */

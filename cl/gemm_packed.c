@@ -13,7 +13,7 @@ struct packed {
 	clp_cl_ctx *ctx;
 	int VW, MR, NV, NR, PK, PS, MC, NC, KC, direct_a, kch, pf;
 	int nthreads;
-	char defines[256];
+	char defines[256], pack_defines[288];
 	cl_kernel pack_a, pack_b, compute;
 };
 
@@ -22,7 +22,8 @@ static size_t cdiv(size_t a, size_t b)
 	return (a + b - 1) / b;
 }
 
-static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, struct packed *p)
+static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype ab,
+			struct packed *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->ctx = ctx;
@@ -47,8 +48,15 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, struct packed
 	/* only the register shape is compiled in; blocking stays a run-time argument */
 	snprintf(p->defines, sizeof(p->defines), "#define VW %d\n#define MR %d\n#define NV %d\n"
 		 "#define PK %d\n#define PS %d\n", p->VW, p->MR, p->NV, p->PK, p->PS);
-	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_pack_a", &p->pack_a));
-	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_pack_b", &p->pack_b));
+	/* 16-bit storage: only the packing kernels read A and B, so only they change */
+	snprintf(p->pack_defines, sizeof(p->pack_defines), "%s%s", p->defines,
+		 ab == CLP_BF16 ? "#define AB_TYPE 1\n" : ab == CLP_F16 ? "#define AB_TYPE 2\n" : "");
+	if (ab != CLP_F32) {
+		p->direct_a = 0; /* the micro-kernel reads fp32 */
+		p->pf = 0;       /* prefetch regions are in floats */
+	}
+	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->pack_defines, "clp_gemm_pack_a", &p->pack_a));
+	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->pack_defines, "clp_gemm_pack_b", &p->pack_b));
 	return clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_packed", &p->compute);
 }
 
@@ -172,7 +180,7 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	size_t kch;
 	cl_mem Ap = NULL, Bp = NULL;
 
-	CLP_TRY(setup(ctx, t, &p));
+	CLP_TRY(setup(ctx, t, g->ab, &p));
 	/* K goes in chunks when A is packed, so the packed chunks stay in the last-level cache
 	 * between packing and computing */
 	kch = (p.kch > 0 && uses_pack_a(&p, g->ta)) ? (size_t)p.kch : K;

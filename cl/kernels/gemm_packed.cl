@@ -37,6 +37,11 @@
 
 #define NR (NV * VW)
 
+/* AB_TYPE: the storage of A and B the packing kernels read (fp32, bf16 or fp16; half.clh). They
+ * write fp32 strips, so the micro-kernel is the same for every storage type and only packing
+ * converts. The direct A path of clp_gemm_packed reads fp32 only. */
+#include "half.clh"
+
 #if VW == 4
 #define VT float4
 #define VLOAD vload4
@@ -117,20 +122,20 @@ void store_part(float8 v, const int w, __global float *p)
 }
 
 /* copy S floats (S compile-time after inlining) */
-void copy_s(const int S, const __global float *src, __global float *dst)
+void copy_s(const int S, const __global AB_T *src, __global float *dst)
 {
   int c = 0;
-  for (; c + 8 <= S; c += 8) vstore8(vload8(0, src + c), 0, dst + c);
-  for (; c + 4 <= S; c += 4) vstore4(vload4(0, src + c), 0, dst + c);
-  for (; c + 2 <= S; c += 2) vstore2(vload2(0, src + c), 0, dst + c);
-  for (; c < S; ++c) dst[c] = src[c];
+  for (; c + 8 <= S; c += 8) vstore8(AB_LD8(src + c), 0, dst + c);
+  for (; c + 4 <= S; c += 4) vstore4(AB_LD4(src + c), 0, dst + c);
+  for (; c + 2 <= S; c += 2) vstore2(AB_LD2(src + c), 0, dst + c);
+  for (; c < S; ++c) dst[c] = AB_LD1(src + c);
 }
 
 /* Pack PS strips x PK k of a (rows x K) operand X (batch entry already
  * applied) into strips [K][S] with zero padding.  trans: element (row,k) at
  * X[k*ld + row] (rows contiguous), else at X[row*ld + k] (k contiguous). */
 void pack_panel(const int S, int rows, int K, int trans,
-                       const __global float *restrict X, int ld,
+                       const __global AB_T *restrict X, int ld,
                        __global float *restrict Xp)
 {
   const int s0 = get_global_id(0) * PS;
@@ -141,20 +146,20 @@ void pack_panel(const int S, int rows, int K, int trans,
   if (trans) {
     const int full = (s0 + ns) * S <= rows;
     for (int k = k0; k < k1; ++k) {
-      const __global float *src = X + (size_t)k * ld + s0 * S;
+      const __global AB_T *src = X + (size_t)k * ld + s0 * S;
       __global float *dst = Xp + (size_t)s0 * sst + (size_t)k * S;
       if (full) {
         for (int s = 0; s < ns; ++s, src += S, dst += sst) copy_s(S, src, dst);
       } else {
         for (int s = 0; s < ns; ++s, src += S, dst += sst)
-          for (int c = 0; c < S; ++c) dst[c] = c < rows - (s0 + s) * S ? src[c] : 0.0f;
+          for (int c = 0; c < S; ++c) dst[c] = c < rows - (s0 + s) * S ? AB_LD1(src + c) : 0.0f;
       }
     }
   } else {
     for (int s = 0; s < ns; ++s) {
       const int r0 = (s0 + s) * S;
       const int nv = min(S, rows - r0);
-      const __global float *src = X + (size_t)r0 * ld;
+      const __global AB_T *src = X + (size_t)r0 * ld;
       __global float *dst = Xp + (size_t)(s0 + s) * sst + (size_t)k0 * S;
       int k = k0;
       if (nv == S) {
@@ -162,7 +167,7 @@ void pack_panel(const int S, int rows, int K, int trans,
           for (int g = 0; g < S; g += 8) {
             float8 v[8], o[8];
             for (int i = 0; i < 8; ++i)
-              v[i] = g + i < S ? vload8(0, src + (size_t)(g + i) * ld + k) : (float8)(0.0f);
+              v[i] = g + i < S ? AB_LD8(src + (size_t)(g + i) * ld + k) : (float8)(0.0f);
             tr8(v, o);
             for (int i = 0; i < 8; ++i) store_part(o[i], min(8, S - g), dst + i * S + g);
           }
@@ -170,7 +175,7 @@ void pack_panel(const int S, int rows, int K, int trans,
       }
       for (; k < k1; ++k, dst += S)
         for (int c = 0; c < S; ++c)
-          dst[c] = c < nv ? src[(size_t)c * ld + k] : 0.0f;
+          dst[c] = c < nv ? AB_LD1(src + (size_t)c * ld + k) : 0.0f;
     }
   }
 }
@@ -178,7 +183,7 @@ void pack_panel(const int S, int rows, int K, int trans,
 /* op(A) is M x K: transA=0: A[m*lda + k], transA=1: A[k*lda + m].
  * global = (ceil(ceil(M/MR)/PS), ceil(K/PK), batch) */
 __kernel WG1 void clp_gemm_pack_a(int M, int K, int transA,
-                               __global const float *restrict A, long offA,
+                               __global const AB_T *restrict A, long offA,
                                int lda, long strideA,
                                __global float *restrict Ap, long strideAp)
 {
@@ -189,7 +194,7 @@ __kernel WG1 void clp_gemm_pack_a(int M, int K, int transA,
 /* op(B) is K x N, packed as op(B)^T (rows = N): transB=0: B[k*ldb + n] is
  * the rows-contiguous case.  global = (ceil(ceil(N/NR)/PS), ceil(K/PK), batch) */
 __kernel WG1 void clp_gemm_pack_b(int N, int K, int transB,
-                               __global const float *restrict B, long offB,
+                               __global const AB_T *restrict B, long offB,
                                int ldb, long strideB,
                                __global float *restrict Bp, long strideBp)
 {

@@ -6,6 +6,8 @@
  * checked and zero-padded, so any size works. Transposes are resolved while loading the tiles.
  * Local size: (TS_N / WPT_N, TS_M / WPT_M); global: (ceil(N / TS_N) * lx, ceil(M / TS_M) * ly,
  * batch). Sizes are arguments; only the tile shape is defined. */
+#include "half.clh" /* AB_TYPE: A and B in fp32, bf16 or fp16, converted on load */
+
 #ifndef TS_M
 #define TS_M 64
 #endif
@@ -28,8 +30,8 @@
 
 __kernel __attribute__((reqd_work_group_size(RTS_N, RTS_M, 1)))
 void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
-		    __global const float *A, ulong aoff, uint lda, ulong sa,
-		    __global const float *B, ulong boff, uint ldb, ulong sb, float beta,
+		    __global const AB_T *A, ulong aoff, uint lda, ulong sa,
+		    __global const AB_T *B, ulong boff, uint ldb, ulong sb, float beta,
 		    __global float *C, ulong coff, uint ldc, ulong sc)
 {
 	__local float As[TS_K][TS_M + 1];
@@ -61,7 +63,7 @@ void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
 			uint gi = m0 + r, gp = k0 + c;
 			float v = 0.0f;
 			if (gi < M && gp < K)
-				v = ta ? A[(ulong)gp * lda + gi] : A[(ulong)gi * lda + gp];
+				v = AB_LD1(A + (ta ? (ulong)gp * lda + gi : (ulong)gi * lda + gp));
 			As[c][r] = v;
 		}
 		/* B tile: TS_K rows x TS_N columns of op(B). */
@@ -77,7 +79,7 @@ void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
 			uint gp = k0 + r, gj = n0 + c;
 			float v = 0.0f;
 			if (gp < K && gj < N)
-				v = tb ? B[(ulong)gj * ldb + gp] : B[(ulong)gp * ldb + gj];
+				v = AB_LD1(B + (tb ? (ulong)gj * ldb + gp : (ulong)gp * ldb + gj));
 			Bs[r][c] = v;
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);

@@ -1,6 +1,14 @@
 /* GEMM against the double-precision reference: every backend, all transpose combinations, odd
- * sizes, offsets, padded leading dimensions, alpha/beta, beta = 0 over NaN, strided batches. */
+ * sizes, offsets, padded leading dimensions, alpha/beta, beta = 0 over NaN, strided batches; the
+ * same with A and B stored in bf16 and fp16 (C and the sums in fp32).
+ *
+ * 16-bit storage keeps the fp32 tolerance: the reference multiplies the rounded inputs (what the
+ * device reads, cl/half.h), and a product of two bf16 (8-bit significands) or two fp16 (11-bit)
+ * values is exact in fp32 (24 bits), so the device's only error is still fp32 accumulation. A
+ * kernel that rounded differently from the reference, or read a 16-bit word as the wrong half,
+ * would be off by 2^-8 or 2^-11 relative, far outside a few fp32 ulps times sqrt(k). */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +16,8 @@
 #include "cl/gemm.h"
 #include "cl/ref/ref.h"
 #include "tests/harness.h"
+
+static clp_dtype ab_type = CLP_F32; /* storage of A and B in check_one */
 
 struct shape {
 	size_t m, n, k;
@@ -57,23 +67,49 @@ static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struc
 	}
 	th_fill_uniform(r, a, na, -1, 1);
 	th_fill_uniform(r, b, nb, -1, 1);
+	for (size_t i = 0; i < na; i++) /* what the device reads */
+		a[i] = clp_dtype_round(ab_type, a[i]);
+	for (size_t i = 0; i < nb; i++)
+		b[i] = clp_dtype_round(ab_type, b[i]);
 	if (beta == 0.0f)
 		th_poison(c, nc); /* beta = 0 must not read C */
 	else
 		th_fill_uniform(r, c, nc, -1, 1);
-	CHECK_OK(clp_cl_buffer(ctx, na * 4, "A", &da));
-	CHECK_OK(clp_cl_buffer(ctx, nb * 4, "B", &db));
+	CHECK_OK(clp_cl_buffer(ctx, na * clp_dtype_size(ab_type), "A", &da));
+	CHECK_OK(clp_cl_buffer(ctx, nb * clp_dtype_size(ab_type), "B", &db));
 	CHECK_OK(clp_cl_buffer(ctx, nc * 4, "C", &dc));
 	if (!da || !db || !dc) {
 		ok = 0;
 		goto out;
 	}
-	CHECK_OK(clp_cl_write(ctx, da, 0, na * 4, a));
-	CHECK_OK(clp_cl_write(ctx, db, 0, nb * 4, b));
+	if (ab_type == CLP_F32) {
+		CHECK_OK(clp_cl_write(ctx, da, 0, na * 4, a));
+		CHECK_OK(clp_cl_write(ctx, db, 0, nb * 4, b));
+	} else { /* the 16-bit words */
+		uint16_t *w = malloc((na > nb ? na : nb) * 2);
+
+		if (!w) {
+			CHECK(0, "out of host memory");
+			ok = 0;
+			goto out;
+		}
+		clp_dtype_pack(ab_type, w, a, na);
+		CHECK_OK(clp_cl_write(ctx, da, 0, na * 2, w));
+		clp_dtype_pack(ab_type, w, b, nb);
+		CHECK_OK(clp_cl_write(ctx, db, 0, nb * 2, w));
+		free(w);
+	}
 	CHECK_OK(clp_cl_write(ctx, dc, 0, nc * 4, c));
-	CHECK_OK(clp_cl_gemm_batched(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k, alpha,
-				     clp_buf_at(da, aoff), lda, sa, clp_buf_at(db, boff), ldb, sb,
-				     beta, clp_buf_at(dc, coff), ldc, sc, batch));
+	if (ab_type == CLP_F32)
+		CHECK_OK(clp_cl_gemm_batched(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k,
+					     alpha, clp_buf_at(da, aoff), lda, sa,
+					     clp_buf_at(db, boff), ldb, sb, beta,
+					     clp_buf_at(dc, coff), ldc, sc, batch));
+	else
+		CHECK_OK(clp_cl_gemm_batched_ab(ctx, ab_type, (clp_trans)ta, (clp_trans)tb, s.m,
+						s.n, s.k, alpha, clp_buf_at(da, aoff), lda, sa,
+						clp_buf_at(db, boff), ldb, sb, beta,
+						clp_buf_at(dc, coff), ldc, sc, batch));
 	CHECK_OK(clp_cl_read(ctx, dc, 0, nc * 4, got));
 	for (size_t z = 0; z < batch; z++) {
 		const float *az = a + aoff + z * sa, *bz = b + boff + z * sb;
@@ -90,8 +126,8 @@ static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struc
 		/* gather the device result of this batch entry, then check the padding */
 		for (size_t i = 0; i < s.m; i++)
 			memcpy(cref + i * s.n, got + coff + z * sc + i * ldc, s.n * 4);
-		snprintf(what, sizeof(what), "%s %c%c m=%zu n=%zu k=%zu alpha=%g beta=%g batch %zu/%zu",
-			 backend, ta ? 'T' : 'N', tb ? 'T' : 'N', s.m, s.n, s.k, alpha, beta, z, batch);
+		snprintf(what, sizeof(what), "%s %s %c%c m=%zu n=%zu k=%zu alpha=%g beta=%g batch %zu/%zu",
+			 backend, clp_dtype_name(ab_type), ta ? 'T' : 'N', tb ? 'T' : 'N', s.m, s.n, s.k, alpha, beta, z, batch);
 		ok &= th_close_tol(what, cref, ref, tol, s.m * s.n);
 		for (size_t i = 0; i < s.m; i++)
 			for (size_t j = s.n; j < ldc && i * ldc + j < sc; j++) {
@@ -188,6 +224,21 @@ static void test_clblast(void)
 	run_backend(CLP_GEMM_CLBLAST, few, 3);
 }
 
+/* A and B in bf16 and fp16 on every backend: odd shapes, both transposes, a batch. */
+static void test_16bit(void)
+{
+	static const struct shape few[] = {{1, 1, 1}, {7, 33, 127}, {33, 7, 1}, {127, 1, 33},
+					   {1000, 33, 7}, {33, 257, 129}};
+	static const clp_gemm_backend be[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
+
+	for (int t = CLP_BF16; t <= CLP_F16; t++) {
+		ab_type = (clp_dtype)t;
+		for (int i = 0; i < 3; i++)
+			run_backend(be[i], few, 6);
+	}
+	ab_type = CLP_F32;
+}
+
 static void test_errors(void)
 {
 	clp_cl_ctx *ctx = th_ctx();
@@ -207,4 +258,5 @@ static void test_errors(void)
 	clReleaseMemObject(m);
 }
 
-TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_clblast), TH_TEST(test_errors))
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_clblast), TH_TEST(test_16bit),
+	TH_TEST(test_errors))
