@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/convert.h"
 #include "cl/durable.h"
 #include "cl/gemm.h"
 #include "tools/cli.h"
@@ -44,7 +45,7 @@ struct bench_backend {
 static void help(void)
 {
 	printf("usage: clpipe bench gemm [--device SPEC] [--backends LIST] [--shapes LIST] [--reps N]\n"
-	       "                         [--quick] [--json FILE]\n\n"
+	       "                         [--precision bf16|fp16] [--quick] [--json FILE]\n\n"
 	       "Times C = op(A) op(B) on the device for each GEMM backend and, on the same shapes,\n"
 	       "OpenBLAS cblas_sgemm on the host, alternating; prints GFLOP/s (median of N >= 7\n"
 	       "runs, with min..max) and the ratio to OpenBLAS.\n\n"
@@ -57,8 +58,11 @@ static void help(void)
 	       "                   transformer with 4096 tokens, plus square 512/1024/2048 NN\n"
 	       "  --quick          three small shapes, 7 runs (a smoke run)\n"
 	       "  --reps N         runs per figure (default 7, minimum 7)\n"
+	       "  --precision P    also time each backend with A and B stored in P (bf16 or fp16;\n"
+	       "                   C and the sums stay fp32), alternating with its fp32 run; the\n"
+	       "                   16-bit row adds its speed as a multiple of fp32's\n"
 	       "  --json FILE      one record per (backend, m, n, k, transposes) with gflops and\n"
-	       "                   ratio_to_openblas\n");
+	       "                   ratio_to_openblas (and precision, ratio_to_fp32 with --precision)\n");
 }
 
 static int parse_shapes(const char *list, struct bshape **out, int *n)
@@ -130,15 +134,15 @@ static int add_backend(clp_cl_ctx *ctx, struct bench_backend *bk, int *nb, const
 	return 0;
 }
 
-static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, cl_mem a, cl_mem b, cl_mem c,
-			     double *secs)
+static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, clp_dtype ab, cl_mem a,
+			     cl_mem b, cl_mem c, double *secs)
 {
 	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
 	double t0 = clp_comm_now();
 
-	CLP_TRY(clp_cl_gemm(ctx, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f,
-			    clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f, clp_buf_at(c, 0),
-			    s->n));
+	CLP_TRY(clp_cl_gemm_ab(ctx, ab, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f,
+			       clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f, clp_buf_at(c, 0),
+			       s->n));
 	CLP_TRY(clp_cl_finish(ctx));
 	*secs = clp_comm_now() - t0;
 	return CLP_OK;
@@ -155,9 +159,19 @@ static double run_openblas(const struct bshape *s, const float *a, const float *
 	return clp_comm_now() - t0;
 }
 
-static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct bshape *shapes,
-		 int nshapes, int reps, json_t *records)
+/* One timed product of variant v (0: fp32, 1: A and B in ab) of backend b. */
+static clp_status run_variant(clp_cl_ctx *ctx, const struct bench_backend *bk, int v, clp_dtype ab,
+			      const struct bshape *s, cl_mem *a, cl_mem *b, cl_mem c, double *t)
 {
+	CLP_TRY(clp_cl_gemm_set_tuning(ctx, &bk->tuning));
+	return run_engine(ctx, s, v ? ab : CLP_F32, a[v], b[v], c, t);
+}
+
+static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct bshape *shapes,
+		 int nshapes, int reps, clp_dtype ab, json_t *records)
+{
+	const int nv = ab == CLP_F32 ? 1 : 2; /* variants per backend: fp32, then ab */
+
 	printf("%-22s %-4s %5s %5s %5s %-16s %9s %19s %7s\n", "shape", "op", "m", "n", "k",
 	       "backend", "GFLOP/s", "(min..max)", "ratio");
 	for (int si = 0; si < nshapes; si++) {
@@ -165,9 +179,9 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 		size_t na = s->m * s->k, nbb = s->k * s->n, nc = s->m * s->n;
 		float *ha = malloc(na * 4), *hb = malloc(nbb * 4), *hc = malloc(nc * 4);
 		double *tob = calloc((size_t)reps, sizeof(double));
-		double *te = calloc((size_t)reps * nb, sizeof(double));
+		double *te = calloc((size_t)reps * nb * nv, sizeof(double));
 		double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
-		cl_mem da = NULL, db = NULL, dc = NULL;
+		cl_mem da[2] = {NULL, NULL}, db[2] = {NULL, NULL}, dc = NULL;
 		clp_stats ob;
 		clp_status st = CLP_OK;
 
@@ -179,52 +193,71 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 			ha[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
 		for (size_t i = 0; i < nbb; i++)
 			hb[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
-		if ((st = clp_cl_buffer(ctx, na * 4, "A", &da)) == CLP_OK &&
-		    (st = clp_cl_buffer(ctx, nbb * 4, "B", &db)) == CLP_OK &&
+		if ((st = clp_cl_buffer(ctx, na * 4, "A", &da[0])) == CLP_OK &&
+		    (st = clp_cl_buffer(ctx, nbb * 4, "B", &db[0])) == CLP_OK &&
 		    (st = clp_cl_buffer(ctx, nc * 4, "C", &dc)) == CLP_OK &&
-		    (st = clp_cl_write(ctx, da, 0, na * 4, ha)) == CLP_OK)
-			st = clp_cl_write(ctx, db, 0, nbb * 4, hb);
+		    (st = clp_cl_write(ctx, da[0], 0, na * 4, ha)) == CLP_OK)
+			st = clp_cl_write(ctx, db[0], 0, nbb * 4, hb);
+		if (nv == 2 && st == CLP_OK && /* the 16-bit copies, converted on the device */
+		    (st = clp_cl_buffer(ctx, na * 2, "A16", &da[1])) == CLP_OK &&
+		    (st = clp_cl_buffer(ctx, nbb * 2, "B16", &db[1])) == CLP_OK &&
+		    (st = clp_cl_convert(ctx, clp_buf_at(da[1], 0), ab, clp_buf_at(da[0], 0), CLP_F32,
+					 na)) == CLP_OK)
+			st = clp_cl_convert(ctx, clp_buf_at(db[1], 0), ab, clp_buf_at(db[0], 0),
+					    CLP_F32, nbb);
 		/* warm-up: build kernels, fault in pages, start OpenBLAS threads */
 		run_openblas(s, ha, hb, hc);
-		for (int b = 0; b < nb && st == CLP_OK; b++) {
+		for (int b = 0; b < nb * nv && st == CLP_OK; b++) {
 			double t;
 
-			st = clp_cl_gemm_set_tuning(ctx, &bk[b].tuning);
-			if (st == CLP_OK)
-				st = run_engine(ctx, s, da, db, dc, &t);
+			st = run_variant(ctx, &bk[b / nv], b % nv, ab, s, da, db, dc, &t);
 		}
 		for (int r = 0; r < reps && st == CLP_OK; r++) {
 			tob[r] = run_openblas(s, ha, hb, hc);
-			for (int b = 0; b < nb && st == CLP_OK; b++) {
-				st = clp_cl_gemm_set_tuning(ctx, &bk[b].tuning);
-				if (st == CLP_OK)
-					st = run_engine(ctx, s, da, db, dc, &te[b * reps + r]);
-			}
+			for (int b = 0; b < nb * nv && st == CLP_OK; b++)
+				st = run_variant(ctx, &bk[b / nv], b % nv, ab, s, da, db, dc,
+						 &te[b * reps + r]);
 		}
 		if (st != CLP_OK)
 			return cli_fail("bench gemm", st);
 		ob = clp_stats_of(tob, reps);
-		for (int b = -1; b < nb; b++) {
+		for (int b = -1; b < nb * nv; b++) {
 			clp_stats e = b < 0 ? ob : clp_stats_of(te + b * reps, reps);
 			double gf = flop / e.median * 1e-9, ratio = ob.median / e.median;
-			const char *name = b < 0 ? "openblas" : bk[b].name;
+			int v = b < 0 ? 0 : b % nv;
+			char name[48];
+			json_t *rec;
 
-			printf("%-22s %c%c   %5zu %5zu %5zu %-16s %9.1f  (%7.1f..%7.1f) %6.0f%%\n",
+			snprintf(name, sizeof(name), "%s%s%s", b < 0 ? "openblas" : bk[b / nv].name,
+				 v ? " " : "", v ? clp_dtype_name(ab) : "");
+			printf("%-22s %c%c   %5zu %5zu %5zu %-16s %9.1f  (%7.1f..%7.1f) %6.0f%%",
 			       b < 0 ? s->what : "", s->ta ? 'T' : 'N', s->tb ? 'T' : 'N', s->m, s->n,
 			       s->k, name, gf, flop / e.max * 1e-9, flop / e.min * 1e-9, 100 * ratio);
-			json_array_append_new(records,
-				json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:f, "
-					  "s:f, s:i}", "backend", name, "shape", s->what, "m",
-					  (json_int_t)s->m, "n", (json_int_t)s->n, "k",
-					  (json_int_t)s->k, "ta", s->ta ? "T" : "N", "tb",
-					  s->tb ? "T" : "N", "gflops", gf, "gflops_min",
-					  flop / e.max * 1e-9, "gflops_max", flop / e.min * 1e-9,
-					  "ratio_to_openblas", ratio, "openblas_gflops",
-					  flop / ob.median * 1e-9, "reps", reps));
+			rec = json_pack("{s:s, s:s, s:I, s:I, s:I, s:s, s:s, s:f, s:f, s:f, s:f, s:f, "
+					"s:i}", "backend", b < 0 ? "openblas" : bk[b / nv].name,
+					"shape", s->what, "m", (json_int_t)s->m, "n",
+					(json_int_t)s->n, "k", (json_int_t)s->k, "ta",
+					s->ta ? "T" : "N", "tb", s->tb ? "T" : "N", "gflops", gf,
+					"gflops_min", flop / e.max * 1e-9, "gflops_max",
+					flop / e.min * 1e-9, "ratio_to_openblas", ratio,
+					"openblas_gflops", flop / ob.median * 1e-9, "reps", reps);
+			if (nv == 2 && b >= 0)
+				json_object_set_new(rec, "precision",
+						    json_string(clp_dtype_name(v ? ab : CLP_F32)));
+			if (v) { /* against the same backend's fp32 run, alternated with it */
+				clp_stats f = clp_stats_of(te + (b - 1) * reps, reps);
+
+				printf("  %5.2fx fp32", f.median / e.median);
+				json_object_set_new(rec, "ratio_to_fp32", json_real(f.median / e.median));
+			}
+			printf("\n");
+			json_array_append_new(records, rec);
 		}
 		fflush(stdout);
-		clReleaseMemObject(da);
-		clReleaseMemObject(db);
+		for (int v = 0; v < nv; v++) {
+			clReleaseMemObject(da[v]);
+			clReleaseMemObject(db[v]);
+		}
 		clReleaseMemObject(dc);
 		free(ha);
 		free(hb);
@@ -238,7 +271,8 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 int cmd_bench_gemm(int argc, char **argv)
 {
 	const char *device = NULL, *json_path = NULL, *backends = NULL, *shapes_arg = NULL;
-	const char *reps_arg = NULL;
+	const char *reps_arg = NULL, *prec_arg = NULL;
+	clp_dtype ab = CLP_F32;
 	const struct bshape *shapes = default_shapes;
 	struct bshape *user = NULL;
 	int nshapes = sizeof(default_shapes) / sizeof(default_shapes[0]), reps = 7, quick = 0;
@@ -270,7 +304,8 @@ int cmd_bench_gemm(int argc, char **argv)
 		    (r = cli_value(argc, argv, &i, "--json", &json_path)) ||
 		    (r = cli_value(argc, argv, &i, "--backends", &backends)) ||
 		    (r = cli_value(argc, argv, &i, "--shapes", &shapes_arg)) ||
-		    (r = cli_value(argc, argv, &i, "--reps", &reps_arg))) {
+		    (r = cli_value(argc, argv, &i, "--reps", &reps_arg)) ||
+		    (r = cli_value(argc, argv, &i, "--precision", &prec_arg))) {
 			if (r < 0)
 				return cli_usage_error("bench gemm", "%s needs a value", argv[i]);
 			continue;
@@ -279,6 +314,15 @@ int cmd_bench_gemm(int argc, char **argv)
 	}
 	if (reps_arg && ((reps = atoi(reps_arg)) < 7))
 		return cli_usage_error("bench gemm", "--reps must be at least 7");
+	if (prec_arg) {
+		if (!strcmp(prec_arg, "bf16"))
+			ab = CLP_BF16;
+		else if (!strcmp(prec_arg, "fp16"))
+			ab = CLP_F16;
+		else if (strcmp(prec_arg, "fp32"))
+			return cli_usage_error("bench gemm", "--precision must be bf16, fp16 or fp32, "
+					       "not '%s'", prec_arg);
+	}
 	if (quick) {
 		shapes = quick_shapes;
 		nshapes = sizeof(quick_shapes) / sizeof(quick_shapes[0]);
@@ -324,7 +368,10 @@ int cmd_bench_gemm(int argc, char **argv)
 	printf("\nfigures: median of %d runs (host wall clock around enqueue + finish, packing "
 	       "included), min..max in brackets\n\n", reps);
 	records = json_array();
-	rc = bench(ctx, bk, nb, shapes, nshapes, reps, records);
+	if (ab != CLP_F32)
+		printf("precision: each backend in fp32, then with A and B in %s (converted on the "
+		       "device beforehand; C and sums fp32), alternating\n\n", clp_dtype_name(ab));
+	rc = bench(ctx, bk, nb, shapes, nshapes, reps, ab, records);
 	if (rc == 0 && json_path) {
 		root = json_pack("{s:s, s:s, s:s, s:i, s:o}", "device", clp_cl_ctx_device(ctx)->name,
 				 "platform", clp_cl_ctx_device(ctx)->platform, "openblas",
