@@ -4,6 +4,7 @@
 
 #include <time.h>
 
+#include "cl/convert.h"
 #include "cl/gemm.h"
 #include "cl/ops.h"
 #include "cl/clock.h"
@@ -29,11 +30,20 @@ clp_status clp_cl_warmup(clp_cl_ctx *ctx, FILE *log)
 	    (s = clp_cl_mul(ctx, clp_buf_at(c, 0), clp_buf_at(a, 0), clp_buf_at(b, 0), 4096)) !=
 		    CLP_OK ||
 	    (s = clp_cl_sum(ctx, clp_buf_at(c, 0), clp_buf_at(a, 0), 4096)) != CLP_OK ||
+	    /* 16-bit storage conversions (cl/convert.h), there and back */
+	    (s = clp_cl_convert(ctx, clp_buf_at(b, 0), CLP_BF16, clp_buf_at(a, 0), CLP_F32, 4096)) !=
+		    CLP_OK ||
+	    (s = clp_cl_convert(ctx, clp_buf_at(c, 0), CLP_F32, clp_buf_at(b, 0), CLP_BF16, 4096)) !=
+		    CLP_OK ||
+	    (s = clp_cl_convert(ctx, clp_buf_at(b, 0), CLP_F16, clp_buf_at(a, 0), CLP_F32, 4096)) !=
+		    CLP_OK ||
+	    (s = clp_cl_convert(ctx, clp_buf_at(c, 0), CLP_F32, clp_buf_at(b, 0), CLP_F16, 4096)) !=
+		    CLP_OK ||
 	    (s = clp_cl_finish(ctx)) != CLP_OK)
 		goto out;
 	t1 = clp_now();
 	if (log)
-		fprintf(log, "  elementwise.cl, reduce.cl   %6.2f s\n", t1 - t0);
+		fprintf(log, "  elementwise, reduce, convert %6.2f s\n", t1 - t0);
 	for (int ta = 0; ta < 2 && s == CLP_OK; ta++)
 		for (int tb = 0; tb < 2 && s == CLP_OK; tb++)
 			s = clp_cl_gemm(ctx, (clp_trans)ta, (clp_trans)tb, 33, 17, 9, 1.0f,

@@ -227,14 +227,15 @@ static void test_clblast(void)
 /* A and B in bf16 and fp16 on every backend: odd shapes, both transposes, a batch. */
 static void test_16bit(void)
 {
+	/* k = 1000: more than one K chunk of the packed backend (KCH 512) */
 	static const struct shape few[] = {{1, 1, 1}, {7, 33, 127}, {33, 7, 1}, {127, 1, 33},
-					   {1000, 33, 7}, {33, 257, 129}};
+					   {1000, 33, 7}, {33, 257, 129}, {33, 48, 1000}};
 	static const clp_gemm_backend be[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
 
 	for (int t = CLP_BF16; t <= CLP_F16; t++) {
 		ab_type = (clp_dtype)t;
 		for (int i = 0; i < 3; i++)
-			run_backend(be[i], few, 6);
+			run_backend(be[i], few, 7);
 	}
 	ab_type = CLP_F32;
 }
