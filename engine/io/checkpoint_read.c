@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cl/durable.h"
+#include "cl/infile.h"
 
 typedef struct cfile {
 	char *path;
@@ -131,7 +132,8 @@ static clp_status copy_strings(clp_ckpt *c, json_t *dst, json_t *src, const char
 
 static clp_status open_manifest(clp_ckpt *c, const char *dir)
 {
-	char *mpath = clp_ckpt_join(dir, CLP_CKPT_MANIFEST);
+	char *mpath = clp_ckpt_join(dir, CLP_CKPT_MANIFEST), *text = NULL;
+	size_t n = 0;
 	json_error_t je;
 	json_t *m, *files, *fe;
 	const char *fmt;
@@ -140,7 +142,14 @@ static clp_status open_manifest(clp_ckpt *c, const char *dir)
 
 	if (!mpath)
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
-	m = json_load_file(mpath, JSON_REJECT_DUPLICATES, &je);
+	/* a regular file of bounded size: a FIFO named manifest.json must not block the open */
+	s = clp_infile_read("checkpoint manifest", mpath, CLP_INFILE_JSON_MAX, &text, &n);
+	if (s != CLP_OK) {
+		free(mpath);
+		return s;
+	}
+	m = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+	free(text);
 	if (!m) {
 		s = clp_error(CLP_ERR_FORMAT, "checkpoint %s: %s is malformed (line %d: %s)", dir,
 			      CLP_CKPT_MANIFEST, je.line, je.text);
@@ -233,10 +242,16 @@ static clp_status take_file_meta(clp_ckpt *c, const clp_st_file *st)
 static clp_status open_hf_index(clp_ckpt *c, const char *dir, const char *index)
 {
 	json_error_t je;
-	json_t *m = json_load_file(index, 0, &je), *wm, *v;
+	json_t *m = NULL, *wm, *v;
 	const char *key;
-	clp_status s = CLP_OK;
+	char *text = NULL;
+	size_t n = 0;
+	clp_status s = clp_infile_read("safetensors index", index, CLP_INFILE_JSON_MAX, &text, &n);
 
+	if (s != CLP_OK)
+		return s;
+	m = json_loadb(text, n, 0, &je);
+	free(text);
 	if (!m)
 		return clp_error(CLP_ERR_FORMAT, "%s:%d: malformed JSON: %s", index, je.line,
 				 je.text);

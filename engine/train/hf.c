@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "cl/durable.h"
+#include "cl/infile.h"
 
 /* One model.* setting and the config.json key it comes from. kind: 'i' integer, 'f' number,
  * 'b' boolean; dflt: the class's default when the key is absent or null (NULL: required;
@@ -333,7 +334,14 @@ clp_status clp_hf_config_apply(const char *path, clp_train_config *cfg, int *fou
 	if (!is_file(file))
 		return CLP_OK;
 	*found = 1;
-	j = json_load_file(file, JSON_REJECT_DUPLICATES, &je);
+	{
+		char *text = NULL;
+		size_t n = 0;
+
+		CLP_TRY(clp_infile_read("config", file, CLP_INFILE_TEXT_MAX, &text, &n));
+		j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &je);
+		free(text);
+	}
 	if (!j)
 		return clp_error(CLP_ERR_FORMAT, "%s:%d: malformed JSON: %s", file, je.line, je.text);
 	s = apply(j, file, dir, cfg);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/io/checkpoint.h"
 #include "engine/io/config.h"
 #include "engine/scenario/costs.h"
 #include "engine/model/model.h"
@@ -158,6 +159,23 @@ static void test_special_files(void)
 	CHECK_ERR(clp_topo_discover(fifo, NULL, 0, &h), CLP_ERR_IO, fifo, "a FIFO");
 	CHECK_ERR(clp_topo_discover(CLP_TEST_TMP, NULL, 0, &h), CLP_ERR_IO, "a directory");
 	unlink(fifo);
+	{
+		/* a FIFO named manifest.json in a step directory: skipped as no manifest, never
+		 * opened (opening a FIFO blocks until a writer comes) */
+		const char *root = tmp_path("fifo_ckpt"), *step = tmp_path("fifo_ckpt/step-00000001");
+		char man[1024];
+		clp_ckpt *ck = NULL;
+
+		mkdir(root, 0700);
+		mkdir(step, 0700);
+		snprintf(man, sizeof(man), "%s/manifest.json", step);
+		unlink(man);
+		CHECK(mkfifo(man, 0600) == 0, "mkfifo %s", man);
+		CHECK_ERR(clp_ckpt_open_latest(&ck, root), CLP_ERR_NOT_FOUND, "step-00000001",
+			  "no manifest.json");
+		clp_ckpt_close(ck);
+		unlink(man);
+	}
 }
 
 /* A PU whose complete_cpuset is ",0x00001000": hwloc 2.9's importer aborts on it
