@@ -173,6 +173,17 @@ clp_status clp_io_write_file(const char *path, const void *data, size_t n)
 	return clp_io_write_file_flags(path, data, n, 0);
 }
 
+clp_status clp_io_write_text(const char *path, char *text, const char *what)
+{
+	clp_status st;
+
+	if (!text)
+		return clp_error(CLP_ERR_NOMEM, "%s: cannot %s (out of host memory)", path, what);
+	st = clp_io_write_file(path, text, strlen(text));
+	free(text);
+	return st;
+}
+
 clp_status clp_io_write_file_flags(const char *path, const void *data, size_t n, unsigned flags)
 {
 	clp_afile a;

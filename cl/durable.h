@@ -53,6 +53,10 @@ void clp_afile_abort(clp_afile *a);
 /* Write a whole file durably (temporary name, fsync, rename; not the directory). */
 clp_status clp_io_write_file(const char *path, const void *data, size_t n);
 clp_status clp_io_write_file_flags(const char *path, const void *data, size_t n, unsigned flags);
+/* A formatted document (a malloc()ed string, or NULL when formatting ran out of memory) written
+ * as clp_io_write_file does, then freed; what ("draw the loss curve") names the formatting in the
+ * out-of-memory message. */
+clp_status clp_io_write_text(const char *path, char *text, const char *what);
 /* j as jansson writes it with jflags (and a newline after it when newline), durably. */
 clp_status clp_io_write_json(const char *path, const json_t *j, size_t jflags, int newline,
 			     unsigned flags);

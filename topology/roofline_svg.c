@@ -286,13 +286,6 @@ char *clp_roofline_svg(const char *title, const clp_roof_device *dev, int ndev,
 clp_status clp_roofline_write(const char *path, const char *title, const clp_roof_device *dev,
 			      int ndev, const clp_roof_point *pts, int npts)
 {
-	char *svg = clp_roofline_svg(title, dev, ndev, pts, npts);
-	clp_status st;
-
-	if (!svg)
-		return clp_error(CLP_ERR_NOMEM, "%s: cannot draw the roofline (out of host memory)",
-				 path);
-	st = clp_io_write_file(path, svg, strlen(svg));
-	free(svg);
-	return st;
+	return clp_io_write_text(path, clp_roofline_svg(title, dev, ndev, pts, npts),
+				 "draw the roofline");
 }

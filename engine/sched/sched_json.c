@@ -134,15 +134,7 @@ static void write_sched(FILE *f, const clp_sched *s)
 
 clp_status clp_sched_save(const clp_sched *s, const char *path)
 {
-	char *txt = clp_sched_to_json(s);
-	clp_status st;
-
-	if (!txt)
-		return clp_error(CLP_ERR_IO, "%s: cannot format the schedule (out of host memory)",
-				 path);
-	st = clp_io_write_file(path, txt, strlen(txt));
-	free(txt);
-	return st;
+	return clp_io_write_text(path, clp_sched_to_json(s), "format the schedule");
 }
 
 char *clp_sched_to_json(const clp_sched *s)

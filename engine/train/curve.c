@@ -346,13 +346,5 @@ char *clp_curve_svg(const clp_curve *c, const char *title)
 
 clp_status clp_curve_write(const clp_curve *c, const char *path, const char *title)
 {
-	char *svg = clp_curve_svg(c, title);
-	clp_status st;
-
-	if (!svg)
-		return clp_error(CLP_ERR_NOMEM, "%s: cannot draw the loss curve (out of host memory)",
-				 path);
-	st = clp_io_write_file(path, svg, strlen(svg));
-	free(svg);
-	return st;
+	return clp_io_write_text(path, clp_curve_svg(c, title), "draw the loss curve");
 }
