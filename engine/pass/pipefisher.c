@@ -34,6 +34,26 @@ static clp_status add_item(pf *P, const pf_item *x)
 	return CLP_OK;
 }
 
+/* A placed collective of stage s's layer l over group g on rank r (the factor all-reduce, the
+ * inverse exchange): at base index j of cycle step `step`, ordered by key. */
+static clp_status add_sync(pf *P, clp_op_kind kind, int s, int l, int g, int r, int step, int j,
+			   int key)
+{
+	pf_item x = {0};
+
+	x.op = clp_op_make(kind, s, 0, 0, -1);
+	x.op.layer = l;
+	x.op.group = g;
+	x.rank = r;
+	x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
+	x.placed = 1;
+	x.step = step;
+	x.j = j;
+	x.key = key;
+	x.seq = P->seq++;
+	return add_item(P, &x);
+}
+
 /* Base index of the op of `kind` class (FWD, or the input-gradient backward) of (stage, pipe,
  * mb) on rank r; -1. */
 static int find_op(const clp_sched *b, int r, int fwd, const clp_op *like)
@@ -468,21 +488,9 @@ static clp_status make_inv_syncs(pf *P, int *K)
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
 
-			for (int l = si->first_layer; ar >= 0 && l < si->first_layer + si->nlayers; l++) {
-				pf_item x = {0};
-
-				x.op = clp_op_make(CLP_OP_KFAC_INV_SYNC, s, 0, 0, -1);
-				x.op.layer = l;
-				x.op.group = g;
-				x.rank = r;
-				x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
-				x.placed = 1;
-				x.step = k;
-				x.j = at_end ? b->ranks[r].nops : ar;
-				x.key = PF_SYNC;
-				x.seq = P->seq++;
-				CLP_TRY(add_item(P, &x));
-			}
+			for (int l = si->first_layer; ar >= 0 && l < si->first_layer + si->nlayers; l++)
+				CLP_TRY(add_sync(P, CLP_OP_KFAC_INV_SYNC, s, l, g, r, k,
+						 at_end ? b->ranks[r].nops : ar, PF_SYNC));
 		}
 		*K = k + 1 > *K ? k + 1 : *K;
 	}
@@ -568,21 +576,9 @@ static clp_status make_syncs(pf *P, int *last)
 
 			if (ar < 0)
 				continue;
-			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
-				pf_item x = {0};
-
-				x.op = clp_op_make(CLP_OP_KFAC_SYNC, s, 0, 0, -1);
-				x.op.layer = l;
-				x.op.group = g;
-				x.rank = r;
-				x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
-				x.placed = 1;
-				x.step = k;
-				x.j = mid ? P->mid_j[r] : ar;
-				x.key = mid ? PF_GAP : PF_SYNC;
-				x.seq = P->seq++;
-				CLP_TRY(add_item(P, &x));
-			}
+			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
+				CLP_TRY(add_sync(P, CLP_OP_KFAC_SYNC, s, l, g, r, k,
+						 mid ? P->mid_j[r] : ar, mid ? PF_GAP : PF_SYNC));
 		}
 		*last = k > *last ? k : *last;
 	}
