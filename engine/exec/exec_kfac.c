@@ -367,6 +367,27 @@ static clp_status precondition_split(clp_exec *e, kst *k, int i)
 	return st;
 }
 
+/* Layers f..f+nl-1's preconditioned gradients, then the KL sum's parts, between the device and
+ * h (packed in that order): read into h, or written back from it when to_device. */
+static clp_status copy_grads(clp_exec *e, clp_kfac_opt *ko, int f, int nl, float *h,
+			     int to_device)
+{
+	clp_buf b[8], kl = clp_kfac_opt_kl_sum(ko);
+	size_t n[8], off = 0;
+
+	for (int l = f; l < f + nl; l++) {
+		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
+
+		for (int q = 0; q < m; off += n[q], q++)
+			CLP_TRY(to_device ? clp_cl_write(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4,
+							 h + off)
+					  : clp_cl_read(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4,
+							h + off));
+	}
+	return to_device ? clp_cl_write(e->ctx, kl.mem, kl.off * 4, 4, h + off)
+			 : clp_cl_read(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+}
+
 /* KFAC_PREC_SYNC: the preconditioned gradients of the stage's K-FAC layers (each from its
  * owner, zeros from the others) and the KL sum's parts, summed over the group. */
 static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
@@ -375,10 +396,9 @@ static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
 	int f = clp_stage_first_layer(e->ls[i].st), nl = clp_stage_nlayers(e->ls[i].st), g = op->group;
 	clp_comm *c;
 	clp_buf b[8];
-	size_t n[8], total = 1, off = 0;
+	size_t n[8], total = 1;
 	float *h;
-	clp_buf kl = clp_kfac_opt_kl_sum(ko);
-	clp_status s = CLP_OK;
+	clp_status s;
 
 	if (g < 0 || g >= e->s->ngroups)
 		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_PREC_SYNC of stage %d: group %d of %d",
@@ -400,26 +420,12 @@ static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
 	}
 	if (!(h = malloc(total * sizeof(float))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC gradients");
-	for (int l = f; s == CLP_OK && l < f + nl; l++) {
-		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
-
-		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
-			s = clp_cl_read(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
-	}
-	if (s == CLP_OK)
-		s = clp_cl_read(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+	s = copy_grads(e, ko, f, nl, h, 0);
 	if (s == CLP_OK)
 		s = clp_comm_allreduce_sum(c, CLP_COMM_F32, h, total, e->det,
 					   "K-FAC preconditioned gradients");
-	off = 0;
-	for (int l = f; s == CLP_OK && l < f + nl; l++) {
-		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
-
-		for (int q = 0; s == CLP_OK && q < m; q++, off += n[q - 1])
-			s = clp_cl_write(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4, h + off);
-	}
 	if (s == CLP_OK)
-		s = clp_cl_write(e->ctx, kl.mem, kl.off * 4, 4, h + off);
+		s = copy_grads(e, ko, f, nl, h, 1);
 	free(h);
 	return s;
 }
