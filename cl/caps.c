@@ -6,6 +6,7 @@
  * the work-items of a group are the SIMD lanes, so one work-item per group leaves all but one
  * lane idle and pays the per-group cost for every element. Both devices say "CPU". */
 #include "cl/clock.h"
+#include "cl/durable.h"
 #include "cl/runtime_internal.h"
 
 #include <jansson.h>
@@ -75,7 +76,6 @@ static int load(const char *path, clp_cl_caps *c)
 
 static void save(const char *path, const clp_cl_caps *c)
 {
-	char tmp[4300];
 	json_t *j = json_pack("{s:i, s:b, s:f, s:f, s:f, s:b}", "version", CAPS_VERSION,
 			      "timestamps", c->timestamps, "launch_us", c->launch_us,
 			      "axpy_cpu_shape_ms", c->wg1_ms, "axpy_gpu_shape_ms", c->wide_ms,
@@ -83,9 +83,9 @@ static void save(const char *path, const clp_cl_caps *c)
 
 	if (!j)
 		return;
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (json_dump_file(j, tmp, JSON_INDENT(2)) == 0 && rename(tmp, path) != 0)
-		remove(tmp); /* an unwritable cache only costs a probe next time */
+	/* ranks sharing a device probe it at once; an unwritable cache only costs a probe next
+	 * time, so a failure is dropped */
+	(void)clp_io_write_json(path, j, JSON_INDENT(2), 1, CLP_IO_SHARED);
 	json_decref(j);
 }
 
