@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cl/clock.h"
 #include "cl/durable.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -43,14 +44,6 @@ typedef struct opts {
 	char work[1024];
 	int markdown;
 } opts;
-
-static double now_s(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Copy the regular files of a directory. */
 static int copy_dir(const char *from, const char *to)
@@ -124,10 +117,10 @@ static int run_one(const fz_format *f, const char *path, const char *label, doub
 		_exit(0); /* no exit handlers: LeakSanitizer runs in the harness, not per input */
 	}
 	close(fd[1]);
-	end = now_s() + timeout_s;
+	end = clp_now() + timeout_s;
 	for (;;) {
 		struct pollfd p = {fd[0], POLLIN, 0};
-		double left = end - now_s();
+		double left = end - clp_now();
 		char chunk[1024];
 		ssize_t n;
 
@@ -196,7 +189,7 @@ int main(int argc, char **argv)
 	opts o = {50, 1, 20.0, NULL, "", 0};
 	const fz_format *fmts;
 	int nf, total[R_COUNT] = {0}, failed = 0;
-	double t0 = now_s();
+	double t0 = clp_now();
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -273,9 +266,9 @@ int main(int argc, char **argv)
 				fprintf(stderr, "fuzz: cannot write %s\n", path);
 				return 1;
 			}
-			t = now_s();
+			t = clp_now();
 			r = run_one(f, path, label, o.timeout_s, msg, sizeof(msg));
-			t = now_s() - t;
+			t = clp_now() - t;
 			slowest = t > slowest ? t : slowest;
 			count[r]++;
 			if (r >= R_CRASH) {
@@ -302,7 +295,7 @@ int main(int argc, char **argv)
 	       "%d hangs, %d unnamed rejections (seed %llu, %.0f s)\n", o.markdown ? "\n" : "",
 	       total[R_REJECT] + total[R_ACCEPT] + failed, total[R_REJECT], total[R_ACCEPT],
 	       total[R_CRASH], total[R_HANG], total[R_UNNAMED], (unsigned long long)o.seed,
-	       now_s() - t0);
+	       clp_now() - t0);
 	if (!failed)
 		clp_io_remove_tree(o.work);
 	else
