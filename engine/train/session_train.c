@@ -13,6 +13,7 @@
 #include "cl/ops.h"
 #include "engine/scenario/trace.h"
 #include "cl/clock.h"
+#include "cl/durable.h"
 #include "engine/train/progress.h"
 
 /* Linear warmup, then cosine decay from lr to min_lr at the last step. */
@@ -117,9 +118,7 @@ static clp_status dump_write(json_t *d, const clp_session *s, double loss)
 {
 	json_object_set_new(d, "loss", json_real(loss));
 	json_object_set_new(d, "preset", json_string(clp_preset_name(s->m.preset)));
-	if (json_dump_file(d, s->cfg.eval.dump, JSON_COMPACT) != 0)
-		return clp_error(CLP_ERR_IO, "eval.dump %s: cannot write", s->cfg.eval.dump);
-	return CLP_OK;
+	return clp_io_write_json(s->cfg.eval.dump, d, JSON_COMPACT, 0, 0);
 }
 
 uint64_t clp_session_eval_tokens(const clp_session *s)
