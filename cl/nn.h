@@ -16,6 +16,17 @@
  *    reproducible run to run on one device.
  *  - Wrappers enqueue and return; nothing waits (no clFinish). Temporary memory comes from the
  *    context's scratch slots CLP_SCRATCH_USER0 .. USER0 + 3 (see nn_internal.h).
+ *  - Storage (mixed precision, issue 18): a tensor's clp_buf.dt says how its elements are
+ *    stored. VALUE tensors (activations: inputs and outputs of a forward, the activations a
+ *    backward reads; weights and biases read by forward and backward: the 16-bit copy of the
+ *    masters) may be CLP_F32, CLP_BF16 or CLP_F16, all value tensors of one call sharing one
+ *    type. GRADIENTS (dinp, dout, dw, db, dq ...: every d-prefixed argument), saved STATISTICS
+ *    (LayerNorm mean and rstd, RMSNorm rstd, attention and cross-entropy lse, losses, loss),
+ *    the RoPE table, and everything of the optimiser (masters, m, v, stats) are always fp32.
+ *    Arithmetic is fp32 throughout; a 16-bit value is rounded once, when stored (cl/half.h's
+ *    rounding, the reference). A call breaking these rules returns CLP_ERR_INVALID naming the
+ *    argument. Each kernel file builds once per storage type used ("#define ST_TYPE n",
+ *    cl/kernels/half.clh's ST_LD / ST_SV).
  * All functions return CLP_OK or a status with a message (clp_last_error()). */
 #ifndef CLP_CL_NN_H
 #define CLP_CL_NN_H

@@ -1,6 +1,7 @@
 /* Shared pieces of the nn wrappers: kernel shape, geometry, ordered column sums. */
 #include "cl/nn_internal.h"
 
+#include <stdarg.h>
 #include <string.h>
 
 static clp_nn_shape forced_shape = CLP_NN_SHAPE_AUTO;
@@ -31,6 +32,78 @@ void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local)
 const char *clp_nn_ew_defines(const clp_cl_ctx *ctx)
 {
 	return is_cpu(ctx) ? "#define NN_EW_CHUNK 8192\n" : "#define NN_EW_CHUNK 4\n";
+}
+
+const char *clp_nn_st_define(clp_dtype t)
+{
+	return t == CLP_BF16 ? "#define ST_TYPE 1\n" : t == CLP_F16 ? "#define ST_TYPE 2\n" : "";
+}
+
+const char *clp_nn_ew_st_defines(const clp_cl_ctx *ctx, clp_dtype t)
+{
+	static const char *const cpu[CLP_DTYPE_COUNT] = {
+		"#define NN_EW_CHUNK 8192\n", "#define NN_EW_CHUNK 8192\n#define ST_TYPE 1\n",
+		"#define NN_EW_CHUNK 8192\n#define ST_TYPE 2\n"};
+	static const char *const gpu[CLP_DTYPE_COUNT] = {
+		"#define NN_EW_CHUNK 4\n", "#define NN_EW_CHUNK 4\n#define ST_TYPE 1\n",
+		"#define NN_EW_CHUNK 4\n#define ST_TYPE 2\n"};
+
+	if ((unsigned)t >= CLP_DTYPE_COUNT)
+		t = CLP_F32;
+	return is_cpu(ctx) ? cpu[t] : gpu[t];
+}
+
+clp_status clp_nn_value_type(const char *fn, clp_dtype *out, int count, ...)
+{
+	va_list ap;
+	const char *first = NULL;
+	clp_status st = CLP_OK;
+
+	*out = CLP_F32;
+	va_start(ap, count);
+	for (int i = 0; i < count; i++) {
+		const char *name = va_arg(ap, const char *);
+		clp_buf b = va_arg(ap, clp_buf);
+
+		if (!b.mem)
+			continue;
+		if ((unsigned)b.dt >= CLP_DTYPE_COUNT) {
+			st = clp_error(CLP_ERR_INVALID, "%s: %s has no storage type (%d)", fn, name,
+				       (int)b.dt);
+			break;
+		}
+		if (!first) {
+			first = name;
+			*out = b.dt;
+		} else if (b.dt != *out) {
+			st = clp_error(CLP_ERR_INVALID, "%s: %s is %s but %s is %s (a call's values "
+				       "share one storage type)", fn, name, clp_dtype_name(b.dt),
+				       first, clp_dtype_name(*out));
+			break;
+		}
+	}
+	va_end(ap);
+	return st;
+}
+
+clp_status clp_nn_require_f32(const char *fn, int count, ...)
+{
+	va_list ap;
+	clp_status st = CLP_OK;
+
+	va_start(ap, count);
+	for (int i = 0; i < count; i++) {
+		const char *name = va_arg(ap, const char *);
+		clp_buf b = va_arg(ap, clp_buf);
+
+		if (b.mem && b.dt != CLP_F32) {
+			st = clp_error(CLP_ERR_INVALID, "%s: %s is %s; gradients and statistics are "
+				       "fp32", fn, name, clp_dtype_name(b.dt));
+			break;
+		}
+	}
+	va_end(ap);
+	return st;
 }
 
 clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)

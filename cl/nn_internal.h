@@ -23,6 +23,18 @@ int clp_nn_gpu_shape(const clp_cl_ctx *ctx);
 void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local);
 const char *clp_nn_ew_defines(const clp_cl_ctx *ctx);
 
+/* Mixed precision (cl/nn.h "Storage"): "#define ST_TYPE n\n" for value tensors of type t, and
+ * the element-wise defines followed by it. */
+const char *clp_nn_st_define(clp_dtype t);
+const char *clp_nn_ew_st_defines(const clp_cl_ctx *ctx, clp_dtype t);
+/* The storage type shared by a call's value tensors: count pairs (const char *name, clp_buf)
+ * follow; absent ones (mem NULL) are skipped; none present gives fp32. CLP_ERR_INVALID names fn
+ * and the first tensor whose type differs from the first present one. */
+clp_status clp_nn_value_type(const char *fn, clp_dtype *out, int count, ...);
+/* CLP_ERR_INVALID naming fn and the tensor unless every present one of the count pairs
+ * (const char *name, clp_buf) is fp32 (gradients, statistics). */
+clp_status clp_nn_require_f32(const char *fn, int count, ...);
+
 /* Launch a 1-D kernel over n work-items with local size 1 (CPU shape). */
 clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
 

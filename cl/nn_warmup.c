@@ -16,10 +16,10 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	clp_nn_index *idx = NULL;
 	clp_rng_stream rs;
 	clp_nn_adamw_hp hp = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
-	clp_nn_attn at = {1, 8, 2, 1, 64, 128, 64, 64, 128, 1, 0.0f, {NULL, 0}};
+	clp_nn_attn at = {1, 8, 2, 1, 64, 128, 64, 64, 128, 1, 0.0f, CLP_BUF_NONE};
 	clp_buf a = clp_buf_at(f[0], 0), b = clp_buf_at(f[1], 0), c = clp_buf_at(f[2], 0),
 		d = clp_buf_at(f[3], 0), e = clp_buf_at(f[4], 0), g = clp_buf_at(f[5], 0),
-		none = {NULL, 0}, ib = clp_buf_at(ids, 0);
+		none = CLP_BUF_NONE, ib = clp_buf_at(ids, 0);
 	size_t ng = 64;
 	double t0 = clp_now();
 	clp_status s;

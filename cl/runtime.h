@@ -14,6 +14,7 @@
 #include <CL/cl.h>
 
 #include "cl/status.h"
+#include "cl/half.h"
 
 /* What clpipe knows of one OpenCL device. Plain data: also built from description files so that
  * topology and placement can be tested without the hardware. */
@@ -224,14 +225,35 @@ enum clp_cl_scratch_slot {
 clp_status clp_cl_scratch(clp_cl_ctx *ctx, int slot, size_t bytes, cl_mem *out);
 
 /* A float buffer and an element offset into it: how kernels address tensors. */
+/* A tensor's place: buffer, offset in elements, and the storage type of those elements (fp32
+ * unless set: a zero-initialised clp_buf is an fp32 one). Value tensors of mixed precision
+ * (activations, the 16-bit weight copy) are bf16 or fp16; gradients, statistics, master weights
+ * and optimizer state are always fp32 (cl/nn.h says which argument is which). */
 typedef struct clp_buf {
 	cl_mem mem;
-	size_t off; /* elements */
+	size_t off;   /* elements of dt */
+	clp_dtype dt; /* CLP_F32, CLP_BF16 or CLP_F16 */
 } clp_buf;
+
+/* No tensor (an optional argument left out). */
+#define CLP_BUF_NONE ((clp_buf){NULL, 0, CLP_F32})
 
 static inline clp_buf clp_buf_at(cl_mem mem, size_t off)
 {
-	clp_buf b = {mem, off};
+	clp_buf b = {mem, off, CLP_F32};
+	return b;
+}
+
+static inline clp_buf clp_buf_typed(cl_mem mem, size_t off, clp_dtype dt)
+{
+	clp_buf b = {mem, off, dt};
+	return b;
+}
+
+/* The same tensor n elements further on. */
+static inline clp_buf clp_buf_plus(clp_buf b, size_t n)
+{
+	b.off += n;
 	return b;
 }
 
@@ -251,6 +273,12 @@ void clp_cl_block_free(clp_cl_block *b);
 static inline clp_buf clp_buf_view(const clp_cl_view *v)
 {
 	return clp_buf_at(v->mem, v->offset / sizeof(float));
+}
+
+/* A view holding elements of type dt (its byte offset a multiple of their size). */
+static inline clp_buf clp_buf_view_as(const clp_cl_view *v, clp_dtype dt)
+{
+	return clp_buf_typed(v->mem, v->offset / clp_dtype_size(dt), dt);
 }
 int clp_cl_block_nviews(const clp_cl_block *b);
 const clp_cl_view *clp_cl_block_view(const clp_cl_block *b, int i);

@@ -85,7 +85,7 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	clp_nn_index *idx = NULL;
 	int32_t *tok = malloc(N * sizeof(*tok));
 	clp_rng_stream rng;
-	clp_nn_attn a = {B, T, H, H, hd, 3 * C, 3 * C, 3 * C, C, 1, 0.0f, {NULL, 0}};
+	clp_nn_attn a = {B, T, H, H, hd, 3 * C, 3 * C, 3 * C, C, 1, 0.0f, CLP_BUF_NONE};
 	clp_nn_adamw_hp hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
 			      .weight_decay = 0.1f, .step = 1};
 	const size_t np = 12 * C * C + 13 * C; /* parameters of one GPT-2 layer */

@@ -15,7 +15,7 @@ static const char *const kind_names[4] = {"params", "grads", "adam_m", "adam_v"}
 clp_buf stage_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block)
 {
 	int u = clp_param_unit_of(&st->tab, role, block);
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 
 	/* the tied embedding: the head uses block 0's table when the stage holds it */
 	if (u < 0 && role == CLP_R_TOK_EMB)

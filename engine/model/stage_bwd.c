@@ -172,7 +172,7 @@ clp_status stage_head_backward(clp_stage *st, struct slot *s, float scale)
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
 	int blk = st->cfg.n_layer + 1;
-	clp_buf *tv = st->tv, x = s->x[st->nl], dres = tv[TV_DRES], w, dw, none = {NULL, 0};
+	clp_buf *tv = st->tv, x = s->x[st->nl], dres = tv[TV_DRES], w, dw, none = CLP_BUF_NONE;
 
 	if (st->cfg.preset == CLP_PRESET_LLAMA && !st->cfg.tied) {
 		w = W(CLP_R_HEAD_W);

@@ -67,7 +67,7 @@ clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stag
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C;
 	int bert = st->cfg.preset == CLP_PRESET_BERT;
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 	clp_buf out = bert ? s->sa[SA_EMB] : s->x[0];
 
 	if (!mb->tokens || (bert && !mb->types))
@@ -103,7 +103,7 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
 	int blk = st->l0 + li + 1, layer = st->l0 + li;
 	clp_buf *la = s->la[li], x = s->x[li], xo = s->x[li + 1], tmp = st->tv[TV_TMP];
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 	float eps = st->cfg.norm_eps;
 	clp_nn_attn a;
 

@@ -127,7 +127,7 @@ clp_buf clp_stage_linear_tensor(const clp_stage *st, clp_stage_what w, int li,
 				clp_stage_linear lin, int bias)
 {
 	clp_stage_linear_info in;
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 
 	clp_stage_linear_get(st, lin, &in);
 	if (bias && in.bias == CLP_R_COUNT)

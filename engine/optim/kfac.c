@@ -225,7 +225,7 @@ const char *clp_kfac_opt_factor_name(const clp_kfac_opt *k, int f)
 
 clp_buf clp_kfac_opt_factor(const clp_kfac_opt *k, int layer, int f)
 {
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 	int li = layer - k->l0;
 
 	if (li < 0 || li >= k->nl || f < 0 || f >= k->nf)
@@ -235,7 +235,7 @@ clp_buf clp_kfac_opt_factor(const clp_kfac_opt *k, int layer, int f)
 
 clp_buf clp_kfac_opt_inverse(const clp_kfac_opt *k, int layer, int f, int next)
 {
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 	int li = layer - k->l0;
 
 	if (li < 0 || li >= k->nl || f < 0 || f >= k->nf)

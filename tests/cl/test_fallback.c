@@ -125,7 +125,7 @@ static void test_gemm_fallback(void)
 static void test_attention_fallback(void)
 {
 	clp_cl_ctx *ctx = new_ctx();
-	clp_nn_attn at = {2, 7, 3, 3, 5, 15, 15, 15, 15, 1, 0.0f, {NULL, 0}};
+	clp_nn_attn at = {2, 7, 3, 3, 5, 15, 15, 15, 15, 1, 0.0f, CLP_BUF_NONE};
 	const size_t n = 2 * 7 * 15;
 	th_rng r = th_rng_seed(11);
 	float *q = malloc(n * 4), *k = malloc(n * 4), *v = malloc(n * 4), *o = malloc(n * 4);

@@ -33,7 +33,7 @@ static double att_loss(void *ud)
 static void check_attn(const struct cfg *c, int gpu, int fd, th_rng *r)
 {
 	clp_cl_ctx *ctx = th_ctx();
-	clp_nn_attn a = {c->B, c->T, c->H, c->KVH, c->hd, 0, 0, 0, 0, c->causal, 0.0f, {NULL, 0}};
+	clp_nn_attn a = {c->B, c->T, c->H, c->KVH, c->hd, 0, 0, 0, 0, c->causal, 0.0f, CLP_BUF_NONE};
 	const size_t N = c->B * c->T, qw = c->H * c->hd, kw = c->KVH * c->hd, no = N * qw;
 	size_t qo, ko, vo, nx;
 	int32_t kvl[4] = {0};
@@ -139,7 +139,7 @@ static void test_deterministic(void)
 {
 	clp_cl_ctx *ctx = th_ctx();
 	th_rng r = th_rng_seed(33);
-	clp_nn_attn a = {2, 19, 4, 2, 16, 64, 32, 32, 64, 1, 0.0f, {NULL, 0}};
+	clp_nn_attn a = {2, 19, 4, 2, 16, 64, 32, 32, 64, 1, 0.0f, CLP_BUF_NONE};
 	const size_t nq = 2 * 19 * 64, nk = 2 * 19 * 32;
 	float *q = tn_rand(&r, nq, -1, 1), *k = tn_rand(&r, nk, -1, 1), *v = tn_rand(&r, nk, -1, 1);
 	float *g = tn_rand(&r, nq, -1, 1), *first = malloc(nk * 4), *again = malloc(nk * 4);

@@ -43,7 +43,7 @@ static void check_embed(size_t B, size_t T, size_t C, size_t V, int pos, int typ
 	double *dtt = tn_dbl(t0, NT * C);
 	clp_nn_index *ti = NULL, *yi = NULL;
 	cl_mem mtok, mtyp, mte, mpe, mtt, mg, mdte, mdpe, mdtt, mo;
-	clp_buf none = {NULL, 0};
+	clp_buf none = CLP_BUF_NONE;
 	char what[96];
 
 	/* few distinct ids, so ids repeat; at least one id unused */

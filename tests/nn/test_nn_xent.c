@@ -31,7 +31,7 @@ static void check_xent(size_t N, size_t C, size_t V, size_t vchunk, int fd, int 
 	float *bias = with_bias ? tn_rand(r, V, -2, 2) : NULL, *db0 = tn_rand(r, V, -1, 1);
 	double *dbias = tn_dbl(db0, V);
 	cl_mem mb = with_bias ? tn_buf(bias, V) : NULL, mdb = tn_buf(db0, V);
-	clp_buf bb = {mb, 0}, dbb = {with_bias ? mdb : NULL, 0};
+	clp_buf bb = clp_buf_at(mb, 0), dbb = clp_buf_at(with_bias ? mdb : NULL, 0);
 	float *dh0 = tn_rand(r, N * C, -1, 1), *dw0 = tn_rand(r, V * C, -1, 1);
 	float *got = malloc((N * C > V * C ? N * C : V * C) * 4), loss;
 	double *losses = malloc(N * 8), *lse = malloc(N * 8), *dh = tn_dbl(dh0, N * C);
@@ -136,7 +136,7 @@ static void test_bad_target(void)
 	mh = tn_buf(h, 6), mw = tn_buf(w, 8), mt = tn_buf(tg, 3), ml = tn_buf(NULL, 3);
 	mz = tn_buf(NULL, 3);
 	CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0), clp_buf_at(mh, 0),
-				     clp_buf_at(mw, 0), (clp_buf){NULL, 0}, clp_buf_at(mt, 0), 3, 2, 4,
+				     clp_buf_at(mw, 0), CLP_BUF_NONE, clp_buf_at(mt, 0), 3, 2, 4,
 				     0));
 	tn_get(ml, 0, got, 3);
 	CHECK(isfinite(got[0]) && isnan(got[1]) && got[2] == 0.0f, "losses %g %g %g: a target "
