@@ -692,5 +692,6 @@ clp_status clp_kfac_opt_update(clp_kfac_opt *k, const clp_nn_adamw_hp *hp, float
 			CLP_TRY(clp_nn_adamw_update(k->ctx, p, m, v, g, n, k->is_kfac[i] ? &kh : hp,
 						    decay, gstats, 1.0f));
 	}
-	return CLP_OK;
+	/* the masters moved: the 16-bit copy forward and backward read follows (mixed precision) */
+	return clp_stage_refresh_values(k->st);
 }
