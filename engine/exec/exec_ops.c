@@ -139,8 +139,7 @@ clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_dat
 		CLP_TRY(clp_stage_backward_input(l->st, &m, exec_bwd_scale(e, d, op->mb)));
 	else
 		CLP_TRY(clp_stage_backward(l->st, &m, exec_bwd_scale(e, d, op->mb)));
-	if (e->os[i].needed)
-		CLP_TRY(clp_stage_grad_pack(l->st));
+	/* the backward left the rounded input gradient in the wire (clp_stage_backward) */
 	CLP_TRY(stage_output(e, i, clp_stage_grad_wire(l->st)));
 	if (op->kind == CLP_OP_BWD)
 		release_slot(l, op->mb);

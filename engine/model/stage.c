@@ -536,20 +536,35 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 	return CLP_OK;
 }
 
+/* A 16-bit stage rounds the residual gradient to its precision at every block boundary, the
+ * places where a pipeline may cut the model and send it as a 16-bit message: a pipelined run
+ * then computes what one device does, bit for bit, whatever the split. The rounded gradient
+ * stays in the message buffer (clp_stage_grad_wire) for the send. */
+static clp_status round_block_grad(clp_stage *st)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	CLP_TRY(clp_stage_grad_pack(st));
+	return clp_stage_grad_unpack(st);
+}
+
 clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale)
 {
 	struct slot *s;
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
-	if (st->has_head)
+	if (st->has_head) {
 		CLP_TRY(stage_head_backward(st, s, loss_scale));
+		CLP_TRY(round_block_grad(st));
+	}
 	for (int l = st->nl - 1; l >= 0; l--) {
 		if (st->skip && st->skip[l])
 			continue; /* identity: the gradient passes through */
 		if (st->recompute) /* the layer's activations again, from its input */
 			CLP_TRY(stage_layer_forward(st, s, l, mb));
 		CLP_TRY(stage_layer_backward(st, s, l, mb));
+		CLP_TRY(round_block_grad(st));
 	}
 	if (st->has_emb)
 		CLP_TRY(stage_embedding_backward(st, s, mb));

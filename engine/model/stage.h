@@ -87,7 +87,9 @@ clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C) fp32, see abo
 /* Gradient messages: a 16-bit stage sends and receives the (N,C) gradient in its precision.
  * clp_stage_grad_wire() is that message buffer (grad_in itself in fp32); grad_pack rounds
  * grad_in into it (to send), grad_unpack widens it into grad_in (after a receive). Both are
- * no-ops in fp32. */
+ * no-ops in fp32. A 16-bit backward rounds the residual gradient to the precision after every
+ * block (head, each layer), where a pipeline may cut the model, so pipelined and one-device
+ * runs agree bitwise; it leaves the rounded input gradient in the wire as well as in grad_in. */
 clp_buf clp_stage_grad_wire(const clp_stage *st);
 clp_status clp_stage_grad_pack(clp_stage *st);
 clp_status clp_stage_grad_unpack(clp_stage *st);
