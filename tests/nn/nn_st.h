@@ -103,6 +103,37 @@ static inline int ts_check(const char *what, clp_dtype dt, const float *got, con
 	return bad == 0;
 }
 
+/* A kernel's accumulated fp32 gradient (got - start, n elements) against central differences
+ * (step h) of loss() with respect to x, the rounded 16-bit inputs as floats. Passes when the
+ * RMS difference is at most 1e-4 of the gradient's RMS plus 2e-6: the kernel gradient's fp32
+ * error (~1e-6 relative), the rounding of the accumulation onto start (|start| <= 1: 6e-8), the
+ * O(h^2) error of the differences of a double forward (~1e-6 at h = 1e-3). The absolute part
+ * keeps a gradient near zero (GELU's minimum, n = 1) from failing on relative error alone. */
+static inline void ts_fd_check(const char *what, const char *name, clp_dtype dt, float *x,
+			       size_t n, const float *got, const float *start, tn_loss_fn loss,
+			       void *ud)
+{
+	double num = 0, den = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float x0 = x[i], xp = x0 + 1e-3f, xm = x0 - 1e-3f;
+		double lp, lm, fd, k = (double)got[i] - start[i];
+
+		x[i] = xp;
+		lp = loss(ud);
+		x[i] = xm;
+		lm = loss(ud);
+		x[i] = x0;
+		fd = (lp - lm) / ((double)xp - xm);
+		num += (fd - k) * (fd - k);
+		den += k * k;
+	}
+	num = sqrt(num / (double)(n ? n : 1));
+	den = sqrt(den / (double)(n ? n : 1));
+	CHECK(num <= 1e-4 * den + 2e-6, "%s (%s): %s vs finite differences of the fp32 forward: RMS "
+	      "error %g, gradient RMS %g", what, clp_dtype_name(dt), name, num, den);
+}
+
 static const clp_dtype ts_types[] = {CLP_BF16, CLP_F16};
 #define TS_NTYPES 2
 

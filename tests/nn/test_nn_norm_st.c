@@ -35,20 +35,6 @@ static double norm_loss(void *ud)
 	return tn_dot(f->g, f->out, f->N * f->C);
 }
 
-/* kernel gradient (got - start) against central differences of the forward */
-static void check_fd(const char *what, const char *name, float *x, size_t n, const float *got,
-		     const float *start, struct fd_ctx *f)
-{
-	double *gr = malloc(n * sizeof(*gr)), e;
-
-	for (size_t i = 0; i < n; i++)
-		gr[i] = (double)got[i] - start[i];
-	e = tn_fd(x, n, 1, gr, norm_loss, f, 1e-3f);
-	/* the kernel gradient's fp32 error (~1e-6 relative) and the differences' O(h^2) error */
-	CHECK(e < 1e-4, "%s: %s vs finite differences of the forward %g", what, name, e);
-	free(gr);
-}
-
 static void check_norm(clp_dtype dt, size_t N, size_t C, int rms, int nan_row, th_rng *r)
 {
 	clp_cl_ctx *ctx = th_ctx();
@@ -105,12 +91,12 @@ static void check_norm(clp_dtype dt, size_t N, size_t C, int rms, int nan_row, t
 		struct fd_ctx f = {inp, w, b, g, N, C, rms, out};
 
 		if (C > 1)
-			check_fd(what, "dinp", inp, nc, got, dinp0, &f);
+			ts_fd_check(what, "dinp", dt, inp, nc, got, dinp0, norm_loss, &f);
 		tn_get(mdw, 0, got2, C);
-		check_fd(what, "dw", w, C, got2, dw0, &f);
+		ts_fd_check(what, "dw", dt, w, C, got2, dw0, norm_loss, &f);
 		if (!rms) {
 			tn_get(mdb, 0, got2, C);
-			check_fd(what, "db", b, C, got2, db0, &f);
+			ts_fd_check(what, "db", dt, b, C, got2, db0, norm_loss, &f);
 		}
 	}
 	tn_get(mdw, 0, got2, C);
