@@ -114,7 +114,9 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
 					   (int8)(j0) + LANES >= (int8)(lim[r]));
 			const float mx = fmax(m[r], hmax8(sv));
-			if (mx == -INFINITY) {
+			/* nothing visible yet; a NaN score (NaN in q or k) goes on and makes
+			 * the row NaN instead */
+			if (mx == -INFINITY && !any(isnan(sv))) {
 				al[r] = 1.0f;
 				vstore8((float8)(0.0f), 0, p[r]);
 				continue;
@@ -148,11 +150,11 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			}
 	}
 	for (uint r = 0; r < nr; r++) {
-		const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+		const float inv = l[r] != 0.0f ? 1.0f / l[r] : 0.0f; /* l >= 0 or NaN */
 		for (uint d = 0; d < hd; d++)
 			ST_SV(sp[r], d, op[r][d] * inv);
 		lse[lo + ((size_t)b * H + h) * T + i0 + r] =
-			l[r] > 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
+			l[r] != 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
 	}
 }
 

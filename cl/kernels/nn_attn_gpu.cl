@@ -81,8 +81,13 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 			s[jj] = j0 + jj < lim ? a * sl2 : -INFINITY;
 			mx = fmax(mx, s[jj]);
 		}
-		if (mx == -INFINITY)
-			continue;
+		if (mx == -INFINITY) { /* nothing visible yet, unless a score is NaN (then NaN on) */
+			int nan = 0;
+			for (uint jj = 0; jj < ATG_TK; jj++)
+				nan |= isnan(s[jj]);
+			if (!nan)
+				continue;
+		}
 		const float corr = exp2(m - mx);
 		l *= corr;
 		for (uint d = 0; d < ATG_HD; d++)
@@ -97,10 +102,10 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 	}
 	if (i >= T)
 		return;
-	const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+	const float inv = l != 0.0f ? 1.0f / l : 0.0f; /* l >= 0 or NaN */
 	for (uint d = 0; d < hd; d++)
 		ST_SV(out, oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d, o[d] * inv);
-	lse[lo + ((size_t)b * H + h) * T + i] = l > 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
+	lse[lo + ((size_t)b * H + h) * T + i] = l != 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
 }
 
 /* dq += scale * sum_j P (dP - D) k_j; dd, l2 from clp_attn_bwd_pre ((B,H,Tp) rows). */

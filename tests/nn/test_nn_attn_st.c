@@ -261,7 +261,7 @@ static void nan_case(clp_dtype dt, int gpu)
 	free(q), free(k), free(v), free(g);
 }
 
-static __attribute__((unused)) void test_nan(void)
+static void test_nan(void)
 {
 	if (!th_ctx())
 		return;
@@ -302,4 +302,4 @@ static void test_mixed_rejected(void)
 }
 
 TH_MAIN(TH_TEST(test_bf16_cpu_shape), TH_TEST(test_fp16_cpu_shape), TH_TEST(test_bf16_gpu_shape),
-	TH_TEST(test_fp16_gpu_shape), TH_TEST(test_mixed_rejected))
+	TH_TEST(test_fp16_gpu_shape), TH_TEST(test_nan), TH_TEST(test_mixed_rejected))
