@@ -8,7 +8,8 @@
  *    copy is derived from the fp32 masters again on load);
  *  - recomputation in the backward changes memory, not arithmetic, in bf16 too;
  *  - the stage's value copy is its masters rounded (cl/half.h), refreshed after the optimizer;
- *  - a bad train.precision names the field and its origin; fp16 with K-FAC is refused. */
+ *  - a bad train.precision names the field and its origin; fp16 with K-FAC is refused.
+ * Also run on rusticl (test_precision.rusticl: every session on CLPIPE_TEST_DEVICE). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -46,9 +47,20 @@ static int records(const char *log, double *loss, int *skipped, double *scale, i
 	return n;
 }
 
+/* The tiny model on the test's device (CLPIPE_TEST_DEVICE: the .rusticl twin runs on Mesa's
+ * rusticl, sessions included). */
+static void on_test_device(clp_train_config *c)
+{
+	const char *sel = getenv("CLPIPE_TEST_DEVICE");
+
+	if (sel && *sel)
+		snprintf(c->train.device, sizeof(c->train.device), "%s", sel);
+}
+
 static void config(clp_train_config *c, const char *precision, const char *name)
 {
 	tu_tiny_config(c, "gpt2");
+	on_test_device(c);
 	snprintf(c->train.precision, sizeof(c->train.precision), "%s", precision);
 	snprintf(c->train.log, sizeof(c->train.log), "%s/%s.jsonl", tu_dir(), name);
 }
@@ -115,8 +127,8 @@ static float *ckpt_all(const char *dir, clp_ckpt_kind k, size_t *count)
 }
 
 /* A scale so large that the first scaled gradient overflows fp16: every step is skipped, the
- * scale halves each time, and the masters equal those of a run that did not move them (fp32
- * with lr 0), the AdamW moments stay zero. */
+ * scale halves each time, the masters are the initial ones bit for bit (those a run of 0 steps
+ * saves) and the AdamW moments stay zero. */
 static void test_overflow_skips(void)
 {
 	clp_train_config c;
@@ -140,13 +152,11 @@ static void test_overflow_skips(void)
 						  1) < 1e-6,
 		      "step %d: loss scale %g, expected 1e30 / 2^%d", i + 1, scale[i], i);
 	}
-	/* the reference: the same initial parameters, not moved (lr 0) */
-	config(&c, "fp32", "lr0");
-	c.train.steps = 1;
-	c.optim.lr = 0;
-	c.optim.min_lr = 0;
-	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-lr0", tu_dir());
-	CHECK(tu_train(&c, NULL, loss, 8, NULL) == 1, "1 step");
+	/* the reference: the initial parameters (a run of 0 steps saves them) */
+	config(&c, "fp16", "init");
+	c.train.steps = 0;
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-init", tu_dir());
+	CHECK(tu_train(&c, NULL, loss, 8, NULL) == 0, "0 steps");
 	a = ckpt_all(dir_a, CLP_CKPT_MODEL, &na);
 	b = ckpt_all(c.ckpt.dir, CLP_CKPT_MODEL, &nb);
 	m = ckpt_all(dir_a, CLP_CKPT_OPTIM, &nm);
@@ -227,6 +237,7 @@ static void test_recompute_bf16(void)
 	int na, nb;
 
 	tu_tiny_config(&c, "llama");
+	on_test_device(&c);
 	c.model.n_kv_head = 2;
 	c.model.dropout = 0.1;
 	c.train.steps = 3;
