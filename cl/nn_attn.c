@@ -119,9 +119,9 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	cl_mem scr;
 	size_t Tp = padded(a->T);
 	size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B}, lo[3] = {1, 1, 1};
-	const size_t ktsz = a->B * a->KVH * a->hd * Tp;
+	const size_t ktsz = a->B * a->KVH * a->hd * Tp, qtsz = a->B * a->H * a->hd * Tp;
 	cl_ulong oo = out.off, ldo = a->ldo, lso = lse.off, qo = q.off, ldq = a->ldq, kto = 0,
-		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo;
+		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo, qto = 0;
 	cl_int has = a->kv_len.mem != NULL, causal = a->causal != 0;
 	cl_uint T = (cl_uint)a->T, tp = (cl_uint)Tp, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH,
 		hd = (cl_uint)a->hd;
@@ -136,18 +136,21 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	CLP_TRY(use_gpu_shape(ctx, a, dt, &gpu));
 	if (gpu)
 		return clp_nn_attn_gpu_forward(ctx, out, lse, q, k, v, a);
-	/* 16-bit values: the output rows accumulate in fp32 scratch (dense, after Kt) */
+	/* 16-bit values: scratch Kt | Qt (fp16 only) | the output rows accumulating in fp32 */
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN,
-			       (ktsz + (dt == CLP_F32 ? 0 : a->B * a->T * a->H * a->hd)) *
+			       (ktsz + (dt == CLP_F32 ? 0 : qtsz + a->B * a->T * a->H * a->hd)) *
 				       sizeof(float),
 			       &scr));
-	if (dt != CLP_F32)
-		acc = scr, ao = ktsz, lda = a->H * a->hd;
 	CLP_TRY(transpose(ctx, scr, 0, k, a->ldk, a->KVH, a));
+	if (dt != CLP_F32) {
+		qto = ktsz, acc = scr, ao = ktsz + qtsz, lda = a->H * a->hd;
+		if (dt == CLP_F16) /* the score loop reads q from Qt (nn_attn.cl ATT_TREAD) */
+			CLP_TRY(transpose(ctx, scr, qto, q, a->ldq, a->H, a));
+	}
 	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_forward", &kr));
-	CLP_TRY(clp_cl_args(ctx, kr, 26, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
+	CLP_TRY(clp_cl_args(ctx, kr, 28, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
 			    CLP_ARG(ao), CLP_ARG(lda), CLP_ARG(lse.mem), CLP_ARG(lso),
-			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
+			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(scr), CLP_ARG(qto),
 			    CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(ldv),
 			    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
 			    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
@@ -205,9 +208,9 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 
 		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dq",
 				      &kq));
-		CLP_TRY(clp_cl_args(ctx, kq, 29, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
+		CLP_TRY(clp_cl_args(ctx, kq, 31, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
 				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
-				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
+				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(qto), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
 				    CLP_ARG(vto), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(ldo),
 				    CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr), CLP_ARG(l2o),
 				    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
@@ -220,10 +223,11 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 
 		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dkv",
 				      &kkv));
-		CLP_TRY(clp_cl_args(ctx, kkv, 34, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
+		CLP_TRY(clp_cl_args(ctx, kkv, 38, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
 				    CLP_ARG(dv.mem), CLP_ARG(dvo), CLP_ARG(ldv), CLP_ARG(q.mem),
 				    CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(k.mem), CLP_ARG(ko),
-				    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(scr), CLP_ARG(qto),
+				    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(scr), CLP_ARG(kto),
+				    CLP_ARG(scr), CLP_ARG(vto), CLP_ARG(scr), CLP_ARG(qto),
 				    CLP_ARG(scr), CLP_ARG(gto), CLP_ARG(dout.mem), CLP_ARG(doo),
 				    CLP_ARG(ldo), CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has),
