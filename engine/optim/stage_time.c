@@ -21,6 +21,19 @@ static clp_status fill_random(clp_cl_ctx *ctx, clp_buf b, size_t n, float scale,
 		return clp_error(CLP_ERR_NOMEM, "out of host memory measuring a stage");
 	for (size_t i = 0; i < n; i++)
 		h[i] = scale * ((float)(lcg(x) % 2001) / 1000.0f - 1.0f);
+	if (b.dt != CLP_F32) { /* a 16-bit activation (mixed precision) */
+		uint16_t *h16 = malloc(n * 2 + 2);
+
+		if (!h16) {
+			free(h);
+			return clp_error(CLP_ERR_NOMEM, "out of host memory measuring a stage");
+		}
+		clp_dtype_pack(b.dt, h16, h, n);
+		st = clp_cl_write(ctx, b.mem, b.off * 2, n * 2, h16);
+		free(h16);
+		free(h);
+		return st;
+	}
 	st = clp_cl_write(ctx, b.mem, b.off * 4, n * sizeof(float), h);
 	free(h);
 	return st;
