@@ -200,7 +200,8 @@ static void test_scale_grows(void)
 	CHECK(n == 1 && scale[0] == 0, "bf16 logs no loss scale (%g)", n ? scale[0] : -1.0);
 }
 
-/* A bf16 run resumed from its step-3 checkpoint equals the uninterrupted run bitwise. */
+/* A bf16 (and an fp16) run resumed from its step-3 checkpoint equals the uninterrupted run
+ * bitwise; fp16 continues with the checkpoint's loss scale. */
 static void test_resume_bf16(void)
 {
 	clp_train_config c;
@@ -214,6 +215,7 @@ static void test_resume_bf16(void)
 		config(&c, prec, p ? "full16" : "full");
 		snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-resume-%s", tu_dir(), prec);
 		c.ckpt.every = 3;
+		c.train.loss_scale_window = 2; /* fp16: the scale moves, and must resume where it was */
 		n1 = tu_train(&c, NULL, full, 8, NULL);
 		CHECK(n1 == 6, "%s: 6 steps, got %d", prec, n1);
 		snprintf(cmd, sizeof(cmd), "rm -rf %s/step-00000006", c.ckpt.dir);
@@ -225,6 +227,20 @@ static void test_resume_bf16(void)
 		for (int i = 0; i < 3 && n1 == 6 && n2 == 3; i++)
 			CHECK(part[i] == full[3 + i], "%s: step %d loss %.17g resumed, %.17g "
 			      "uninterrupted", prec, 4 + i, part[i], full[3 + i]);
+		if (p) { /* the loss scale of each step too (doubled at steps 3 and 5) */
+			char log_full[1100];
+			double sf[8], sp[8], l[8];
+			int k[8];
+
+			snprintf(log_full, sizeof(log_full), "%s/full16.jsonl", tu_dir());
+			n1 = records(log_full, l, k, sf, 8);
+			n2 = records(c.train.log, l, k, sp, 8);
+			CHECK(n1 == 6 && n2 == 3 && sf[2] == 2 * sf[0] && sf[4] == 2 * sf[2],
+			      "fp16: the scale doubles every 2 steps (%g %g %g)", sf[0], sf[2], sf[4]);
+			for (int i = 0; i < 3 && n1 == 6 && n2 == 3; i++)
+				CHECK(sp[i] == sf[3 + i], "fp16: step %d loss scale %g resumed, %g "
+				      "uninterrupted", 4 + i, sp[i], sf[3 + i]);
+		}
 	}
 }
 
