@@ -171,12 +171,15 @@ typedef struct clp_nn_attn {
 } clp_nn_attn;
 
 /* out (B,T,H*hd) = softmax(scale q k^T + mask) v. Saves lse (B,H,T): the natural-log
- * logsumexp of each query row's scores (+inf for a row with no visible key, whose output is 0). */
+ * logsumexp of each query row's scores (+inf for a row with no visible key, whose output is 0;
+ * NaN for a row with a NaN score). Storage: q, k, v, out values; lse fp32; kv_len int32. */
 clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				    clp_buf k, clp_buf v, const clp_nn_attn *a);
 /* dq, dk, dv += gradients, recomputing the probabilities from q, k and the saved lse
- * (D = rowsum(dout * out) first). dout has the layout of out (row stride ldo). Deterministic: dq is summed per query row, dk and dv per key
- * row (over the query heads sharing it), each by one work-item in a fixed order. */
+ * (D = rowsum(dout * out) first). dout has the layout of out (row stride ldo). Storage: q, k,
+ * v, out values; dq, dk, dv, dout and lse fp32. Deterministic: dq is summed per query row, dk
+ * and dv per key row (over the query heads sharing it), each by one work-item in a fixed
+ * order. */
 clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,
 				     clp_buf dout, clp_buf q, clp_buf k, clp_buf v, clp_buf out,
 				     clp_buf lse, const clp_nn_attn *a);

@@ -214,8 +214,9 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 				      &kq));
 		CLP_TRY(clp_cl_args(ctx, kq, 31, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
 				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
-				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(qto), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
-				    CLP_ARG(vto), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(ldo),
+				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(qto), CLP_ARG(scr),
+				    CLP_ARG(kto), CLP_ARG(scr), CLP_ARG(vto), CLP_ARG(dout.mem),
+				    CLP_ARG(doo), CLP_ARG(ldo),
 				    CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr), CLP_ARG(l2o),
 				    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
 				    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
