@@ -1,8 +1,9 @@
 /* Builds that degrade instead of failing: a program made to fail in the real compiler
  * (CLPIPE_FAIL_BUILD adds an #error line) is named with its device, driver and compiler log; the
- * GEMM falls back packed -> tiled and attention GPU shape -> CPU shape with one warning line, and
- * the results still match the references; the failure is remembered for the next context, and
- * a build that ended its process twice is recorded instead of retried. */
+ * GEMM falls back packed -> tiled (also with bf16 operands) and attention GPU shape -> CPU shape
+ * with one warning line, and the results still match the references; the failure is remembered
+ * for the next context, and a build that ended its process twice is recorded instead of retried. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,9 +207,69 @@ static void test_dead_builder(void)
 	CHECK(remove(path) == 0, "the failure was not remembered in %s", path);
 }
 
+/* The same fallback in a mixed-precision forward (A, B and C in bf16): the packed backend's
+ * 16-bit packing program fails, the product goes to the tiled kernel, which rounds C itself. */
+static void test_gemm_fallback_16bit(void)
+{
+	clp_cl_ctx *ctx = new_ctx();
+	const size_t M = 7, N = 33, K = 127;
+	th_rng r = th_rng_seed(8);
+	float *a = malloc(M * K * 4), *b = malloc(K * N * 4), *c = malloc(M * N * 4);
+	float *cref = malloc(M * N * 4);
+	uint16_t *w = malloc(M * K * 2 + K * N * 2 + M * N * 2);
+	double *ref = malloc(M * N * 8);
+	const clp_gemm_tuning *t;
+	clp_gemm_tuning packed;
+	cl_mem da = NULL, db = NULL, dc = NULL;
+
+	if (!ctx)
+		return;
+	memset(&packed, 0, sizeof(packed));
+	packed.backend = CLP_GEMM_PACKED;
+	CHECK_OK(clp_cl_gemm_set_tuning(ctx, &packed));
+	th_fill_uniform(&r, a, M * K, -1, 1);
+	th_fill_uniform(&r, b, K * N, -1, 1);
+	for (size_t i = 0; i < M * K; i++)
+		a[i] = clp_dtype_round(CLP_BF16, a[i]);
+	for (size_t i = 0; i < K * N; i++)
+		b[i] = clp_dtype_round(CLP_BF16, b[i]);
+	clp_dtype_pack(CLP_BF16, w, a, M * K);
+	clp_dtype_pack(CLP_BF16, w + M * K, b, K * N);
+	CHECK_OK(clp_cl_buffer(ctx, M * K * 2, "A", &da));
+	CHECK_OK(clp_cl_buffer(ctx, K * N * 2, "B", &db));
+	CHECK_OK(clp_cl_buffer(ctx, M * N * 2, "C", &dc));
+	CHECK_OK(clp_cl_write(ctx, da, 0, M * K * 2, w));
+	CHECK_OK(clp_cl_write(ctx, db, 0, K * N * 2, w + M * K));
+	CHECK_OK(clp_cl_gemm(ctx, CLP_N, CLP_N, M, N, K, 1.0f, clp_buf_typed(da, 0, CLP_BF16), K,
+			     clp_buf_typed(db, 0, CLP_BF16), N, 0.0f,
+			     clp_buf_typed(dc, 0, CLP_BF16), N));
+	CHECK_OK(clp_cl_read(ctx, dc, 0, M * N * 2, w));
+	clp_dtype_unpack(CLP_BF16, c, w, M * N);
+	memset(cref, 0, M * N * 4);
+	clp_ref_gemm(0, 0, M, N, K, 1.0f, a, K, b, N, 0.0f, cref, N);
+	for (size_t i = 0; i < M * N; i++)
+		ref[i] = cref[i];
+	/* one bf16 rounding (2^-8 relative) over the fp32 result */
+	th_close("bf16 gemm after falling back", c, ref, M * N, 1e-4, 1.0 / 256);
+	CHECK_OK(clp_cl_gemm_tuning(ctx, &t));
+	CHECK(t->backend == CLP_GEMM_TILED, "fell back to %s, not tiled",
+	      clp_gemm_backend_name(t->backend));
+	CHECK(strstr(clp_cl_ctx_warnings(ctx), "packed GEMM does not build") != NULL, "warning: %s",
+	      clp_cl_ctx_warnings(ctx));
+	if (da)
+		clReleaseMemObject(da);
+	if (db)
+		clReleaseMemObject(db);
+	if (dc)
+		clReleaseMemObject(dc);
+	clp_cl_ctx_free(ctx);
+	free(a), free(b), free(c), free(cref), free(w), free(ref);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct th_test tests[] = {TH_TEST(test_gemm_fallback),
+					       TH_TEST(test_gemm_fallback_16bit),
 					       TH_TEST(test_attention_fallback),
 					       TH_TEST(test_dead_builder)};
 
@@ -223,7 +284,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	setenv("CLPIPE_CACHE_DIR", cache, 1);
-	rc = th_main(argc, argv, tests, 3);
+	rc = th_main(argc, argv, tests, 4);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", cache);

@@ -88,7 +88,8 @@ static const char *types_name(void)
 	return buf;
 }
 
-/* One product on the device vs the reference; returns 1 if it matched. nan: put a NaN in op(A)
+/* One product on the device vs the reference; returns 1 if it matched. A 16-bit C is also
+ * checked to be the single rounding of the result wherever the fp32 bound makes that unique. nan: put a NaN in op(A)
  * and one in op(B) and check that exactly their row and column of C are NaN. */
 static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struct shape s,
 		     float alpha, float beta, size_t batch, th_rng *r, int nan)
@@ -181,14 +182,29 @@ static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struc
 		clp_ref_gemm(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta, cref, s.n);
 		tolerance(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta == 0.0f ? 0 : beta,
 			  beta == 0.0f ? cref : cz, beta == 0.0f ? s.n : ldc, tol);
-		for (size_t i = 0; i < s.m * s.n; i++) {
+		/* gather the device result of this batch entry */
+		for (size_t i = 0; i < s.m * s.n; i++)
 			ref[i] = cref[i];
-			tol[i] += u * (fabs(ref[i]) + tol[i]) + tiny;
-		}
-		/* gather the device result of this batch entry, then check the padding */
 		for (size_t i = 0; i < s.m; i++)
 			memcpy(cref + i * s.n, got + coff + z * sc + i * ldc, s.n * 4);
+		/* a 16-bit C is the fp32 result rounded once to nearest: where every value within
+		 * the fp32 bound of the reference rounds to the same 16-bit value (rounding is
+		 * monotonic), the device must have stored exactly that one */
+		for (size_t i = 0; ct != CLP_F32 && i < s.m * s.n; i++) {
+			float lo = clp_dtype_round(ct, (float)(ref[i] - tol[i]));
+			float hi = clp_dtype_round(ct, (float)(ref[i] + tol[i]));
+
+			if (lo == hi && cref[i] != lo) {
+				CHECK(0, "%s: C[%zu][%zu] = %.9g, not %.9g (the result rounded once)",
+				      what, i / s.n, i % s.n, cref[i], lo);
+				ok = 0;
+				break;
+			}
+		}
+		for (size_t i = 0; i < s.m * s.n; i++)
+			tol[i] += u * (fabs(ref[i]) + tol[i]) + tiny;
 		ok &= th_close_tol(what, cref, ref, tol, s.m * s.n);
+		/* and the padding */
 		for (size_t i = 0; i < s.m; i++)
 			for (size_t j = s.n; j < ldc && i * ldc + j < sc; j++) {
 				float g = got[coff + z * sc + i * ldc + j];

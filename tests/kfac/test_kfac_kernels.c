@@ -82,7 +82,7 @@ static void test_factor(void)
 	for (size_t s = 0; s < NSIZES; s++)
 		for (int beta = 0; beta < 2; beta++) {
 			size_t d = sizes[s], rows = sizes[(s + 2) % NSIZES], ld = d + 3;
-			float *x = malloc(rows * ld * 4 + 4), *F0 = malloc(d * d * 4), *got;
+			float *x = malloc(rows * ld * 4 + 4), *F0 = poisoned(d * d + 2), *got;
 			double *ref = malloc(d * d * 8);
 			cl_mem mx, mf;
 
@@ -90,7 +90,7 @@ static void test_factor(void)
 			th_fill_uniform(&r, F0, d * d, -1, 1);
 			for (size_t i = 0; i < d * d; i++)
 				ref[i] = F0[i];
-			got = beta ? F0 : poisoned(d * d);
+			got = beta ? F0 : poisoned(d * d + 2);
 			mx = dbuf(x, rows * ld);
 			mf = dbuf(got, d * d + 2);
 			/* the columns 1 .. d of x, as the QKV input slice of a wider row would be */
@@ -130,7 +130,7 @@ static void test_factor_16bit(void)
 			for (int nan = 0; nan < 2; nan++) {
 				size_t d = sizes[s], rows = sizes[(s + 2) % NSIZES], ld = d + 3;
 				size_t nc = d / 2;
-				float *x = malloc(rows * ld * 4 + 4), *got = poisoned(d * d);
+				float *x = malloc(rows * ld * 4 + 4), *got = poisoned(d * d + 2);
 				uint16_t *w = malloc(rows * ld * 2 + 2);
 				double *ref = malloc(d * d * 8);
 				cl_mem mx = NULL, mf = dbuf(got, d * d + 2);
