@@ -1,4 +1,6 @@
-/* Host wrappers of nn_act.cl: GELU, SwiGLU, residual, dropout, random fills. */
+/* Host wrappers of nn_act.cl: GELU, SwiGLU, residual, dropout, random fills. Activations
+ * (value tensors) share one storage type per call, which picks the build of nn_act.cl
+ * (ST_TYPE); gradients and random fills are fp32 (cl/nn.h "Storage"). */
 #include "cl/nn_internal.h"
 
 #include <math.h>
@@ -7,9 +9,9 @@
 
 #define ACT_FILE "nn_act.cl"
 
-static clp_status ew_kernel(clp_cl_ctx *ctx, const char *name, cl_kernel *k)
+static clp_status ew_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_kernel *k)
 {
-	return clp_cl_kernel(ctx, ACT_FILE, clp_nn_ew_defines(ctx), name, k);
+	return clp_cl_kernel(ctx, ACT_FILE, clp_nn_ew_st_defines(ctx, dt), name, k);
 }
 
 static clp_status ew_run(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
@@ -37,8 +39,10 @@ clp_status clp_nn_gelu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf inp, size_t
 	cl_kernel k;
 	cl_ulong oo = out.off, io = inp.off, nn = n;
 	cl_int kd = kind;
+	clp_dtype dt;
 
-	CLP_TRY(ew_kernel(ctx, "clp_gelu_forward", &k));
+	CLP_TRY(clp_nn_value_type("gelu_forward", &dt, 2, "out", out, "inp", inp));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_gelu_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(inp.mem), CLP_ARG(io),
 			    CLP_ARG(nn), CLP_ARG(kd)));
 	return ew_run(ctx, k, "gelu_fwd", n);
@@ -50,8 +54,11 @@ clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp
 	cl_kernel k;
 	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, nn = n;
 	cl_int kd = kind;
+	clp_dtype dt;
 
-	CLP_TRY(ew_kernel(ctx, "clp_gelu_backward", &k));
+	CLP_TRY(clp_nn_value_type("gelu_backward", &dt, 1, "inp", inp));
+	CLP_TRY(clp_nn_require_f32("gelu_backward", 2, "dinp", dinp, "dout", dout));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_gelu_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 8, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
 			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(nn), CLP_ARG(kd)));
 	return ew_run(ctx, k, "gelu_bwd", n);
@@ -75,11 +82,13 @@ clp_status clp_nn_swiglu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf gate, clp
 	cl_kernel k;
 	cl_ulong oo = out.off, go = gate.off, uo = up.off, l = ld;
 	cl_uint n = (cl_uint)N, f = (cl_uint)F;
+	clp_dtype dt;
 
 	if (ld < F || N > 0xffffffffu || F > 0xffffffffu)
 		return clp_error(CLP_ERR_INVALID, "swiglu: row stride %zu < F=%zu (or N too big)",
 				 ld, F);
-	CLP_TRY(ew_kernel(ctx, "clp_swiglu_forward", &k));
+	CLP_TRY(clp_nn_value_type("swiglu_forward", &dt, 3, "out", out, "gate", gate, "up", up));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_swiglu_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(gate.mem), CLP_ARG(go),
 			    CLP_ARG(up.mem), CLP_ARG(uo), CLP_ARG(l), CLP_ARG(n), CLP_ARG(f)));
 	return run_rows2(ctx, k, "swiglu_fwd", N, F);
@@ -91,11 +100,15 @@ clp_status clp_nn_swiglu_backward(clp_cl_ctx *ctx, clp_buf dgate, clp_buf dup, c
 	cl_kernel k;
 	cl_ulong dgo = dgate.off, duo = dup.off, doo = dout.off, go = gate.off, uo = up.off, l = ld;
 	cl_uint n = (cl_uint)N, f = (cl_uint)F;
+	clp_dtype dt;
 
 	if (ld < F || N > 0xffffffffu || F > 0xffffffffu)
 		return clp_error(CLP_ERR_INVALID, "swiglu: row stride %zu < F=%zu (or N too big)",
 				 ld, F);
-	CLP_TRY(ew_kernel(ctx, "clp_swiglu_backward", &k));
+	CLP_TRY(clp_nn_value_type("swiglu_backward", &dt, 2, "gate", gate, "up", up));
+	CLP_TRY(clp_nn_require_f32("swiglu_backward", 3, "dgate", dgate, "dup", dup, "dout",
+				   dout));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_swiglu_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 13, CLP_ARG(dgate.mem), CLP_ARG(dgo), CLP_ARG(dup.mem),
 			    CLP_ARG(duo), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(gate.mem),
 			    CLP_ARG(go), CLP_ARG(up.mem), CLP_ARG(uo), CLP_ARG(l), CLP_ARG(n),
@@ -105,7 +118,17 @@ clp_status clp_nn_swiglu_backward(clp_cl_ctx *ctx, clp_buf dgate, clp_buf dup, c
 
 clp_status clp_nn_residual_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf a, clp_buf b, size_t n)
 {
-	return clp_cl_add(ctx, out, a, b, n);
+	cl_kernel k;
+	cl_ulong oo = out.off, ao = a.off, bo = b.off, nn = n;
+	clp_dtype dt;
+
+	CLP_TRY(clp_nn_value_type("residual_forward", &dt, 3, "out", out, "a", a, "b", b));
+	if (dt == CLP_F32)
+		return clp_cl_add(ctx, out, a, b, n);
+	CLP_TRY(ew_kernel(ctx, dt, "clp_residual_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(a.mem), CLP_ARG(ao),
+			    CLP_ARG(b.mem), CLP_ARG(bo), CLP_ARG(nn)));
+	return ew_run(ctx, k, "residual_fwd", n);
 }
 
 clp_status clp_nn_residual_backward(clp_cl_ctx *ctx, clp_buf da, clp_buf db, clp_buf dout,
@@ -114,7 +137,8 @@ clp_status clp_nn_residual_backward(clp_cl_ctx *ctx, clp_buf da, clp_buf db, clp
 	cl_kernel k;
 	cl_ulong ao = da.off, bo = db.off, doo = dout.off, nn = n;
 
-	CLP_TRY(ew_kernel(ctx, "clp_residual_backward", &k));
+	CLP_TRY(clp_nn_require_f32("residual_backward", 3, "da", da, "db", db, "dout", dout));
+	CLP_TRY(ew_kernel(ctx, CLP_F32, "clp_residual_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(da.mem), CLP_ARG(ao), CLP_ARG(db.mem), CLP_ARG(bo),
 			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(nn)));
 	return ew_run(ctx, k, "residual_bwd", n);
@@ -130,13 +154,18 @@ static clp_status dropout(clp_cl_ctx *ctx, clp_buf out, clp_buf x, size_t n, flo
 	cl_uint4 ctr;
 	cl_int md = mode;
 	float scale;
+	clp_dtype dt = CLP_F32;
 
 	if (!(p >= 0.0f && p < 1.0f))
 		return clp_error(CLP_ERR_INVALID, "dropout: probability %g outside [0, 1)", p);
+	if (mode)
+		CLP_TRY(clp_nn_require_f32("dropout_backward", 2, "dinp", out, "dout", x));
+	else
+		CLP_TRY(clp_nn_value_type("dropout_forward", &dt, 2, "out", out, "inp", x));
 	thr = (cl_uint)fmin(floor((double)p * 4294967296.0), 4294967295.0);
 	scale = (float)(1.0 / (1.0 - (double)p));
 	rng_args(s, &key, &ctr);
-	CLP_TRY(ew_kernel(ctx, "clp_dropout", &k));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_dropout", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(x.mem), CLP_ARG(xo),
 			    CLP_ARG(nn), CLP_ARG(thr), CLP_ARG(scale), CLP_ARG(key), CLP_ARG(ctr),
 			    CLP_ARG(md)));
@@ -164,8 +193,9 @@ static clp_status rng_fill(clp_cl_ctx *ctx, clp_buf out, size_t n, const clp_rng
 	cl_uint4 ctr;
 	cl_int md = mode;
 
+	CLP_TRY(clp_nn_require_f32("rng_fill", 1, "out", out));
 	rng_args(s, &key, &ctr);
-	CLP_TRY(ew_kernel(ctx, "clp_rng_fill", &k));
+	CLP_TRY(ew_kernel(ctx, CLP_F32, "clp_rng_fill", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(nn), CLP_ARG(fi),
 			    CLP_ARG(a), CLP_ARG(b), CLP_ARG(key), CLP_ARG(ctr), CLP_ARG(md)));
 	return ew_run(ctx, k, "rng_fill", n);

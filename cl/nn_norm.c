@@ -1,7 +1,14 @@
-/* Host wrappers of nn_norm.cl: LayerNorm, RMSNorm, bias add and bias gradient. */
+/* Host wrappers of nn_norm.cl: LayerNorm, RMSNorm, bias add and bias gradient. Value tensors
+ * (inp, out, w, b, bias) share one storage type, which picks the program build (ST_TYPE);
+ * gradients and the saved mean and rstd are fp32 (cl/nn.h "Storage"). */
 #include "cl/nn_internal.h"
 
 #define NORM_FILE "nn_norm.cl"
+
+static clp_status norm_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_kernel *k)
+{
+	return clp_cl_kernel(ctx, NORM_FILE, clp_nn_st_define(dt), name, k);
+}
 
 static clp_status check_rows(const char *what, size_t N, size_t C)
 {
@@ -17,9 +24,13 @@ clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, 
 	cl_kernel k;
 	cl_ulong oo = out.off, mo = mean.off, ro = rstd.off, io = inp.off, wo = w.off, bo = b.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	clp_dtype dt;
 
 	CLP_TRY(check_rows("layernorm_forward", N, C));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_ln_forward", &k));
+	CLP_TRY(clp_nn_value_type("layernorm_forward", &dt, 4, "out", out, "inp", inp, "w", w,
+				  "b", b));
+	CLP_TRY(clp_nn_require_f32("layernorm_forward", 2, "mean", mean, "rstd", rstd));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 15, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(mean.mem),
 			    CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(inp.mem),
 			    CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(b.mem), CLP_ARG(bo),
@@ -37,12 +48,16 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, mo = mean.off,
 		 ro = rstd.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+	clp_dtype dt;
 
 	CLP_TRY(check_rows("layernorm_backward", N, C));
+	CLP_TRY(clp_nn_value_type("layernorm_backward", &dt, 2, "inp", inp, "w", w));
+	CLP_TRY(clp_nn_require_f32("layernorm_backward", 6, "dinp", dinp, "dw", dw, "db", db,
+				   "dout", dout, "mean", mean, "rstd", rstd));
 	if (N == 0)
 		return CLP_OK;
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_ln_backward", &k));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
 			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
@@ -58,9 +73,12 @@ clp_status clp_nn_rmsnorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf rstd, cl
 	cl_kernel k;
 	cl_ulong oo = out.off, ro = rstd.off, io = inp.off, wo = w.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	clp_dtype dt;
 
 	CLP_TRY(check_rows("rmsnorm_forward", N, C));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rms_forward", &k));
+	CLP_TRY(clp_nn_value_type("rmsnorm_forward", &dt, 3, "out", out, "inp", inp, "w", w));
+	CLP_TRY(clp_nn_require_f32("rmsnorm_forward", 1, "rstd", rstd));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_rms_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 11, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(rstd.mem),
 			    CLP_ARG(ro), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo),
 			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
@@ -75,12 +93,16 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
 	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, ro = rstd.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+	clp_dtype dt;
 
 	CLP_TRY(check_rows("rmsnorm_backward", N, C));
+	CLP_TRY(clp_nn_value_type("rmsnorm_backward", &dt, 2, "inp", inp, "w", w));
+	CLP_TRY(clp_nn_require_f32("rmsnorm_backward", 4, "dinp", dinp, "dw", dw, "dout", dout,
+				   "rstd", rstd));
 	if (N == 0)
 		return CLP_OK;
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rms_backward", &k));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
 			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
@@ -94,9 +116,11 @@ clp_status clp_nn_bias_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf bias, size_
 	cl_kernel k;
 	cl_ulong oo = out.off, bo = bias.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	clp_dtype dt;
 
 	CLP_TRY(check_rows("bias_forward", N, C));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_forward", &k));
+	CLP_TRY(clp_nn_value_type("bias_forward", &dt, 2, "out", out, "bias", bias));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_bias_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(bias.mem),
 			    CLP_ARG(bo), CLP_ARG(n), CLP_ARG(c)));
 	return clp_nn_run_rows(ctx, k, "bias_fwd", N);
@@ -111,6 +135,7 @@ clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, si
 	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
 
 	CLP_TRY(check_rows("bias_backward", N, C));
+	CLP_TRY(clp_nn_require_f32("bias_backward", 2, "dbias", dbias, "dout", dout));
 	if (N == 0)
 		return CLP_OK;
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));

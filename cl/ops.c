@@ -139,10 +139,15 @@ clp_status clp_cl_copy(clp_cl_ctx *ctx, clp_buf dst, clp_buf src, size_t n)
 {
 	cl_int err;
 
+	size_t es = clp_dtype_size(dst.dt);
+
+	if (dst.dt != src.dt) /* a conversion is clp_cl_convert's */
+		return clp_error(CLP_ERR_INVALID, "copy: %s into %s", clp_dtype_name(src.dt),
+				 clp_dtype_name(dst.dt));
 	if (!n)
 		return CLP_OK;
-	err = clEnqueueCopyBuffer(clp_cl_ctx_queue(ctx), src.mem, dst.mem, src.off * 4, dst.off * 4,
-				  n * 4, 0, NULL, NULL);
+	err = clEnqueueCopyBuffer(clp_cl_ctx_queue(ctx), src.mem, dst.mem, src.off * es,
+				  dst.off * es, n * es, 0, NULL, NULL);
 	if (err != CL_SUCCESS)
 		return clp_cl_fail(ctx, err, "copying %zu floats", n);
 	return CLP_OK;

@@ -3,11 +3,16 @@
  *
  * Each work-item handles NN_EW_CHUNK consecutive elements (large on a CPU device, local size 1;
  * small on a GPU). NN_EW_CHUNK is a multiple of 4 so one Philox block serves four elements.
- * Streams arrive as (uint2 key, uint4 counter words), see philox.clh. */
+ * Streams arrive as (uint2 key, uint4 counter words), see philox.clh.
+ *
+ * Storage (cl/nn.h): activations (GELU's and SwiGLU's inputs and outputs, the residual sum,
+ * dropout's forward) are ST_T (ST_TYPE: fp32, bf16 or fp16), loaded with ST_LD and stored once
+ * with ST_SV; gradients, dropout's backward and the random fills are float. */
 #ifdef __clang__ /* ulong8 helpers without AVX-512 change the x86 call ABI: internal, harmless */
 #pragma clang diagnostic ignored "-Wpsabi"
 #endif
 #include "philox.clh"
+#include "half.clh"
 
 #ifndef NN_EW_CHUNK
 #define NN_EW_CHUNK 8192
@@ -43,7 +48,7 @@
 DEF_GELU(float, )
 DEF_GELU(float8, 8)
 
-__kernel void clp_gelu_forward(__global float *out, ulong oo, __global const float *inp, ulong io,
+__kernel void clp_gelu_forward(__global ST_T *out, ulong oo, __global const ST_T *inp, ulong io,
 			       ulong n, int kind)
 {
 	EW_RANGE(n);
@@ -51,13 +56,13 @@ __kernel void clp_gelu_forward(__global float *out, ulong oo, __global const flo
 	inp += io;
 	ulong i = i0;
 	for (; i + 8 <= i1; i += 8)
-		vstore8(gelu_f8(vload8(0, inp + i), kind), 0, out + i);
+		ST_SV8(out, i, gelu_f8(ST_LD8(inp, i), kind));
 	for (; i < i1; i++)
-		out[i] = gelu_f(inp[i], kind);
+		ST_SV(out, i, gelu_f(ST_LD(inp, i), kind));
 }
 
 __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const float *dout,
-				ulong doo, __global const float *inp, ulong io, ulong n, int kind)
+				ulong doo, __global const ST_T *inp, ulong io, ulong n, int kind)
 {
 	EW_RANGE(n);
 	dinp += dio;
@@ -65,15 +70,15 @@ __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const 
 	inp += io;
 	ulong i = i0;
 	for (; i + 8 <= i1; i += 8)
-		vstore8(fma(gelu_df8(vload8(0, inp + i), kind), vload8(0, dout + i), vload8(0, dinp + i)),
+		vstore8(fma(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i), vload8(0, dinp + i)),
 			0, dinp + i);
 	for (; i < i1; i++)
-		dinp[i] = fma(gelu_df(inp[i], kind), dout[i], dinp[i]);
+		dinp[i] = fma(gelu_df(ST_LD(inp, i), kind), dout[i], dinp[i]);
 }
 
 /* 2-D: dim 0 over column chunks, dim 1 over rows. out rows are dense (F), gate/up use ld. */
-__kernel void clp_swiglu_forward(__global float *out, ulong oo, __global const float *gate,
-				 ulong go, __global const float *up, ulong uo, ulong ld, uint N,
+__kernel void clp_swiglu_forward(__global ST_T *out, ulong oo, __global const ST_T *gate,
+				 ulong go, __global const ST_T *up, ulong uo, ulong ld, uint N,
 				 uint F)
 {
 	const ulong n = get_global_id(1);
@@ -84,14 +89,14 @@ __kernel void clp_swiglu_forward(__global float *out, ulong oo, __global const f
 	gate += go + n * ld;
 	up += uo + n * ld;
 	for (ulong i = i0; i < i1; i++) {
-		float g = gate[i];
-		out[i] = g / (1.0f + exp(-g)) * up[i];
+		float g = ST_LD(gate, i);
+		ST_SV(out, i, g / (1.0f + exp(-g)) * ST_LD(up, i));
 	}
 }
 
 __kernel void clp_swiglu_backward(__global float *dgate, ulong dgo, __global float *dup, ulong duo,
 				  __global const float *dout, ulong doo,
-				  __global const float *gate, ulong go, __global const float *up,
+				  __global const ST_T *gate, ulong go, __global const ST_T *up,
 				  ulong uo, ulong ld, uint N, uint F)
 {
 	const ulong n = get_global_id(1);
@@ -104,10 +109,25 @@ __kernel void clp_swiglu_backward(__global float *dgate, ulong dgo, __global flo
 	gate += go + n * ld;
 	up += uo + n * ld;
 	for (ulong i = i0; i < i1; i++) {
-		float g = gate[i], s = 1.0f / (1.0f + exp(-g)), d = dout[i];
+		float g = ST_LD(gate, i), s = 1.0f / (1.0f + exp(-g)), d = dout[i];
 		dup[i] += d * g * s;
-		dgate[i] = fma(d * up[i], s * (1.0f + g * (1.0f - s)), dgate[i]);
+		dgate[i] = fma(d * ST_LD(up, i), s * (1.0f + g * (1.0f - s)), dgate[i]);
 	}
+}
+
+/* out = a + b for 16-bit values (fp32 residuals go through clp_cl_add). */
+__kernel void clp_residual_forward(__global ST_T *out, ulong oo, __global const ST_T *a, ulong ao,
+				   __global const ST_T *b, ulong bo, ulong n)
+{
+	EW_RANGE(n);
+	out += oo;
+	a += ao;
+	b += bo;
+	ulong i = i0;
+	for (; i + 8 <= i1; i += 8)
+		ST_SV8(out, i, ST_LD8(a, i) + ST_LD8(b, i));
+	for (; i < i1; i++)
+		ST_SV(out, i, ST_LD(a, i) + ST_LD(b, i));
 }
 
 /* da += dout; db += dout (da may be db: both updates happen, in order). */
@@ -126,8 +146,8 @@ __kernel void clp_residual_backward(__global float *da, ulong dao, __global floa
 }
 
 /* mode 0: out = keep ? x * scale : 0 (forward, out may be x); mode 1: out += keep ? x * scale : 0
- * (backward). keep: number i of the stream >= thr. */
-__kernel void clp_dropout(__global float *out, ulong oo, __global const float *x, ulong xo,
+ * (backward: gradients, always the fp32 build). keep: number i of the stream >= thr. */
+__kernel void clp_dropout(__global ST_T *out, ulong oo, __global const ST_T *x, ulong xo,
 			  ulong n, uint thr, float scale, uint2 rk, uint4 rc, int mode)
 {
 	EW_RANGE(n);
@@ -141,15 +161,15 @@ __kernel void clp_dropout(__global float *out, ulong oo, __global const float *x
 		phx_block8(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
 		for (int k = 0; k < 4; k++) {
 			const uint8 u = vload8(k, b);
-			const float8 v = select((float8)(0.0f), vload8(k, x + i) * scale, u >= thr);
-			vstore8(mode ? vload8(k, out + i) + v : v, k, out + i);
+			const float8 v = select((float8)(0.0f), ST_LD8(x, i + 8 * k) * scale, u >= thr);
+			ST_SV8(out, i + 8 * k, mode ? ST_LD8(out, i + 8 * k) + v : v);
 		}
 	}
 	for (; i < i1; i++) {
 		if ((i & 3) == 0 || i == i0 || (i & 31) == 0)
 			phx_block(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
-		float v = b[i & 3] >= thr ? x[i] * scale : 0.0f;
-		out[i] = mode ? out[i] + v : v;
+		float v = b[i & 3] >= thr ? ST_LD(x, i) * scale : 0.0f;
+		ST_SV(out, i, mode ? ST_LD(out, i) + v : v);
 	}
 }
 

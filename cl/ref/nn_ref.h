@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cl/half.h"
 #include "cl/nn.h"
 
 void clp_ref_layernorm_forward(double *out, double *mean, double *rstd, const float *inp,
@@ -54,6 +55,38 @@ void clp_ref_xent_forward(double *losses, double *lse, const float *h, const flo
 void clp_ref_xent_backward(double *dh, double *dw, double *dbias, const float *h, const float *w,
 			   const float *bias, const int32_t *targets, float scale, size_t N,
 			   size_t C, size_t V);
+
+/* Storage-aware forms (mixed precision, cl/nn.h "Storage"). A 16-bit VALUE input is given as
+ * the float array of its values (clp_ref_load rounds an array in place: what a kernel reads from
+ * a bf16 or fp16 tensor holding it); a value OUTPUT is computed in double exactly as above and
+ * then rounded to float and to the storage type dt (clp_ref_store), what a kernel computing in
+ * float and storing once writes, up to the float computation's own error. Gradients and
+ * statistics stay fp32: the plain references above, given the rounded inputs, are the 16-bit
+ * references of every backward and of mean, rstd. dt = CLP_F32 gives the plain forward. */
+void clp_ref_load(clp_dtype dt, float *x, size_t n);
+void clp_ref_store(clp_dtype dt, double *y, size_t n);
+void clp_ref_layernorm_forward_st(clp_dtype dt, double *out, double *mean, double *rstd,
+				  const float *inp, const float *w, const float *b, size_t N,
+				  size_t C, float eps);
+void clp_ref_rmsnorm_forward_st(clp_dtype dt, double *out, double *rstd, const float *inp,
+				const float *w, size_t N, size_t C, float eps);
+/* out (N,C) = round(out + bias) in place (out holds the rounded values before). */
+void clp_ref_bias_forward_st(clp_dtype dt, double *out, const float *bias, size_t N, size_t C);
+void clp_ref_gelu_forward_st(clp_dtype dt, double *out, const float *inp, size_t n,
+			     clp_nn_gelu kind);
+void clp_ref_swiglu_forward_st(clp_dtype dt, double *out, const float *gate, const float *up,
+			       size_t ld, size_t N, size_t F);
+/* out = round(a + b) */
+void clp_ref_residual_forward_st(clp_dtype dt, double *out, const float *a, const float *b,
+				 size_t n);
+void clp_ref_dropout_st(clp_dtype dt, double *out, const float *inp, size_t n, float p,
+			const clp_rng_stream *s);
+void clp_ref_embed_forward_st(clp_dtype dt, double *out, const int32_t *tok,
+			      const int32_t *types, const float *wte, const float *wpe,
+			      const float *wtt, size_t B, size_t T, size_t C);
+/* The rotated elements of out rounded (forward on a 16-bit x); others left as they are. */
+void clp_ref_rope_st(clp_dtype dt, double *out, const float *x, size_t ld, const float *tab,
+		     size_t B, size_t T, size_t nh, size_t hd, int dir);
 
 /* One AdamW step in place (double arithmetic, PyTorch's formulas). */
 void clp_ref_adamw(float *p, float *m, float *v, const float *g, size_t n,

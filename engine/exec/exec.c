@@ -2,6 +2,7 @@
  * ownership of tensors for checkpoints and the gradient norm. */
 #include "engine/exec/exec_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 		.slots = slots_needed(&e->s->ranks[e->rank], stage, pipe),
 		.split = has_split(&e->s->ranks[e->rank], stage, pipe),
 		.recompute = e->recompute,
+		.precision = e->prec,
 	};
 	const clp_param_table *t;
 	clp_status st;
@@ -179,7 +181,7 @@ int clp_exec_rank_stages(const clp_sched *s, int rank, clp_exec_stage_need *out,
 /* Staging buffers: receives, and producers whose output a send or a local op consumes. */
 static clp_status staging(clp_exec *e, const clp_rank_prog *p)
 {
-	size_t bytes = e->N * e->C * sizeof(float);
+	size_t bytes = e->N * e->C * clp_dtype_size(e->prec); /* activations and gradients */
 
 	for (int i = 0; i < p->nops; i++) {
 		const clp_op *op = &p->ops[i];
@@ -278,6 +280,8 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	e->C = (size_t)m->d_model;
 	e->det = o->deterministic;
 	e->recompute = o->recompute;
+	e->prec = o->precision;
+	e->loss_scale = 1.0f;
 	e->opt = &clp_exec_adamw;
 	p = &s->ranks[e->rank];
 	e->replica = p->replica;
@@ -288,6 +292,48 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	}
 	*out = e;
 	return CLP_OK;
+}
+
+clp_status clp_exec_set_loss_scale(clp_exec *e, float scale, long window)
+{
+	if (scale > 0 && (!isfinite(scale) || window < 1))
+		return clp_error(CLP_ERR_INVALID, "loss scale %g with a window of %ld steps: the "
+				 "scale must be finite and the window at least 1", (double)scale,
+				 window);
+	e->scaling = scale > 0;
+	e->loss_scale = scale > 0 ? scale : 1.0f;
+	e->scale_window = window;
+	e->scale_good = 0;
+	return CLP_OK;
+}
+
+void clp_exec_loss_scale(const clp_exec *e, float *scale, long *good)
+{
+	*scale = e->loss_scale;
+	*good = e->scale_good;
+}
+
+void clp_exec_restore_loss_scale(clp_exec *e, float scale, long good)
+{
+	if (!e->scaling || !(scale >= 1.0f) || !isfinite(scale))
+		return;
+	e->loss_scale = scale;
+	e->scale_good = good < 0 ? 0 : good;
+}
+
+void exec_update_loss_scale(clp_exec *e, clp_exec_result *r)
+{
+	r->loss_scale = e->loss_scale;
+	if (!e->scaling)
+		return;
+	if (e->nonfinite) { /* the step was skipped: a smaller scale next time */
+		e->loss_scale = e->loss_scale > 1.0f ? e->loss_scale * 0.5f : 1.0f;
+		e->scale_good = 0;
+	} else if (++e->scale_good >= e->scale_window) {
+		if (e->loss_scale < 0x1p24f)
+			e->loss_scale *= 2.0f;
+		e->scale_good = 0;
+	}
 }
 
 void clp_exec_free(clp_exec *e)

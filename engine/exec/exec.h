@@ -33,6 +33,9 @@ typedef struct clp_exec_opts {
 	size_t B, T;       /* micro-batch shape */
 	int deterministic; /* all-reduces add in rank order: bitwise reproducible */
 	int recompute;     /* recompute layer activations in the backward (less memory) */
+	clp_dtype precision; /* storage of the stages' values (CLP_F32 when zero; cl/nn.h
+			      * "Storage"): activations and gradients between stages travel in it
+			      * (half the bytes in bf16 / fp16); all-reduces stay fp32 */
 } clp_exec_opts;
 
 /* The schedule must be valid (clp_sched_validate) and have comm's size of ranks. The schedule
@@ -66,9 +69,20 @@ typedef struct clp_exec_data {
 typedef struct clp_exec_result {
 	double loss;      /* mean loss of the step (all ranks); dataflow (SkipPipe) schedules: the
 			   * scaled losses' sum over the stage-0 nodes (the mean of their means) */
-	double grad_norm; /* global gradient norm before clipping */
+	double grad_norm; /* global gradient norm before clipping (of the unscaled gradients) */
 	int skipped;      /* a non-finite gradient: no parameter changed */
+	float loss_scale; /* the loss scale this step's backward used (1 without scaling) */
 } clp_exec_result;
+
+/* Dynamic loss scaling (fp16): the backward multiplies the loss gradient by the scale S, the
+ * optimizer divides it out (and the norm and clipping see unscaled gradients). After a step
+ * whose gradients were not finite (the flag is summed over the ranks of the norm, so every rank
+ * decides alike) the step is skipped and S halves (not below 1); after `window` good steps in a
+ * row S doubles (up to 2^24). scale <= 0 turns it off (S = 1, the default). */
+clp_status clp_exec_set_loss_scale(clp_exec *e, float scale, long window);
+/* The scale the next step uses and the good steps counted towards doubling it (checkpoints). */
+void clp_exec_loss_scale(const clp_exec *e, float *scale, long *good);
+void clp_exec_restore_loss_scale(clp_exec *e, float scale, long good);
 
 /* Run the rank's list for one training step (forward, backward, reductions, AdamW). Ranks in
  * dataflow mode (SkipPipe path schedules, engine/exec/exec_dataflow.c) run whichever ready

@@ -422,6 +422,7 @@ clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_
 		r->loss /= e->df_origins;
 	r->grad_norm = e->norm;
 	r->skipped = e->nonfinite;
+	exec_update_loss_scale(e, r);
 	free(f.ran);
 	free(f.held);
 	return st;

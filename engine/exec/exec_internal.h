@@ -70,6 +70,11 @@ struct clp_exec {
 	double tr_qoff, tr_t0;
 	double *posted; /* per op: host time a transfer was posted (tracing) */
 	cl_event cur_ev0; /* the start marker of the compute op running (tracing) */
+	/* storage of values, and dynamic loss scaling (clp_exec_set_loss_scale) */
+	clp_dtype prec;
+	int scaling;         /* loss scaling on */
+	float loss_scale;    /* S: 1 without scaling */
+	long scale_window, scale_good;
 	/* the optimizer (exec_optim.h): AdamW unless another was installed */
 	const clp_exec_optim *opt;
 	void *opt_state;
@@ -99,6 +104,12 @@ static inline int exec_tied_copy(const clp_tensor_desc *t)
 static inline float exec_inv(const clp_exec_data *d, int mb)
 {
 	return d->inv_mb ? d->inv_mb[mb] : d->inv_count;
+}
+
+/* The scale of micro-batch mb's loss gradient: exec_inv times the dynamic loss scale. */
+static inline float exec_bwd_scale(const clp_exec *e, const clp_exec_data *d, int mb)
+{
+	return exec_inv(d, mb) * e->loss_scale;
 }
 
 /* exec_wait.c: waiting without blocking the transport. Yield (then sleep up to 250 us) after
@@ -134,6 +145,9 @@ clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st
 			     int skip_tied, float scale, const char *label);
 clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm);
 clp_status exec_loss_total(clp_exec *e, double *loss);
+/* exec.c: at the end of a step, r->loss_scale = the scale used, then the next one decided
+ * from e->nonfinite (clp_exec_set_loss_scale). */
+void exec_update_loss_scale(clp_exec *e, clp_exec_result *r);
 
 /* exec_optim.c: the optimizer's hooks as the interpreters call them (exec_optim.h); freeing. */
 clp_status exec_optim_step_begin(clp_exec *e, const clp_exec_data *d);

@@ -52,8 +52,9 @@ static clp_status fetch_input(clp_exec *e, int i, clp_buf dst, uint32_t step)
 		CLP_TRY(exec_wait_req(e, j, step));
 	else
 		CLP_TRY(exec_wait_event(e, e->os[j].ev));
-	err = clEnqueueWriteBuffer(clp_cl_ctx_queue(e->ctx), dst.mem, CL_FALSE, dst.off * 4,
-				   e->os[j].bytes, e->os[j].buf, 0, NULL, NULL);
+	err = clEnqueueWriteBuffer(clp_cl_ctx_queue(e->ctx), dst.mem, CL_FALSE,
+				   dst.off * clp_dtype_size(dst.dt), e->os[j].bytes, e->os[j].buf,
+				   0, NULL, NULL);
 	if (err != CL_SUCCESS)
 		return clp_cl_fail(e->ctx, err, "rank %d: staging an input", e->rank);
 	return CLP_OK;
@@ -68,8 +69,9 @@ static clp_status stage_output(clp_exec *e, int i, clp_buf src)
 		return CLP_OK;
 	if (e->os[i].ev)
 		clReleaseEvent(e->os[i].ev);
-	err = clEnqueueReadBuffer(clp_cl_ctx_queue(e->ctx), src.mem, CL_FALSE, src.off * 4,
-				  e->os[i].bytes, e->os[i].buf, 0, NULL, &e->os[i].ev);
+	err = clEnqueueReadBuffer(clp_cl_ctx_queue(e->ctx), src.mem, CL_FALSE,
+				  src.off * clp_dtype_size(src.dt), e->os[i].bytes, e->os[i].buf, 0,
+				  NULL, &e->os[i].ev);
 	if (err != CL_SUCCESS)
 		return clp_cl_fail(e->ctx, err, "rank %d: reading an output", e->rank);
 	return CLP_OK;
@@ -125,15 +127,20 @@ clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_dat
 		return clp_error(CLP_ERR_STATE, "rank %d: backward of stage %d mb %d before its "
 				 "forward", e->rank, op->stage, op->mb);
 	m = mb_of(e, d, slot, op->mb);
-	if (!clp_stage_has_head(l->st))
-		CLP_TRY(fetch_input(e, i, clp_stage_grad_in(l->st), d->step));
+	/* gradients travel in the stage's precision: widened into grad_in after the receive,
+	 * rounded into the message buffer before the send (no-ops in fp32) */
+	if (!clp_stage_has_head(l->st)) {
+		CLP_TRY(fetch_input(e, i, clp_stage_grad_wire(l->st), d->step));
+		CLP_TRY(clp_stage_grad_unpack(l->st));
+	}
 	if (e->tracing)
 		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
 	if (op->kind == CLP_OP_BWD_B)
-		CLP_TRY(clp_stage_backward_input(l->st, &m, exec_inv(d, op->mb)));
+		CLP_TRY(clp_stage_backward_input(l->st, &m, exec_bwd_scale(e, d, op->mb)));
 	else
-		CLP_TRY(clp_stage_backward(l->st, &m, exec_inv(d, op->mb)));
-	CLP_TRY(stage_output(e, i, clp_stage_grad_in(l->st)));
+		CLP_TRY(clp_stage_backward(l->st, &m, exec_bwd_scale(e, d, op->mb)));
+	/* the backward left the rounded input gradient in the wire (clp_stage_backward) */
+	CLP_TRY(stage_output(e, i, clp_stage_grad_wire(l->st)));
 	if (op->kind == CLP_OP_BWD)
 		release_slot(l, op->mb);
 	return CLP_OK;

@@ -7,7 +7,8 @@ static clp_status adamw_stage_step(clp_exec *e, void *state, int stage,
 {
 	for (int k = 0; k < e->nls; k++)
 		if (e->ls[k].stage == stage)
-			CLP_TRY(clp_stage_adamw(e->ls[k].st, hp, clp_stage_stats(e->ls[k].st)));
+			CLP_TRY(clp_stage_adamw_scaled(e->ls[k].st, hp, clp_stage_stats(e->ls[k].st),
+						       1.0f / e->loss_scale));
 	return CLP_OK;
 }
 

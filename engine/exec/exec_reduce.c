@@ -129,7 +129,9 @@ clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
 		sum += e->tsum[k];
 		e->nonfinite |= e->tsum[nt + k] != 0;
 	}
-	e->norm = sqrt(sum);
+	/* the gradients carry the loss scale (1 unless fp16 scales it): the norm and the clip
+	 * are those of the unscaled ones; the optimizer divides the scale out (gscale) */
+	e->norm = sqrt(sum) / e->loss_scale;
 	e->nonfinite |= !isfinite(e->norm);
 	stats[CLP_NN_GSTAT_SUMSQ] = (float)sum;
 	stats[CLP_NN_GSTAT_NONFINITE] = e->nonfinite ? 1.0f : 0.0f;

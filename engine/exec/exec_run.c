@@ -176,6 +176,7 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 		st = exec_loss_total(e, &r->loss);
 	r->grad_norm = e->norm;
 	r->skipped = e->nonfinite;
+	exec_update_loss_scale(e, r);
 	return st;
 }
 

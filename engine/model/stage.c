@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/convert.h"
 #include "cl/ops.h"
 #include "cl/rng.h"
 
-static const char *const kind_names[4] = {"params", "grads", "adam_m", "adam_v"};
+static const char *const kind_names[5] = {"params", "grads", "adam_m", "adam_v",
+					   "param values"};
 
 clp_buf stage_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block)
 {
@@ -38,15 +40,24 @@ static clp_status alloc_params(clp_stage *st)
 		names[u] = st->tab.units[u].name;
 		bytes[u] = st->tab.units[u].numel * sizeof(float);
 	}
-	for (int k = 0; k < 4 && s == CLP_OK; k++) {
+	for (int k = 0; k <= CLP_ST_VALUE && s == CLP_OK; k++) {
 		st->units[k] = calloc((size_t)nu, sizeof(clp_buf));
 		if (!st->units[k]) {
 			s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
 			break;
 		}
+		if (k == CLP_ST_VALUE) { /* the copy forward and backward read */
+			if (st->vt == CLP_F32) {
+				memcpy(st->units[k], st->units[CLP_ST_PARAM], (size_t)nu * sizeof(clp_buf));
+				break;
+			}
+			for (int u = 0; u < nu; u++)
+				bytes[u] = st->tab.units[u].numel * clp_dtype_size(st->vt);
+		}
 		s = clp_cl_block_create(st->ctx, kind_names[k], nu, names, bytes, &st->blk[k]);
 		for (int u = 0; s == CLP_OK && u < nu; u++)
-			st->units[k][u] = clp_buf_view(clp_cl_block_view(st->blk[k], u));
+			st->units[k][u] = clp_buf_view_as(clp_cl_block_view(st->blk[k], u),
+							  k == CLP_ST_VALUE ? st->vt : CLP_F32);
 	}
 out:
 	free(names);
@@ -79,7 +90,7 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		[SA_XLSE] = N, [SA_LOSSES] = N, [SA_LOSS] = 1,
 	};
 	int nv = (st->nl + 1) + st->nl * LA_COUNT + SA_COUNT, v = 0;
-	size_t la_slot[LA_COUNT];
+	size_t la_slot[LA_COUNT], vs = clp_dtype_size(st->vt);
 
 	/* with recomputation a slot keeps only the split backward's output gradients; the rest
 	 * of a layer's activations live once, in st->rla, and are rebuilt layer by layer */
@@ -101,16 +112,16 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 	}
 	for (int i = 0; i <= st->nl; i++) {
 		names[v] = "residual";
-		bytes[v++] = N * C * sizeof(float);
+		bytes[v++] = N * C * vs;
 	}
 	for (int l = 0; l < st->nl; l++)
 		for (int a = 0; a < LA_COUNT; a++) {
 			names[v] = "layer activation";
-			bytes[v++] = la_slot[a] * sizeof(float);
+			bytes[v++] = la_slot[a] * clp_dtype_size(stage_la_type(st, a));
 		}
 	for (int a = 0; a < SA_COUNT; a++) {
 		names[v] = "stage activation";
-		bytes[v++] = sa_size[a] * sizeof(float);
+		bytes[v++] = sa_size[a] * clp_dtype_size(stage_sa_type(st, a));
 	}
 	snprintf(label, sizeof(label), "activations of slot %d", index);
 	s = clp_cl_block_create(st->ctx, label, nv, names, bytes, &sl->mem);
@@ -118,10 +129,11 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 		goto out;
 	v = 0;
 	for (int i = 0; i <= st->nl; i++)
-		sl->x[i] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+		sl->x[i] = clp_buf_view_as(clp_cl_block_view(sl->mem, v++), st->vt);
 	for (int l = 0; l < st->nl; l++)
 		for (int a = 0; a < LA_COUNT; a++) {
-			sl->la[l][a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+			sl->la[l][a] = clp_buf_view_as(clp_cl_block_view(sl->mem, v++),
+						       stage_la_type(st, a));
 			if (st->recompute && a < LA_DY_QKV)
 				sl->la[l][a] = st->rla[a];
 		}
@@ -130,17 +142,19 @@ static clp_status alloc_slot(clp_stage *st, struct slot *sl, int index)
 
 		for (int a = 0; a < LA_COUNT; a++) {
 			rn[a] = "recomputed activation";
-			bytes[a] = a < LA_DY_QKV ? la_size[a] * sizeof(float) : 0;
+			bytes[a] = a < LA_DY_QKV ? la_size[a] * clp_dtype_size(stage_la_type(st, a))
+						 : 0;
 		}
 		s = clp_cl_block_create(st->ctx, "recomputed layer", LA_COUNT, rn, bytes, &st->rmem);
 		for (int a = 0; s == CLP_OK && a < LA_COUNT; a++)
-			st->rla[a] = clp_buf_view(clp_cl_block_view(st->rmem, a));
+			st->rla[a] = clp_buf_view_as(clp_cl_block_view(st->rmem, a),
+						     stage_la_type(st, a));
 		for (int l = 0; s == CLP_OK && l < st->nl; l++)
 			for (int a = 0; a < LA_DY_QKV; a++)
 				sl->la[l][a] = st->rla[a];
 	}
 	for (int a = 0; a < SA_COUNT; a++)
-		sl->sa[a] = clp_buf_view(clp_cl_block_view(sl->mem, v++));
+		sl->sa[a] = clp_buf_view_as(clp_cl_block_view(sl->mem, v++), stage_sa_type(st, a));
 out:
 	free(names);
 	free(bytes);
@@ -165,6 +179,8 @@ static clp_status alloc_tmp(clp_stage *st)
 				    &st->tmp));
 	for (int i = 0; i < TV_COUNT; i++)
 		st->tv[i] = clp_buf_view(clp_cl_block_view(st->tmp, i));
+	/* the forward's temporary is a value: the same memory (sized for fp32), typed vt */
+	st->ftmp = clp_buf_view_as(clp_cl_block_view(st->tmp, TV_TMP), st->vt);
 	return CLP_OK;
 }
 
@@ -175,19 +191,23 @@ static int holds_tied_pair(const clp_stage *st)
 
 static clp_status alloc_misc(clp_stage *st)
 {
-	const char *names[3] = {"grad stats", "rope table", "tied head gradient"};
+	const char *names[4] = {"grad stats", "rope table", "tied head gradient",
+				"gradient message"};
 	size_t half = st->hd / 2;
-	size_t bytes[3] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
+	size_t bytes[4] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
 						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
 						      : 4,
-			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4};
+			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4,
+			   st->vt != CLP_F32 ? st->N * st->C * clp_dtype_size(st->vt) : 4};
 	float *tab;
 	clp_status s;
 
-	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 3, names, bytes, &st->misc));
+	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 4, names, bytes, &st->misc));
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
 	st->tied_grad = clp_buf_view(clp_cl_block_view(st->misc, 2));
+	st->gwire = st->vt != CLP_F32 ? clp_buf_view_as(clp_cl_block_view(st->misc, 3), st->vt)
+				      : st->tv[TV_DRES];
 	if (st->cfg.preset != CLP_PRESET_LLAMA)
 		return CLP_OK;
 	tab = malloc(bytes[1]);
@@ -225,6 +245,8 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	if (o->B < 1 || o->T < 1 || o->slots < 1)
 		return clp_error(CLP_ERR_INVALID, "stage: batch %zu x %zu with %d slots: all must "
 				 "be positive", o->B, o->T, o->slots);
+	if ((unsigned)o->precision >= CLP_DTYPE_COUNT)
+		return clp_error(CLP_ERR_INVALID, "stage: unknown precision %d", (int)o->precision);
 	if (o->T > (size_t)cfg->ctx)
 		return clp_error(CLP_ERR_INVALID, "stage: sequence length %zu is over the model's "
 				 "context (model.ctx = %d)", o->T, cfg->ctx);
@@ -266,6 +288,7 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	st->nslots = o->slots;
 	st->split = o->split;
 	st->recompute = o->recompute;
+	st->vt = o->precision;
 	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
 	if (!st->slots)
 		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
@@ -304,7 +327,7 @@ void clp_stage_free(clp_stage *st)
 		free(sl->types);
 	}
 	free(st->slots);
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k <= CLP_ST_VALUE; k++) {
 		clp_cl_block_free(st->blk[k]);
 		free(st->units[k]);
 	}
@@ -340,23 +363,64 @@ clp_buf clp_stage_unit(const clp_stage *st, clp_stage_what w, int unit)
 clp_buf clp_stage_tensor(const clp_stage *st, clp_stage_what w, int tensor)
 {
 	const clp_tensor_desc *d = &st->tab.tensors[tensor];
-	clp_buf u = st->units[w][d->unit];
 
-	return clp_buf_at(u.mem, u.off + d->offset);
+	return clp_buf_plus(st->units[w][d->unit], d->offset);
+}
+
+clp_dtype clp_stage_precision(const clp_stage *st)
+{
+	return st->vt;
 }
 
 clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *host)
 {
 	clp_buf b = clp_stage_tensor(st, w, tensor);
+	size_t n = st->tab.tensors[tensor].numel;
+	uint16_t *h16;
+	clp_status s;
 
-	return clp_cl_read(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host);
+	if (b.dt == CLP_F32)
+		return clp_cl_read(st->ctx, b.mem, b.off * 4, n * 4, host);
+	if (!(h16 = malloc(n * 2 + 2)))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory reading %s",
+				 st->tab.tensors[tensor].name);
+	s = clp_cl_read(st->ctx, b.mem, b.off * 2, n * 2, h16);
+	if (s == CLP_OK)
+		clp_dtype_unpack(b.dt, host, h16, n);
+	free(h16);
+	return s;
+}
+
+/* Round tensor's master into its value copy (a 16-bit stage). */
+static clp_status refresh_tensor(clp_stage *st, int tensor)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	return clp_cl_convert(st->ctx, clp_stage_tensor(st, CLP_ST_VALUE, tensor), st->vt,
+			      clp_stage_tensor(st, CLP_ST_PARAM, tensor), CLP_F32,
+			      st->tab.tensors[tensor].numel);
+}
+
+clp_status clp_stage_refresh_values(clp_stage *st)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	for (int u = 0; u < st->tab.nunits; u++)
+		CLP_TRY(clp_cl_convert(st->ctx, st->units[CLP_ST_VALUE][u], st->vt,
+				       st->units[CLP_ST_PARAM][u], CLP_F32, st->tab.units[u].numel));
+	return CLP_OK;
 }
 
 clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const float *host)
 {
 	clp_buf b = clp_stage_tensor(st, w, tensor);
 
-	return clp_cl_write(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host);
+	if (w == CLP_ST_VALUE && st->vt != CLP_F32)
+		return clp_error(CLP_ERR_INVALID, "stage: %s: the %s value copy is written through "
+				 "its master (CLP_ST_PARAM)", st->tab.tensors[tensor].name,
+				 clp_dtype_name(st->vt));
+	CLP_TRY(clp_cl_write(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host));
+	return w == CLP_ST_PARAM || w == CLP_ST_VALUE ? refresh_tensor(st, tensor) : CLP_OK;
 }
 
 static int residual_projection(clp_role r)
@@ -390,7 +454,7 @@ clp_status clp_stage_init_params(clp_stage *st, uint64_t seed)
 	for (int k = CLP_ST_GRAD; k <= CLP_ST_ADAM_V; k++)
 		for (int u = 0; u < st->tab.nunits; u++)
 			CLP_TRY(clp_cl_fill(st->ctx, st->units[k][u], 0.0f, st->tab.units[u].numel));
-	return CLP_OK;
+	return clp_stage_refresh_values(st);
 }
 
 clp_buf clp_stage_act_in(const clp_stage *st, int slot)
@@ -406,6 +470,25 @@ clp_buf clp_stage_act_out(const clp_stage *st, int slot)
 clp_buf clp_stage_grad_in(const clp_stage *st)
 {
 	return st->tv[TV_DRES];
+}
+
+clp_buf clp_stage_grad_wire(const clp_stage *st)
+{
+	return st->gwire;
+}
+
+clp_status clp_stage_grad_pack(clp_stage *st)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	return clp_cl_convert(st->ctx, st->gwire, st->vt, st->tv[TV_DRES], CLP_F32, st->N * st->C);
+}
+
+clp_status clp_stage_grad_unpack(clp_stage *st)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	return clp_cl_convert(st->ctx, st->tv[TV_DRES], CLP_F32, st->gwire, st->vt, st->N * st->C);
 }
 
 clp_buf clp_stage_losses(const clp_stage *st, int slot)
@@ -453,20 +536,35 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 	return CLP_OK;
 }
 
+/* A 16-bit stage rounds the residual gradient to its precision at every block boundary, the
+ * places where a pipeline may cut the model and send it as a 16-bit message: a pipelined run
+ * then computes what one device does, bit for bit, whatever the split. The rounded gradient
+ * stays in the message buffer (clp_stage_grad_wire) for the send. */
+static clp_status round_block_grad(clp_stage *st)
+{
+	if (st->vt == CLP_F32)
+		return CLP_OK;
+	CLP_TRY(clp_stage_grad_pack(st));
+	return clp_stage_grad_unpack(st);
+}
+
 clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_scale)
 {
 	struct slot *s;
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
-	if (st->has_head)
+	if (st->has_head) {
 		CLP_TRY(stage_head_backward(st, s, loss_scale));
+		CLP_TRY(round_block_grad(st));
+	}
 	for (int l = st->nl - 1; l >= 0; l--) {
 		if (st->skip && st->skip[l])
 			continue; /* identity: the gradient passes through */
 		if (st->recompute) /* the layer's activations again, from its input */
 			CLP_TRY(stage_layer_forward(st, s, l, mb));
 		CLP_TRY(stage_layer_backward(st, s, l, mb));
+		CLP_TRY(round_block_grad(st));
 	}
 	if (st->has_emb)
 		CLP_TRY(stage_embedding_backward(st, s, mb));
@@ -551,7 +649,8 @@ clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
 	return s;
 }
 
-clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)
+clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
+				  float gscale)
 {
 	for (int i = 0; i < st->tab.ntensors; i++)
 		CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
@@ -559,8 +658,14 @@ clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf sta
 					    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
 					    clp_stage_tensor(st, CLP_ST_GRAD, i),
 					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
-					    stats, 1.0f));
-	return CLP_OK;
+					    stats, gscale));
+	/* a skipped (non-finite) step left the masters as they were: the copy is too */
+	return clp_stage_refresh_values(st);
+}
+
+clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)
+{
+	return clp_stage_adamw_scaled(st, hp, stats, 1.0f);
 }
 
 clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n)

@@ -28,6 +28,11 @@ typedef struct clp_stage_opts {
 	int slots;   /* micro-batches whose activations are held at once (>= 1) */
 	int split;   /* backward in two halves (zero-bubble): input gradient, then weights */
 	int recompute; /* keep only each layer's input; recompute the layer in the backward */
+	clp_dtype precision; /* storage of values (CLP_F32 when zero; bf16 or fp16: mixed
+			      * precision, cl/nn.h "Storage"): activations kept for the backward,
+			      * the messages between stages and a 16-bit copy of the parameters
+			      * that forward and backward read; masters, gradients, statistics and
+			      * AdamW state stay fp32 */
 } clp_stage_opts;
 
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
@@ -42,11 +47,22 @@ int clp_stage_has_head(const clp_stage *st);
  * sqrt(2 L), norm weights 1, biases 0), from streams keyed by (seed, tensor index in the whole
  * model, purpose INIT): any stage split draws the same numbers. Resets AdamW state. */
 clp_status clp_stage_init_params(clp_stage *st, uint64_t seed);
-/* Host copies of a tensor (index into the stage's table): parameter, gradient, AdamW m or v. */
-typedef enum clp_stage_what { CLP_ST_PARAM, CLP_ST_GRAD, CLP_ST_ADAM_M, CLP_ST_ADAM_V } clp_stage_what;
+/* Host copies of a tensor (index into the stage's table): parameter (the fp32 master), gradient,
+ * AdamW m or v, or the value copy forward and backward read (CLP_ST_VALUE: the masters rounded
+ * to the stage's precision, the masters themselves in fp32; read-only here, read as floats).
+ * Writing a parameter refreshes its value copy. */
+typedef enum clp_stage_what {
+	CLP_ST_PARAM, CLP_ST_GRAD, CLP_ST_ADAM_M, CLP_ST_ADAM_V, CLP_ST_VALUE
+} clp_stage_what;
 clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *host);
 clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const float *host);
-/* The device view of a tensor or unit. */
+/* The storage type of the stage's values (opts.precision). */
+clp_dtype clp_stage_precision(const clp_stage *st);
+/* Round every master into the value copy (no-op in fp32). The stage does it itself after init,
+ * clp_stage_write and clp_stage_adamw; an optimizer writing the masters another way (K-FAC)
+ * calls it after its step. */
+clp_status clp_stage_refresh_values(clp_stage *st);
+/* The device view of a tensor or unit (CLP_ST_VALUE: typed with the stage's precision). */
 clp_buf clp_stage_tensor(const clp_stage *st, clp_stage_what w, int tensor);
 clp_buf clp_stage_unit(const clp_stage *st, clp_stage_what w, int unit);
 
@@ -64,9 +80,19 @@ typedef struct clp_stage_mb {
  * a model with some of its layers removed (SkipPipe's partial inference). */
 clp_status clp_stage_skip_layers(clp_stage *st, const int *layers, int n);
 
+/* Activations are stored in the stage's precision (clp_buf.dt; N*C*clp_dtype_size bytes). */
 clp_buf clp_stage_act_in(const clp_stage *st, int slot);  /* (N,C) input of a later stage */
 clp_buf clp_stage_act_out(const clp_stage *st, int slot); /* (N,C) output of an earlier stage */
-clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C), see above */
+clp_buf clp_stage_grad_in(const clp_stage *st);           /* (N,C) fp32, see above */
+/* Gradient messages: a 16-bit stage sends and receives the (N,C) gradient in its precision.
+ * clp_stage_grad_wire() is that message buffer (grad_in itself in fp32); grad_pack rounds
+ * grad_in into it (to send), grad_unpack widens it into grad_in (after a receive). Both are
+ * no-ops in fp32. A 16-bit backward rounds the residual gradient to the precision after every
+ * block (head, each layer), where a pipeline may cut the model, so pipelined and one-device
+ * runs agree bitwise; it leaves the rounded input gradient in the wire as well as in grad_in. */
+clp_buf clp_stage_grad_wire(const clp_stage *st);
+clp_status clp_stage_grad_pack(clp_stage *st);
+clp_status clp_stage_grad_unpack(clp_stage *st);
 /* losses (N) and their sum (1 float, times inv_count) of a slot, on the head stage */
 clp_buf clp_stage_losses(const clp_stage *st, int slot);
 clp_buf clp_stage_loss(const clp_stage *st, int slot);
@@ -84,7 +110,8 @@ clp_status clp_stage_backward_input(clp_stage *st, const clp_stage_mb *mb, float
 clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb);
 
 /* logits (rows, V) = final hidden rows [row0, row0 + rows) of a slot's last forward times the
- * head weight (+ bias): for sampling and for tests. Head stage only. */
+ * head weight (+ bias): for sampling and for tests. Head stage only. logits is fp32 whatever
+ * the stage's precision (the product of its 16-bit values, accumulated in fp32). */
 clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, clp_buf logits);
 
 clp_status clp_stage_zero_grads(clp_stage *st);
@@ -95,8 +122,12 @@ clp_status clp_stage_zero_grads(clp_stage *st);
 clp_status clp_stage_fold_tied(clp_stage *st);
 /* Sum of squares and non-finite flag of all gradients into stats (see clp_nn_grad_stats). */
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm);
-/* AdamW on every parameter (decay per tensor), using stats (scale / skip) as clp_nn_adamw. */
+/* AdamW on every parameter (decay per tensor), using stats (scale / skip) as clp_nn_adamw; then
+ * refreshes the value copy. gscale multiplies every gradient first (1 / the fp16 loss scale;
+ * 1 otherwise). */
 clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats);
+clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
+				  float gscale);
 /* A device buffer of 4 floats for grad stats, owned by the stage. */
 clp_buf clp_stage_stats(const clp_stage *st);
 

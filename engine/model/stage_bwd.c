@@ -6,9 +6,9 @@
 #include "cl/gemm.h"
 #include "cl/ops.h"
 
-#define OFF(b, n) clp_buf_at((b).mem, (b).off + (n))
+#define OFF(b, n) clp_buf_plus((b), (n))
 /* parameter / gradient unit of a role in block blk (a local of each function) */
-#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
+#define W(role) stage_unit(st, CLP_ST_VALUE, role, blk)
 #define G(role) stage_unit(st, CLP_ST_GRAD, role, blk)
 
 /* dW += x' dy for y = x W; layouts as stage_linear_fwd. */
@@ -178,7 +178,7 @@ clp_status stage_head_backward(clp_stage *st, struct slot *s, float scale)
 		w = W(CLP_R_HEAD_W);
 		dw = G(CLP_R_HEAD_W);
 	} else {
-		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		w = stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, blk);
 		dw = stage_tied_head_grad(st);
 	}
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DLN], 0.0f, N * C));
@@ -223,7 +223,7 @@ clp_status stage_embedding_backward(clp_stage *st, struct slot *s, const clp_sta
 						  stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_W, 0),
 						  stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_B, 0), dy,
 						  s->sa[SA_EMB],
-						  stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
+						  stage_unit(st, CLP_ST_VALUE, CLP_R_EMB_LN_W, 0),
 						  s->sa[SA_EMB_MEAN], s->sa[SA_EMB_RSTD], N, C));
 		dy = st->tv[TV_DA];
 	}

@@ -8,7 +8,7 @@
 #include "cl/gemm.h"
 #include "cl/ops.h"
 
-#define OFF(b, n) clp_buf_at((b).mem, (b).off + (n))
+#define OFF(b, n) clp_buf_plus((b), (n))
 
 /* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear). */
 clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
@@ -84,15 +84,15 @@ clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stag
 					   (size_t)st->cfg.n_types, "token types"));
 	}
 	CLP_TRY(clp_nn_embed_forward(ctx, out, s->sa[SA_TOKENS], bert ? s->sa[SA_TYPES] : none,
-				     stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, 0),
-				     stage_unit(st, CLP_ST_PARAM, CLP_R_POS_EMB, 0),
-				     stage_unit(st, CLP_ST_PARAM, CLP_R_TYPE_EMB, 0), st->B, st->T, C,
+				     stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, 0),
+				     stage_unit(st, CLP_ST_VALUE, CLP_R_POS_EMB, 0),
+				     stage_unit(st, CLP_ST_VALUE, CLP_R_TYPE_EMB, 0), st->B, st->T, C,
 				     st->V, (size_t)st->cfg.n_types));
 	if (bert)
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->x[0], s->sa[SA_EMB_MEAN], s->sa[SA_EMB_RSTD],
 						 s->sa[SA_EMB],
-						 stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_W, 0),
-						 stage_unit(st, CLP_ST_PARAM, CLP_R_EMB_LN_B, 0), N, C,
+						 stage_unit(st, CLP_ST_VALUE, CLP_R_EMB_LN_W, 0),
+						 stage_unit(st, CLP_ST_VALUE, CLP_R_EMB_LN_B, 0), N, C,
 						 st->cfg.norm_eps));
 	return stage_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
 }
@@ -102,12 +102,12 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 	clp_cl_ctx *ctx = st->ctx;
 	size_t N = st->N, C = st->C, F = st->F, HD = st->H * st->hd;
 	int blk = st->l0 + li + 1, layer = st->l0 + li;
-	clp_buf *la = s->la[li], x = s->x[li], xo = s->x[li + 1], tmp = st->tv[TV_TMP];
+	clp_buf *la = s->la[li], x = s->x[li], xo = s->x[li + 1], tmp = st->ftmp;
 	clp_buf none = CLP_BUF_NONE;
 	float eps = st->cfg.norm_eps;
 	clp_nn_attn a;
 
-#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
+#define W(role) stage_unit(st, CLP_ST_VALUE, role, blk)
 	stage_attn_geometry(st, &a);
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
@@ -188,18 +188,18 @@ clp_status stage_head_forward(clp_stage *st, struct slot *s, float inv_count)
 	clp_buf x = s->x[st->nl], w;
 	float eps = st->cfg.norm_eps;
 
-#define W(role) stage_unit(st, CLP_ST_PARAM, role, blk)
+#define W(role) stage_unit(st, CLP_ST_VALUE, role, blk)
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
 						 s->sa[SA_LNF_RSTD], x, W(CLP_R_LNF_W),
 						 W(CLP_R_LNF_B), N, C, eps));
-		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		w = stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, blk);
 		break;
 	case CLP_PRESET_LLAMA:
 		CLP_TRY(clp_nn_rmsnorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_RSTD], x,
 					       W(CLP_R_LNF_W), N, C, eps));
-		w = st->cfg.tied ? stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk) : W(CLP_R_HEAD_W);
+		w = st->cfg.tied ? stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, blk) : W(CLP_R_HEAD_W);
 		break;
 	default: /* bert: transform (dense, GELU, LayerNorm), then the tied decoder with a bias */
 		CLP_TRY(stage_linear_fwd(st, s->sa[SA_HEAD_D], x, W(CLP_R_HEAD_DENSE_W),
@@ -209,7 +209,7 @@ clp_status stage_head_forward(clp_stage *st, struct slot *s, float inv_count)
 		CLP_TRY(clp_nn_layernorm_forward(ctx, s->sa[SA_LNF], s->sa[SA_LNF_MEAN],
 						 s->sa[SA_LNF_RSTD], s->sa[SA_HEAD_G],
 						 W(CLP_R_HEAD_LN_W), W(CLP_R_HEAD_LN_B), N, C, eps));
-		w = stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
+		w = stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, blk);
 		break;
 	}
 	CLP_TRY(clp_nn_xent_forward(ctx, s->sa[SA_LOSSES], s->sa[SA_XLSE], s->sa[SA_LNF], w,
@@ -226,11 +226,13 @@ clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, c
 	if (!st->has_head || slot < 0 || slot >= st->nslots || row0 + rows > st->N)
 		return clp_error(CLP_ERR_INVALID, "stage logits: rows %zu..%zu of slot %d (head "
 				 "stage: %s)", row0, row0 + rows, slot, st->has_head ? "yes" : "no");
-	h = st->slots[slot].sa[SA_LNF];
-	h.off += row0 * st->C;
+	h = clp_buf_plus(st->slots[slot].sa[SA_LNF], row0 * st->C);
 	w = st->cfg.preset == CLP_PRESET_LLAMA && !st->cfg.tied
-		    ? stage_unit(st, CLP_ST_PARAM, CLP_R_HEAD_W, blk)
-		    : stage_unit(st, CLP_ST_PARAM, CLP_R_TOK_EMB, blk);
-	bias = stage_unit(st, CLP_ST_PARAM, CLP_R_HEAD_BIAS, blk);
+		    ? stage_unit(st, CLP_ST_VALUE, CLP_R_HEAD_W, blk)
+		    : stage_unit(st, CLP_ST_VALUE, CLP_R_TOK_EMB, blk);
+	/* the logits are fp32 (a GEMM's C from 16-bit A and B); the bias added to them is the
+	 * fp32 master (a bias shares its output's type; bert only) */
+	bias = stage_unit(st, logits.dt == st->vt ? CLP_ST_VALUE : CLP_ST_PARAM, CLP_R_HEAD_BIAS,
+			  blk);
 	return stage_linear_fwd(st, logits, h, w, bias, rows, st->C, st->V, 0);
 }

@@ -30,6 +30,11 @@ enum sact {
 	SA_COUNT
 };
 
+/* The storage of a slot's tensors: values (activations) in the stage's precision; saved
+ * statistics, the split backward's kept output gradients and the ids fp32 (4 bytes). */
+static inline clp_dtype stage_la_type(const struct clp_stage *st, int a);
+static inline clp_dtype stage_sa_type(const struct clp_stage *st, int a);
+
 /* Stage-wide temporaries (one micro-batch at a time). */
 enum tmpv { TV_DRES, TV_DA, TV_TMP, TV_DQKV, TV_DATT, TV_DFC, TV_DACT, TV_DLN, TV_COUNT };
 
@@ -53,8 +58,10 @@ struct clp_stage {
 	size_t B, T, N, C, H, KVH, hd, F, V;
 	size_t dq;              /* width of the QKV activation */
 	size_t dfc;             /* width of the MLP pre-activation */
-	clp_cl_block *blk[4];   /* param, grad, adam m, adam v */
-	clp_buf *units[4];      /* per unit, per kind */
+	clp_dtype vt;           /* storage of values (opts.precision) */
+	clp_cl_block *blk[5];   /* param (fp32 masters), grad, adam m, adam v, and in a 16-bit
+				   stage the value copy forward and backward read (NULL in fp32) */
+	clp_buf *units[5];      /* per kind, per unit (CLP_ST_VALUE: the masters in fp32) */
 	int nslots;
 	struct slot *slots;
 	int split;              /* created for split backward */
@@ -64,7 +71,9 @@ struct clp_stage {
 	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */
 	clp_cl_block *tmp;
-	clp_buf tv[TV_COUNT];
+	clp_buf tv[TV_COUNT];   /* gradients, fp32 */
+	clp_buf ftmp;           /* the forward's temporary: a value, TV_TMP's memory typed vt */
+	clp_buf gwire;          /* 16-bit stage: the (N,C) gradient message; else TV_DRES */
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;
@@ -75,13 +84,35 @@ struct clp_stage {
 	void *tap_user;
 };
 
+static inline clp_dtype stage_la_type(const struct clp_stage *st, int a)
+{
+	switch (a) {
+	case LA_LN1_MEAN: case LA_LN1_RSTD: case LA_LSE: case LA_LN2_MEAN: case LA_LN2_RSTD:
+	case LA_DY_QKV: case LA_DY_O: case LA_DY_FC: case LA_DY_PROJ:
+		return CLP_F32;
+	default:
+		return st->vt;
+	}
+}
+
+static inline clp_dtype stage_sa_type(const struct clp_stage *st, int a)
+{
+	switch (a) {
+	case SA_EMB: case SA_HEAD_D: case SA_HEAD_G: case SA_LNF:
+		return st->vt;
+	default:
+		return CLP_F32;
+	}
+}
+
 static inline clp_status stage_tap(clp_stage *st, const clp_stage_mb *mb, int li,
 				clp_stage_linear lin, clp_buf dy)
 {
 	return st->tap ? st->tap(st->tap_user, mb, li, lin, dy) : CLP_OK;
 }
 
-/* The unit of (role, block) of kind w, or a buffer with mem NULL. */
+/* The unit of (role, block) of kind w, or a buffer with mem NULL. Forward and backward read
+ * CLP_ST_VALUE (the 16-bit copy, or the masters in fp32); the optimizer writes CLP_ST_PARAM. */
 clp_buf stage_unit(const clp_stage *st, clp_stage_what w, clp_role role, int block);
 
 clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,

@@ -10,9 +10,17 @@
 clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, size_t B,
 			      size_t T, int split, int recompute, clp_model_mem *out)
 {
+	return clp_model_stage_mem_prec(m, first, last, B, T, split, recompute, CLP_F32, out);
+}
+
+clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first, int last, size_t B,
+				   size_t T, int split, int recompute, clp_dtype precision,
+				   clp_model_mem *out)
+{
 	clp_model_config c = *m;
 	clp_param_table tab;
 	size_t N = B * T, C, H, KVH, hd, F, V, dq, dfc, nl, la = 0, rla, sa, tmp, misc;
+	size_t vs = clp_dtype_size(precision), lav, laf, sav, saf;
 	int bert, llama, emb, head, L;
 
 	memset(out, 0, sizeof(*out));
@@ -22,7 +30,11 @@ clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, s
 		return clp_error(CLP_ERR_INVALID, "stage memory: blocks %d..%d of a model of %d "
 				 "blocks", first, last, L + 2);
 	CLP_TRY(clp_param_table_build(&c, first, last, &tab));
+	if ((unsigned)precision >= CLP_DTYPE_COUNT)
+		return clp_error(CLP_ERR_INVALID, "stage memory: unknown precision %d",
+				 (int)precision);
 	out->param_bytes = (int64_t)tab.numel * 4;
+	out->copy_bytes = precision == CLP_F32 ? 0 : (int64_t)(tab.numel * vs);
 	out->opt_bytes = 2 * out->param_bytes;
 	clp_param_table_free(&tab);
 
@@ -49,22 +61,29 @@ clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, s
 
 		nl = hi >= lo ? (size_t)(hi - lo + 1) : 0;
 	}
-	/* one layer's activations (stage.c's la_size, LA_LN1 .. LA_RES2), then the split
-	 * backward's output gradients (LA_DY_*) */
-	rla = N * C + 2 * N + N * dq + N * H * hd + B * H * T + (bert ? N * C : 0) + N * C +
-	      (bert ? 0 : N * C) + 2 * N + N * dfc + N * F + (bert ? N * C : 0);
+	/* one layer's activations (stage.c's la_size, LA_LN1 .. LA_RES2) in bytes: values (lav
+	 * elements, in the precision) and statistics (laf, fp32); then the split backward's
+	 * output gradients (LA_DY_*, fp32) */
+	lav = N * C + N * dq + N * H * hd + (bert ? N * C : 0) + N * C + (bert ? 0 : N * C) +
+	      N * dfc + N * F + (bert ? N * C : 0);
+	laf = 2 * N + B * H * T + 2 * N;
+	rla = lav * vs + laf * 4;
 	if (!recompute)
 		la = rla;
 	if (split)
-		la += N * dq + N * C + N * dfc + N * C;
-	/* per-slot stage activations (SA_*): ids, embedding and head state, losses */
-	sa = 3 * N + (bert && emb ? N * C : 0) + 2 * N + (bert && head ? 2 * N * C : 0) +
-	     (head ? N * C : 0) + 2 * N + 2 * N + 1;
-	out->act_bytes = (int64_t)(((nl + 1) * N * C + nl * la + sa) * 4);
-	out->out_bytes = (int64_t)(N * C * 4);
+		la += (N * dq + N * C + N * dfc + N * C) * 4;
+	/* per-slot stage activations (SA_*): ids, embedding and head state (values), statistics
+	 * and losses */
+	sav = (bert && emb ? N * C : 0) + (bert && head ? 2 * N * C : 0) + (head ? N * C : 0);
+	saf = 3 * N + 2 * N + 2 * N + 2 * N + 1;
+	sa = sav * vs + saf * 4;
+	out->act_bytes = (int64_t)((nl + 1) * N * C * vs + nl * la + sa);
+	out->out_bytes = (int64_t)(N * C * vs);
 	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;
 	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (emb && head && c.tied ? V * C : 1);
-	out->work_bytes = (int64_t)((tmp + misc + (recompute ? rla : 0)) * 4);
+	/* the gradient message buffer of a 16-bit stage (4 bytes in fp32) */
+	out->work_bytes = (int64_t)((tmp + misc) * 4 + (precision == CLP_F32 ? 4 : N * C * vs) +
+				    (recompute ? rla : 0));
 	/* K-FAC: per linear a factor A (inputs) and a factor B per output part, each with an
 	 * active and a next inverse (engine/optim/kfac.c) */
 	{

@@ -7,20 +7,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cl/half.h"
 #include "cl/status.h"
 #include "engine/model/model.h"
 
 /* Device memory of a stage holding blocks first..last (0 embedding, 1..L layers, L+1 head) as
  * clp_stage_create allocates it (alignment padding aside). */
 typedef struct clp_model_mem {
-	int64_t param_bytes; /* parameters; gradients are as large */
+	int64_t param_bytes; /* parameters (fp32 masters); gradients are as large */
+	int64_t copy_bytes;  /* the 16-bit copy of the parameters (0 in fp32) */
 	int64_t opt_bytes;   /* AdamW's two moments */
 	int64_t act_bytes;   /* one micro-batch's activation slot */
-	int64_t out_bytes;   /* the stage's output (N, C): the message to the next stage */
+	int64_t out_bytes;   /* the stage's output (N, C) in the precision: the message to the next
+			      * stage, and the gradient message back */
 	int64_t work_bytes;  /* backward temporaries, misc tables, the recomputation buffer */
 	int64_t kfac_bytes;  /* K-FAC factors and both sets of inverses of its layers */
 } clp_model_mem;
 clp_status clp_model_stage_mem(const clp_model_config *m, int first_block, int last_block,
 			      size_t B, size_t T, int split, int recompute, clp_model_mem *out);
+/* The same for a stage storing values in precision (clp_stage_opts.precision; mixed precision
+ * keeps activations 16-bit, statistics and gradients fp32, and adds the 16-bit parameter copy
+ * and a gradient message buffer). clp_model_stage_mem is this with CLP_F32. */
+clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first_block, int last_block,
+				   size_t B, size_t T, int split, int recompute,
+				   clp_dtype precision, clp_model_mem *out);
 
 #endif

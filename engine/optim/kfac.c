@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/convert.h"
 #include "cl/gemm.h"
 #include "cl/ops.h"
 
@@ -471,7 +472,9 @@ clp_status clp_kfac_opt_tap(void *user, const clp_stage_mb *mb, int li, clp_stag
 	}
 	CLP_TRY(kept_entry(k, (int)mb->micro_batch, 1, &e));
 	if (!(e->done & (1ull << (2 * li))))
-		CLP_TRY(kfac_copy(k->ctx, kept_buf(e, li, lin, 0), x, k->N * k->lin[lin].I));
+		/* a 16-bit input (mixed precision) is kept widened: exact, the same factor */
+		CLP_TRY(clp_cl_convert(k->ctx, kept_buf(e, li, lin, 0), CLP_F32, x, x.dt,
+				       k->N * k->lin[lin].I));
 	return kfac_copy(k->ctx, kept_buf(e, li, lin, 1), dy, k->N * k->lin[lin].O);
 }
 
@@ -692,5 +695,6 @@ clp_status clp_kfac_opt_update(clp_kfac_opt *k, const clp_nn_adamw_hp *hp, float
 			CLP_TRY(clp_nn_adamw_update(k->ctx, p, m, v, g, n, k->is_kfac[i] ? &kh : hp,
 						    decay, gstats, 1.0f));
 	}
-	return CLP_OK;
+	/* the masters moved: the 16-bit copy forward and backward read follows (mixed precision) */
+	return clp_stage_refresh_values(k->st);
 }

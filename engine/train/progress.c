@@ -18,17 +18,19 @@ void clp_progress_time(double sec, char *buf, size_t n)
 
 void clp_progress_format(char *buf, size_t n, const clp_progress *p, int width)
 {
-	char eta[32], line[512];
+	char eta[32], line[512], scale[48] = "";
 	int len, bar = 20, done;
 
 	if (n == 0)
 		return;
 	clp_progress_time(p->eta_s, eta, sizeof(eta));
+	if (p->scale > 0)
+		snprintf(scale, sizeof(scale), " | loss scale %g", p->scale);
 	if (width <= 0) {
 		snprintf(buf, n, "step %ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | "
-			 "%.0f ms/step | ETA %s%s\n", p->step, p->steps, p->loss, p->lr, p->norm,
+			 "%.0f ms/step | ETA %s%s%s\n", p->step, p->steps, p->loss, p->lr, p->norm,
 			 p->tok_s, p->ms, eta,
-			 p->skipped ? " | non-finite gradient: step skipped" : "");
+			 p->skipped ? " | non-finite gradient: step skipped" : "", scale);
 		return;
 	}
 	if (width < 70) /* a narrow terminal: the numbers matter more than the bar */
@@ -40,8 +42,8 @@ void clp_progress_format(char *buf, size_t n, const clp_progress *p, int width)
 		len = snprintf(line, sizeof(line), "[%.*s%*s] ", done, "====================",
 			       bar - done, "");
 	len += snprintf(line + len, sizeof(line) - (size_t)len, "step %ld/%ld | loss %.4f | %.0f "
-			"tok/s | ETA %s%s", p->step, p->steps, p->loss, p->tok_s, eta,
-			p->skipped ? " | step skipped" : "");
+			"tok/s | ETA %s%s%s", p->step, p->steps, p->loss, p->tok_s, eta,
+			p->skipped ? " | step skipped" : "", scale);
 	if (len < 0)
 		len = 0;
 	if (len > (int)sizeof(line) - 1)

@@ -14,6 +14,7 @@ typedef struct clp_progress {
 	double tok_s, ms;   /* this step's throughput and time */
 	double eta_s;       /* time left at the run's mean pace so far */
 	int skipped;        /* a non-finite gradient: the update was skipped */
+	double scale;       /* fp16: the loss scale, shown when > 0 (the steps where it changed) */
 } clp_progress;
 
 /* The line of a step into buf (always NUL-terminated). width 0: the plain line, ending in a

@@ -210,6 +210,13 @@ clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call)
 			 names[s->mode]);
 }
 
+clp_dtype sess_precision(const clp_train_config *c)
+{
+	return !strcmp(c->train.precision, "bf16")   ? CLP_BF16
+	       : !strcmp(c->train.precision, "fp16") ? CLP_F16
+						     : CLP_F32;
+}
+
 int sess_rank(const clp_session *s)
 {
 	return s->comm ? clp_comm_rank(s->comm) : 0;
@@ -314,6 +321,15 @@ clp_status sess_save(clp_session *s)
 	snprintf(num, sizeof(num), "%ld", s->applied);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_meta(w, "train.applied", num);
+	if (s->prec == CLP_F16) { /* the dynamic loss scale and its count of good steps */
+		float scale;
+		long good;
+
+		clp_exec_loss_scale(s->ex, &scale, &good);
+		snprintf(num, sizeof(num), "%.9g %ld", (double)scale, good);
+		if (st == CLP_OK)
+			st = clp_ckpt_writer_meta(w, "train.loss_scale", num);
+	}
 	if (st == CLP_OK)
 		st = add_tensors(s, w, &bufs, &nbufs);
 	if (st == CLP_OK && sess_rank(s) == 0)
@@ -432,6 +448,14 @@ static clp_status resume(clp_session *s)
 		s->step = v ? atol(v) : clp_ckpt_step(c);
 		v = clp_ckpt_meta(c, "train.applied");
 		s->applied = v ? atol(v) : s->step;
+		v = clp_ckpt_meta(c, "train.loss_scale");
+		if (v && s->prec == CLP_F16) {
+			double scale = 0;
+			long good = 0;
+
+			if (sscanf(v, "%lf %ld", &scale, &good) == 2)
+				clp_exec_restore_loss_scale(s->ex, (float)scale, good);
+		}
 		if (sess_rank(s) == 0)
 			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
 		st = sess_pf_resumed(s);
@@ -657,8 +681,9 @@ static clp_status open_model(clp_session *s)
 		.T = s->T,
 		.deterministic = s->cfg.pipeline.deterministic,
 		.recompute = s->cfg.train.recompute,
+		.precision = s->prec,
 	};
-	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1};
+	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1, .precision = s->prec};
 	size_t n;
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
@@ -693,6 +718,9 @@ static clp_status open_model(clp_session *s)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
 	if (s->mode == CLP_SESSION_TRAIN)
 		CLP_TRY(sess_kfac_open(s));
+	if (s->mode == CLP_SESSION_TRAIN && s->prec == CLP_F16)
+		CLP_TRY(clp_exec_set_loss_scale(s->ex, (float)s->cfg.train.loss_scale,
+						s->cfg.train.loss_scale_window));
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
@@ -727,6 +755,12 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
 		st = config_from_ckpt(s, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
+	s->prec = sess_precision(&s->cfg);
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
+	    !strcmp(s->cfg.optim.name, "kfac"))
+		st = clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
+			       "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
+			       "scaling) or AdamW");
 	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
 	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
 		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "

@@ -66,6 +66,7 @@ typedef struct clp_session_step {
 	double tok_s, ms; /* throughput and wall time of the step */
 	double eta_s;     /* the rest of the run at the average rate so far */
 	int skipped;      /* a non-finite gradient: no parameter changed */
+	double loss_scale; /* fp16: the dynamic loss scale the step used (0: not scaling) */
 } clp_session_step;
 
 /* Where step records go: fn(ud, rec) on rank 0 after every step instead of the default, which

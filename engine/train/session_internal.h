@@ -30,6 +30,8 @@ struct clp_session {
 	clp_exec *ex;
 	clp_stage *st;        /* sample: one stage of batch 1 */
 	size_t B, T, N;       /* micro-batch */
+	clp_dtype prec;       /* train.precision */
+	float last_scale;     /* fp16: the loss scale of the last step logged (0: none yet) */
 	int M;                /* micro-batches per replica per step */
 	int R;                /* replicas */
 	int32_t *in, *tg, *types; /* (R * M, N): the whole step, every replica */
@@ -66,6 +68,8 @@ clp_status sess_pf_plan(clp_session *s);
 int st_pf_K(const clp_session *s);
 clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w);
 clp_status sess_pf_resumed(const clp_session *s);
+/* train.precision as a storage type (the schema allows only fp32, bf16 and fp16). */
+clp_dtype sess_precision(const clp_train_config *c);
 /* Rank 0 prints; the others are quiet. */
 int sess_rank(const clp_session *s);
 /* session_mem.c: refuse, before any device allocation, stages that cannot fit on the device

@@ -45,9 +45,10 @@ static clp_status add_stage(clp_session *s, int first, int last, int slots, int 
 	clp_model_mem pm;
 	int kfac = !strcmp(s->cfg.optim.name, "kfac");
 
-	CLP_TRY(clp_model_stage_mem(&s->m, first, last, s->B, s->T, split,
-				   s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute, &pm));
-	n->param += (double)pm.param_bytes;
+	CLP_TRY(clp_model_stage_mem_prec(&s->m, first, last, s->B, s->T, split,
+					s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute,
+					s->prec, &pm));
+	n->param += (double)(pm.param_bytes + pm.copy_bytes);
 	n->grad += (double)pm.param_bytes;
 	n->opt += (double)pm.opt_bytes;
 	n->act += (double)pm.act_bytes * slots;

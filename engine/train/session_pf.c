@@ -91,7 +91,8 @@ static int splits(const clp_sched *b, int r, int stage, int pipe)
 static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 {
 	clp_exec_opts eo = {
-		.B = s->B, .T = s->T, .deterministic = 1, .recompute = s->cfg.train.recompute};
+		.B = s->B, .T = s->T, .deterministic = 1, .recompute = s->cfg.train.recompute,
+		.precision = s->prec};
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
 	int ns = base->nstages, me = sess_rank(s);

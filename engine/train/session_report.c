@@ -35,6 +35,7 @@ clp_status sess_report_begin(clp_session *s)
 	s->report = r;
 	r->t_start = clp_now();
 	r->sum.first_step = r->sum.steps = s->step;
+	r->sum.skipped = s->applied; /* skipped = steps run - (applied at the end - this) */
 	r->sum.best_step = -1;
 	r->sum.best_loss = r->sum.best_bpb = NAN;
 	clp_curve_path(s->cfg.train.log, r->curve_path, sizeof(r->curve_path));
@@ -112,6 +113,16 @@ void sess_report_end(clp_session *s)
 	snprintf(m->curve, sizeof(m->curve), "%s", r->curve && !r->curve_failed ? r->curve_path : "");
 	snprintf(m->log, sizeof(m->log), "%s", s->cfg.train.log);
 	snprintf(m->prompt, sizeof(m->prompt), "%s", s->cfg.sample.prompt);
+	snprintf(m->precision, sizeof(m->precision), "%s", s->cfg.train.precision);
+	m->skipped += (s->step - m->first_step) - s->applied;
+	m->loss_scale = 0;
+	if (s->prec == CLP_F16) {
+		float scale;
+		long good;
+
+		clp_exec_loss_scale(s->ex, &scale, &good);
+		m->loss_scale = scale;
+	}
 }
 
 clp_status clp_session_summary(const clp_session *s, clp_train_summary *out)

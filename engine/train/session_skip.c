@@ -324,7 +324,7 @@ static clp_status gather_stage(clp_session *s, int k)
 clp_status sess_skip_eval_begin(clp_session *s)
 {
 	if (sess_rank(s) == 0 && !s->eval_st) {
-		clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1};
+		clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1, .precision = s->prec};
 
 		CLP_TRY(clp_stage_create(&s->eval_st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
 					 &so));

@@ -196,9 +196,10 @@ clp_status clp_session_eval(clp_session *s, long batches, double *loss, double *
 }
 
 static void progress(clp_session *s, long step, double loss, double lr, double tok_s,
-		     double ms, double eta, int skipped, double norm)
+		     double ms, double eta, int skipped, double norm, double scale)
 {
-	clp_progress p = {step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, eta, skipped};
+	clp_progress p = {step + 1, s->cfg.train.steps, loss, lr, norm, tok_s, ms, eta, skipped,
+			  scale};
 	char line[1024];
 
 	if (sess_rank(s) != 0)
@@ -371,6 +372,7 @@ static clp_status train_step(clp_session *s, long step, long tr_first, long tr_l
 		.lr = lr,
 		.grad_norm = res.grad_norm,
 		.skipped = res.skipped,
+		.loss_scale = s->prec == CLP_F16 ? res.loss_scale : 0.0,
 	};
 	return CLP_OK;
 }
@@ -380,12 +382,22 @@ static void log_step(void *ud, const clp_session_step *r)
 {
 	clp_session *s = ud;
 
+	json_t *rec;
+	double shown = 0;
+
+	/* fp16: the loss scale on the progress line where it changed (and on the first step) */
+	if (r->loss_scale > 0 && (float)r->loss_scale != s->last_scale) {
+		shown = r->loss_scale;
+		s->last_scale = (float)r->loss_scale;
+	}
 	progress(s, r->step - 1, r->loss, r->lr, r->tok_s, r->ms, r->eta_s, r->skipped,
-		 r->grad_norm);
-	log_json(s, json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step",
-			      "step", (json_int_t)r->step, "loss", r->loss, "lr", r->lr,
-			      "grad_norm", r->grad_norm, "tok_s", r->tok_s, "ms", r->ms, "skipped",
-			      r->skipped));
+		 r->grad_norm, shown);
+	rec = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step", "step",
+			(json_int_t)r->step, "loss", r->loss, "lr", r->lr, "grad_norm",
+			r->grad_norm, "tok_s", r->tok_s, "ms", r->ms, "skipped", r->skipped);
+	if (rec && r->loss_scale > 0)
+		json_object_set_new(rec, "loss_scale", json_real(r->loss_scale));
+	log_json(s, rec);
 }
 
 /* The evaluations of a run: the last one's loss and metric, and when it ran. */

@@ -99,6 +99,16 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 	fprintf(out, "\ntokens:      %s in this run\n", tok);
 	fprintf(out, "wall time:   %s, %.0f tokens/s on average (evaluations and checkpoints "
 		"included)\n", wall, s->wall_s > 0 ? s->tokens / s->wall_s : 0.0);
+	if (s->precision[0]) {
+		fprintf(out, "precision:   %s", s->precision);
+		if (strcmp(s->precision, "fp32"))
+			fprintf(out, " values, fp32 masters, gradients and optimizer state");
+		if (s->loss_scale > 0)
+			fprintf(out, "; loss scale %g at the end", s->loss_scale);
+		if (s->skipped > 0)
+			fprintf(out, "; %ld step(s) skipped (non-finite gradients)", s->skipped);
+		fputc('\n', out);
+	}
 	if (s->best_step >= 0) {
 		fprintf(out, "best val:    %.4f nats/token", s->best_loss);
 		if (isfinite(s->best_bpb))

@@ -23,6 +23,9 @@ typedef struct clp_train_summary {
 	char curve[1100];     /* the loss curve ("": none) */
 	char log[1024];       /* train.log ("": none) */
 	char prompt[1024];    /* sample.prompt, for the sample command */
+	char precision[8];    /* train.precision ("": not shown) */
+	double loss_scale;    /* fp16: the dynamic loss scale at the end (0: none) */
+	long skipped;         /* steps skipped for a non-finite gradient, in this run */
 } clp_train_summary;
 
 /* Print it. program is how to call clpipe (see clp_train_summary_program); argv (argc entries,

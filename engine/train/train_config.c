@@ -65,6 +65,14 @@ static const clp_cfg_field fields[] = {
 	F(train.profile, "train.profile", CLP_CFG_BOOL, "false",
 	  "print where the device time went (per kernel, from events) after training", 0, 0,
 	  NULL),
+	F(train.precision, "train.precision", CLP_CFG_STRING, "\"fp32\"",
+	  "storage of activations, pipeline messages and the weights forward and backward read "
+	  "(fp32 masters, gradients and optimizer state either way)", 0, 0, "fp32|bf16|fp16"),
+	F(train.loss_scale, "train.loss_scale", CLP_CFG_FLOAT, "65536",
+	  "fp16: initial dynamic loss scale (halved on overflow, doubled after "
+	  "train.loss_scale_window good steps)", 1, 1e30, NULL),
+	F(train.loss_scale_window, "train.loss_scale_window", CLP_CFG_INT, "2000",
+	  "fp16: good steps in a row before the loss scale doubles", 1, 1L << 40, NULL),
 	F(train.trace_step, "train.trace_step", CLP_CFG_INT, "0", "the step traced (0: the last)",
 	  0, 1L << 40, NULL),
 	F(train.trace_steps, "train.trace_steps", CLP_CFG_INT, "0",

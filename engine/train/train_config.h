@@ -36,6 +36,10 @@ typedef struct clp_train_config {
 		long trace_steps;    /* steps traced, ending at trace_step (0: 1, PipeFisher: K) */
 		int recompute;       /* recompute each layer's activations in the backward */
 		int profile;         /* print the device time per kernel at the end */
+		char precision[8];   /* fp32 | bf16 | fp16: storage of activations, messages and
+				      * the parameters' working copy (docs/TRAINING.md) */
+		double loss_scale;   /* fp16: the initial dynamic loss scale */
+		long loss_scale_window; /* fp16: good steps before the scale doubles */
 	} train;
 	struct {
 		char schedule[16];   /* gpipe | 1f1b | interleaved | chimera | chimera-fd | zbh1 |

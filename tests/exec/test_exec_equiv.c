@@ -20,7 +20,10 @@
  * the uninterrupted one bitwise and reuses the checkpoint's cycle although its cost table would
  * give another. "mixed": as "close", with the pipeline's rank 0 on PoCL and rank 1 on rusticl
  * (train.device, one selector per local rank; two compilers, so not bitwise) and the reference
- * on PoCL.
+ * on PoCL. A MODE ending in "-bf16" or "-fp16" (exact-bf16, close-bf16, resume-bf16,
+ * exact-fp16) runs both sides in that train.precision: 16-bit activations and messages, fp32
+ * masters (fp16: with dynamic loss scaling), under the same rules as fp32 (the backward rounds
+ * the residual gradient at every block boundary, where a pipeline sends it in 16 bits).
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
  * checkpoints tensor by tensor. */
 #include <jansson.h>
@@ -36,7 +39,7 @@
 #include "tests/harness.h"
 #include "topology/comm/comm.h"
 
-static char preset[16], schedule[16], mode[16];
+static char preset[16], schedule[16], mode[16], precision[8] = "fp32";
 static int D, R, N, V;
 static clp_comm *world;
 static char dir[512];
@@ -80,6 +83,7 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	c->train.batch = 2;
 	c->train.micro_batches = pipelined ? N : N * R;
 	c->train.steps = nsteps;
+	snprintf(c->train.precision, sizeof(c->train.precision), "%s", precision);
 	c->optim.warmup = 1;
 	c->optim.lr = 3e-3;
 	c->optim.grad_clip = 1.0;
@@ -341,8 +345,16 @@ int main(int argc, char **argv)
 	N = atoi(argv[5]);
 	V = atoi(argv[6]);
 	snprintf(mode, sizeof(mode), "%s", argv[7]);
-	snprintf(dir, sizeof(dir), "%s/%s-%s-%d-%d-%d-%s", argv[8], preset, schedule, D, R, V,
-		 mode);
+	{
+		char *dash = strrchr(mode, '-');
+
+		if (dash && (!strcmp(dash, "-bf16") || !strcmp(dash, "-fp16"))) {
+			snprintf(precision, sizeof(precision), "%s", dash + 1);
+			*dash = 0;
+		}
+	}
+	snprintf(dir, sizeof(dir), "%s/%s-%s-%d-%d-%d-%s-%s", argv[8], preset, schedule, D, R, V,
+		 mode, precision);
 	if (clp_comm_rank(world) == 0) {
 		char cmd[1200];
 		FILE *f;

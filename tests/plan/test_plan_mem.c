@@ -36,12 +36,13 @@ static void test_against_stages(void)
 		return;
 	for (int pi = 0; pi < 3; pi++)
 		for (size_t ri = 0; ri < sizeof(ranges) / sizeof(ranges[0]); ri++)
-			for (int mode = 0; mode < 4; mode++) {
+			for (int mode = 0; mode < 12; mode++) {
 				clp_model_config m = {.preset = presets[pi], .n_layer = 3,
 						      .d_model = 32, .n_head = 4, .vocab = 53,
 						      .ctx = 16, .n_types = 2};
 				clp_stage_opts so = {.B = 3, .T = 7, .slots = 2, .split = mode & 1,
-						     .recompute = mode >> 1};
+						     .recompute = (mode >> 1) & 1,
+						     .precision = (clp_dtype)(mode >> 2)};
 				clp_stage *st = NULL;
 				clp_model_mem f;
 				char at[96];
@@ -49,23 +50,30 @@ static void test_against_stages(void)
 
 				if (presets[pi] == CLP_PRESET_LLAMA)
 					m.n_kv_head = 2;
-				snprintf(at, sizeof(at), "%s blocks %d..%d split %d recompute %d",
+				snprintf(at, sizeof(at), "%s blocks %d..%d split %d recompute %d %s",
 					 clp_preset_name(m.preset), ranges[ri][0], ranges[ri][1],
-					 so.split, so.recompute);
+					 so.split, so.recompute, clp_dtype_name(so.precision));
 				CHECK_OK(clp_stage_create(&st, ctx, &m, ranges[ri][0], ranges[ri][1], &so));
-				CHECK_OK(clp_model_stage_mem(&m, ranges[ri][0], ranges[ri][1], so.B, so.T,
-							    so.split, so.recompute, &f));
+				CHECK_OK(clp_model_stage_mem_prec(&m, ranges[ri][0], ranges[ri][1], so.B,
+								 so.T, so.split, so.recompute,
+								 so.precision, &f));
 				if (!st)
 					continue;
 				same("parameters", block(st->blk[CLP_ST_PARAM]), f.param_bytes, at);
 				same("gradients", block(st->blk[CLP_ST_GRAD]), f.param_bytes, at);
+				same("16-bit parameter copy", block(st->blk[CLP_ST_VALUE]), f.copy_bytes,
+				     at);
+				CHECK(f.copy_bytes == (so.precision ? f.param_bytes / 2 : 0),
+				      "%s: the copy is half the masters in 16 bits", at);
 				for (int k = CLP_ST_ADAM_M; k <= CLP_ST_ADAM_V; k++)
 					kinds += block(st->blk[k]);
 				same("AdamW moments", kinds, f.opt_bytes, at);
 				same("one slot", block(st->slots[1].mem), f.act_bytes, at);
 				same("workspace", block(st->tmp) + block(st->misc) + block(st->rmem),
 				     f.work_bytes, at);
-				CHECK(f.out_bytes == (int64_t)(so.B * so.T * 32 * 4), "%s: out bytes", at);
+				CHECK(f.out_bytes == (int64_t)(so.B * so.T * 32 *
+							      clp_dtype_size(so.precision)),
+				      "%s: out bytes", at);
 				clp_stage_free(st);
 			}
 }

@@ -12,7 +12,7 @@
 #include "engine/train/progress.h"
 #include "tests/harness.h"
 
-static const clp_progress step5 = {5, 10, 2.12345, 1e-3, 0.5, 1234.4, 10.2, 65.0, 0};
+static const clp_progress step5 = {5, 10, 2.12345, 1e-3, 0.5, 1234.4, 10.2, 65.0, 0, 0};
 
 /* The plain lines are what scripts and logs read: they stay byte for byte as they were. */
 static void test_plain_unchanged(void)
