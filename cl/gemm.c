@@ -333,10 +333,34 @@ clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, s
 	return CLP_OK;
 }
 
+/* The last step of a 16-bit C (kernels/gemm_store.cl): C = round(P + beta C), P the dense fp32
+ * product (m x n per batch entry; NULL: zero). Only resolves the kernel when run is 0. */
+static clp_status store_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g, cl_mem P, int run)
+{
+	static const char *const defs[CLP_DTYPE_COUNT] = {"", "#define ST_TYPE 1\n",
+							  "#define ST_TYPE 2\n"};
+	cl_kernel k;
+	cl_uint m = (cl_uint)g->m, n = (cl_uint)g->n, ldc = (cl_uint)g->ldc;
+	cl_ulong co = g->c.off, sc = g->sc;
+	cl_int has_p = P != NULL;
+	cl_mem p = P ? P : g->c.mem; /* a buffer the kernel does not read without has_p */
+	size_t global[3] = {g->n, g->m, g->batch}, local[3] = {64, 1, 1};
+
+	CLP_TRY(clp_cl_kernel(ctx, "gemm_store.cl", defs[g->c.dt], "clp_gemm_store_c", &k));
+	if (!run)
+		return CLP_OK;
+	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(m), CLP_ARG(n), CLP_ARG(p), CLP_ARG(has_p),
+			    CLP_ARG(g->beta), CLP_ARG(g->c.mem), CLP_ARG(co), CLP_ARG(ldc),
+			    CLP_ARG(sc)));
+	return clp_cl_run(ctx, k, "gemm_store_c", 3, global, local);
+}
+
 static clp_status scale_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g)
 {
 	if (g->beta == 1.0f)
 		return CLP_OK;
+	if (g->c.dt != CLP_F32)
+		return store_c(ctx, g, NULL, 1);
 	for (size_t z = 0; z < g->batch; z++)
 		for (size_t i = 0; i < g->m; i++) {
 			clp_buf row = clp_buf_at(g->c.mem, g->c.off + z * g->sc + i * g->ldc);
@@ -348,8 +372,8 @@ static clp_status scale_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g)
 	return CLP_OK;
 }
 
-static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
-			      const struct clp_gemm_call *g)
+static clp_status run_one(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			  const struct clp_gemm_call *g)
 {
 	switch (t->backend) {
 	case CLP_GEMM_PACKED:
@@ -360,6 +384,28 @@ static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	default:
 		return clp_gemm_tiled_run(ctx, t, g);
 	}
+}
+
+static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			      const struct clp_gemm_call *g)
+{
+	struct clp_gemm_call f = *g;
+	cl_mem P;
+
+	/* tiled stores each element of C once, so it rounds a 16-bit C itself; packed (which adds
+	 * into C over K blocks) and CLBlast (fp32 only) compute into fp32 scratch, then one pass
+	 * rounds. Its kernel is resolved first: a build error must come before anything runs. */
+	if (g->c.dt == CLP_F32 || t->backend == CLP_GEMM_TILED)
+		return run_one(ctx, t, g);
+	CLP_TRY(store_c(ctx, g, NULL, 0));
+	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_C, g->batch * g->m * g->n * sizeof(float),
+			       &P));
+	f.c = clp_buf_at(P, 0);
+	f.ldc = g->n;
+	f.sc = g->m * g->n;
+	f.beta = 0.0f;
+	CLP_TRY(run_one(ctx, t, &f));
+	return store_c(ctx, g, P, 1);
 }
 
 /* Degrade: packed -> tiled -> CLBlast (-> tiled), each backend once per context. The next
@@ -390,18 +436,26 @@ static clp_status fall_back(clp_cl_ctx *ctx, clp_status s, clp_gemm_backend fail
 	return clp_cl_gemm_set_tuning(ctx, &t);
 }
 
-clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
-				  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
-				  size_t stride_a, clp_buf b, size_t ldb, size_t stride_b,
-				  float beta, clp_buf c, size_t ldc, size_t stride_c, size_t batch)
+static clp_status check_type(const char *name, clp_buf x)
+{
+	if ((unsigned)x.dt >= CLP_DTYPE_COUNT)
+		return clp_error(CLP_ERR_INVALID, "gemm: %s has an unknown storage type %d", name,
+				 (int)x.dt);
+	return CLP_OK;
+}
+
+clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
+			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
+			       size_t ldc, size_t stride_c, size_t batch)
 {
 	const clp_gemm_tuning *t;
 	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
-				  stride_a, stride_b, stride_c, batch, ab_type};
+				  stride_a, stride_b, stride_c, batch};
 
-	if ((unsigned)ab_type >= CLP_DTYPE_COUNT)
-		return clp_error(CLP_ERR_INVALID, "gemm: unknown storage type %d for A and B",
-				 (int)ab_type);
+	CLP_TRY(check_type("A", a));
+	CLP_TRY(check_type("B", b));
+	CLP_TRY(check_type("C", c));
 	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, lda, ldb, ldc));
 	if (m == 0 || n == 0 || batch == 0)
 		return CLP_OK;
@@ -419,13 +473,18 @@ clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans 
 	}
 }
 
-clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
-			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
-			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
-			       size_t ldc, size_t stride_c, size_t batch)
+clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
+				  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
+				  size_t stride_a, clp_buf b, size_t ldb, size_t stride_b,
+				  float beta, clp_buf c, size_t ldc, size_t stride_c, size_t batch)
 {
-	return clp_cl_gemm_batched_ab(ctx, CLP_F32, ta, tb, m, n, k, alpha, a, lda, stride_a, b,
-				      ldb, stride_b, beta, c, ldc, stride_c, batch);
+	if ((unsigned)ab_type >= CLP_DTYPE_COUNT)
+		return clp_error(CLP_ERR_INVALID, "gemm: unknown storage type %d for A and B",
+				 (int)ab_type);
+	a.dt = ab_type;
+	b.dt = ab_type;
+	return clp_cl_gemm_batched(ctx, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+				   beta, c, ldc, stride_c, batch);
 }
 
 clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,

@@ -10,10 +10,19 @@
  * the user's tuned file; see docs/OPENCL.md), looked up device -> architecture/vendor -> default.
  * beta == 0 never reads C. Work is enqueued; nothing waits.
  *
- * 16-bit storage (clp_cl_gemm_batched_ab): A and B in bf16 or fp16 (cl/half.h), C in fp32,
- * products and sums in fp32 (no half arithmetic). packed converts while packing (A is then
- * always packed), tiled converts on load into local memory, clblast converts A and B to fp32
- * scratch buffers first (CLBlast's own half routines need cl_khr_fp16 and compute in half). */
+ * Storage (mixed precision, cl/nn.h): each operand's clp_buf.dt says how its elements are stored,
+ * independently: A and B in fp32, bf16 or fp16 (any mix), C in fp32, bf16 or fp16. Offsets,
+ * leading dimensions and strides count elements of the operand's own type. Products and sums are
+ * fp32 (no half arithmetic); a 16-bit C is computed in fp32 and rounded once, when stored
+ * (beta != 0 reads it through the same storage: C = round(alpha op(A) op(B) + beta C)).
+ *   packed   converts A and B while packing them into fp32 strips (a 16-bit A is then always
+ *            packed); a 16-bit C: the product goes to an fp32 scratch C (CLP_SCRATCH_GEMM_C),
+ *            then one pass adds beta C and stores it rounded (kernels/gemm_store.cl), since
+ *            the packed kernel accumulates into C across K blocks
+ *   tiled    converts on load into local memory and rounds C on its single store
+ *   clblast  converts 16-bit A and B to fp32 scratch first (CLBlast's half routines need
+ *            cl_khr_fp16 and compute in half), a 16-bit C as packed
+ * All-fp32 calls run exactly the kernels and defines they always did. */
 #ifndef CLP_CL_GEMM_H
 #define CLP_CL_GEMM_H
 
@@ -71,8 +80,8 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
 			       size_t ldc, size_t stride_c, size_t batch);
 
-/* The same with A and B stored as ab_type (CLP_F32, CLP_BF16 or CLP_F16); offsets, leading
- * dimensions and strides of A and B count elements of ab_type. C stays fp32. */
+/* The same with A and B stored as ab_type (CLP_F32, CLP_BF16 or CLP_F16): a.dt and b.dt are
+ * set to it (the first slice's interface; C keeps c.dt). */
 clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,
 				  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
 				  size_t stride_a, clp_buf b, size_t ldb, size_t stride_b,

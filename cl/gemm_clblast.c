@@ -41,8 +41,9 @@ clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t)
 	return override(ctx, "XgemmDirect", t->clblast_direct, t->nclblast_direct);
 }
 
-/* 16-bit A and B: convert the elements the call reads to fp32 scratch, then sgemm. CLBlast's
- * Hgemm would compute in half (cl_khr_fp16, absent on PoCL's CPU device and NVIDIA's OpenCL). */
+/* A 16-bit A or B: convert the elements the call reads to fp32 scratch, then sgemm (C is fp32
+ * here: cl/gemm.c rounds a 16-bit one). CLBlast's Hgemm would compute in half (cl_khr_fp16,
+ * absent on PoCL's CPU device and NVIDIA's OpenCL). */
 static clp_status run_16bit(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			    const struct clp_gemm_call *g)
 {
@@ -53,13 +54,16 @@ static clp_status run_16bit(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	struct clp_gemm_call f = *g;
 	cl_mem a32, b32;
 
-	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_A, na * sizeof(float), &a32));
-	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_B, nb * sizeof(float), &b32));
-	CLP_TRY(clp_cl_convert(ctx, clp_buf_at(a32, 0), CLP_F32, g->a, g->ab, na));
-	CLP_TRY(clp_cl_convert(ctx, clp_buf_at(b32, 0), CLP_F32, g->b, g->ab, nb));
-	f.ab = CLP_F32;
-	f.a = clp_buf_at(a32, 0);
-	f.b = clp_buf_at(b32, 0);
+	if (g->a.dt != CLP_F32) {
+		CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_A, na * sizeof(float), &a32));
+		CLP_TRY(clp_cl_convert(ctx, clp_buf_at(a32, 0), CLP_F32, g->a, g->a.dt, na));
+		f.a = clp_buf_at(a32, 0);
+	}
+	if (g->b.dt != CLP_F32) {
+		CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_B, nb * sizeof(float), &b32));
+		CLP_TRY(clp_cl_convert(ctx, clp_buf_at(b32, 0), CLP_F32, g->b, g->b.dt, nb));
+		f.b = clp_buf_at(b32, 0);
+	}
 	return clp_gemm_clblast_run(ctx, t, &f);
 }
 
@@ -72,7 +76,10 @@ clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	CLBlastStatusCode st;
 
 	(void)t;
-	if (g->ab != CLP_F32)
+	if (g->c.dt != CLP_F32)
+		return clp_error(CLP_ERR_INVALID, "gemm clblast: C must be fp32 here (cl/gemm.c "
+				 "rounds a 16-bit C)");
+	if (g->a.dt != CLP_F32 || g->b.dt != CLP_F32)
 		return run_16bit(ctx, t, g);
 	if (g->batch == 1)
 		st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, g->m, g->n, g->k, g->alpha,

@@ -11,8 +11,7 @@ struct clp_gemm_call {
 	clp_buf a, b, c;
 	size_t lda, ldb, ldc;
 	size_t sa, sb, sc;
-	size_t batch;
-	clp_dtype ab; /* storage of A and B (C is fp32) */
+	size_t batch; /* storage types: a.dt, b.dt, c.dt (C fp32 for packed and clblast) */
 };
 
 /* "#define NAME value\n" for each parameter into buf. */

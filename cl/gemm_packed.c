@@ -13,7 +13,7 @@ struct packed {
 	clp_cl_ctx *ctx;
 	int VW, MR, NV, NR, PK, PS, MC, NC, KC, direct_a, kch, pf;
 	int nthreads;
-	char defines[256], pack_defines[288];
+	char defines[256], adefs[288], bdefs[288];
 	cl_kernel pack_a, pack_b, compute;
 };
 
@@ -22,7 +22,12 @@ static size_t cdiv(size_t a, size_t b)
 	return (a + b - 1) / b;
 }
 
-static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype ab,
+static const char *ab_define(clp_dtype t)
+{
+	return t == CLP_BF16 ? "#define AB_TYPE 1\n" : t == CLP_F16 ? "#define AB_TYPE 2\n" : "";
+}
+
+static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at, clp_dtype bt,
 			struct packed *p)
 {
 	memset(p, 0, sizeof(*p));
@@ -48,15 +53,14 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype ab,
 	/* only the register shape is compiled in; blocking stays a run-time argument */
 	snprintf(p->defines, sizeof(p->defines), "#define VW %d\n#define MR %d\n#define NV %d\n"
 		 "#define PK %d\n#define PS %d\n", p->VW, p->MR, p->NV, p->PK, p->PS);
-	/* 16-bit storage: only the packing kernels read A and B, so only they change */
-	snprintf(p->pack_defines, sizeof(p->pack_defines), "%s%s", p->defines,
-		 ab == CLP_BF16 ? "#define AB_TYPE 1\n" : ab == CLP_F16 ? "#define AB_TYPE 2\n" : "");
-	if (ab != CLP_F32) {
+	/* 16-bit storage: only the packing kernels read A and B, so only they change, each built
+	 * for its operand's type (an fp32 one from the compute kernel's program) */
+	snprintf(p->adefs, sizeof(p->adefs), "%s%s", p->defines, ab_define(at));
+	snprintf(p->bdefs, sizeof(p->bdefs), "%s%s", p->defines, ab_define(bt));
+	if (at != CLP_F32)
 		p->direct_a = 0; /* the micro-kernel reads fp32 */
-		p->pf = 0;       /* prefetch regions are in floats */
-	}
-	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->pack_defines, "clp_gemm_pack_a", &p->pack_a));
-	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->pack_defines, "clp_gemm_pack_b", &p->pack_b));
+	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_a", &p->pack_a));
+	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->bdefs, "clp_gemm_pack_b", &p->pack_b));
 	return clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_packed", &p->compute);
 }
 
@@ -180,7 +184,10 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	size_t kch;
 	cl_mem Ap = NULL, Bp = NULL;
 
-	CLP_TRY(setup(ctx, t, g->ab, &p));
+	if (g->c.dt != CLP_F32)
+		return clp_error(CLP_ERR_INVALID, "gemm packed: C must be fp32 here (cl/gemm.c "
+				 "rounds a 16-bit C)");
+	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, &p));
 	/* K goes in chunks when A is packed, so the packed chunks stay in the last-level cache
 	 * between packing and computing */
 	kch = (p.kch > 0 && uses_pack_a(&p, g->ta)) ? (size_t)p.kch : K;
@@ -206,16 +213,17 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 				       NULL, NULL);
 		CLP_TRY(pack(&p, p.pack_a, "gemm_pack_a", p.MR, (int)g->ta, g->m, kk, g->a.mem, oa,
 			     g->lda, g->sa, Ap, sap, g->batch));
-		/* while computing this chunk, pull the next chunk of A and B towards the cache */
+		/* while computing this chunk, pull the next chunk of A and B towards the cache
+		 * (regions count floats: a 16-bit operand is not prefetched) */
 		kn = K - k0 - kk < kch ? K - k0 - kk : kch;
-		if (p.pf && kn > 0 && g->batch == 1) {
+		if (p.pf && kn > 0 && g->batch == 1 && g->a.dt == CLP_F32)
 			pa = (struct region){g->a.mem, oa + kk * (g->ta ? g->lda : 1),
 					     (int)(g->ta ? kn : g->m), (int)(g->ta ? g->m : kn),
 					     (int)g->lda};
+		if (p.pf && kn > 0 && g->batch == 1 && g->b.dt == CLP_F32)
 			pb = (struct region){g->b.mem, ob + kk * (g->tb ? 1 : g->ldb),
 					     (int)(g->tb ? g->n : kn), (int)(g->tb ? kn : g->n),
 					     (int)g->ldb};
-		}
 		CLP_TRY(compute(&p, g->m, g->n, kk, g->alpha, Ap, 0, 0, 1, sap, Bp, sbp,
 				k0 == 0 ? g->beta : 1.0f, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
 				&pa, &pb));

@@ -1,6 +1,7 @@
 /* Host wrappers of the fused attention kernels (nn_attn.cl, CPU shape; nn_attn_gpu.cl, GPU
  * shape). Scratch (slot NN_SCRATCH_ATTN): transposed K (forward), transposed K, V, Q, dO and
- * the D and lse rows (backward). */
+ * the D and lse rows (backward), all fp32 whatever the values' storage; with 16-bit values the
+ * forward also keeps its output rows there in fp32 until they are rounded once. */
 #include "cl/nn_internal.h"
 
 #include <math.h>
@@ -10,9 +11,27 @@
 #define ATT_QB 4
 #define ATT_KB 4
 
-static const char *att_defines(void)
+/* The program of one storage type of the values (cl/nn.h "Storage"); fp32 builds as it always
+ * has. */
+const char *clp_nn_attn_defines(clp_dtype t)
 {
-	return "#define ATT_QB 4\n#define ATT_KB 4\n";
+	static const char *const defs[CLP_DTYPE_COUNT] = {
+		"#define ATT_QB 4\n#define ATT_KB 4\n",
+		"#define ATT_QB 4\n#define ATT_KB 4\n#define ST_TYPE 1\n",
+		"#define ATT_QB 4\n#define ATT_KB 4\n#define ST_TYPE 2\n"};
+
+	return defs[(unsigned)t < CLP_DTYPE_COUNT ? t : CLP_F32];
+}
+
+/* The storage type of a call's values; gradients, lse and kv_len must be 4-byte. */
+static clp_status att_types(const char *fn, const clp_nn_attn *a, clp_dtype *dt, clp_buf out,
+			    clp_buf q, clp_buf k, clp_buf v)
+{
+	CLP_TRY(clp_nn_value_type(fn, dt, 4, "q", q, "k", k, "v", v, "out", out));
+	if (a->kv_len.mem && a->kv_len.dt != CLP_F32)
+		return clp_error(CLP_ERR_INVALID, "%s: kv_len is %s; it holds int32 lengths", fn,
+				 clp_dtype_name(a->kv_len.dt));
+	return CLP_OK;
 }
 
 static clp_status check(const clp_nn_attn *a, const char *what)
@@ -44,20 +63,21 @@ static size_t padded(size_t T)
 static clp_status transpose(clp_cl_ctx *ctx, cl_mem dst, size_t dso, clp_buf src, size_t ld,
 			    size_t nh, const clp_nn_attn *a)
 {
+	const char *defs = clp_nn_attn_defines(src.dt);
 	cl_kernel k;
 	cl_ulong d0 = dso, so = src.off, l = ld;
 	cl_uint T = (cl_uint)a->T, Tp = (cl_uint)padded(a->T), n = (cl_uint)nh,
 		hd = (cl_uint)a->hd;
 	size_t g[3] = {Tp / 8, nh, a->B}, lo[3] = {1, 1, 1};
 
-	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_transpose", &k));
+	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, defs, "clp_attn_transpose", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(dst), CLP_ARG(d0), CLP_ARG(src.mem), CLP_ARG(so),
 			    CLP_ARG(l), CLP_ARG(T), CLP_ARG(Tp), CLP_ARG(n), CLP_ARG(hd)));
 	return clp_cl_run(ctx, k, "attn_transpose", 3, g, lo);
 }
 
 
-static clp_status cpu_ready(clp_cl_ctx *ctx)
+static clp_status cpu_ready(clp_cl_ctx *ctx, clp_dtype dt)
 {
 	static const char *const names[] = {"clp_attn_transpose", "clp_attn_forward",
 					     "clp_attn_bwd_pre", "clp_attn_bwd_dq",
@@ -65,13 +85,15 @@ static clp_status cpu_ready(clp_cl_ctx *ctx)
 	cl_kernel k;
 
 	for (int i = 0; i < 5; i++)
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), names[i], &k));
-	return CLP_OK;
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), names[i], &k));
+	/* the backward transposes dO (fp32) with the fp32 program */
+	return dt == CLP_F32 ? CLP_OK
+			     : clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(CLP_F32), names[0], &k);
 }
 
 /* The shape that runs: the device's, unless its programs do not build there; then the other
  * one, with one warning line (clp_cl_fallback). Decided before anything is enqueued. */
-static clp_status use_gpu_shape(clp_cl_ctx *ctx, const clp_nn_attn *a, int *gpu)
+static clp_status use_gpu_shape(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtype dt, int *gpu)
 {
 	int want = clp_nn_gpu_shape(ctx);
 	clp_status s;
@@ -81,7 +103,7 @@ static clp_status use_gpu_shape(clp_cl_ctx *ctx, const clp_nn_attn *a, int *gpu)
 		*gpu = !want;
 		return CLP_OK;
 	}
-	s = want ? clp_nn_attn_gpu_ready(ctx, a) : cpu_ready(ctx);
+	s = want ? clp_nn_attn_gpu_ready(ctx, a, dt) : cpu_ready(ctx, dt);
 	if (s != CLP_ERR_BUILD)
 		return s;
 	*gpu = !want;
@@ -97,25 +119,35 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	cl_mem scr;
 	size_t Tp = padded(a->T);
 	size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B}, lo[3] = {1, 1, 1};
+	const size_t ktsz = a->B * a->KVH * a->hd * Tp;
 	cl_ulong oo = out.off, ldo = a->ldo, lso = lse.off, qo = q.off, ldq = a->ldq, kto = 0,
-		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off;
+		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo;
 	cl_int has = a->kv_len.mem != NULL, causal = a->causal != 0;
 	cl_uint T = (cl_uint)a->T, tp = (cl_uint)Tp, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH,
 		hd = (cl_uint)a->hd;
 	float scale = att_scale(a);
-
+	cl_mem acc = out.mem;
+	clp_dtype dt;
 	int gpu;
 
 	CLP_TRY(check(a, "attention_forward"));
-	CLP_TRY(use_gpu_shape(ctx, a, &gpu));
+	CLP_TRY(att_types("attention_forward", a, &dt, out, q, k, v));
+	CLP_TRY(clp_nn_require_f32("attention_forward", 1, "lse", lse));
+	CLP_TRY(use_gpu_shape(ctx, a, dt, &gpu));
 	if (gpu)
 		return clp_nn_attn_gpu_forward(ctx, out, lse, q, k, v, a);
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, a->B * a->KVH * a->hd * Tp * sizeof(float),
+	/* 16-bit values: the output rows accumulate in fp32 scratch (dense, after Kt) */
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN,
+			       (ktsz + (dt == CLP_F32 ? 0 : a->B * a->T * a->H * a->hd)) *
+				       sizeof(float),
 			       &scr));
+	if (dt != CLP_F32)
+		acc = scr, ao = ktsz, lda = a->H * a->hd;
 	CLP_TRY(transpose(ctx, scr, 0, k, a->ldk, a->KVH, a));
-	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_forward", &kr));
-	CLP_TRY(clp_cl_args(ctx, kr, 23, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo),
-			    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
+	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_forward", &kr));
+	CLP_TRY(clp_cl_args(ctx, kr, 26, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
+			    CLP_ARG(ao), CLP_ARG(lda), CLP_ARG(lse.mem), CLP_ARG(lso),
+			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
 			    CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(ldv),
 			    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
 			    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
@@ -142,11 +174,14 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 		hd = (cl_uint)a->hd;
 	float scale = att_scale(a);
 	size_t lo[3] = {1, 1, 1};
-
+	clp_dtype dt;
 	int gpu;
 
 	CLP_TRY(check(a, "attention_backward"));
-	CLP_TRY(use_gpu_shape(ctx, a, &gpu));
+	CLP_TRY(att_types("attention_backward", a, &dt, out, q, k, v));
+	CLP_TRY(clp_nn_require_f32("attention_backward", 5, "dq", dq, "dk", dk, "dv", dv, "dout",
+				   dout, "lse", lse));
+	CLP_TRY(use_gpu_shape(ctx, a, dt, &gpu));
 	if (gpu)
 		return clp_nn_attn_gpu_backward(ctx, dq, dk, dv, dout, q, k, v, out, lse, a);
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, (l2o + rsz) * sizeof(float), &scr));
@@ -157,7 +192,8 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {Tp / 8, a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_pre", &kp));
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_pre",
+				      &kp));
 		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),
 				    CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(lse.mem), CLP_ARG(lso),
@@ -167,7 +203,8 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_dq", &kq));
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dq",
+				      &kq));
 		CLP_TRY(clp_cl_args(ctx, kq, 29, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
 				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
 				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
@@ -181,7 +218,8 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {nn_cdiv(a->T, ATT_KB), a->KVH, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, att_defines(), "clp_attn_bwd_dkv", &kkv));
+		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dkv",
+				      &kkv));
 		CLP_TRY(clp_cl_args(ctx, kkv, 34, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
 				    CLP_ARG(dv.mem), CLP_ARG(dvo), CLP_ARG(ldv), CLP_ARG(q.mem),
 				    CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(k.mem), CLP_ARG(ko),

@@ -1,5 +1,6 @@
 /* Host side of the GPU-shaped attention (nn_attn_gpu.cl); chosen by clp_nn_attention_* when
- * clp_nn_gpu_shape() says so. Scratch (slot NN_SCRATCH_ATTN): the D and lse rows. */
+ * clp_nn_gpu_shape() says so. Scratch (slot NN_SCRATCH_ATTN): the D and lse rows (fp32). One
+ * program per head-dim class and storage type of the values (q.dt). */
 #include "cl/nn_internal.h"
 
 #include <math.h>
@@ -10,7 +11,7 @@
 
 
 /* The private arrays hold ATG_HD >= hd values: one program per power of two. */
-static clp_status gpu_defines(const clp_nn_attn *a, char *buf, size_t n)
+static clp_status gpu_defines(const clp_nn_attn *a, clp_dtype dt, char *buf, size_t n)
 {
 	size_t cap = 16;
 
@@ -19,7 +20,8 @@ static clp_status gpu_defines(const clp_nn_attn *a, char *buf, size_t n)
 	if (cap > 256)
 		return clp_error(CLP_ERR_UNSUPPORTED, "attention (GPU shape): head dim %zu over 256",
 				 a->hd);
-	snprintf(buf, n, "#define ATG_WG %d\n#define ATG_TK 16\n#define ATG_HD %zu\n", ATG_WG, cap);
+	snprintf(buf, n, "#define ATG_WG %d\n#define ATG_TK 16\n#define ATG_HD %zu\n%s", ATG_WG, cap,
+		 clp_nn_st_define(dt));
 	return CLP_OK;
 }
 
@@ -28,18 +30,17 @@ static float scale_of(const clp_nn_attn *a)
 	return a->scale != 0.0f ? a->scale : (float)(1.0 / sqrt((double)a->hd));
 }
 
-clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a)
+clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtype dt)
 {
 	static const char *const names[] = {"clp_attng_forward", "clp_attng_bwd_dq",
 					     "clp_attng_bwd_dkv"};
 	char defs[128];
 	cl_kernel k;
 
-	CLP_TRY(gpu_defines(a, defs, sizeof(defs)));
+	CLP_TRY(gpu_defines(a, dt, defs, sizeof(defs)));
 	for (int i = 0; i < 3; i++)
 		CLP_TRY(clp_cl_kernel(ctx, ATG_FILE, defs, names[i], &k));
-	return clp_cl_kernel(ctx, "nn_attn.cl", "#define ATT_QB 4\n#define ATT_KB 4\n",
-			     "clp_attn_bwd_pre", &k);
+	return clp_cl_kernel(ctx, "nn_attn.cl", clp_nn_attn_defines(dt), "clp_attn_bwd_pre", &k);
 }
 
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
@@ -54,7 +55,7 @@ clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, cl
 	cl_uint T = (cl_uint)a->T, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH, hd = (cl_uint)a->hd;
 	float scale = scale_of(a);
 
-	CLP_TRY(gpu_defines(a, defs, sizeof(defs)));
+	CLP_TRY(gpu_defines(a, q.dt, defs, sizeof(defs)));
 	CLP_TRY(clp_cl_kernel(ctx, ATG_FILE, defs, "clp_attng_forward", &kr));
 	CLP_TRY(clp_cl_args(ctx, kr, 23, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo),
 			    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
@@ -82,12 +83,12 @@ clp_status clp_nn_attn_gpu_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp
 	float scale = scale_of(a);
 	size_t one[3] = {1, 1, 1}, lo[3] = {ATG_WG, 1, 1};
 
-	CLP_TRY(gpu_defines(a, defs, sizeof(defs)));
+	CLP_TRY(gpu_defines(a, q.dt, defs, sizeof(defs)));
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN, 2 * rsz * sizeof(float), &scr));
 	{
 		size_t g[3] = {Tp / 8, a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, "nn_attn.cl", "#define ATT_QB 4\n#define ATT_KB 4\n",
+		CLP_TRY(clp_cl_kernel(ctx, "nn_attn.cl", clp_nn_attn_defines(q.dt),
 				      "clp_attn_bwd_pre", &kp));
 		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),

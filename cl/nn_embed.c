@@ -1,4 +1,6 @@
-/* Host wrappers of nn_embed.cl: per-id position index, embeddings, RoPE. */
+/* Host wrappers of nn_embed.cl: per-id position index, embeddings, RoPE. The forward's tables
+ * and output, and RoPE's forward x, are value tensors (one storage type per call, which picks
+ * the build of nn_embed.cl: ST_TYPE); gradients and the RoPE table are fp32 (cl/nn.h). */
 #include "cl/nn_internal.h"
 
 #include <math.h>
@@ -130,12 +132,15 @@ clp_status clp_nn_embed_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf tokens, cl
 	cl_uint n = (cl_uint)(B * T), t = (cl_uint)T, c = (cl_uint)C, v = (cl_uint)V,
 		nt = (cl_uint)ntypes;
 	cl_int has_pos = wpe.mem != NULL, has_types = types.mem != NULL;
+	clp_dtype dt;
 
 	if (T == 0 || C == 0 || V == 0 || B * T > 0xffffffffu || (has_types && !wtt.mem))
 		return clp_error(CLP_ERR_INVALID, "embed_forward: bad arguments (B=%zu T=%zu C=%zu "
 				 "V=%zu%s)", B, T, C, V, has_types && !wtt.mem ? ", types without "
 				 "a type table" : "");
-	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, NULL, "clp_embed_forward", &k));
+	CLP_TRY(clp_nn_value_type("embed_forward", &dt, 4, "out", out, "wte", wte, "wpe", wpe,
+				  "wtt", has_types ? wtt : CLP_BUF_NONE));
+	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_nn_st_define(dt), "clp_embed_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(tokens.mem),
 			    CLP_ARG(to), CLP_ARG(types.mem), CLP_ARG(yo), CLP_ARG(wte.mem),
 			    CLP_ARG(weo), CLP_ARG(wpe.mem), CLP_ARG(wpo), CLP_ARG(wtt.mem),
@@ -169,6 +174,8 @@ clp_status clp_nn_embed_backward(clp_cl_ctx *ctx, clp_buf dwte, clp_buf dwpe, cl
 {
 	if (!tok)
 		return clp_error(CLP_ERR_INVALID, "embed_backward: no token index");
+	CLP_TRY(clp_nn_require_f32("embed_backward", 4, "dwte", dwte, "dwpe", dwpe, "dwtt",
+				   type_idx ? dwtt : CLP_BUF_NONE, "dout", dout));
 	CLP_TRY(table_backward(ctx, dwte, dout, tok, B * T, C, "embed_bwd"));
 	if (type_idx)
 		CLP_TRY(table_backward(ctx, dwtt, dout, type_idx, B * T, C, "embed_type_bwd"));
@@ -206,6 +213,8 @@ void clp_nn_rope_table(float *tab, size_t T_max, size_t hd, float theta)
 static clp_status rope(clp_cl_ctx *ctx, clp_buf x, size_t ld, clp_buf tab, size_t B, size_t T,
 		       size_t nh, size_t hd, float sign, const char *label)
 {
+	const char *fn = sign > 0 ? "rope_forward" : "rope_backward";
+	clp_dtype dt = CLP_F32;
 	cl_kernel k;
 	cl_ulong xo = x.off, l = ld, to = tab.off;
 	cl_uint n = (cl_uint)(B * T), t = (cl_uint)T, h = (cl_uint)nh, d = (cl_uint)hd;
@@ -213,7 +222,12 @@ static clp_status rope(clp_cl_ctx *ctx, clp_buf x, size_t ld, clp_buf tab, size_
 	if (hd % 2 || ld < nh * hd || B * T > 0xffffffffu)
 		return clp_error(CLP_ERR_INVALID, "rope: head dim %zu must be even and the row "
 				 "stride %zu at least %zu", hd, ld, nh * hd);
-	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, NULL, "clp_rope", &k));
+	CLP_TRY(clp_nn_require_f32(fn, 1, "tab", tab));
+	if (sign > 0)
+		CLP_TRY(clp_nn_value_type(fn, &dt, 1, "x", x));
+	else
+		CLP_TRY(clp_nn_require_f32(fn, 1, "dx", x));
+	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_nn_st_define(dt), "clp_rope", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(l), CLP_ARG(tab.mem),
 			    CLP_ARG(to), CLP_ARG(n), CLP_ARG(t), CLP_ARG(h), CLP_ARG(d),
 			    CLP_ARG(sign)));

@@ -43,8 +43,11 @@ clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t p
 			     size_t stride, size_t nblocks, size_t C);
 
 /* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. _ready builds its
- * programs without running anything (CLP_ERR_BUILD when they do not build here). */
-clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a);
+ * programs for values stored as dt without running anything (CLP_ERR_BUILD when they do not
+ * build here); the others take the values' type from q (checked by the caller).
+ * clp_nn_attn_defines: nn_attn.cl's defines for values stored as t. */
+const char *clp_nn_attn_defines(clp_dtype t);
+clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtype dt);
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
 				   clp_buf k, clp_buf v, const clp_nn_attn *a);
 clp_status clp_nn_attn_gpu_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp_buf dv,

@@ -18,22 +18,38 @@ struct bshape {
 	int ta, tb;
 	size_t m, n, k;
 	const char *what;
+	int st;     /* with --precision: which operands are 16-bit (1 A, 2 B, 4 C; 0: A and B) */
+	float beta; /* 1: accumulate into C, as the backward's gradients do */
 };
 
 /* Linear layers of a d_model 768 transformer, 4096 tokens: Y = X W^T (NT), dX = dY W (NN),
  * dW = dY^T X (TN); then square NN products. */
 #define LAYER(in, out, name)                                                                       \
-	{0, 1, 4096, out, in, name " fwd Y=XW^T"}, {0, 0, 4096, in, out, name " bwd dX=dYW"},     \
-	{1, 0, out, in, 4096, name " bwd dW=dY^TX"}
+	{0, 1, 4096, out, in, name " fwd Y=XW^T", 0, 0.0f},                                       \
+	{0, 0, 4096, in, out, name " bwd dX=dYW", 0, 0.0f},                                       \
+	{1, 0, out, in, 4096, name " bwd dW=dY^TX", 0, 0.0f}
 static const struct bshape default_shapes[] = {
 	LAYER(768, 2304, "qkv"), LAYER(768, 768, "attn-out"), LAYER(768, 3072, "mlp-up"),
 	LAYER(3072, 768, "mlp-down"),
-	{0, 0, 512, 512, 512, "square"}, {0, 0, 1024, 1024, 1024, "square"},
-	{0, 0, 2048, 2048, 2048, "square"},
+	{0, 0, 512, 512, 512, "square", 0, 0.0f}, {0, 0, 1024, 1024, 1024, "square", 0, 0.0f},
+	{0, 0, 2048, 2048, 2048, "square", 0, 0.0f},
+};
+/* With --precision: the three GEMMs of each linear layer of a training step, as the engine
+ * calls them for GPT-2 small (Conv1D weights W (in, out), N = 2048 rows): forward Y = X W with X,
+ * W and Y 16-bit (S*S->S), dX += dY W^T with the 16-bit W (fp32*S->fp32), dW += X^T dY with the
+ * saved 16-bit X (S*fp32->fp32). */
+#define TRAIN_ROWS 2048
+#define TRAIN(in, out, name)                                                                       \
+	{0, 0, TRAIN_ROWS, out, in, name " fwd Y=XW", 7, 0.0f},                                   \
+	{0, 1, TRAIN_ROWS, in, out, name " dX+=dYW'", 2, 1.0f},                                   \
+	{1, 0, in, out, TRAIN_ROWS, name " dW+=X'dY", 1, 1.0f}
+static const struct bshape train_shapes[] = {
+	TRAIN(768, 2304, "qkv"), TRAIN(768, 768, "attn-out"), TRAIN(768, 3072, "mlp-up"),
+	TRAIN(3072, 768, "mlp-down"),
 };
 static const struct bshape quick_shapes[] = {
-	{0, 1, 1024, 768, 768, "quick fwd"}, {0, 0, 1024, 768, 768, "quick bwd dX"},
-	{1, 0, 768, 768, 1024, "quick bwd dW"},
+	{0, 1, 1024, 768, 768, "quick fwd", 7, 0.0f}, {0, 0, 1024, 768, 768, "quick bwd dX", 2, 1.0f},
+	{1, 0, 768, 768, 1024, "quick bwd dW", 2, 1.0f},
 };
 
 #define MAX_BACKENDS 4
@@ -58,9 +74,13 @@ static void help(void)
 	       "                   transformer with 4096 tokens, plus square 512/1024/2048 NN\n"
 	       "  --quick          three small shapes, 7 runs (a smoke run)\n"
 	       "  --reps N         runs per figure (default 7, minimum 7)\n"
-	       "  --precision P    also time each backend with A and B stored in P (bf16 or fp16;\n"
-	       "                   C and the sums stay fp32), alternating with its fp32 run; the\n"
-	       "                   16-bit row adds its speed as a multiple of fp32's\n"
+	       "  --precision P    also time each backend with operands stored in P (bf16 or fp16;\n"
+	       "                   sums in fp32), alternating with its fp32 run; the 16-bit row\n"
+	       "                   adds its speed as a multiple of fp32's and which operands are\n"
+	       "                   16-bit. Default shapes then: the engine's three training GEMMs\n"
+	       "                   of each GPT-2-small linear layer (2048 rows), forward S*S->S,\n"
+	       "                   dX fp32*S->fp32 and dW S*fp32->fp32, the two gradients\n"
+	       "                   accumulating (beta 1); with --shapes, A and B in P, C fp32\n"
 	       "  --json FILE      one record per (backend, m, n, k, transposes) with gflops and\n"
 	       "                   ratio_to_openblas (and precision, ratio_to_fp32 with --precision)\n");
 }
@@ -74,7 +94,7 @@ static int parse_shapes(const char *list, struct bshape **out, int *n)
 	*out = calloc((size_t)cap, sizeof(**out));
 	*n = 0;
 	for (const char *p = list; p && *p;) {
-		struct bshape s = {0, 0, 0, 0, 0, "user"};
+		struct bshape s = {0, 0, 0, 0, 0, "user", 3, 0.0f};
 		char t[3] = "NN";
 		int used = 0;
 
@@ -134,15 +154,31 @@ static int add_backend(clp_cl_ctx *ctx, struct bench_backend *bk, int *nb, const
 	return 0;
 }
 
-static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, clp_dtype ab, cl_mem a,
-			     cl_mem b, cl_mem c, double *secs)
+/* The storage of the operands of a shape's 16-bit variant: bit 0 A, 1 B, 2 C. */
+static int storage_mask(const struct bshape *s)
+{
+	return s->st ? s->st : 3;
+}
+
+/* "S*S->fp32" for a mask */
+static void storage_name(int st, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s*%s->%s", st & 1 ? "S" : "fp32", st & 2 ? "S" : "fp32",
+		 st & 4 ? "S" : "fp32");
+}
+
+/* One timed product: operands a[v], b[v], c[v] where the variant's mask says 16-bit (t). */
+static clp_status run_engine(clp_cl_ctx *ctx, const struct bshape *s, int st, clp_dtype t,
+			     cl_mem *a, cl_mem *b, cl_mem *c, double *secs)
 {
 	size_t lda = s->ta ? s->m : s->k, ldb = s->tb ? s->k : s->n;
+	clp_buf ba = st & 1 ? clp_buf_typed(a[1], 0, t) : clp_buf_at(a[0], 0);
+	clp_buf bb = st & 2 ? clp_buf_typed(b[1], 0, t) : clp_buf_at(b[0], 0);
+	clp_buf bc = st & 4 ? clp_buf_typed(c[1], 0, t) : clp_buf_at(c[0], 0);
 	double t0 = clp_comm_now();
 
-	CLP_TRY(clp_cl_gemm_ab(ctx, ab, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f,
-			       clp_buf_at(a, 0), lda, clp_buf_at(b, 0), ldb, 0.0f, clp_buf_at(c, 0),
-			       s->n));
+	CLP_TRY(clp_cl_gemm(ctx, (clp_trans)s->ta, (clp_trans)s->tb, s->m, s->n, s->k, 1.0f, ba,
+			    lda, bb, ldb, s->beta, bc, s->n));
 	CLP_TRY(clp_cl_finish(ctx));
 	*secs = clp_comm_now() - t0;
 	return CLP_OK;
@@ -155,16 +191,16 @@ static double run_openblas(const struct bshape *s, const float *a, const float *
 
 	cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
 		    s->tb ? CblasTrans : CblasNoTrans, (int)s->m, (int)s->n, (int)s->k, 1.0f, a,
-		    (int)lda, b, (int)ldb, 0.0f, c, (int)s->n);
+		    (int)lda, b, (int)ldb, s->beta, c, (int)s->n);
 	return clp_comm_now() - t0;
 }
 
-/* One timed product of variant v (0: fp32, 1: A and B in ab) of backend b. */
-static clp_status run_variant(clp_cl_ctx *ctx, const struct bench_backend *bk, int v, clp_dtype ab,
-			      const struct bshape *s, cl_mem *a, cl_mem *b, cl_mem c, double *t)
+/* One timed product of variant v (0: fp32, 1: the shape's operands in t) of backend b. */
+static clp_status run_variant(clp_cl_ctx *ctx, const struct bench_backend *bk, int v, clp_dtype t,
+			      const struct bshape *s, cl_mem *a, cl_mem *b, cl_mem *c, double *tm)
 {
 	CLP_TRY(clp_cl_gemm_set_tuning(ctx, &bk->tuning));
-	return run_engine(ctx, s, v ? ab : CLP_F32, a[v], b[v], c, t);
+	return run_engine(ctx, s, v ? storage_mask(s) : 0, t, a, b, c, tm);
 }
 
 static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct bshape *shapes,
@@ -177,11 +213,12 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 	for (int si = 0; si < nshapes; si++) {
 		const struct bshape *s = &shapes[si];
 		size_t na = s->m * s->k, nbb = s->k * s->n, nc = s->m * s->n;
-		float *ha = malloc(na * 4), *hb = malloc(nbb * 4), *hc = malloc(nc * 4);
+		float *ha = malloc(na * 4), *hb = malloc(nbb * 4), *hc = calloc(nc, 4);
 		double *tob = calloc((size_t)reps, sizeof(double));
 		double *te = calloc((size_t)reps * nb * nv, sizeof(double));
 		double flop = 2.0 * (double)s->m * (double)s->n * (double)s->k;
-		cl_mem da[2] = {NULL, NULL}, db[2] = {NULL, NULL}, dc = NULL;
+		cl_mem da[2] = {NULL, NULL}, db[2] = {NULL, NULL}, dc[2] = {NULL, NULL};
+		char sname[32];
 		clp_stats ob;
 		clp_status st = CLP_OK;
 
@@ -195,16 +232,21 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 			hb[i] = (float)((i * 104729) % 1000) * 1e-3f - 0.5f;
 		if ((st = clp_cl_buffer(ctx, na * 4, "A", &da[0])) == CLP_OK &&
 		    (st = clp_cl_buffer(ctx, nbb * 4, "B", &db[0])) == CLP_OK &&
-		    (st = clp_cl_buffer(ctx, nc * 4, "C", &dc)) == CLP_OK &&
-		    (st = clp_cl_write(ctx, da[0], 0, na * 4, ha)) == CLP_OK)
+		    (st = clp_cl_buffer(ctx, nc * 4, "C", &dc[0])) == CLP_OK &&
+		    (st = clp_cl_write(ctx, da[0], 0, na * 4, ha)) == CLP_OK &&
+		    (st = clp_cl_write(ctx, dc[0], 0, nc * 4, hc)) == CLP_OK)
 			st = clp_cl_write(ctx, db[0], 0, nbb * 4, hb);
 		if (nv == 2 && st == CLP_OK && /* the 16-bit copies, converted on the device */
 		    (st = clp_cl_buffer(ctx, na * 2, "A16", &da[1])) == CLP_OK &&
 		    (st = clp_cl_buffer(ctx, nbb * 2, "B16", &db[1])) == CLP_OK &&
+		    (st = clp_cl_buffer(ctx, nc * 2, "C16", &dc[1])) == CLP_OK &&
 		    (st = clp_cl_convert(ctx, clp_buf_at(da[1], 0), ab, clp_buf_at(da[0], 0), CLP_F32,
-					 na)) == CLP_OK)
+					 na)) == CLP_OK &&
+		    (st = clp_cl_convert(ctx, clp_buf_at(dc[1], 0), ab, clp_buf_at(dc[0], 0), CLP_F32,
+					 nc)) == CLP_OK)
 			st = clp_cl_convert(ctx, clp_buf_at(db[1], 0), ab, clp_buf_at(db[0], 0),
 					    CLP_F32, nbb);
+		storage_name(storage_mask(s), sname, sizeof(sname));
 		/* warm-up: build kernels, fault in pages, start OpenBLAS threads */
 		run_openblas(s, ha, hb, hc);
 		for (int b = 0; b < nb * nv && st == CLP_OK; b++) {
@@ -247,8 +289,9 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 			if (v) { /* against the same backend's fp32 run, alternated with it */
 				clp_stats f = clp_stats_of(te + (b - 1) * reps, reps);
 
-				printf("  %5.2fx fp32", f.median / e.median);
+				printf("  %5.2fx fp32  [%s]", f.median / e.median, sname);
 				json_object_set_new(rec, "ratio_to_fp32", json_real(f.median / e.median));
+				json_object_set_new(rec, "storage", json_string(sname));
 			}
 			printf("\n");
 			json_array_append_new(records, rec);
@@ -257,8 +300,8 @@ static int bench(clp_cl_ctx *ctx, struct bench_backend *bk, int nb, const struct
 		for (int v = 0; v < nv; v++) {
 			clReleaseMemObject(da[v]);
 			clReleaseMemObject(db[v]);
+			clReleaseMemObject(dc[v]);
 		}
-		clReleaseMemObject(dc);
 		free(ha);
 		free(hb);
 		free(hc);
@@ -323,6 +366,10 @@ int cmd_bench_gemm(int argc, char **argv)
 			return cli_usage_error("bench gemm", "--precision must be bf16, fp16 or fp32, "
 					       "not '%s'", prec_arg);
 	}
+	if (ab != CLP_F32) {
+		shapes = train_shapes;
+		nshapes = sizeof(train_shapes) / sizeof(train_shapes[0]);
+	}
 	if (quick) {
 		shapes = quick_shapes;
 		nshapes = sizeof(quick_shapes) / sizeof(quick_shapes[0]);
@@ -369,8 +416,9 @@ int cmd_bench_gemm(int argc, char **argv)
 	       "included), min..max in brackets\n\n", reps);
 	records = json_array();
 	if (ab != CLP_F32)
-		printf("precision: each backend in fp32, then with A and B in %s (converted on the "
-		       "device beforehand; C and sums fp32), alternating\n\n", clp_dtype_name(ab));
+		printf("precision: each backend in fp32, then with the operands marked S in %s "
+		       "(converted on the device beforehand; sums fp32), alternating\n\n",
+		       clp_dtype_name(ab));
 	rc = bench(ctx, bk, nb, shapes, nshapes, reps, ab, records);
 	if (rc == 0 && json_path) {
 		root = json_pack("{s:s, s:s, s:s, s:i, s:o}", "device", clp_cl_ctx_device(ctx)->name,

@@ -37,9 +37,11 @@
 
 #define NR (NV * VW)
 
-/* AB_TYPE: the storage of A and B the packing kernels read (fp32, bf16 or fp16; half.clh). They
- * write fp32 strips, so the micro-kernel is the same for every storage type and only packing
- * converts. The direct A path of clp_gemm_packed reads fp32 only. */
+/* AB_TYPE: the storage of the operand a packing kernel reads (fp32, bf16 or fp16; half.clh):
+ * the host builds clp_gemm_pack_a for A's type and clp_gemm_pack_b for B's, so A and B may
+ * differ. They write fp32 strips, so the micro-kernel is the same for every storage type and only
+ * packing converts. The direct A path of clp_gemm_packed reads fp32 only; its C is fp32 (a
+ * 16-bit C is rounded afterwards by gemm_store.cl). */
 #include "half.clh"
 
 #if VW == 4

@@ -6,7 +6,28 @@
  * checked and zero-padded, so any size works. Transposes are resolved while loading the tiles.
  * Local size: (TS_N / WPT_N, TS_M / WPT_M); global: (ceil(N / TS_N) * lx, ceil(M / TS_M) * ly,
  * batch). Sizes are arguments; only the tile shape is defined. */
-#include "half.clh" /* AB_TYPE: A and B in fp32, bf16 or fp16, converted on load */
+/* Storage (cl/gemm.h): A_TYPE and B_TYPE (0 fp32, 1 bf16, 2 fp16; default 0) each, converted
+ * to fp32 on load; C through half.clh's ST_TYPE, computed in fp32 and rounded on its one store. */
+#include "half.clh"
+
+#ifndef A_TYPE
+#define A_TYPE 0
+#endif
+#ifndef B_TYPE
+#define B_TYPE 0
+#endif
+#define GT_T0 float
+#define GT_T1 ushort
+#define GT_T2 half
+#define GT_LD0(p, i) ((p)[i])
+#define GT_LD1(p, i) as_float((uint)(p)[i] << 16)
+#define GT_LD2(p, i) vload_half((i), (p))
+#define GT_CAT(a, b) a##b
+#define GT_X(a, b) GT_CAT(a, b)
+#define A_T GT_X(GT_T, A_TYPE)
+#define B_T GT_X(GT_T, B_TYPE)
+#define A_LD(p, i) GT_X(GT_LD, A_TYPE)(p, i)
+#define B_LD(p, i) GT_X(GT_LD, B_TYPE)(p, i)
 
 #ifndef TS_M
 #define TS_M 64
@@ -30,9 +51,9 @@
 
 __kernel __attribute__((reqd_work_group_size(RTS_N, RTS_M, 1)))
 void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
-		    __global const AB_T *A, ulong aoff, uint lda, ulong sa,
-		    __global const AB_T *B, ulong boff, uint ldb, ulong sb, float beta,
-		    __global float *C, ulong coff, uint ldc, ulong sc)
+		    __global const A_T *A, ulong aoff, uint lda, ulong sa,
+		    __global const B_T *B, ulong boff, uint ldb, ulong sb, float beta,
+		    __global ST_T *C, ulong coff, uint ldc, ulong sc)
 {
 	__local float As[TS_K][TS_M + 1];
 	__local float Bs[TS_K][TS_N + 1];
@@ -63,7 +84,7 @@ void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
 			uint gi = m0 + r, gp = k0 + c;
 			float v = 0.0f;
 			if (gi < M && gp < K)
-				v = AB_LD1(A + (ta ? (ulong)gp * lda + gi : (ulong)gi * lda + gp));
+				v = A_LD(A, ta ? (ulong)gp * lda + gi : (ulong)gi * lda + gp);
 			As[c][r] = v;
 		}
 		/* B tile: TS_K rows x TS_N columns of op(B). */
@@ -79,7 +100,7 @@ void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
 			uint gp = k0 + r, gj = n0 + c;
 			float v = 0.0f;
 			if (gp < K && gj < N)
-				v = AB_LD1(B + (tb ? (ulong)gj * ldb + gp : (ulong)gp * ldb + gj));
+				v = B_LD(B, tb ? (ulong)gj * ldb + gp : (ulong)gp * ldb + gj);
 			Bs[r][c] = v;
 		}
 		barrier(CLK_LOCAL_MEM_FENCE);
@@ -103,8 +124,9 @@ void clp_gemm_tiled(int ta, int tb, uint M, uint N, uint K, float alpha,
 			uint gj = n0 + tx + j * RTS_N;
 			if (gj >= N)
 				continue;
-			__global float *cp = C + (ulong)gi * ldc + gj;
-			*cp = beta == 0.0f ? alpha * acc[i][j] : fma(beta, *cp, alpha * acc[i][j]);
+			const ulong ci = (ulong)gi * ldc + gj;
+			ST_SV(C, ci, beta == 0.0f ? alpha * acc[i][j]
+						  : fma(beta, ST_LD(C, ci), alpha * acc[i][j]));
 		}
 	}
 }

@@ -8,7 +8,14 @@
  * scale. The backward recomputes them from the saved logsumexp: D = rowsum(dO * O) first, then
  * dQ per query block (needs Kt, Vt) and dK, dV per key block summed over the query heads of the
  * group (needs Qt, dOt, transposed likewise), so every gradient row has one writer and a fixed
- * order. Scratch operands come as (buffer, element offset). Sizes are arguments. */
+ * order. Scratch operands come as (buffer, element offset). Sizes are arguments.
+ *
+ * Storage (cl/nn.h): q, k, v and out are value tensors of ST_T (ST_TYPE, half.clh), read through
+ * ST_LD and written once through ST_SV; dout, dq, dk, dv, lse and the scratch are float. The
+ * forward accumulates the output rows in a float array acc (the output itself when values are
+ * fp32) and rounds them once, at the end. */
+#include "half.clh"
+
 #ifndef ATT_QB
 #define ATT_QB 4 /* query rows per work-item */
 #endif
@@ -40,7 +47,7 @@ static inline uint kv_limit(__global const int *kvlen, ulong klo, int has, uint 
 }
 
 /* dst (B, nh, hd, Tp) = rows (B, T) of nh heads (src + so, row stride ld), zero padded. */
-__kernel void clp_attn_transpose(__global float *dst, ulong dso, __global const float *src,
+__kernel void clp_attn_transpose(__global float *dst, ulong dso, __global const ST_T *src,
 				 ulong so, ulong ld, uint T, uint Tp, uint nh, uint hd)
 {
 	const uint t0 = get_global_id(0) * 8, h = get_global_id(1), b = get_global_id(2);
@@ -48,19 +55,20 @@ __kernel void clp_attn_transpose(__global float *dst, ulong dso, __global const 
 	if (t0 >= Tp)
 		return;
 	__global float *d = dst + dso + ((size_t)(b * nh + h) * hd) * Tp + t0;
-	const __global float *s = src + so + (size_t)b * T * ld + (size_t)h * hd;
+	const __global ST_T *s = src + so + (size_t)b * T * ld + (size_t)h * hd;
 	const uint nt = min(8u, T - min(T, t0));
 	for (uint e = 0; e < hd; e++) {
 		float tmp[8];
 		for (uint l = 0; l < 8; l++)
-			tmp[l] = l < nt ? s[(size_t)(t0 + l) * ld + e] : 0.0f;
+			tmp[l] = l < nt ? ST_LD(s, (size_t)(t0 + l) * ld + e) : 0.0f;
 		vstore8(vload8(0, tmp), 0, d + (size_t)e * Tp);
 	}
 }
 
-__kernel void clp_attn_forward(__global float *out, ulong oo, ulong ldo, __global float *lse,
-			       ulong lo, __global const float *q, ulong qo, ulong ldq,
-			       __global const float *kt, ulong kto, __global const float *v,
+__kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *acc,
+			       ulong ao, ulong lda, __global float *lse, ulong lo,
+			       __global const ST_T *q, ulong qo, ulong ldq,
+			       __global const float *kt, ulong kto, __global const ST_T *v,
 			       ulong vo, ulong ldv, __global const int *kvlen, ulong klo,
 			       int has_kvlen, uint T, uint Tp, uint H, uint KVH, uint hd,
 			       int causal, float scale)
@@ -72,17 +80,19 @@ __kernel void clp_attn_forward(__global float *out, ulong oo, ulong ldo, __globa
 	const uint nr = min((uint)ATT_QB, T - i0), g = h / (H / KVH);
 	const uint L = kv_limit(kvlen, klo, has_kvlen, b, T);
 	const float sl2 = scale * LOG2E_F;
-	const __global float *qp[ATT_QB];
+	const __global ST_T *qp[ATT_QB];
+	__global ST_T *sp[ATT_QB];
 	__global float *op[ATT_QB];
 	const __global float *ktb = kt + kto + (size_t)(b * KVH + g) * hd * Tp;
-	const __global float *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
+	const __global ST_T *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
 	float m[ATT_QB], l[ATT_QB], al[ATT_QB], p[ATT_QB][8];
 	int lim[ATT_QB];
 
 	for (uint r = 0; r < ATT_QB; r++) {
 		const uint rr = min(r, nr - 1); /* rows past T repeat the last one, never stored */
 		qp[r] = q + qo + ((size_t)b * T + i0 + rr) * ldq + (size_t)h * hd;
-		op[r] = out + oo + ((size_t)b * T + i0 + rr) * ldo + (size_t)h * hd;
+		sp[r] = out + oo + ((size_t)b * T + i0 + rr) * ldo + (size_t)h * hd;
+		op[r] = acc + ao + ((size_t)b * T + i0 + rr) * lda + (size_t)h * hd;
 		m[r] = -INFINITY;
 		l[r] = 0.0f;
 		lim[r] = (int)(causal ? min(i0 + rr + 1, L) : L);
@@ -98,13 +108,15 @@ __kernel void clp_attn_forward(__global float *out, ulong oo, ulong ldo, __globa
 		for (uint e = 0; e < hd; e++) {
 			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
 			for (uint r = 0; r < ATT_QB; r++)
-				s[r] = fma((float8)(qp[r][e]), k8, s[r]);
+				s[r] = fma((float8)(ST_LD(qp[r], e)), k8, s[r]);
 		}
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
 					   (int8)(j0) + LANES >= (int8)(lim[r]));
 			const float mx = fmax(m[r], hmax8(sv));
-			if (mx == -INFINITY) {
+			/* nothing visible yet; a NaN score (NaN in q or k) goes on and makes
+			 * the row NaN instead */
+			if (mx == -INFINITY && !any(isnan(sv))) {
 				al[r] = 1.0f;
 				vstore8((float8)(0.0f), 0, p[r]);
 				continue;
@@ -122,7 +134,7 @@ __kernel void clp_attn_forward(__global float *out, ulong oo, ulong ldo, __globa
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, op[r] + d) * al[r];
 			for (uint j = 0; j < jn; j++) {
-				const float8 vv = vload8(0, vb + (size_t)(j0 + j) * ldv + d);
+				const float8 vv = ST_LD8(vb, (size_t)(j0 + j) * ldv + d);
 				for (uint r = 0; r < ATT_QB; r++)
 					acc[r] = fma((float8)(p[r][j]), vv, acc[r]);
 			}
@@ -133,23 +145,23 @@ __kernel void clp_attn_forward(__global float *out, ulong oo, ulong ldo, __globa
 			for (uint r = 0; r < nr; r++) {
 				float a = op[r][d] * al[r];
 				for (uint j = 0; j < jn; j++)
-					a = fma(p[r][j], vb[(size_t)(j0 + j) * ldv + d], a);
+					a = fma(p[r][j], ST_LD(vb, (size_t)(j0 + j) * ldv + d), a);
 				op[r][d] = a;
 			}
 	}
 	for (uint r = 0; r < nr; r++) {
-		const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+		const float inv = l[r] != 0.0f ? 1.0f / l[r] : 0.0f; /* l >= 0 or NaN */
 		for (uint d = 0; d < hd; d++)
-			op[r][d] *= inv;
+			ST_SV(sp[r], d, op[r][d] * inv);
 		lse[lo + ((size_t)b * H + h) * T + i0 + r] =
-			l[r] > 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
+			l[r] != 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
 	}
 }
 
 /* D = rowsum(dO * O) and lse * log2(e) into (B, H, Tp) arrays; padding rows get D = 0 and
  * +inf (probability 0). dO rows use the stride of O. */
 __kernel void clp_attn_bwd_pre(__global float *dd, ulong ddo, __global float *l2, ulong l2o,
-			       __global const float *dout, ulong doo, __global const float *out,
+			       __global const float *dout, ulong doo, __global const ST_T *out,
 			       ulong oo, ulong ldo, __global const float *lse, ulong lo, uint T,
 			       uint Tp, uint H, uint hd)
 {
@@ -166,18 +178,18 @@ __kernel void clp_attn_bwd_pre(__global float *dd, ulong ddo, __global float *l2
 		float8 a8 = 0.0f;
 		uint d = 0;
 		for (; d + 8 <= hd; d += 8)
-			a8 = fma(vload8(0, dout + doo + row + d), vload8(0, out + oo + row + d), a8);
+			a8 = fma(vload8(0, dout + doo + row + d), ST_LD8(out, oo + row + d), a8);
 		float a = hsum8(a8);
 		for (; d < hd; d++)
-			a = fma(dout[doo + row + d], out[oo + row + d], a);
+			a = fma(dout[doo + row + d], ST_LD(out, oo + row + d), a);
 		dd[ddo + o] = a;
 		l2[l2o + o] = lse[lo + ((size_t)b * H + h) * T + t] * LOG2E_F;
 	}
 }
 
 /* dQ for ATT_QB query rows: loops over key blocks, recomputing P and dP = dO V^T. */
-__kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const float *q,
-			      ulong qo, __global const float *k, ulong ko, ulong ldk,
+__kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const ST_T *q,
+			      ulong qo, __global const ST_T *k, ulong ko, ulong ldk,
 			      __global const float *kt, ulong kto, __global const float *vt,
 			      ulong vto, __global const float *dout, ulong doo, ulong ldo,
 			      __global const float *dd, ulong ddo, __global const float *l2,
@@ -191,11 +203,12 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 	const uint nr = min((uint)ATT_QB, T - i0), g = h / (H / KVH);
 	const uint L = kv_limit(kvlen, klo, has_kvlen, b, T);
 	const float sl2 = scale * LOG2E_F;
-	const __global float *qp[ATT_QB], *gp[ATT_QB];
+	const __global ST_T *qp[ATT_QB];
+	const __global float *gp[ATT_QB];
 	__global float *dqp[ATT_QB];
 	const __global float *ktb = kt + kto + (size_t)(b * KVH + g) * hd * Tp;
 	const __global float *vtb = vt + vto + (size_t)(b * KVH + g) * hd * Tp;
-	const __global float *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
+	const __global ST_T *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
 	float lr[ATT_QB], dr[ATT_QB], ds[ATT_QB][8];
 	int lim[ATT_QB];
 
@@ -218,7 +231,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
 			const float8 v8 = vload8(0, vtb + (size_t)e * Tp + j0);
 			for (uint r = 0; r < ATT_QB; r++) {
-				s[r] = fma((float8)(qp[r][e]), k8, s[r]);
+				s[r] = fma((float8)(ST_LD(qp[r], e)), k8, s[r]);
 				dp[r] = fma((float8)(gp[r][e]), v8, dp[r]);
 			}
 		}
@@ -234,7 +247,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, dqp[r] + d);
 			for (uint j = 0; j < jn; j++) {
-				const float8 kk = vload8(0, kb + (size_t)(j0 + j) * ldk + d);
+				const float8 kk = ST_LD8(kb, (size_t)(j0 + j) * ldk + d);
 				for (uint r = 0; r < ATT_QB; r++)
 					acc[r] = fma((float8)(ds[r][j]), kk, acc[r]);
 			}
@@ -245,7 +258,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			for (uint r = 0; r < nr; r++) {
 				float a = dqp[r][d];
 				for (uint j = 0; j < jn; j++)
-					a = fma(ds[r][j], kb[(size_t)(j0 + j) * ldk + d], a);
+					a = fma(ds[r][j], ST_LD(kb, (size_t)(j0 + j) * ldk + d), a);
 				dqp[r][d] = a;
 			}
 	}
@@ -254,8 +267,8 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 /* dK, dV for ATT_KB key rows of one key/value head, summed over the query heads of its group
  * and over query blocks of 8 (vectorised over queries through Qt and dOt). */
 __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float *dv,
-			       ulong dvo, ulong ldv, __global const float *q, ulong qo, ulong ldq,
-			       __global const float *k, ulong ko, __global const float *v, ulong vo,
+			       ulong dvo, ulong ldv, __global const ST_T *q, ulong qo, ulong ldq,
+			       __global const ST_T *k, ulong ko, __global const ST_T *v, ulong vo,
 			       __global const float *qt, ulong qto, __global const float *gt,
 			       ulong gto, __global const float *dout, ulong doo, ulong ldo,
 			       __global const float *dd, ulong ddo, __global const float *l2,
@@ -269,7 +282,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 		return; /* padding keys get no gradient */
 	const uint nk = min((uint)ATT_KB, L - j0), grp = H / KVH;
 	const float sl2 = scale * LOG2E_F;
-	const __global float *kp[ATT_KB], *vp[ATT_KB];
+	const __global ST_T *kp[ATT_KB], *vp[ATT_KB];
 	__global float *dkp[ATT_KB], *dvp[ATT_KB];
 	float pt[ATT_KB][8], st[ATT_KB][8];
 
@@ -284,7 +297,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 		const uint h = g * grp + hh;
 		const size_t bh = (size_t)b * H + h;
 		const __global float *qtb = qt + qto + bh * hd * Tp, *gtb = gt + gto + bh * hd * Tp;
-		const __global float *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
+		const __global ST_T *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
 		const __global float *gb = dout + doo + (size_t)b * T * ldo + (size_t)h * hd;
 		for (uint i0 = causal ? (j0 & ~7u) : 0; i0 < T; i0 += 8) {
 			float8 s[ATT_KB], dp[ATT_KB];
@@ -294,8 +307,8 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 				const float8 q8 = vload8(0, qtb + (size_t)e * Tp + i0);
 				const float8 g8 = vload8(0, gtb + (size_t)e * Tp + i0);
 				for (uint c = 0; c < ATT_KB; c++) {
-					s[c] = fma((float8)(kp[c][e]), q8, s[c]);
-					dp[c] = fma((float8)(vp[c][e]), g8, dp[c]);
+					s[c] = fma((float8)(ST_LD(kp[c], e)), q8, s[c]);
+					dp[c] = fma((float8)(ST_LD(vp[c], e)), g8, dp[c]);
 				}
 			}
 			const float8 l8 = vload8(0, l2 + l2o + bh * Tp + i0);
@@ -318,7 +331,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 				}
 				for (uint i = 0; i < in; i++) {
 					const float8 gg = vload8(0, gb + (size_t)(i0 + i) * ldo + d);
-					const float8 qq = vload8(0, qb + (size_t)(i0 + i) * ldq + d);
+					const float8 qq = ST_LD8(qb, (size_t)(i0 + i) * ldq + d);
 					for (uint c = 0; c < ATT_KB; c++) {
 						av[c] = fma((float8)(pt[c][i]), gg, av[c]);
 						ak[c] = fma((float8)(st[c][i]), qq, ak[c]);
@@ -334,7 +347,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 					float a = dvp[c][d], bk = dkp[c][d];
 					for (uint i = 0; i < in; i++) {
 						a = fma(pt[c][i], gb[(size_t)(i0 + i) * ldo + d], a);
-						bk = fma(st[c][i], qb[(size_t)(i0 + i) * ldq + d], bk);
+						bk = fma(st[c][i], ST_LD(qb, (size_t)(i0 + i) * ldq + d), bk);
 					}
 					dvp[c][d] = a;
 					dkp[c][d] = bk;

@@ -3,7 +3,11 @@
  * memory in tiles of ATG_TK rows. Each work-item keeps its row, and its accumulators, in private
  * arrays of ATG_HD (>= hd; the host picks it) so loops have compile-time bounds. Same maths and
  * the same per-row order as the CPU shape's (nn_attn.cl, which also provides the D / lse
- * pre-pass); sizes are arguments. */
+ * pre-pass); sizes are arguments. Storage (cl/nn.h): q, k, v and out are value tensors of ST_T
+ * (ST_TYPE, half.clh), converted to float when staged or loaded and rounded once when stored;
+ * dout, dq, dk, dv and lse are float. */
+#include "half.clh"
+
 #ifndef ATG_WG
 #define ATG_WG 64
 #endif
@@ -21,9 +25,19 @@ static inline uint kv_limit_g(__global const int *kvlen, ulong klo, int has, uin
 	return has ? (uint)clamp(kvlen[klo + b], 0, (int)T) : T;
 }
 
-/* Stage rows r0 .. r0+ATG_TK of a (B,T) x heads operand into a local tile, zero padded. */
-static inline void stage(__local float *tile, const __global float *base, ulong ld, uint r0,
+/* Stage rows r0 .. r0+ATG_TK of a (B,T) x heads operand into a local tile, zero padded: a value
+ * tensor (stage) or dout (stage_f). */
+static inline void stage(__local float *tile, const __global ST_T *base, ulong ld, uint r0,
 			 uint T, uint hd)
+{
+	for (uint x = get_local_id(0); x < ATG_TK * ATG_HD; x += ATG_WG) {
+		const uint rr = x / ATG_HD, d = x % ATG_HD;
+		tile[x] = (r0 + rr < T && d < hd) ? ST_LD(base, (size_t)(r0 + rr) * ld + d) : 0.0f;
+	}
+}
+
+static inline void stage_f(__local float *tile, const __global float *base, ulong ld, uint r0,
+			   uint T, uint hd)
 {
 	for (uint x = get_local_id(0); x < ATG_TK * ATG_HD; x += ATG_WG) {
 		const uint rr = x / ATG_HD, d = x % ATG_HD;
@@ -32,9 +46,9 @@ static inline void stage(__local float *tile, const __global float *base, ulong 
 }
 
 __kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
-void clp_attng_forward(__global float *out, ulong oo, ulong ldo, __global float *lse, ulong lo,
-		       __global const float *q, ulong qo, ulong ldq, __global const float *k,
-		       ulong ko, ulong ldk, __global const float *v, ulong vo, ulong ldv,
+void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *lse, ulong lo,
+		       __global const ST_T *q, ulong qo, ulong ldq, __global const ST_T *k,
+		       ulong ko, ulong ldk, __global const ST_T *v, ulong vo, ulong ldv,
 		       __global const int *kvlen, ulong klo, int has_kvlen, uint T, uint H,
 		       uint KVH, uint hd, int causal, float scale)
 {
@@ -45,12 +59,13 @@ void clp_attng_forward(__global float *out, ulong oo, ulong ldo, __global float 
 	const uint kend = causal ? min(min(T, gi0 + ATG_WG), L) : L;
 	const uint lim = causal ? min(i + 1, L) : L;
 	const float sl2 = scale * LOG2E_F;
-	const __global float *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
-	const __global float *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
+	const __global ST_T *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
+	const __global ST_T *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
 	float qr[ATG_HD], o[ATG_HD], m = -INFINITY, l = 0.0f;
 
 	for (uint d = 0; d < ATG_HD; d++) {
-		qr[d] = (i < T && d < hd) ? q[qo + ((size_t)b * T + i) * ldq + (size_t)h * hd + d] : 0.0f;
+		qr[d] = (i < T && d < hd) ? ST_LD(q, qo + ((size_t)b * T + i) * ldq + (size_t)h * hd + d)
+					  : 0.0f;
 		o[d] = 0.0f;
 	}
 	for (uint j0 = 0; j0 < kend; j0 += ATG_TK) {
@@ -66,8 +81,13 @@ void clp_attng_forward(__global float *out, ulong oo, ulong ldo, __global float 
 			s[jj] = j0 + jj < lim ? a * sl2 : -INFINITY;
 			mx = fmax(mx, s[jj]);
 		}
-		if (mx == -INFINITY)
-			continue;
+		if (mx == -INFINITY) { /* nothing visible yet, unless a score is NaN (then NaN on) */
+			int nan = 0;
+			for (uint jj = 0; jj < ATG_TK; jj++)
+				nan |= isnan(s[jj]);
+			if (!nan)
+				continue;
+		}
 		const float corr = exp2(m - mx);
 		l *= corr;
 		for (uint d = 0; d < ATG_HD; d++)
@@ -82,16 +102,16 @@ void clp_attng_forward(__global float *out, ulong oo, ulong ldo, __global float 
 	}
 	if (i >= T)
 		return;
-	const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+	const float inv = l != 0.0f ? 1.0f / l : 0.0f; /* l >= 0 or NaN */
 	for (uint d = 0; d < hd; d++)
-		out[oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d] = o[d] * inv;
-	lse[lo + ((size_t)b * H + h) * T + i] = l > 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
+		ST_SV(out, oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d, o[d] * inv);
+	lse[lo + ((size_t)b * H + h) * T + i] = l != 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
 }
 
 /* dq += scale * sum_j P (dP - D) k_j; dd, l2 from clp_attn_bwd_pre ((B,H,Tp) rows). */
 __kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
-void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const float *q, ulong qo,
-		      __global const float *k, ulong ko, ulong ldk, __global const float *v,
+void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const ST_T *q, ulong qo,
+		      __global const ST_T *k, ulong ko, ulong ldk, __global const ST_T *v,
 		      ulong vo, ulong ldv, __global const float *dout, ulong doo, ulong ldo,
 		      __global const float *dd, ulong ddo, __global const float *l2, ulong l2o,
 		      __global const int *kvlen, ulong klo, int has_kvlen, uint T, uint Tp,
@@ -104,8 +124,8 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const f
 	const uint kend = causal ? min(min(T, gi0 + ATG_WG), L) : L;
 	const uint lim = causal ? min(i + 1, L) : L;
 	const float sl2 = scale * LOG2E_F;
-	const __global float *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
-	const __global float *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
+	const __global ST_T *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
+	const __global ST_T *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
 	const size_t qrow = ((size_t)b * T + i) * ldq + (size_t)h * hd;
 	const size_t grow = ((size_t)b * T + i) * ldo + (size_t)h * hd;
 	const size_t ri = ((size_t)b * H + h) * Tp + min(i, Tp - 1);
@@ -113,7 +133,7 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const f
 	float qr[ATG_HD], gr[ATG_HD], acc[ATG_HD];
 
 	for (uint d = 0; d < ATG_HD; d++) {
-		qr[d] = (i < T && d < hd) ? q[qo + qrow + d] : 0.0f;
+		qr[d] = (i < T && d < hd) ? ST_LD(q, qo + qrow + d) : 0.0f;
 		gr[d] = (i < T && d < hd) ? dout[doo + grow + d] : 0.0f;
 		acc[d] = 0.0f;
 	}
@@ -143,8 +163,8 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const f
 /* dk, dv += over the query heads of key/value head g and all query tiles. */
 __kernel __attribute__((reqd_work_group_size(ATG_WG, 1, 1)))
 void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float *dv, ulong dvo,
-		       ulong ldv, __global const float *q, ulong qo, ulong ldq,
-		       __global const float *k, ulong ko, __global const float *v, ulong vo,
+		       ulong ldv, __global const ST_T *q, ulong qo, ulong ldq,
+		       __global const ST_T *k, ulong ko, __global const ST_T *v, ulong vo,
 		       __global const float *dout, ulong doo, ulong ldo, __global const float *dd,
 		       ulong ddo, __global const float *l2, ulong l2o, __global const int *kvlen,
 		       ulong klo, int has_kvlen, uint T, uint Tp, uint H, uint KVH, uint hd,
@@ -161,19 +181,19 @@ void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float 
 	float kr[ATG_HD], vr[ATG_HD], ak[ATG_HD], av[ATG_HD];
 
 	for (uint d = 0; d < ATG_HD; d++) {
-		kr[d] = (live && d < hd) ? k[ko + krow + d] : 0.0f;
-		vr[d] = (live && d < hd) ? v[vo + vrow + d] : 0.0f;
+		kr[d] = (live && d < hd) ? ST_LD(k, ko + krow + d) : 0.0f;
+		vr[d] = (live && d < hd) ? ST_LD(v, vo + vrow + d) : 0.0f;
 		ak[d] = av[d] = 0.0f;
 	}
 	for (uint hh = 0; hh < grp; hh++) {
 		const uint h = g * grp + hh;
 		const size_t bh = (size_t)b * H + h;
-		const __global float *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
+		const __global ST_T *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
 		const __global float *gb = dout + doo + (size_t)b * T * ldo + (size_t)h * hd;
 		for (uint i0 = causal ? gj0 / ATG_TK * ATG_TK : 0; i0 < T; i0 += ATG_TK) {
 			barrier(CLK_LOCAL_MEM_FENCE);
 			stage(qs, qb, ldq, i0, T, hd);
-			stage(gs, gb, ldo, i0, T, hd);
+			stage_f(gs, gb, ldo, i0, T, hd);
 			for (uint x = get_local_id(0); x < ATG_TK; x += ATG_WG) {
 				ls[x] = i0 + x < T ? l2[l2o + bh * Tp + i0 + x] : INFINITY;
 				dsr[x] = i0 + x < T ? dd[ddo + bh * Tp + i0 + x] : 0.0f;

@@ -4,15 +4,22 @@
  * EMB_COLS columns) sums the dout rows listed for that id in position order (the index built on
  * the host, see nn_embed.c), so the result is the same bits every run. Position gradients sum
  * over the batch in order b = 0..B-1. Index layout (int32): ids[nu], offsets[nu + 1],
- * positions[n]. */
+ * positions[n].
+ *
+ * Storage (cl/nn.h): the forward's tables and output, and the x RoPE rotates forward, are
+ * value tensors of ST_T (ST_TYPE: fp32, bf16 or fp16), loaded with ST_LD and stored once with
+ * ST_SV; gradients (the table backwards, RoPE's backward: fp32 builds) and the RoPE table are
+ * float. */
+#include "half.clh"
+
 #ifndef EMB_COLS
 #define EMB_COLS 64
 #endif
 
-__kernel void clp_embed_forward(__global float *out, ulong oo, __global const int *tok, ulong to,
-				__global const int *typ, ulong yo, __global const float *wte,
-				ulong weo, __global const float *wpe, ulong wpo,
-				__global const float *wtt, ulong wto, uint N, uint T, uint C,
+__kernel void clp_embed_forward(__global ST_T *out, ulong oo, __global const int *tok, ulong to,
+				__global const int *typ, ulong yo, __global const ST_T *wte,
+				ulong weo, __global const ST_T *wpe, ulong wpo,
+				__global const ST_T *wtt, ulong wto, uint N, uint T, uint C,
 				uint V, uint ntypes, int has_pos, int has_types)
 {
 	const size_t n = get_global_id(0);
@@ -20,27 +27,28 @@ __kernel void clp_embed_forward(__global float *out, ulong oo, __global const in
 
 	if (n >= N)
 		return;
-	__global float *y = out + oo + n * C;
+	__global ST_T *y = out + oo + n * C;
 	const int id = tok[to + n];
 	const int ty = has_types ? typ[yo + n] : 0;
 	if (id < 0 || (uint)id >= V || (has_types && (ty < 0 || (uint)ty >= ntypes))) {
 		for (c = 0; c < C; c++)
-			y[c] = NAN;
+			ST_SV(y, c, NAN);
 		return;
 	}
-	const __global float *e = wte + weo + (size_t)id * C;
-	const __global float *p = wpe + wpo + (size_t)(n % T) * C;
-	const __global float *q = wtt + wto + (size_t)ty * C;
+	const __global ST_T *e = wte + weo + (size_t)id * C;
+	const __global ST_T *p = wpe + wpo + (size_t)(n % T) * C;
+	const __global ST_T *q = wtt + wto + (size_t)ty * C;
 	for (c = 0; c + 8 <= C; c += 8) {
-		float8 v = vload8(0, e + c);
+		float8 v = ST_LD8(e, c);
 		if (has_pos)
-			v += vload8(0, p + c);
+			v += ST_LD8(p, c);
 		if (has_types)
-			v += vload8(0, q + c);
-		vstore8(v, 0, y + c);
+			v += ST_LD8(q, c);
+		ST_SV8(y, c, v);
 	}
 	for (; c < C; c++)
-		y[c] = e[c] + (has_pos ? p[c] : 0.0f) + (has_types ? q[c] : 0.0f);
+		ST_SV(y, c, ST_LD(e, c) + (has_pos ? ST_LD(p, c) : 0.0f) +
+				    (has_types ? ST_LD(q, c) : 0.0f));
 }
 
 /* dw[ids[u]] += sum of dout rows positions[offsets[u] .. offsets[u+1]); dim 0 column chunk,
@@ -108,8 +116,8 @@ __kernel void clp_embed_pos_backward(__global float *dw, ulong dwo, __global con
 }
 
 /* In-place rotation of every head of row n = (b,t) by table row t (+sin forward, -sin
- * backward). */
-__kernel void clp_rope(__global float *x, ulong xo, ulong ld, __global const float *tab,
+ * backward: fp32 gradients). */
+__kernel void clp_rope(__global ST_T *x, ulong xo, ulong ld, __global const float *tab,
 		       ulong tbo, uint N, uint T, uint nh, uint hd, float sign)
 {
 	const size_t n = get_global_id(0);
@@ -118,13 +126,13 @@ __kernel void clp_rope(__global float *x, ulong xo, ulong ld, __global const flo
 	if (n >= N)
 		return;
 	const __global float *cs = tab + tbo + (size_t)(n % T) * hd;
-	__global float *row = x + xo + n * ld;
+	__global ST_T *row = x + xo + n * ld;
 	for (uint h = 0; h < nh; h++) {
-		__global float *a = row + (size_t)h * hd, *b = a + h2;
+		__global ST_T *a = row + (size_t)h * hd, *b = a + h2;
 		for (uint j = 0; j < h2; j++) {
-			float c = cs[2 * j], s = sign * cs[2 * j + 1], u = a[j], v = b[j];
-			a[j] = u * c - v * s;
-			b[j] = v * c + u * s;
+			float c = cs[2 * j], s = sign * cs[2 * j + 1], u = ST_LD(a, j), v = ST_LD(b, j);
+			ST_SV(a, j, u * c - v * s);
+			ST_SV(b, j, v * c + u * s);
 		}
 	}
 }

@@ -48,6 +48,18 @@ void clp_ref_attention_forward(double *out, double *lse, const float *q, const f
 void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float *dout,
 				const float *q, const float *k, const float *v,
 				const clp_nn_attn *a, const int32_t *kv_len);
+/* The same with values stored as dt (cl/nn.h "Storage"): q, k, v (and out) go through dt's
+ * rounding when read (cl/half.h), the maths stays double, and the forward's out is rounded
+ * through dt once (lse is not). The backward takes D = rowsum(dout * out) from the forward's
+ * stored output out (row stride ldo), as the kernels do, or from the probabilities when out is
+ * NULL (what clp_ref_attention_backward does). */
+void clp_ref_attention_forward_st(double *out, double *lse, const float *q, const float *k,
+				  const float *v, const clp_nn_attn *a, const int32_t *kv_len,
+				  clp_dtype dt);
+void clp_ref_attention_backward_st(double *dq, double *dk, double *dv, const float *dout,
+				   const float *q, const float *k, const float *v,
+				   const float *out, const clp_nn_attn *a, const int32_t *kv_len,
+				   clp_dtype dt);
 
 /* bias (V) may be NULL; dbias (V) may be NULL. */
 void clp_ref_xent_forward(double *losses, double *lse, const float *h, const float *w,

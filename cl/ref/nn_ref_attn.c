@@ -1,5 +1,6 @@
 /* References: attention (all T x T scores), cross-entropy (full logits), AdamW. */
 #include "cl/ref/nn_ref.h"
+#include "cl/half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -7,6 +8,12 @@
 static double att_scale(const clp_nn_attn *a)
 {
 	return a->scale != 0.0f ? a->scale : 1.0 / sqrt((double)a->hd);
+}
+
+/* x as a value of storage type t holds it */
+static double rd(clp_dtype t, float x)
+{
+	return t == CLP_F32 ? (double)x : (double)clp_dtype_round(t, x);
 }
 
 static size_t att_lim(const clp_nn_attn *a, const int32_t *kv_len, size_t b, size_t i)
@@ -20,7 +27,8 @@ static size_t att_lim(const clp_nn_attn *a, const int32_t *kv_len, size_t b, siz
 
 /* P (T) for query (b, h, i); returns the number of visible keys and sets *lse. */
 static size_t att_probs(double *p, const float *q, const float *k, const clp_nn_attn *a,
-			const int32_t *kv_len, size_t b, size_t h, size_t i, double *lse)
+			const int32_t *kv_len, size_t b, size_t h, size_t i, double *lse,
+			clp_dtype dt)
 {
 	const size_t g = h / (a->H / a->KVH), lim = att_lim(a, kv_len, b, i);
 	const float *qi = q + (b * a->T + i) * a->ldq + h * a->hd;
@@ -31,7 +39,7 @@ static size_t att_probs(double *p, const float *q, const float *k, const clp_nn_
 		double d = 0;
 
 		for (size_t e = 0; e < a->hd; e++)
-			d += (double)qi[e] * kj[e];
+			d += rd(dt, qi[e]) * rd(dt, kj[e]);
 		p[j] = d * att_scale(a);
 		if (p[j] > m)
 			m = p[j];
@@ -44,8 +52,9 @@ static size_t att_probs(double *p, const float *q, const float *k, const clp_nn_
 	return lim;
 }
 
-void clp_ref_attention_forward(double *out, double *lse, const float *q, const float *k,
-			       const float *v, const clp_nn_attn *a, const int32_t *kv_len)
+void clp_ref_attention_forward_st(double *out, double *lse, const float *q, const float *k,
+				  const float *v, const clp_nn_attn *a, const int32_t *kv_len,
+				  clp_dtype dt)
 {
 	double *p = malloc(a->T * sizeof(*p));
 
@@ -56,7 +65,7 @@ void clp_ref_attention_forward(double *out, double *lse, const float *q, const f
 			for (size_t i = 0; i < a->T; i++) {
 				const size_t g = h / (a->H / a->KVH);
 				double l;
-				size_t lim = att_probs(p, q, k, a, kv_len, b, h, i, &l);
+				size_t lim = att_probs(p, q, k, a, kv_len, b, h, i, &l, dt);
 				double *o = out + (b * a->T + i) * a->H * a->hd + h * a->hd;
 
 				lse[(b * a->H + h) * a->T + i] = l;
@@ -64,16 +73,24 @@ void clp_ref_attention_forward(double *out, double *lse, const float *q, const f
 					double acc = 0;
 
 					for (size_t j = 0; j < lim; j++)
-						acc += p[j] * v[(b * a->T + j) * a->ldv + g * a->hd + e];
-					o[e] = acc;
+						acc += p[j] * rd(dt, v[(b * a->T + j) * a->ldv +
+								       g * a->hd + e]);
+					o[e] = dt == CLP_F32 ? acc : rd(dt, (float)acc);
 				}
 			}
 	free(p);
 }
 
-void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float *dout,
-				const float *q, const float *k, const float *v,
-				const clp_nn_attn *a, const int32_t *kv_len)
+void clp_ref_attention_forward(double *out, double *lse, const float *q, const float *k,
+			       const float *v, const clp_nn_attn *a, const int32_t *kv_len)
+{
+	clp_ref_attention_forward_st(out, lse, q, k, v, a, kv_len, CLP_F32);
+}
+
+void clp_ref_attention_backward_st(double *dq, double *dk, double *dv, const float *dout,
+				   const float *q, const float *k, const float *v,
+				   const float *out, const clp_nn_attn *a, const int32_t *kv_len,
+				   clp_dtype dt)
 {
 	double *p = malloc(a->T * sizeof(*p)), *dp = malloc(a->T * sizeof(*dp));
 	const double sc = att_scale(a);
@@ -87,15 +104,22 @@ void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float 
 				const size_t qi = (b * a->T + i) * a->ldq + h * a->hd;
 				const float *go = dout + (b * a->T + i) * a->ldo + h * a->hd;
 				double l, D = 0;
-				size_t lim = att_probs(p, q, k, a, kv_len, b, h, i, &l);
+				size_t lim = att_probs(p, q, k, a, kv_len, b, h, i, &l, dt);
 
 				for (size_t j = 0; j < lim; j++) {
 					const float *vj = v + (b * a->T + j) * a->ldv + g * a->hd;
 
 					dp[j] = 0;
 					for (size_t e = 0; e < a->hd; e++)
-						dp[j] += (double)go[e] * vj[e];
+						dp[j] += (double)go[e] * rd(dt, vj[e]);
 					D += p[j] * dp[j];
+				}
+				if (out) {
+					const float *oi = out + (b * a->T + i) * a->ldo + h * a->hd;
+
+					D = 0;
+					for (size_t e = 0; e < a->hd; e++)
+						D += (double)go[e] * rd(dt, oi[e]);
 				}
 				for (size_t j = 0; j < lim; j++) {
 					const size_t kj = (b * a->T + j) * a->ldk + g * a->hd;
@@ -103,8 +127,8 @@ void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float 
 					const double ds = p[j] * (dp[j] - D) * sc;
 
 					for (size_t e = 0; e < a->hd; e++) {
-						dq[qi + e] += ds * k[kj + e];
-						dk[kj + e] += ds * q[qi + e];
+						dq[qi + e] += ds * rd(dt, k[kj + e]);
+						dk[kj + e] += ds * rd(dt, q[qi + e]);
 						dv[vj + e] += p[j] * go[e];
 					}
 				}
@@ -112,6 +136,13 @@ void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float 
 out:
 	free(p);
 	free(dp);
+}
+
+void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float *dout,
+				const float *q, const float *k, const float *v,
+				const clp_nn_attn *a, const int32_t *kv_len)
+{
+	clp_ref_attention_backward_st(dq, dk, dv, dout, q, k, v, NULL, a, kv_len, CLP_F32);
 }
 
 static void logits_row(double *l, const float *h, const float *w, const float *bias, size_t n,

@@ -1,12 +1,17 @@
 /* GEMM against the double-precision reference: every backend, all transpose combinations, odd
  * sizes, offsets, padded leading dimensions, alpha/beta, beta = 0 over NaN, strided batches; the
- * same with A and B stored in bf16 and fp16 (C and the sums in fp32).
+ * same with each of A, B and C stored in fp32 or a 16-bit type (bf16, fp16) independently (the
+ * four combinations a mixed-precision training step uses on every shape, the other three on a
+ * few), and NaN propagation through every storage.
  *
- * 16-bit storage keeps the fp32 tolerance: the reference multiplies the rounded inputs (what the
- * device reads, cl/half.h), and a product of two bf16 (8-bit significands) or two fp16 (11-bit)
- * values is exact in fp32 (24 bits), so the device's only error is still fp32 accumulation. A
- * kernel that rounded differently from the reference, or read a 16-bit word as the wrong half,
- * would be off by 2^-8 or 2^-11 relative, far outside a few fp32 ulps times sqrt(k). */
+ * 16-bit A and B keep the fp32 tolerance: the reference multiplies the rounded inputs (what the
+ * device reads, cl/half.h), and a product of two bf16 (8-bit significands), two fp16 (11-bit) or
+ * a 16-bit and an fp32 value is exact or rounded once in fp32 like an fp32 product, so the
+ * device's only error is still fp32 accumulation. A kernel that rounded an input differently from
+ * the reference, or read a 16-bit word as the wrong half, would be off by 2^-8 or 2^-11 relative,
+ * far outside a few fp32 ulps times sqrt(k). A 16-bit C adds its own rounding, once: the fp32
+ * result (within the fp32 bound tol of the exact one) rounded to nearest is within
+ * u (|ref| + tol) + (fp16: half its smallest subnormal) of it, u = 2^-8 (bf16) or 2^-11 (fp16). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,7 +22,8 @@
 #include "cl/ref/ref.h"
 #include "tests/harness.h"
 
-static clp_dtype ab_type = CLP_F32; /* storage of A and B in check_one */
+/* storage of A, B and C in check_one */
+static clp_dtype at = CLP_F32, bt = CLP_F32, ct = CLP_F32;
 
 struct shape {
 	size_t m, n, k;
@@ -43,9 +49,49 @@ static void tolerance(int ta, int tb, size_t m, size_t n, size_t k, float alpha,
 		}
 }
 
-/* One product on the device vs the reference; returns 1 if it matched. */
+/* n floats to a device buffer of type t (the 16-bit words when t is not fp32). */
+static void upload(clp_cl_ctx *ctx, cl_mem m, clp_dtype t, const float *x, size_t n)
+{
+	uint16_t *w;
+
+	if (t == CLP_F32) {
+		CHECK_OK(clp_cl_write(ctx, m, 0, n * 4, x));
+		return;
+	}
+	w = malloc(n * 2 + 2);
+	clp_dtype_pack(t, w, x, n);
+	CHECK_OK(clp_cl_write(ctx, m, 0, n * 2, w));
+	free(w);
+}
+
+static void download(clp_cl_ctx *ctx, cl_mem m, clp_dtype t, float *x, size_t n)
+{
+	uint16_t *w;
+
+	if (t == CLP_F32) {
+		CHECK_OK(clp_cl_read(ctx, m, 0, n * 4, x));
+		return;
+	}
+	w = malloc(n * 2 + 2);
+	CHECK_OK(clp_cl_read(ctx, m, 0, n * 2, w));
+	clp_dtype_unpack(t, x, w, n);
+	free(w);
+}
+
+/* The types of a check, as "bf16*fp32->bf16". */
+static const char *types_name(void)
+{
+	static char buf[48];
+
+	snprintf(buf, sizeof(buf), "%s*%s->%s", clp_dtype_name(at), clp_dtype_name(bt),
+		 clp_dtype_name(ct));
+	return buf;
+}
+
+/* One product on the device vs the reference; returns 1 if it matched. nan: put a NaN in op(A)
+ * and one in op(B) and check that exactly their row and column of C are NaN. */
 static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struct shape s,
-		     float alpha, float beta, size_t batch, th_rng *r)
+		     float alpha, float beta, size_t batch, th_rng *r, int nan)
 {
 	size_t pad = 3, aoff = 5, boff = 7, coff = 11;
 	size_t arows = ta ? s.k : s.m, acols = ta ? s.m : s.k;
@@ -53,11 +99,14 @@ static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struc
 	size_t lda = acols + pad, ldb = bcols + pad, ldc = s.n + pad;
 	size_t sa = arows * lda + 13, sb = brows * ldb + 17, sc = s.m * ldc + 19;
 	size_t na = aoff + batch * sa, nb = boff + batch * sb, nc = coff + batch * sc;
+	size_t ni = s.m / 2, nj = s.n / 3, np = s.k / 2, nq = s.k - 1 - s.k / 3;
 	float *a = malloc(na * 4), *b = malloc(nb * 4), *c = malloc(nc * 4), *got = malloc(nc * 4);
 	float *cref = malloc(s.m * s.n * 4);
 	double *ref = malloc(s.m * s.n * 8 + 8), *tol = malloc(s.m * s.n * 8 + 8);
+	double u = ct == CLP_BF16 ? 1.0 / 256 : ct == CLP_F16 ? 1.0 / 2048 : 0;
+	double tiny = ct == CLP_F16 ? ldexp(1.0, -25) : 0;
 	cl_mem da = NULL, db = NULL, dc = NULL;
-	char what[160];
+	char what[200];
 	int ok = 1;
 
 	if (!a || !b || !c || !got || !cref || !ref || !tol) {
@@ -67,67 +116,78 @@ static int check_one(clp_cl_ctx *ctx, const char *backend, int ta, int tb, struc
 	}
 	th_fill_uniform(r, a, na, -1, 1);
 	th_fill_uniform(r, b, nb, -1, 1);
+	if (nan) { /* op(A)[ni][np], op(B)[nq][nj] of the first batch entry */
+		a[aoff + (ta ? np * lda + ni : ni * lda + np)] = NAN;
+		b[boff + (tb ? nj * ldb + nq : nq * ldb + nj)] = NAN;
+	}
 	for (size_t i = 0; i < na; i++) /* what the device reads */
-		a[i] = clp_dtype_round(ab_type, a[i]);
+		a[i] = clp_dtype_round(at, a[i]);
 	for (size_t i = 0; i < nb; i++)
-		b[i] = clp_dtype_round(ab_type, b[i]);
+		b[i] = clp_dtype_round(bt, b[i]);
 	if (beta == 0.0f)
 		th_poison(c, nc); /* beta = 0 must not read C */
 	else
 		th_fill_uniform(r, c, nc, -1, 1);
-	CHECK_OK(clp_cl_buffer(ctx, na * clp_dtype_size(ab_type), "A", &da));
-	CHECK_OK(clp_cl_buffer(ctx, nb * clp_dtype_size(ab_type), "B", &db));
-	CHECK_OK(clp_cl_buffer(ctx, nc * 4, "C", &dc));
+	for (size_t i = 0; i < nc; i++)
+		c[i] = clp_dtype_round(ct, c[i]);
+	CHECK_OK(clp_cl_buffer(ctx, na * clp_dtype_size(at), "A", &da));
+	CHECK_OK(clp_cl_buffer(ctx, nb * clp_dtype_size(bt), "B", &db));
+	CHECK_OK(clp_cl_buffer(ctx, nc * clp_dtype_size(ct), "C", &dc));
 	if (!da || !db || !dc) {
 		ok = 0;
 		goto out;
 	}
-	if (ab_type == CLP_F32) {
-		CHECK_OK(clp_cl_write(ctx, da, 0, na * 4, a));
-		CHECK_OK(clp_cl_write(ctx, db, 0, nb * 4, b));
-	} else { /* the 16-bit words */
-		uint16_t *w = malloc((na > nb ? na : nb) * 2);
-
-		if (!w) {
-			CHECK(0, "out of host memory");
-			ok = 0;
-			goto out;
-		}
-		clp_dtype_pack(ab_type, w, a, na);
-		CHECK_OK(clp_cl_write(ctx, da, 0, na * 2, w));
-		clp_dtype_pack(ab_type, w, b, nb);
-		CHECK_OK(clp_cl_write(ctx, db, 0, nb * 2, w));
-		free(w);
-	}
-	CHECK_OK(clp_cl_write(ctx, dc, 0, nc * 4, c));
-	if (ab_type == CLP_F32)
-		CHECK_OK(clp_cl_gemm_batched(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k,
-					     alpha, clp_buf_at(da, aoff), lda, sa,
-					     clp_buf_at(db, boff), ldb, sb, beta,
-					     clp_buf_at(dc, coff), ldc, sc, batch));
-	else
-		CHECK_OK(clp_cl_gemm_batched_ab(ctx, ab_type, (clp_trans)ta, (clp_trans)tb, s.m,
-						s.n, s.k, alpha, clp_buf_at(da, aoff), lda, sa,
+	upload(ctx, da, at, a, na);
+	upload(ctx, db, bt, b, nb);
+	upload(ctx, dc, ct, c, nc);
+	if (at == bt && ct == CLP_F32 && (s.m + s.n) % 2) /* the first slice's interface too */
+		CHECK_OK(clp_cl_gemm_batched_ab(ctx, at, (clp_trans)ta, (clp_trans)tb, s.m, s.n,
+						s.k, alpha, clp_buf_at(da, aoff), lda, sa,
 						clp_buf_at(db, boff), ldb, sb, beta,
 						clp_buf_at(dc, coff), ldc, sc, batch));
-	CHECK_OK(clp_cl_read(ctx, dc, 0, nc * 4, got));
+	else
+		CHECK_OK(clp_cl_gemm_batched(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k,
+					     alpha, clp_buf_typed(da, aoff, at), lda, sa,
+					     clp_buf_typed(db, boff, bt), ldb, sb, beta,
+					     clp_buf_typed(dc, coff, ct), ldc, sc, batch));
+	download(ctx, dc, ct, got, nc);
 	for (size_t z = 0; z < batch; z++) {
 		const float *az = a + aoff + z * sa, *bz = b + boff + z * sb;
 		const float *cz = c + coff + z * sc;
 
+		snprintf(what, sizeof(what), "%s %s %c%c m=%zu n=%zu k=%zu alpha=%g beta=%g batch "
+			 "%zu/%zu%s", backend, types_name(), ta ? 'T' : 'N', tb ? 'T' : 'N', s.m,
+			 s.n, s.k, alpha, beta, z, batch, nan ? " NaN" : "");
+		if (nan && z == 0) {
+			for (size_t i = 0; i < s.m; i++)
+				for (size_t j = 0; j < s.n; j++) {
+					float g = got[coff + i * ldc + j];
+					int want = i == ni || j == nj;
+
+					if ((isnan(g) != 0) != want) {
+						CHECK(0, "%s: C[%zu][%zu] = %g, NaN expected %s", what,
+						      i, j, g, want ? "" : "only in row/column "
+									   "of the NaN inputs");
+						ok = 0;
+						i = s.m;
+						break;
+					}
+				}
+			continue;
+		}
 		for (size_t i = 0; i < s.m; i++)
 			for (size_t j = 0; j < s.n; j++)
 				cref[i * s.n + j] = beta == 0.0f ? 0.0f : cz[i * ldc + j];
 		clp_ref_gemm(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta, cref, s.n);
 		tolerance(ta, tb, s.m, s.n, s.k, alpha, az, lda, bz, ldb, beta == 0.0f ? 0 : beta,
 			  beta == 0.0f ? cref : cz, beta == 0.0f ? s.n : ldc, tol);
-		for (size_t i = 0; i < s.m * s.n; i++)
+		for (size_t i = 0; i < s.m * s.n; i++) {
 			ref[i] = cref[i];
+			tol[i] += u * (fabs(ref[i]) + tol[i]) + tiny;
+		}
 		/* gather the device result of this batch entry, then check the padding */
 		for (size_t i = 0; i < s.m; i++)
 			memcpy(cref + i * s.n, got + coff + z * sc + i * ldc, s.n * 4);
-		snprintf(what, sizeof(what), "%s %s %c%c m=%zu n=%zu k=%zu alpha=%g beta=%g batch %zu/%zu",
-			 backend, clp_dtype_name(ab_type), ta ? 'T' : 'N', tb ? 'T' : 'N', s.m, s.n, s.k, alpha, beta, z, batch);
 		ok &= th_close_tol(what, cref, ref, tol, s.m * s.n);
 		for (size_t i = 0; i < s.m; i++)
 			for (size_t j = s.n; j < ldc && i * ldc + j < sc; j++) {
@@ -187,15 +247,19 @@ static void run_backend(clp_gemm_backend be, const struct shape *shapes, int nsh
 	for (int si = 0; si < nshapes; si++)
 		for (int ta = 0; ta < 2; ta++)
 			for (int tb = 0; tb < 2; tb++) {
-				check_one(ctx, name, ta, tb, shapes[si], 1.0f, 0.0f, 1, &r);
-				check_one(ctx, name, ta, tb, shapes[si], -1.5f, 0.5f, 1, &r);
+				check_one(ctx, name, ta, tb, shapes[si], 1.0f, 0.0f, 1, &r, 0);
+				check_one(ctx, name, ta, tb, shapes[si], -1.5f, 0.5f, 1, &r, 0);
 			}
 	/* strided batches, both beta modes */
-	check_one(ctx, name, 0, 1, (struct shape){33, 7, 127}, 0.125f, 0.0f, 3, &r);
-	check_one(ctx, name, 1, 0, (struct shape){7, 33, 1}, 1.0f, 1.0f, 4, &r);
+	check_one(ctx, name, 0, 1, (struct shape){33, 7, 127}, 0.125f, 0.0f, 3, &r, 0);
+	check_one(ctx, name, 1, 0, (struct shape){7, 33, 1}, 1.0f, 1.0f, 4, &r, 0);
 	/* k = 0: C = beta C */
-	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 0.0f, 1, &r);
-	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 1.0f, 1, &r);
+	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 0.0f, 1, &r, 0);
+	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, 1.0f, 1, &r, 0);
+	check_one(ctx, name, 0, 0, (struct shape){7, 5, 0}, 1.0f, -0.75f, 2, &r, 0);
+	/* NaN in A and B reaches exactly its row and column of C */
+	check_one(ctx, name, 0, 1, (struct shape){33, 7, 127}, 1.0f, 0.0f, 1, &r, 1);
+	check_one(ctx, name, 1, 0, (struct shape){7, 33, 9}, 1.0f, 0.5f, 2, &r, 1);
 }
 
 static const struct shape odd[] = {
@@ -224,20 +288,29 @@ static void test_clblast(void)
 	run_backend(CLP_GEMM_CLBLAST, few, 3);
 }
 
-/* A and B in bf16 and fp16 on every backend: odd shapes, both transposes, a batch. */
+/* Each of A, B and C in fp32 or a 16-bit type S (bf16, fp16) on every backend: the combinations
+ * a mixed-precision step uses (forward S*S->S, dX fp32*S->fp32, dW S*fp32->fp32, K-FAC factor
+ * S*S->fp32) on odd shapes, both transposes, batches and NaN; the other three on fewer shapes. */
 static void test_16bit(void)
 {
 	/* k = 1000: more than one K chunk of the packed backend (KCH 512) */
 	static const struct shape few[] = {{1, 1, 1}, {7, 33, 127}, {33, 7, 1}, {127, 1, 33},
 					   {1000, 33, 7}, {33, 257, 129}, {33, 48, 1000}};
+	static const struct shape fewer[] = {{7, 33, 127}, {33, 48, 1000}};
 	static const clp_gemm_backend be[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
 
-	for (int t = CLP_BF16; t <= CLP_F16; t++) {
-		ab_type = (clp_dtype)t;
-		for (int i = 0; i < 3; i++)
-			run_backend(be[i], few, 7);
-	}
-	ab_type = CLP_F32;
+	for (int t = CLP_BF16; t <= CLP_F16; t++)
+		for (int combo = 1; combo < 8; combo++) {
+			/* bit 0: A is 16-bit, bit 1: B, bit 2: C */
+			int engine = combo == 7 || combo == 2 || combo == 1 || combo == 3;
+
+			at = combo & 1 ? (clp_dtype)t : CLP_F32;
+			bt = combo & 2 ? (clp_dtype)t : CLP_F32;
+			ct = combo & 4 ? (clp_dtype)t : CLP_F32;
+			for (int i = 0; i < 3; i++)
+				run_backend(be[i], engine ? few : fewer, engine ? 7 : 2);
+		}
+	at = bt = ct = CLP_F32;
 }
 
 static void test_errors(void)

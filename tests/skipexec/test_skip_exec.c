@@ -7,7 +7,7 @@
  * AdamW moments after 5 steps agree within a normalised error of 1e-4 (the ranks add in arrival
  * order). Every rank also checks that it never held more than mem_cap micro-batches.
  *
- * Run under mpirun with 6 ranks. Two path sets on the same ranks:
+ * Run under mpirun with 6 ranks. Two path sets on the same ranks (and C in order, also in bf16):
  *   A  gpt2 (tied), S = 4, nodes 0,1 stage 0, 2 stage 1, 3,4 stage 2, 5 stage 3; P = 3 (one
  *      stage skipped per path), two swaps (2 then 1, 3 then 2), M = 2 with 3 micro-batches per
  *      origin, targets partly masked so micro-batches weigh differently;
@@ -31,6 +31,7 @@
 #define SEED 4242
 
 static clp_comm *world;
+static clp_dtype precision; /* train.precision of both sides (test_in_order_bitwise_bf16) */
 
 typedef struct scenario {
 	const char *name;
@@ -145,7 +146,7 @@ static void ref_run(ref *R, const clp_sched *s, const clp_skip_paths *p, const c
 	R->nst = S + 1;
 	for (int k = 0; k <= S; k++) {
 		const clp_stage_info *si = &s->stages[k];
-		clp_stage_opts o = {B, T, 1, 0, 0, CLP_F32};
+		clp_stage_opts o = {B, T, 1, 0, 0, precision};
 
 		CHECK_OK(clp_stage_create(&R->st[k], ctx, m, si->embed ? 0 : si->first_layer + 1,
 					  si->head ? L + 1 : si->first_layer + si->nlayers, &o));
@@ -287,7 +288,7 @@ static void run_scenario(const scenario *sc)
 	clp_skip_paths *p = make_paths(sc, &r);
 	clp_sched *s = NULL;
 	clp_exec *e = NULL;
-	clp_exec_opts o = {B, T, 0, 0, CLP_F32};
+	clp_exec_opts o = {B, T, 0, 0, precision};
 	int rank = clp_comm_rank(world), cap = sc->memory;
 	size_t N = (size_t)B * T;
 	int32_t *tok = NULL, *tg = NULL;
@@ -392,11 +393,21 @@ static void test_in_order_bitwise(void)
 	run_scenario(&sc);
 }
 
+/* The same in bf16 (mixed precision: 16-bit activations and messages; the reference passes
+ * the 16-bit activations and the rounded gradients between its stages): bit for bit. */
+static void test_in_order_bitwise_bf16(void)
+{
+	precision = CLP_BF16;
+	test_in_order_bitwise();
+	precision = CLP_F32;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct th_test tests[] = {TH_TEST(test_skips_swaps_replicas_tied),
 					       TH_TEST(test_idle_nodes_cap_one_untied),
-					       TH_TEST(test_in_order_bitwise)};
+					       TH_TEST(test_in_order_bitwise),
+					       TH_TEST(test_in_order_bitwise_bf16)};
 	int rc;
 	double f;
 

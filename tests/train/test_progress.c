@@ -33,6 +33,14 @@ static void test_plain_unchanged(void)
 	      "plain line of a skipped step: '%s'", line);
 	clp_progress_format(line, 8, &p, 0);
 	CHECK(strlen(line) == 7, "cut to the buffer: '%s'", line);
+	/* fp16: the loss scale, on the steps where it changed */
+	p.scale = 32768;
+	clp_progress_format(line, sizeof(line), &p, 0);
+	CHECK(strstr(line, "step skipped | loss scale 32768\n") != NULL, "the loss scale: '%s'",
+	      line);
+	clp_progress_format(line, sizeof(line), &p, 132);
+	CHECK(strstr(line, "| step skipped | loss scale 32768") != NULL,
+	      "the loss scale on the status line: '%s'", line);
 }
 
 static void test_status_line(void)
