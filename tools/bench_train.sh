@@ -67,8 +67,8 @@ model=(--model.preset=gpt2 --model.n_layer=$L --model.d_model=$C --model.n_head=
        --model.ctx=$T --model.vocab=$V)
 torch_model=(--layers $L --d-model $C --heads $H --ctx $T --vocab $V)
 
-# one clpipe run: its median tokens/s over steps 2.. (the first builds kernels) on stdout;
-# progress on stderr; an empty line when the run failed
+# one clpipe run: its median tokens/s over steps 2.. (the first builds kernels) and its first
+# step's loss on stdout; progress on stderr; an empty line when the run failed
 clpipe_run() { # label log [clpipe train args]
   local label=$1 log=$2
   shift 2
@@ -85,8 +85,8 @@ clpipe_run() { # label log [clpipe train args]
   python3 - "$log" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
-rows = [r for r in rows if r.get("event") == "step"][1:]
-print(statistics.median(r["tok_s"] for r in rows) if rows else "")
+rows = [r for r in rows if r.get("event") == "step"]
+print(f'{statistics.median(r["tok_s"] for r in rows[1:])} {rows[0]["loss"]}' if rows[1:] else "")
 PY
 }
 
@@ -98,6 +98,7 @@ torch_run() { # [--autocast bf16]
 if [ -z "$precision" ]; then
   clp=$(clpipe_run fp32 .cache/bench-train.jsonl "$@")
   [ -n "$clp" ] || { echo "clpipe train failed" >&2; exit 1; }
+  clp=${clp%% *}
   if [ "$have_torch" = 0 ]; then
     echo "clpipe   $clp tokens/s (median of steps 2..); PyTorch not importable ($py): skipped"
     exit 0
@@ -145,26 +146,33 @@ python3 - "$precision" "$c32" "$c16" "$a32" "$a16" "$t32" "$t16" "$L" "$C" "$bat
 import json, sys
 prec, c32, c16, a32, a16, t32, t16, L, C, B, T = sys.argv[1:]
 num = lambda s: float(s) if s else None
-c32, c16, a32, a16 = num(c32), num(c16), num(a32), num(a16)
+(c32, l32), (c16, l16) = [(num(x.split()[0]), num(x.split()[1])) if x else (None, None)
+                          for x in (c32, c16)]
+a32, a16 = num(a32), num(a16)
 t32 = json.loads(t32) if t32 else None
 t16 = json.loads(t16) if t16 else None
 mib = lambda b: f"{b / 1048576:.1f} MiB" if b is not None else "n/a"
 tps = lambda v: f"{v:.1f}" if v is not None else "n/a"
 ratio = lambda a, b: f"{a / b:.2f}" if a is not None and b else "n/a"
 print(f"\nGPT-2-shaped model: {L} layers, d_model {C}, micro-batch {B} x {T}\n")
-print("| run | tokens/s | activation memory | tokens/s vs fp32 | activations vs fp32 |")
-print("|---|---|---|---|---|")
-print(f"| clpipe fp32 | {tps(c32)} | {mib(a32)} | 1.00 | 1.00 |")
-print(f"| clpipe {prec} | {tps(c16)} | {mib(a16)} | {ratio(c16, c32)} | {ratio(a16, a32)} |")
+loss = lambda v: f"{v:.4f}" if v is not None else "n/a"
+print("| run | tokens/s | activation memory | tokens/s vs fp32 | activations vs fp32 | first loss |")
+print("|---|---|---|---|---|---|")
+print(f"| clpipe fp32 | {tps(c32)} | {mib(a32)} | 1.00 | 1.00 | {loss(l32)} |")
+print(f"| clpipe {prec} | {tps(c16)} | {mib(a16)} | {ratio(c16, c32)} | {ratio(a16, a32)} | {loss(l16)} |")
 if t32:
     p32, p16 = t32["tok_s"], t16["tok_s"] if t16 else None
     q32, q16 = t32["act_bytes"], t16["act_bytes"] if t16 else None
-    print(f"| PyTorch fp32 | {tps(p32)} | {mib(q32)} | 1.00 | 1.00 |")
-    print(f"| PyTorch bf16 autocast | {tps(p16)} | {mib(q16)} | {ratio(p16, p32)} | {ratio(q16, q32)} |")
+    print(f"| PyTorch fp32 | {tps(p32)} | {mib(q32)} | 1.00 | 1.00 | |")
+    print(f"| PyTorch bf16 autocast | {tps(p16)} | {mib(q16)} | {ratio(p16, p32)} | {ratio(q16, q32)} | |")
     print(f"\nclpipe / PyTorch tokens/s: fp32 {ratio(c32, p32)}, {prec} vs bf16 autocast "
           f"{ratio(c16, p16)} (torch {t32['version']}, {t32['threads']} threads, BLAS {t32['blas']})")
 else:
-    print("| PyTorch | skipped (not importable) | | | |")
+    print("| PyTorch | skipped (not importable) | | | | |")
+if l32 is not None and l16 is not None and abs(l16 - l32) > 0.01 * abs(l32):
+    print(f"\nWARNING: clpipe {prec}'s first loss {l16:.4f} is {abs(l16 - l32) / abs(l32):.1%} "
+          f"from fp32's {l32:.4f} (same initialisation and data: the rounding alone moves it "
+          f"far less): the {prec} figures time a wrong computation")
 print("clpipe activations: the engine's activation slot of one micro-batch (clpipe bench "
       "--memory); PyTorch's: what autograd saves for the backward in one step")
 PY
