@@ -74,6 +74,7 @@ clp_status kfac_copy2d(clp_cl_ctx *ctx, clp_buf dst, size_t ldd, clp_buf src, si
 clp_status clp_kfac_factor(clp_cl_ctx *ctx, clp_buf F, clp_buf x, size_t ldx, size_t rows,
 			   size_t d, float alpha, float beta)
 {
+	CLP_TRY(clp_nn_require_f32("kfac factor", 1, "F", F));
 	if (!d)
 		return CLP_OK;
 	if (ldx < d)

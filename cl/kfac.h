@@ -32,7 +32,9 @@ enum clp_kfac_stat {
 };
 
 /* F (d,d) = beta F + alpha x^T x for the rows of x (rows, d), row stride ldx (a column slice of
- * a wider matrix works: x at its first column, ldx the full width). beta = 0 never reads F. */
+ * a wider matrix works: x at its first column, ldx the full width). beta = 0 never reads F.
+ * x may be stored in fp32, bf16 or fp16 (x.dt: the saved activations of a mixed-precision run;
+ * offset and ldx count its elements); the products and sums are fp32 (cl/gemm.h), F is fp32. */
 clp_status clp_kfac_factor(clp_cl_ctx *ctx, clp_buf F, clp_buf x, size_t ldx, size_t rows,
 			   size_t d, float alpha, float beta);
 

@@ -189,7 +189,9 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
  * target logit are kept per row. targets: int32 (N), -1 = ignore (BERT MLM). Writes losses (N):
  * -log softmax(logits)[target], 0 for ignored rows (NaN for a target outside [-1, V)); saves
  * lse (N). The mean loss is sum(losses) / count of valid targets (clp_nn_xent_mean).
- * bias (V): added to the logits (BERT's decoder bias); mem NULL: none. */
+ * bias (V): added to the logits (BERT's decoder bias); mem NULL: none.
+ * Storage: h, w and bias are values (fp32, bf16 or fp16, one type); losses, lse, loss, dh, dw
+ * and dbias fp32; the logits are computed and kept in fp32. */
 clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp_buf h, clp_buf w,
 			       clp_buf bias, clp_buf targets, size_t N, size_t C, size_t V,
 			       size_t vchunk);

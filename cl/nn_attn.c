@@ -1,17 +1,19 @@
-/* Host wrappers of the fused attention kernels (nn_attn.cl, CPU shape; nn_attn_gpu.cl, GPU
- * shape). Scratch (slot NN_SCRATCH_ATTN): transposed K (forward), transposed K, V, Q, dO and
- * the D and lse rows (backward), all fp32 whatever the values' storage; with 16-bit values the
- * forward also keeps its output rows there in fp32 until they are rounded once. */
+/* Host wrappers of the fused attention kernels (CPU shape: nn_attn.cl transpose and forward,
+ * nn_attn_bwd.cl backward; GPU shape: nn_attn_gpu.cl). Scratch (slot NN_SCRATCH_ATTN):
+ * transposed K (forward), transposed K, V, Q, dO and the D and lse rows (backward), all fp32
+ * whatever the values' storage; with 16-bit values the forward also keeps its output rows there
+ * in fp32 until they are rounded once (and, for fp16, a transposed Q). */
 #include "cl/nn_internal.h"
 
 #include <math.h>
 #include <string.h>
 
 #define ATT_FILE "nn_attn.cl"
+#define ATT_BWD_FILE "nn_attn_bwd.cl"
 #define ATT_QB 4
 #define ATT_KB 4
 
-/* The program of one storage type of the values (cl/nn.h "Storage"); fp32 builds as it always
+/* The programs of one storage type of the values (cl/nn.h "Storage"); fp32 builds as it always
  * has. */
 const char *clp_nn_attn_defines(clp_dtype t)
 {
@@ -85,7 +87,8 @@ static clp_status cpu_ready(clp_cl_ctx *ctx, clp_dtype dt)
 	cl_kernel k;
 
 	for (int i = 0; i < 5; i++)
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), names[i], &k));
+		CLP_TRY(clp_cl_kernel(ctx, i < 2 ? ATT_FILE : ATT_BWD_FILE, clp_nn_attn_defines(dt),
+				      names[i], &k));
 	/* the backward transposes dO (fp32) with the fp32 program */
 	return dt == CLP_F32 ? CLP_OK
 			     : clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(CLP_F32), names[0], &k);
@@ -108,7 +111,8 @@ static clp_status use_gpu_shape(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtype
 		return s;
 	*gpu = !want;
 	return clp_cl_fallback(ctx, s, "attention",
-			       want ? "the GPU shape (nn_attn_gpu.cl)" : "the CPU shape (nn_attn.cl)",
+			       want ? "the GPU shape (nn_attn_gpu.cl)"
+				    : "the CPU shape (nn_attn.cl, nn_attn_bwd.cl)",
 			       want ? "the CPU shape" : "the GPU shape");
 }
 
@@ -119,9 +123,9 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	cl_mem scr;
 	size_t Tp = padded(a->T);
 	size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B}, lo[3] = {1, 1, 1};
-	const size_t ktsz = a->B * a->KVH * a->hd * Tp;
+	const size_t ktsz = a->B * a->KVH * a->hd * Tp, qtsz = a->B * a->H * a->hd * Tp;
 	cl_ulong oo = out.off, ldo = a->ldo, lso = lse.off, qo = q.off, ldq = a->ldq, kto = 0,
-		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo;
+		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo, qto = 0;
 	cl_int has = a->kv_len.mem != NULL, causal = a->causal != 0;
 	cl_uint T = (cl_uint)a->T, tp = (cl_uint)Tp, H = (cl_uint)a->H, KVH = (cl_uint)a->KVH,
 		hd = (cl_uint)a->hd;
@@ -136,18 +140,21 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	CLP_TRY(use_gpu_shape(ctx, a, dt, &gpu));
 	if (gpu)
 		return clp_nn_attn_gpu_forward(ctx, out, lse, q, k, v, a);
-	/* 16-bit values: the output rows accumulate in fp32 scratch (dense, after Kt) */
+	/* 16-bit values: scratch Kt | Qt (fp16 only) | the output rows accumulating in fp32 */
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_ATTN,
-			       (ktsz + (dt == CLP_F32 ? 0 : a->B * a->T * a->H * a->hd)) *
+			       (ktsz + (dt == CLP_F32 ? 0 : qtsz + a->B * a->T * a->H * a->hd)) *
 				       sizeof(float),
 			       &scr));
-	if (dt != CLP_F32)
-		acc = scr, ao = ktsz, lda = a->H * a->hd;
 	CLP_TRY(transpose(ctx, scr, 0, k, a->ldk, a->KVH, a));
+	if (dt != CLP_F32) {
+		qto = ktsz, acc = scr, ao = ktsz + qtsz, lda = a->H * a->hd;
+		if (dt == CLP_F16) /* the score loop reads q from Qt (nn_attn.clh ATT_TREAD) */
+			CLP_TRY(transpose(ctx, scr, qto, q, a->ldq, a->H, a));
+	}
 	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_forward", &kr));
-	CLP_TRY(clp_cl_args(ctx, kr, 26, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
+	CLP_TRY(clp_cl_args(ctx, kr, 28, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
 			    CLP_ARG(ao), CLP_ARG(lda), CLP_ARG(lse.mem), CLP_ARG(lso),
-			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq),
+			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(scr), CLP_ARG(qto),
 			    CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(ldv),
 			    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
 			    CLP_ARG(tp), CLP_ARG(H), CLP_ARG(KVH), CLP_ARG(hd), CLP_ARG(causal),
@@ -192,7 +199,7 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {Tp / 8, a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_pre",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_pre",
 				      &kp));
 		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),
@@ -203,11 +210,11 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dq",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dq",
 				      &kq));
-		CLP_TRY(clp_cl_args(ctx, kq, 29, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
+		CLP_TRY(clp_cl_args(ctx, kq, 31, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
 				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
-				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
+				    CLP_ARG(ldk), CLP_ARG(scr), CLP_ARG(qto), CLP_ARG(scr), CLP_ARG(kto), CLP_ARG(scr),
 				    CLP_ARG(vto), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(ldo),
 				    CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr), CLP_ARG(l2o),
 				    CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has), CLP_ARG(T),
@@ -218,12 +225,13 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {nn_cdiv(a->T, ATT_KB), a->KVH, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dkv",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dkv",
 				      &kkv));
-		CLP_TRY(clp_cl_args(ctx, kkv, 34, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
+		CLP_TRY(clp_cl_args(ctx, kkv, 38, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
 				    CLP_ARG(dv.mem), CLP_ARG(dvo), CLP_ARG(ldv), CLP_ARG(q.mem),
 				    CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(k.mem), CLP_ARG(ko),
-				    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(scr), CLP_ARG(qto),
+				    CLP_ARG(v.mem), CLP_ARG(vo), CLP_ARG(scr), CLP_ARG(kto),
+				    CLP_ARG(scr), CLP_ARG(vto), CLP_ARG(scr), CLP_ARG(qto),
 				    CLP_ARG(scr), CLP_ARG(gto), CLP_ARG(dout.mem), CLP_ARG(doo),
 				    CLP_ARG(ldo), CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(a->kv_len.mem), CLP_ARG(klo), CLP_ARG(has),

@@ -40,7 +40,7 @@ clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtyp
 	CLP_TRY(gpu_defines(a, dt, defs, sizeof(defs)));
 	for (int i = 0; i < 3; i++)
 		CLP_TRY(clp_cl_kernel(ctx, ATG_FILE, defs, names[i], &k));
-	return clp_cl_kernel(ctx, "nn_attn.cl", clp_nn_attn_defines(dt), "clp_attn_bwd_pre", &k);
+	return clp_cl_kernel(ctx, "nn_attn_bwd.cl", clp_nn_attn_defines(dt), "clp_attn_bwd_pre", &k);
 }
 
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,
@@ -88,7 +88,7 @@ clp_status clp_nn_attn_gpu_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, clp
 	{
 		size_t g[3] = {Tp / 8, a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, "nn_attn.cl", clp_nn_attn_defines(q.dt),
+		CLP_TRY(clp_cl_kernel(ctx, "nn_attn_bwd.cl", clp_nn_attn_defines(q.dt),
 				      "clp_attn_bwd_pre", &kp));
 		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),

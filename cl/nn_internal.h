@@ -45,7 +45,7 @@ clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t p
 /* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. _ready builds its
  * programs for values stored as dt without running anything (CLP_ERR_BUILD when they do not
  * build here); the others take the values' type from q (checked by the caller).
- * clp_nn_attn_defines: nn_attn.cl's defines for values stored as t. */
+ * clp_nn_attn_defines: nn_attn.cl's and nn_attn_bwd.cl's defines for values stored as t. */
 const char *clp_nn_attn_defines(clp_dtype t);
 clp_status clp_nn_attn_gpu_ready(clp_cl_ctx *ctx, const clp_nn_attn *a, clp_dtype dt);
 clp_status clp_nn_attn_gpu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, clp_buf q,

@@ -68,7 +68,8 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	CLP_TRY(clp_cl_finish(ctx));
 	if (log)
 		fprintf(log, "  %-27s %6.2f s\n",
-			clp_nn_gpu_shape(ctx) ? "nn_attn_gpu.cl" : "nn_attn.cl", clp_now() - t0);
+			clp_nn_gpu_shape(ctx) ? "nn_attn_gpu.cl" : "nn_attn.cl, nn_attn_bwd.cl",
+			clp_now() - t0);
 	t0 = clp_now();
 	/* loss N = 8, C = 16, V = 4: all targets valid */
 	CLP_TRY(clp_nn_xent_forward(ctx, c, d, a, b, none, ib, 8, 16, 4, 0));

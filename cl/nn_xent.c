@@ -1,7 +1,12 @@
 /* Host wrapper of the fused, vocabulary-chunked softmax cross-entropy (nn_xent.cl + GEMM).
- * Scratch (slot NN_SCRATCH_XENT): one logits chunk (N, vc) and the row state (N, 3). */
+ * Scratch (slot NN_SCRATCH_XENT): one logits chunk (N, vc), the row state (N, 3) and, for a
+ * 16-bit bias, its chunk in fp32 (vc).
+ * Storage (cl/nn.h): h, w and bias are values (one type); the GEMMs read them as they are stored
+ * (cl/gemm.h), the logits chunk stays fp32, and a 16-bit bias chunk is widened into scratch
+ * before it is added; losses, lse and the gradients are fp32. The kernels read only fp32. */
 #include "cl/nn_internal.h"
 
+#include "cl/convert.h"
 #include "cl/gemm.h"
 #include "cl/ops.h"
 
@@ -24,6 +29,26 @@ static clp_status check(const char *what, size_t N, size_t C, size_t V)
 	return CLP_OK;
 }
 
+/* logits (N, cw) in scratch += the bias columns c0 .. c0 + cw; a 16-bit bias through an fp32
+ * copy at scratch float bo. */
+static clp_status add_bias(clp_cl_ctx *ctx, cl_mem scr, size_t bo, clp_buf bias, size_t c0,
+			   size_t N, size_t cw)
+{
+	clp_buf b = clp_buf_plus(bias, c0);
+
+	if (b.dt != CLP_F32) {
+		CLP_TRY(clp_cl_convert(ctx, clp_buf_at(scr, bo), CLP_F32, b, b.dt, cw));
+		b = clp_buf_at(scr, bo);
+	}
+	return clp_nn_bias_forward(ctx, clp_buf_at(scr, 0), b, N, cw);
+}
+
+/* Scratch floats: logits chunk, row state, a 16-bit bias chunk. */
+static size_t scratch_floats(size_t N, size_t vc, clp_buf bias)
+{
+	return N * vc + 3 * N + (bias.mem && bias.dt != CLP_F32 ? vc : 0);
+}
+
 clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp_buf h, clp_buf w,
 			       clp_buf bias, clp_buf targets, size_t N, size_t C, size_t V,
 			       size_t vchunk)
@@ -33,11 +58,15 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 	cl_mem scr;
 	cl_ulong tgo = targets.off, lo = losses.off, lso = lse.off;
 	cl_uint n = (cl_uint)N, v = (cl_uint)V;
+	clp_dtype vt;
 
 	CLP_TRY(check("xent_forward", N, C, V));
+	CLP_TRY(clp_nn_value_type("xent_forward", &vt, 3, "h", h, "w", w, "bias", bias));
+	CLP_TRY(clp_nn_require_f32("xent_forward", 2, "losses", losses, "lse", lse));
 	if (!N)
 		return CLP_OK;
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, (N * vc + 3 * N) * sizeof(float), &scr));
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, scratch_floats(N, vc, bias) * sizeof(float),
+			       &scr));
 	{
 		cl_ulong so = N * vc; /* the row state lives after the logits */
 		clp_status s = CLP_OK;
@@ -49,11 +78,9 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 			cl_int first = c0 == 0;
 
 			s = clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C,
-					clp_buf_at(w.mem, w.off + c0 * C), C, 0.0f,
-					clp_buf_at(scr, 0), cw);
+					clp_buf_plus(w, c0 * C), C, 0.0f, clp_buf_at(scr, 0), cw);
 			if (s == CLP_OK && bias.mem)
-				s = clp_nn_bias_forward(ctx, clp_buf_at(scr, 0),
-							clp_buf_at(bias.mem, bias.off + c0), N, cw);
+				s = add_bias(ctx, scr, so + 3 * N, bias, c0, N, cw);
 			if (s == CLP_OK)
 				s = clp_cl_args(ctx, ks, 9, CLP_ARG(scr), CLP_ARG(so), CLP_ARG(scr),
 						CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n),
@@ -82,30 +109,33 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 	cl_mem scr;
 	cl_ulong tgo = targets.off, lso = lse.off;
 	cl_uint n = (cl_uint)N;
+	clp_dtype vt;
 
 	CLP_TRY(check("xent_backward", N, C, V));
+	CLP_TRY(clp_nn_value_type("xent_backward", &vt, 3, "h", h, "w", w, "bias", bias));
+	CLP_TRY(clp_nn_require_f32("xent_backward", 4, "dh", dh, "dw", dw, "dbias", dbias, "lse",
+				   lse));
 	if (!N)
 		return CLP_OK;
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, (N * vc + 3 * N) * sizeof(float), &scr));
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, scratch_floats(N, vc, bias) * sizeof(float),
+			       &scr));
 	CLP_TRY(clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_grad", &kg));
 	for (size_t c0 = 0; c0 < V; c0 += vc) {
 		size_t cw = V - c0 < vc ? V - c0 : vc;
 		cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;
-		clp_buf wc = clp_buf_at(w.mem, w.off + c0 * C), dl = clp_buf_at(scr, 0);
+		clp_buf wc = clp_buf_plus(w, c0 * C), dl = clp_buf_at(scr, 0);
 
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C, wc, C, 0.0f, dl, cw));
 		if (bias.mem)
-			CLP_TRY(clp_nn_bias_forward(ctx, dl, clp_buf_at(bias.mem, bias.off + c0), N,
-						    cw));
+			CLP_TRY(add_bias(ctx, scr, N * vc + 3 * N, bias, c0, N, cw));
 		CLP_TRY(clp_cl_args(ctx, kg, 9, CLP_ARG(scr), CLP_ARG(targets.mem), CLP_ARG(tgo),
 				    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(n), CLP_ARG(cwu),
 				    CLP_ARG(c0u), CLP_ARG(scale)));
 		CLP_TRY(clp_nn_run_rows(ctx, kg, "xent_grad", N));
 		if (dbias.mem)
-			CLP_TRY(clp_nn_bias_backward(ctx, clp_buf_at(dbias.mem, dbias.off + c0), dl, N,
-						     cw));
+			CLP_TRY(clp_nn_bias_backward(ctx, clp_buf_plus(dbias, c0), dl, N, cw));
 		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cw, C, N, 1.0f, dl, cw, h, C, 1.0f,
-				    clp_buf_at(dw.mem, dw.off + c0 * C), C));
+				    clp_buf_plus(dw, c0 * C), C));
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, N, C, cw, 1.0f, dl, cw, wc, C, 1.0f, dh, C));
 	}
 	return CLP_OK;

@@ -31,6 +31,8 @@ int cmd_bench_compare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);
+/* `clpipe bench attn`: attention with 16-bit values against fp32 (tools/cmd_bench_attn.c). */
+int cmd_bench_attn(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_skip(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

@@ -69,9 +69,11 @@ static void help(void)
 	       "                   (CLBlast's own parameters). Default: the tuned backend and\n"
 	       "                   clblast-default; on CPU devices also packed (tiled is GPU-shaped\n"
 	       "                   and very slow on a CPU: ask for it explicitly).\n"
-	       "  --shapes LIST    comma list of MxNxK[:TT] (TT = NN, NT, TN, TT); default: the three\n"
-	       "                   training products of each linear layer of a d_model 768\n"
-	       "                   transformer with 4096 tokens, plus square 512/1024/2048 NN\n"
+	       "  --shapes LIST    comma list of MxNxK[:TT[:XYZ]] (TT = NN, NT, TN, TT; XYZ: S or F\n"
+	       "                   per A, B, C: which are 16-bit with --precision, default SSF);\n"
+	       "                   default: the three training products of each linear layer\n"
+	       "                   of a d_model 768 transformer with 4096 tokens, plus square\n"
+	       "                   512/1024/2048 NN\n"
 	       "  --quick          three small shapes, 7 runs (a smoke run)\n"
 	       "  --reps N         runs per figure (default 7, minimum 7)\n"
 	       "  --precision P    also time each backend with operands stored in P (bf16 or fp16;\n"
@@ -105,6 +107,18 @@ static int parse_shapes(const char *list, struct bshape **out, int *n)
 			if (sscanf(p + 1, "%2[NTnt]", t) != 1 || strlen(t) != 2)
 				return -1;
 			p += 3;
+		}
+		if (*p == ':') { /* storage with --precision: S (16-bit) or F (fp32) for A, B, C */
+			char q[4] = "";
+
+			if (sscanf(p + 1, "%3[SFsf]", q) != 1 || strlen(q) != 3)
+				return -1;
+			s.st = 0;
+			for (int i = 0; i < 3; i++)
+				s.st |= (q[i] == 'S' || q[i] == 's') << i;
+			if (!s.st)
+				return -1;
+			p += 4;
 		}
 		s.ta = t[0] == 'T' || t[0] == 't';
 		s.tb = t[1] == 'T' || t[1] == 't';
@@ -376,7 +390,8 @@ int cmd_bench_gemm(int argc, char **argv)
 	}
 	if (shapes_arg) {
 		if (parse_shapes(shapes_arg, &user, &nshapes) != 0)
-			return cli_usage_error("bench gemm", "bad --shapes '%s' (want MxNxK[:NT],...)",
+			return cli_usage_error("bench gemm", "bad --shapes '%s' (want "
+					       "MxNxK[:NT[:SSF]],...)",
 					       shapes_arg);
 		shapes = user;
 	}

@@ -1,50 +1,6 @@
-/* Fused multi-head attention, CPU shape (one work-item per (query block, head, batch); local
- * size 1; float8 vectors), forward and backward, flash style: keys in blocks of 8 with a
- * running max and sum, never the T x T matrix.
- *
- * Scores are vectorised over 8 keys: K is first transposed to Kt (B, KVH, hd, Tp) (Tp = T
- * rounded up to 8, zero padded), so s[r] (8 keys) = sum_e q[r][e] * Kt[e][j0..j0+7], a
- * broadcast-multiply-add per element. Probabilities use exp2 with log2(e) folded into the
- * scale. The backward recomputes them from the saved logsumexp: D = rowsum(dO * O) first, then
- * dQ per query block (needs Kt, Vt) and dK, dV per key block summed over the query heads of the
- * group (needs Qt, dOt, transposed likewise), so every gradient row has one writer and a fixed
- * order. Scratch operands come as (buffer, element offset). Sizes are arguments.
- *
- * Storage (cl/nn.h): q, k, v and out are value tensors of ST_T (ST_TYPE, half.clh), read through
- * ST_LD and written once through ST_SV; dout, dq, dk, dv, lse and the scratch are float. The
- * forward accumulates the output rows in a float array acc (the output itself when values are
- * fp32) and rounds them once, at the end. */
-#include "half.clh"
-
-#ifndef ATT_QB
-#define ATT_QB 4 /* query rows per work-item */
-#endif
-#ifndef ATT_KB
-#define ATT_KB 4 /* key rows per work-item in dK/dV */
-#endif
-#define LOG2E_F 1.4426950408889634f
-#define LN2_F 0.6931471805599453f
-
-static inline float hsum8(float8 v)
-{
-	float4 a = v.lo + v.hi;
-	float2 b = a.lo + a.hi;
-	return b.x + b.y;
-}
-
-static inline float hmax8(float8 v)
-{
-	float4 a = fmax(v.lo, v.hi);
-	float2 b = fmax(a.lo, a.hi);
-	return fmax(b.x, b.y);
-}
-
-#define LANES ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
-
-static inline uint kv_limit(__global const int *kvlen, ulong klo, int has, uint b, uint T)
-{
-	return has ? (uint)clamp(kvlen[klo + b], 0, (int)T) : T;
-}
+/* Fused multi-head attention, CPU shape: the transpose to Kt (and Qt, Vt, dOt for the backward)
+ * and the forward. The scheme, the storage rules and the helpers: nn_attn.clh. */
+#include "nn_attn.clh"
 
 /* dst (B, nh, hd, Tp) = rows (B, T) of nh heads (src + so, row stride ld), zero padded. */
 __kernel void clp_attn_transpose(__global float *dst, ulong dso, __global const ST_T *src,
@@ -68,6 +24,7 @@ __kernel void clp_attn_transpose(__global float *dst, ulong dso, __global const 
 __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *acc,
 			       ulong ao, ulong lda, __global float *lse, ulong lo,
 			       __global const ST_T *q, ulong qo, ulong ldq,
+			       __global const float *qt, ulong qto,
 			       __global const float *kt, ulong kto, __global const ST_T *v,
 			       ulong vo, ulong ldv, __global const int *kvlen, ulong klo,
 			       int has_kvlen, uint T, uint Tp, uint H, uint KVH, uint hd,
@@ -84,6 +41,9 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 	__global ST_T *sp[ATT_QB];
 	__global float *op[ATT_QB];
 	const __global float *ktb = kt + kto + (size_t)(b * KVH + g) * hd * Tp;
+#if ATT_TREAD
+	const __global float *qtb = qt + qto + ((size_t)b * H + h) * hd * Tp;
+#endif
 	const __global ST_T *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
 	float m[ATT_QB], l[ATT_QB], al[ATT_QB], p[ATT_QB][8];
 	int lim[ATT_QB];
@@ -108,7 +68,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		for (uint e = 0; e < hd; e++) {
 			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
 			for (uint r = 0; r < ATT_QB; r++)
-				s[r] = fma((float8)(ST_LD(qp[r], e)), k8, s[r]);
+				s[r] = fma((float8)(Q_AT(r, e)), k8, s[r]);
 		}
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
@@ -155,203 +115,5 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			ST_SV(sp[r], d, op[r][d] * inv);
 		lse[lo + ((size_t)b * H + h) * T + i0 + r] =
 			l[r] != 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
-	}
-}
-
-/* D = rowsum(dO * O) and lse * log2(e) into (B, H, Tp) arrays; padding rows get D = 0 and
- * +inf (probability 0). dO rows use the stride of O. */
-__kernel void clp_attn_bwd_pre(__global float *dd, ulong ddo, __global float *l2, ulong l2o,
-			       __global const float *dout, ulong doo, __global const ST_T *out,
-			       ulong oo, ulong ldo, __global const float *lse, ulong lo, uint T,
-			       uint Tp, uint H, uint hd)
-{
-	const uint t0 = get_global_id(0) * 8, h = get_global_id(1), b = get_global_id(2);
-
-	for (uint t = t0; t < min(t0 + 8, Tp); t++) {
-		const size_t o = ((size_t)b * H + h) * Tp + t;
-		if (t >= T) {
-			dd[ddo + o] = 0.0f;
-			l2[l2o + o] = INFINITY;
-			continue;
-		}
-		const size_t row = ((size_t)b * T + t) * ldo + (size_t)h * hd;
-		float8 a8 = 0.0f;
-		uint d = 0;
-		for (; d + 8 <= hd; d += 8)
-			a8 = fma(vload8(0, dout + doo + row + d), ST_LD8(out, oo + row + d), a8);
-		float a = hsum8(a8);
-		for (; d < hd; d++)
-			a = fma(dout[doo + row + d], ST_LD(out, oo + row + d), a);
-		dd[ddo + o] = a;
-		l2[l2o + o] = lse[lo + ((size_t)b * H + h) * T + t] * LOG2E_F;
-	}
-}
-
-/* dQ for ATT_QB query rows: loops over key blocks, recomputing P and dP = dO V^T. */
-__kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const ST_T *q,
-			      ulong qo, __global const ST_T *k, ulong ko, ulong ldk,
-			      __global const float *kt, ulong kto, __global const float *vt,
-			      ulong vto, __global const float *dout, ulong doo, ulong ldo,
-			      __global const float *dd, ulong ddo, __global const float *l2,
-			      ulong l2o, __global const int *kvlen, ulong klo, int has_kvlen,
-			      uint T, uint Tp, uint H, uint KVH, uint hd, int causal, float scale)
-{
-	const uint i0 = get_global_id(0) * ATT_QB, h = get_global_id(1), b = get_global_id(2);
-
-	if (i0 >= T)
-		return;
-	const uint nr = min((uint)ATT_QB, T - i0), g = h / (H / KVH);
-	const uint L = kv_limit(kvlen, klo, has_kvlen, b, T);
-	const float sl2 = scale * LOG2E_F;
-	const __global ST_T *qp[ATT_QB];
-	const __global float *gp[ATT_QB];
-	__global float *dqp[ATT_QB];
-	const __global float *ktb = kt + kto + (size_t)(b * KVH + g) * hd * Tp;
-	const __global float *vtb = vt + vto + (size_t)(b * KVH + g) * hd * Tp;
-	const __global ST_T *kb = k + ko + (size_t)b * T * ldk + (size_t)g * hd;
-	float lr[ATT_QB], dr[ATT_QB], ds[ATT_QB][8];
-	int lim[ATT_QB];
-
-	for (uint r = 0; r < ATT_QB; r++) {
-		const uint rr = min(r, nr - 1);
-		const size_t o = ((size_t)b * H + h) * Tp + i0 + rr;
-		qp[r] = q + qo + ((size_t)b * T + i0 + rr) * ldq + (size_t)h * hd;
-		dqp[r] = dq + dqo + ((size_t)b * T + i0 + rr) * ldq + (size_t)h * hd;
-		gp[r] = dout + doo + ((size_t)b * T + i0 + rr) * ldo + (size_t)h * hd;
-		lr[r] = l2[l2o + o];
-		dr[r] = dd[ddo + o];
-		lim[r] = (int)(causal ? min(i0 + rr + 1, L) : L);
-	}
-	const uint kend = causal ? min(i0 + nr, L) : L;
-	for (uint j0 = 0; j0 < kend; j0 += 8) {
-		float8 s[ATT_QB], dp[ATT_QB];
-		for (uint r = 0; r < ATT_QB; r++)
-			s[r] = dp[r] = 0.0f;
-		for (uint e = 0; e < hd; e++) {
-			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
-			const float8 v8 = vload8(0, vtb + (size_t)e * Tp + j0);
-			for (uint r = 0; r < ATT_QB; r++) {
-				s[r] = fma((float8)(ST_LD(qp[r], e)), k8, s[r]);
-				dp[r] = fma((float8)(gp[r][e]), v8, dp[r]);
-			}
-		}
-		for (uint r = 0; r < ATT_QB; r++) {
-			float8 pv = exp2(s[r] * sl2 - lr[r]);
-			pv = select(pv, (float8)(0.0f), (int8)(j0) + LANES >= (int8)(lim[r]));
-			vstore8(pv * (dp[r] - dr[r]) * scale, 0, ds[r]);
-		}
-		const uint jn = min(8u, kend - j0);
-		uint d = 0;
-		for (; d + 8 <= hd; d += 8) {
-			float8 acc[ATT_QB];
-			for (uint r = 0; r < ATT_QB; r++)
-				acc[r] = vload8(0, dqp[r] + d);
-			for (uint j = 0; j < jn; j++) {
-				const float8 kk = ST_LD8(kb, (size_t)(j0 + j) * ldk + d);
-				for (uint r = 0; r < ATT_QB; r++)
-					acc[r] = fma((float8)(ds[r][j]), kk, acc[r]);
-			}
-			for (uint r = 0; r < nr; r++)
-				vstore8(acc[r], 0, dqp[r] + d);
-		}
-		for (; d < hd; d++)
-			for (uint r = 0; r < nr; r++) {
-				float a = dqp[r][d];
-				for (uint j = 0; j < jn; j++)
-					a = fma(ds[r][j], ST_LD(kb, (size_t)(j0 + j) * ldk + d), a);
-				dqp[r][d] = a;
-			}
-	}
-}
-
-/* dK, dV for ATT_KB key rows of one key/value head, summed over the query heads of its group
- * and over query blocks of 8 (vectorised over queries through Qt and dOt). */
-__kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float *dv,
-			       ulong dvo, ulong ldv, __global const ST_T *q, ulong qo, ulong ldq,
-			       __global const ST_T *k, ulong ko, __global const ST_T *v, ulong vo,
-			       __global const float *qt, ulong qto, __global const float *gt,
-			       ulong gto, __global const float *dout, ulong doo, ulong ldo,
-			       __global const float *dd, ulong ddo, __global const float *l2,
-			       ulong l2o, __global const int *kvlen, ulong klo, int has_kvlen,
-			       uint T, uint Tp, uint H, uint KVH, uint hd, int causal, float scale)
-{
-	const uint j0 = get_global_id(0) * ATT_KB, g = get_global_id(1), b = get_global_id(2);
-	const uint L = kv_limit(kvlen, klo, has_kvlen, b, T);
-
-	if (j0 >= L)
-		return; /* padding keys get no gradient */
-	const uint nk = min((uint)ATT_KB, L - j0), grp = H / KVH;
-	const float sl2 = scale * LOG2E_F;
-	const __global ST_T *kp[ATT_KB], *vp[ATT_KB];
-	__global float *dkp[ATT_KB], *dvp[ATT_KB];
-	float pt[ATT_KB][8], st[ATT_KB][8];
-
-	for (uint c = 0; c < ATT_KB; c++) {
-		const size_t row = (size_t)b * T + j0 + min(c, nk - 1);
-		kp[c] = k + ko + row * ldk + (size_t)g * hd;
-		vp[c] = v + vo + row * ldv + (size_t)g * hd;
-		dkp[c] = dk + dko + row * ldk + (size_t)g * hd;
-		dvp[c] = dv + dvo + row * ldv + (size_t)g * hd;
-	}
-	for (uint hh = 0; hh < grp; hh++) {
-		const uint h = g * grp + hh;
-		const size_t bh = (size_t)b * H + h;
-		const __global float *qtb = qt + qto + bh * hd * Tp, *gtb = gt + gto + bh * hd * Tp;
-		const __global ST_T *qb = q + qo + (size_t)b * T * ldq + (size_t)h * hd;
-		const __global float *gb = dout + doo + (size_t)b * T * ldo + (size_t)h * hd;
-		for (uint i0 = causal ? (j0 & ~7u) : 0; i0 < T; i0 += 8) {
-			float8 s[ATT_KB], dp[ATT_KB];
-			for (uint c = 0; c < ATT_KB; c++)
-				s[c] = dp[c] = 0.0f;
-			for (uint e = 0; e < hd; e++) {
-				const float8 q8 = vload8(0, qtb + (size_t)e * Tp + i0);
-				const float8 g8 = vload8(0, gtb + (size_t)e * Tp + i0);
-				for (uint c = 0; c < ATT_KB; c++) {
-					s[c] = fma((float8)(ST_LD(kp[c], e)), q8, s[c]);
-					dp[c] = fma((float8)(ST_LD(vp[c], e)), g8, dp[c]);
-				}
-			}
-			const float8 l8 = vload8(0, l2 + l2o + bh * Tp + i0);
-			const float8 d8 = vload8(0, dd + ddo + bh * Tp + i0);
-			for (uint c = 0; c < ATT_KB; c++) {
-				float8 pv = exp2(s[c] * sl2 - l8);
-				if (causal)
-					pv = select(pv, (float8)(0.0f),
-						    (int8)(i0) + LANES < (int8)(j0 + c));
-				vstore8(pv, 0, pt[c]);
-				vstore8(pv * (dp[c] - d8) * scale, 0, st[c]);
-			}
-			const uint in = min(8u, T - i0);
-			uint d = 0;
-			for (; d + 8 <= hd; d += 8) {
-				float8 av[ATT_KB], ak[ATT_KB];
-				for (uint c = 0; c < ATT_KB; c++) {
-					av[c] = vload8(0, dvp[c] + d);
-					ak[c] = vload8(0, dkp[c] + d);
-				}
-				for (uint i = 0; i < in; i++) {
-					const float8 gg = vload8(0, gb + (size_t)(i0 + i) * ldo + d);
-					const float8 qq = ST_LD8(qb, (size_t)(i0 + i) * ldq + d);
-					for (uint c = 0; c < ATT_KB; c++) {
-						av[c] = fma((float8)(pt[c][i]), gg, av[c]);
-						ak[c] = fma((float8)(st[c][i]), qq, ak[c]);
-					}
-				}
-				for (uint c = 0; c < nk; c++) {
-					vstore8(av[c], 0, dvp[c] + d);
-					vstore8(ak[c], 0, dkp[c] + d);
-				}
-			}
-			for (; d < hd; d++)
-				for (uint c = 0; c < nk; c++) {
-					float a = dvp[c][d], bk = dkp[c][d];
-					for (uint i = 0; i < in; i++) {
-						a = fma(pt[c][i], gb[(size_t)(i0 + i) * ldo + d], a);
-						bk = fma(st[c][i], ST_LD(qb, (size_t)(i0 + i) * ldq + d), bk);
-					}
-					dvp[c][d] = a;
-					dkp[c][d] = bk;
-				}
-		}
 	}
 }

@@ -471,10 +471,13 @@ clp_status clp_kfac_opt_tap(void *user, const clp_stage_mb *mb, int li, clp_stag
 		return acc_b(k, li, lin, dy);
 	}
 	CLP_TRY(kept_entry(k, (int)mb->micro_batch, 1, &e));
+	/* kept in fp32: a 16-bit input (mixed precision) widens exactly, so the deferred factor
+	 * equals the immediate one */
 	if (!(e->done & (1ull << (2 * li))))
-		/* a 16-bit input (mixed precision) is kept widened: exact, the same factor */
-		CLP_TRY(clp_cl_convert(k->ctx, kept_buf(e, li, lin, 0), CLP_F32, x, x.dt,
-				       k->N * k->lin[lin].I));
+		CLP_TRY(x.dt == CLP_F32
+				? kfac_copy(k->ctx, kept_buf(e, li, lin, 0), x, k->N * k->lin[lin].I)
+				: clp_cl_convert(k->ctx, kept_buf(e, li, lin, 0), CLP_F32, x, x.dt,
+						 k->N * k->lin[lin].I));
 	return kfac_copy(k->ctx, kept_buf(e, li, lin, 1), dy, k->N * k->lin[lin].O);
 }
 

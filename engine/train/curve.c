@@ -76,6 +76,12 @@ clp_status clp_curve_add_eval(clp_curve *c, long step, double val_loss, double b
 	return add(&c->evals, step, val_loss, bpb);
 }
 
+/* A logged number; a non-finite one is written as null (left out of the curve). */
+static double number_or_nan(const json_t *v)
+{
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
 clp_status clp_curve_load_log(clp_curve *c, const char *log, long upto)
 {
 	char line[4096];
@@ -91,7 +97,7 @@ clp_status clp_curve_load_log(clp_curve *c, const char *log, long upto)
 
 		if (ev && step > 0 && step <= upto) {
 			if (!strcmp(ev, "step"))
-				st = add(&c->steps, step, json_number_value(json_object_get(j, "loss")),
+				st = add(&c->steps, step, number_or_nan(json_object_get(j, "loss")),
 					 json_number_value(json_object_get(j, "tok_s")));
 			else if (!strcmp(ev, "eval")) {
 				double bpb = json_number_value(json_object_get(j, "val_bpb"));

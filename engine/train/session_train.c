@@ -32,6 +32,12 @@ static double lr_at(const clp_train_config *c, long step)
 	return c->optim.min_lr + 0.5 * (c->optim.lr - c->optim.min_lr) * (1 + cos(M_PI * p));
 }
 
+/* x as a JSON number, or null when it is NaN or infinite. */
+static json_t *json_finite(double x)
+{
+	return isfinite(x) ? json_real(x) : json_null();
+}
+
 static void log_json(clp_session *s, json_t *rec)
 {
 	if (s->log) {
@@ -392,9 +398,12 @@ static void log_step(void *ud, const clp_session_step *r)
 	}
 	progress(s, r->step - 1, r->loss, r->lr, r->tok_s, r->ms, r->eta_s, r->skipped,
 		 r->grad_norm, shown);
-	rec = json_pack("{s:s, s:I, s:f, s:f, s:f, s:f, s:f, s:b}", "event", "step", "step",
-			(json_int_t)r->step, "loss", r->loss, "lr", r->lr, "grad_norm",
-			r->grad_norm, "tok_s", r->tok_s, "ms", r->ms, "skipped", r->skipped);
+	/* a skipped step's norm is not finite: JSON has no NaN or inf, so it is null (a record
+	 * packed with one would be lost) */
+	rec = json_pack("{s:s, s:I, s:o, s:f, s:o, s:f, s:f, s:b}", "event", "step", "step",
+			(json_int_t)r->step, "loss", json_finite(r->loss), "lr", r->lr, "grad_norm",
+			json_finite(r->grad_norm), "tok_s", r->tok_s, "ms", r->ms, "skipped",
+			r->skipped);
 	if (rec && r->loss_scale > 0)
 		json_object_set_new(rec, "loss_scale", json_real(r->loss_scale));
 	log_json(s, rec);

@@ -238,7 +238,7 @@ out:
 	clp_ckpt_close(cb);
 }
 
-static void compare(const char *a, const char *b, double tol)
+static void compare(const char *a, const char *b, double tol, double tensor_tol)
 {
 	double la[32], lb[32];
 	int na = losses(a, la, 32), nb = losses(b, lb, 32);
@@ -247,7 +247,7 @@ static void compare(const char *a, const char *b, double tol)
 	for (int i = 0; i < na && i < nb; i++)
 		CHECK(tol == 0 ? la[i] == lb[i] : fabs(la[i] - lb[i]) <= tol * fabs(lb[i]),
 		      "step %d loss %.17g (%s) vs %.17g (%s)", i + 1, la[i], a, lb[i], b);
-	compare_ckpt(a, b, tol);
+	compare_ckpt(a, b, tensor_tol);
 }
 
 /* The run resumed at step K equals the uninterrupted one in its 2K steps and every tensor. */
@@ -270,7 +270,7 @@ static void test_equivalence(void)
 		run("pipe1", 1, 0, NULL);
 		run("pipe2", 1, 0, NULL);
 		if (clp_comm_rank(world) == 0)
-			compare("pipe1", "pipe2", 0);
+			compare("pipe1", "pipe2", 0, 0);
 		return;
 	}
 	if (!strcmp(mode, "resume")) {
@@ -315,11 +315,18 @@ static void test_equivalence(void)
 	}
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0) {
+		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") ||
+					     !strcmp(mode, "pfrecompute")
+				     ? 0
+				     : 1e-4;
+
 		run("single", 0, 0, NULL);
-		compare("pipe", "single", !strcmp(mode, "exact") || !strcmp(mode, "pf") ||
-						  !strcmp(mode, "pfrecompute")
-					  ? 0
-					  : 1e-4);
+		/* "close" in 16 bits: the losses as in fp32; the tensors within 0.1, because a master
+		 * one fp32 ulp off (another order of additions) rounds to another 16-bit copy now and
+		 * then, a jump of 2^-8 that the next steps carry on: ~2e-3 on most tensors, and the
+		 * attention's key bias, whose true gradient is zero (softmax ignores it), is that
+		 * noise alone (up to 4e-2 in bf16 Chimera) */
+		compare("pipe", "single", tol, tol > 0 && strcmp(precision, "fp32") ? 0.1 : tol);
 	}
 }
 

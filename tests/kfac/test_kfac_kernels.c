@@ -4,6 +4,8 @@
  * of the block (both kernel shapes), a matrix that is not positive definite, preconditioning in
  * both weight layouts, the dot product, KL clipping and the SGD update. Outputs are poisoned. */
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +112,63 @@ static void test_factor(void)
 			free(F0);
 			free(ref);
 		}
+}
+
+/* Factor A from 16-bit inputs (the saved activations of a bf16 / fp16 run): a column slice of
+ * wider rows, against the reference at the rounded inputs with the fp32 tolerance (the device
+ * reads exactly those values; their products are exact in fp32). A NaN input x[r][c] makes
+ * exactly row and column c of F NaN. A 16-bit F is refused. */
+static void test_factor_16bit(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(66);
+
+	if (!ctx)
+		return;
+	for (int t = CLP_BF16; t <= CLP_F16; t++)
+		for (size_t s = 0; s < NSIZES; s++)
+			for (int nan = 0; nan < 2; nan++) {
+				size_t d = sizes[s], rows = sizes[(s + 2) % NSIZES], ld = d + 3;
+				size_t nc = d / 2;
+				float *x = malloc(rows * ld * 4 + 4), *got = poisoned(d * d);
+				uint16_t *w = malloc(rows * ld * 2 + 2);
+				double *ref = malloc(d * d * 8);
+				cl_mem mx = NULL, mf = dbuf(got, d * d + 2);
+				char what[64];
+
+				th_fill_uniform(&r, x, rows * ld, -2, 2);
+				if (nan)
+					x[(rows - 1) * ld + 1 + nc] = NAN;
+				for (size_t i = 0; i < rows * ld; i++)
+					x[i] = clp_dtype_round((clp_dtype)t, x[i]);
+				clp_dtype_pack((clp_dtype)t, w, x, rows * ld);
+				CHECK_OK(clp_cl_buffer(ctx, rows * ld * 2 + 64, "x16", &mx));
+				CHECK_OK(clp_cl_write(ctx, mx, 0, rows * ld * 2, w));
+				CHECK_OK(clp_kfac_factor(ctx, clp_buf_at(mf, 2),
+							 clp_buf_typed(mx, 1, (clp_dtype)t), ld,
+							 rows, d, 0.25f, 0.0f));
+				get(mf, 2, got, d * d);
+				snprintf(what, sizeof(what), "factor %s d=%zu rows=%zu%s",
+					 clp_dtype_name((clp_dtype)t), d, rows, nan ? " NaN" : "");
+				if (nan) {
+					for (size_t i = 0; i < d * d; i++)
+						CHECK((isnan(got[i]) != 0) ==
+							      (i / d == nc || i % d == nc),
+						      "%s: F[%zu][%zu] = %g", what, i / d, i % d,
+						      got[i]);
+				} else {
+					clp_ref_kfac_factor(ref, x + 1, ld, rows, d, 0.25, 0.0);
+					th_close(what, got, ref, d * d, 1e-5, 1e-5);
+				}
+				if (s == 0 && !nan)
+					CHECK_ERR(clp_kfac_factor(ctx, clp_buf_typed(mf, 2, (clp_dtype)t),
+								  clp_buf_typed(mx, 1, (clp_dtype)t),
+								  ld, rows, d, 1.0f, 0.0f),
+						  CLP_ERR_INVALID, "F is");
+				clReleaseMemObject(mx);
+				clReleaseMemObject(mf);
+				free(x), free(w), free(got), free(ref);
+			}
 }
 
 static void test_damping(void)
@@ -467,6 +526,6 @@ static void test_dot_kl_sgd(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_factor), TH_TEST(test_damping), TH_TEST(test_inverses),
+TH_MAIN(TH_TEST(test_factor), TH_TEST(test_factor_16bit), TH_TEST(test_damping), TH_TEST(test_inverses),
 	TH_TEST(test_inverses_gpu_shape), TH_TEST(test_not_positive_definite),
 	TH_TEST(test_precondition), TH_TEST(test_dot_kl_sgd))

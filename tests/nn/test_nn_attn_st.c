@@ -1,9 +1,9 @@
 /* Fused attention with 16-bit values (issue 18, cl/nn.h "Storage"): q, k, v and out in bf16 or
  * fp16, lse and every gradient fp32, both kernel shapes (the GPU shape forced on this device),
  * causal and bidirectional, GQA, key padding, T = 1, 7, 33, 127 and head dimensions that are not
- * multiples of 8. Against the storage-aware double reference, the gradients also against
- * finite differences of the forward at the rounded inputs; NaN propagation equal to fp32's;
- * mixed storage types rejected naming the argument.
+ * multiples of 8 (5, 12, 13). Against the storage-aware double reference, the gradients also
+ * against finite differences of the forward at the rounded inputs; NaN propagation equal to
+ * fp32's; mixed storage types rejected naming the argument.
  *
  * Tolerances:
  *  - out: the reference rounds its double result once to the storage type; the device rounds
@@ -34,9 +34,11 @@ static const struct cfg cfgs[] = {
 	{2, 7, 4, 2, 8, 0, 1, 1, 1},     /* bidirectional, GQA, fused rows, key padding */
 	{1, 33, 4, 2, 12, 1, 0, 0, 0},   /* GQA, hd not a multiple of 8 */
 	{2, 33, 3, 1, 16, 0, 1, 1, 0},   /* multi-query, fused rows, key padding */
-	{1, 127, 2, 1, 64, 1, 0, 0, 0},  /* several key blocks and tiles */
-	{2, 127, 2, 2, 24, 0, 0, 1, 0},  /* bidirectional, padding, hd 24 */
+	{1, 127, 2, 1, 16, 1, 0, 0, 0},  /* several key blocks and tiles */
+	{2, 127, 2, 2, 13, 0, 0, 1, 0},  /* bidirectional, padding, hd 13 */
 };
+/* Head dimensions up to 16: the GPU shape builds one program per power of two (and storage
+ * type), and the 16-bit code does not depend on it; test_nn_attn covers the classes in fp32. */
 #define NCFG (sizeof(cfgs) / sizeof(cfgs[0]))
 
 /* A device buffer of n values of type dt holding x rounded (NULL: NaNs, so unwritten elements

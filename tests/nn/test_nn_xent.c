@@ -1,7 +1,37 @@
 /* Fused, vocabulary-chunked cross-entropy against the full-logits reference: odd vocabulary
  * sizes split into several chunks (one partial), ignored targets, per-row losses and the mean;
- * the reference backward against finite differences. */
+ * the reference backward against finite differences. The same with h, w and bias stored in bf16
+ * and fp16 (mixed precision: values 16-bit, losses, lse and gradients fp32) against the reference
+ * at the rounded inputs, with the fp32 tolerances: the device reads exactly those values and
+ * computes in fp32 as in the fp32 case (a product of a 16-bit and an fp32 or 16-bit value rounds
+ * at most once in fp32), so only fp32 accumulation differs; a 16-bit value read wrongly would be
+ * off by 2^-8 or 2^-11 relative. NaN in one row of h reaches that row's loss and dh only. */
 #include "tests/nn/nn_test.h"
+
+#include <stdint.h>
+
+/* A device buffer of n values of type t from host floats (already rounded to t). */
+static cl_mem xt_buf(const float *x, size_t n, clp_dtype t)
+{
+	uint16_t *w;
+	cl_mem m = NULL;
+
+	if (t == CLP_F32)
+		return tn_buf(x, n);
+	w = malloc((n ? n : 1) * 2);
+	clp_dtype_pack(t, w, x, n);
+	CHECK_OK(clp_cl_buffer(th_ctx(), (n ? n : 1) * 2, "test16", &m));
+	if (m && n)
+		CHECK_OK(clp_cl_write(th_ctx(), m, 0, n * 2, w));
+	free(w);
+	return m;
+}
+
+static void round_to(float *x, size_t n, clp_dtype t)
+{
+	for (size_t i = 0; x && i < n; i++)
+		x[i] = clp_dtype_round(t, x[i]);
+}
 
 struct fd_xent {
 	float *h, *w, *bias;
@@ -22,16 +52,16 @@ static double xent_loss(void *ud)
 	return s * f->scale;
 }
 
-static void check_xent(size_t N, size_t C, size_t V, size_t vchunk, int fd, int with_bias,
-		       th_rng *r)
+static void check_xent_t(size_t N, size_t C, size_t V, size_t vchunk, int fd, int with_bias,
+			 th_rng *r, clp_dtype t)
 {
 	clp_cl_ctx *ctx = th_ctx();
 	int32_t *tg = malloc(N * 4);
 	float *h = tn_rand(r, N * C, -1, 1), *w = tn_rand(r, V * C, -1, 1);
 	float *bias = with_bias ? tn_rand(r, V, -2, 2) : NULL, *db0 = tn_rand(r, V, -1, 1);
 	double *dbias = tn_dbl(db0, V);
-	cl_mem mb = with_bias ? tn_buf(bias, V) : NULL, mdb = tn_buf(db0, V);
-	clp_buf bb = clp_buf_at(mb, 0), dbb = clp_buf_at(with_bias ? mdb : NULL, 0);
+	cl_mem mb, mdb = tn_buf(db0, V);
+	clp_buf bb, dbb = clp_buf_at(with_bias ? mdb : NULL, 0);
 	float *dh0 = tn_rand(r, N * C, -1, 1), *dw0 = tn_rand(r, V * C, -1, 1);
 	float *got = malloc((N * C > V * C ? N * C : V * C) * 4), loss;
 	double *losses = malloc(N * 8), *lse = malloc(N * 8), *dh = tn_dbl(dh0, N * C);
@@ -47,24 +77,31 @@ static void check_xent(size_t N, size_t C, size_t V, size_t vchunk, int fd, int 
 		tg[2] = (int32_t)V - 1; /* the last column of the last, partial chunk */
 	for (size_t n = 0; n < N; n++)
 		valid += tg[n] >= 0;
-	mh = tn_buf(h, N * C), mw = tn_buf(w, V * C), mt = tn_buf(tg, N);
+	round_to(h, N * C, t); /* what the device reads */
+	round_to(w, V * C, t);
+	round_to(bias, V, t);
+	mb = with_bias ? xt_buf(bias, V, t) : NULL;
+	bb = clp_buf_typed(mb, 0, t);
+	mh = xt_buf(h, N * C, t), mw = xt_buf(w, V * C, t), mt = tn_buf(tg, N);
 	mdh = tn_buf(dh0, N * C), mdw = tn_buf(dw0, V * C), mz = tn_buf(NULL, N);
 	mm = tn_buf(NULL, 1);
 	th_poison(got, N);
 	ml = tn_buf(got, N);
-	snprintf(what, sizeof(what), "xent N=%zu C=%zu V=%zu chunk=%zu%s", N, C, V, vchunk,
-		 with_bias ? " bias" : "");
+	snprintf(what, sizeof(what), "xent %s N=%zu C=%zu V=%zu chunk=%zu%s", clp_dtype_name(t), N,
+		 C, V, vchunk, with_bias ? " bias" : "");
 	clp_ref_xent_forward(losses, lse, h, w, bias, tg, N, C, V);
 	clp_ref_xent_backward(dh, dw, with_bias ? dbias : NULL, h, w, bias, tg, 1.0f / (float)valid,
 			      N, C, V);
 	for (size_t n = 0; n < N; n++)
 		mean += losses[n] / (double)valid;
-	CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0), clp_buf_at(mh, 0),
-				     clp_buf_at(mw, 0), bb, clp_buf_at(mt, 0), N, C, V, vchunk));
+	CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0),
+				     clp_buf_typed(mh, 0, t), clp_buf_typed(mw, 0, t), bb,
+				     clp_buf_at(mt, 0), N, C, V, vchunk));
 	CHECK_OK(clp_nn_xent_mean(ctx, clp_buf_at(mm, 0), clp_buf_at(ml, 0), N, 1.0f / (float)valid));
 	CHECK_OK(clp_nn_xent_backward(ctx, clp_buf_at(mdh, 0), clp_buf_at(mdw, 0), dbb,
-				      clp_buf_at(mh, 0), clp_buf_at(mw, 0), bb, clp_buf_at(mt, 0),
-				      clp_buf_at(mz, 0), 1.0f / (float)valid, N, C, V, vchunk));
+				      clp_buf_typed(mh, 0, t), clp_buf_typed(mw, 0, t), bb,
+				      clp_buf_at(mt, 0), clp_buf_at(mz, 0), 1.0f / (float)valid, N, C,
+				      V, vchunk));
 	tn_get(ml, 0, got, N);
 	th_close(what, got, losses, N, 1e-5, 1e-5);
 	tn_get(mz, 0, got, N);
@@ -110,6 +147,12 @@ static void check_xent(size_t N, size_t C, size_t V, size_t vchunk, int fd, int 
 	free(dh), free(dw), free(bias), free(db0), free(dbias);
 }
 
+static void check_xent(size_t N, size_t C, size_t V, size_t vchunk, int fd, int with_bias,
+		       th_rng *r)
+{
+	check_xent_t(N, C, V, vchunk, fd, with_bias, r, CLP_F32);
+}
+
 static void test_xent(void)
 {
 	th_rng r = th_rng_seed(41);
@@ -145,4 +188,79 @@ static void test_bad_target(void)
 	clReleaseMemObject(ml), clReleaseMemObject(mz);
 }
 
-TH_MAIN(TH_TEST(test_xent), TH_TEST(test_bad_target))
+/* h, w and bias in bf16 and fp16: odd shapes, several chunks, ignored targets, the bias. */
+static void test_xent_16bit(void)
+{
+	th_rng r = th_rng_seed(43);
+
+	if (!th_ctx())
+		return;
+	for (int t = CLP_BF16; t <= CLP_F16; t++) {
+		check_xent_t(1, 1, 1, 0, 0, 0, &r, (clp_dtype)t);
+		check_xent_t(5, 4, 11, 4, 0, 1, &r, (clp_dtype)t);
+		check_xent_t(7, 33, 1000, 64, 0, 1, &r, (clp_dtype)t);
+		check_xent_t(33, 17, 127, 0, 0, 0, &r, (clp_dtype)t);
+	}
+}
+
+/* A NaN in row 1 of h (every storage type): that row's loss and dh row are NaN, the others
+ * finite. Mixed storage types among h, w, bias and a 16-bit gradient are refused by name. */
+static void test_xent_nan_types(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	const size_t N = 3, C = 5, V = 7;
+	const int32_t tg[3] = {2, 6, 0};
+	th_rng r = th_rng_seed(44);
+
+	if (!ctx)
+		return;
+	for (int t = CLP_F32; t <= CLP_F16; t++) {
+		float *h = tn_rand(&r, N * C, -1, 1), *w = tn_rand(&r, V * C, -1, 1);
+		float got[3 * 5];
+		cl_mem mh, mw, mt = tn_buf(tg, N), ml = tn_buf(NULL, N), mz = tn_buf(NULL, N);
+		cl_mem mdh = tn_buf(NULL, N * C), mdw = tn_buf(NULL, V * C);
+
+		h[1 * C + 3] = NAN;
+		round_to(h, N * C, (clp_dtype)t);
+		round_to(w, V * C, (clp_dtype)t);
+		mh = xt_buf(h, N * C, (clp_dtype)t), mw = xt_buf(w, V * C, (clp_dtype)t);
+		CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0),
+					     clp_buf_typed(mh, 0, (clp_dtype)t),
+					     clp_buf_typed(mw, 0, (clp_dtype)t), CLP_BUF_NONE,
+					     clp_buf_at(mt, 0), N, C, V, 0));
+		CHECK_OK(clp_nn_xent_backward(ctx, clp_buf_at(mdh, 0), clp_buf_at(mdw, 0),
+					      CLP_BUF_NONE, clp_buf_typed(mh, 0, (clp_dtype)t),
+					      clp_buf_typed(mw, 0, (clp_dtype)t), CLP_BUF_NONE,
+					      clp_buf_at(mt, 0), clp_buf_at(mz, 0), 1.0f / 3, N, C,
+					      V, 0));
+		tn_get(ml, 0, got, N);
+		CHECK(isfinite(got[0]) && isnan(got[1]) && isfinite(got[2]), "%s: losses %g %g %g: "
+		      "only row 1 (NaN in h) must be NaN", clp_dtype_name((clp_dtype)t), got[0],
+		      got[1], got[2]);
+		tn_get(mdh, 0, got, N * C);
+		for (size_t i = 0; i < N * C; i++)
+			CHECK((isnan(got[i]) != 0) == (i / C == 1), "%s: dh[%zu][%zu] = %g",
+			      clp_dtype_name((clp_dtype)t), i / C, i % C, got[i]);
+		if (t == CLP_BF16) { /* storage rules */
+			CHECK_ERR(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0),
+						      clp_buf_typed(mh, 0, CLP_BF16),
+						      clp_buf_at(mw, 0), CLP_BUF_NONE,
+						      clp_buf_at(mt, 0), N, C, V, 0),
+				  CLP_ERR_INVALID, "w is fp32 but h is bf16");
+			CHECK_ERR(clp_nn_xent_backward(ctx, clp_buf_typed(mdh, 0, CLP_BF16),
+						       clp_buf_at(mdw, 0), CLP_BUF_NONE,
+						       clp_buf_typed(mh, 0, CLP_BF16),
+						       clp_buf_typed(mw, 0, CLP_BF16), CLP_BUF_NONE,
+						       clp_buf_at(mt, 0), clp_buf_at(mz, 0), 1.0f, N,
+						       C, V, 0),
+				  CLP_ERR_INVALID, "dh is bf16");
+		}
+		clReleaseMemObject(mh), clReleaseMemObject(mw), clReleaseMemObject(mt);
+		clReleaseMemObject(ml), clReleaseMemObject(mz), clReleaseMemObject(mdh);
+		clReleaseMemObject(mdw);
+		free(h), free(w);
+	}
+}
+
+TH_MAIN(TH_TEST(test_xent), TH_TEST(test_xent_16bit), TH_TEST(test_xent_nan_types),
+	TH_TEST(test_bad_target))
