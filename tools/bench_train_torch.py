@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 """The PyTorch half of tools/bench_train.sh: a GPT-2-shaped model (the same as clpipe's gpt2
 preset: learned positions, pre-LayerNorm, tanh GELU, fused QKV, tied head) trained with AdamW on
-random tokens, on the CPU with a given number of threads. Prints one JSON line:
-{"tok_s": median tokens/s, "steps": n, "version": ..., "threads": ..., "blas": ...}."""
+random tokens, on the CPU with a given number of threads, in fp32 or (--autocast bf16) under
+torch.autocast's bf16 with fp32 master weights. Prints one JSON line:
+{"tok_s": median tokens/s, "steps": n, "act_bytes": ..., "version": ..., "threads": ...,
+"blas": ...}. act_bytes: the bytes autograd saves for the backward in one forward (every saved
+tensor's storage once, parameters and autocast's copies of them left out), measured on an
+untimed step after the timed ones."""
 import argparse
 import json
 import math
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -59,19 +64,42 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
                              {"params": nodecay, "weight_decay": 0.0}], lr=1e-4,
                             betas=(0.9, 0.95), eps=1e-8)
+    def loss_of(tok, tg):
+        if a.autocast == "bf16":
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                lg = forward(tok)
+            return F.cross_entropy(lg.float().view(-1, V), tg.view(-1))
+        return F.cross_entropy(forward(tok).view(-1, V), tg.view(-1))
+
     times = []
     for step in range(a.steps + 1):
         tok = torch.randint(0, V, (B, T))
         tg = torch.randint(0, V, (B, T))
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(forward(tok).view(-1, V), tg.view(-1))
+        loss = loss_of(tok, tg)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(p.values()), 1.0)
         opt.step()
         dt = time.perf_counter() - t0
         if step > 0:  # the first step warms up allocators and threads
             times.append(dt)
+    # activation memory: what autograd keeps for the backward of one step
+    pshapes = {tuple(t.shape) for t in p.values()} | {tuple(t.t().shape) for t in decay}
+    seen, act = set(), 0
+
+    def pack(x):
+        nonlocal act
+        key = (x.untyped_storage().data_ptr(), x.untyped_storage().nbytes())
+        if tuple(x.shape) not in pshapes and key not in seen:
+            seen.add(key)
+            act += key[1]
+        return x
+
+    opt.zero_grad(set_to_none=True)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
+        loss = loss_of(torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T)))
+    loss.backward()
     cfg = torch.__config__.show()
     blas = re.search(r"BLAS_INFO=(\w+)", cfg)
     print(json.dumps({"tok_s": B * T / statistics.median(times), "steps": len(times),
@@ -79,7 +107,8 @@ def main():
                       "version": torch.__version__, "threads": torch.get_num_threads(),
                       "blas": blas.group(1) if blas else "?",
                       "params": sum(t.numel() for t in p.values()),
-                      "loss": float(loss)}))
+                      "act_bytes": act, "autocast": a.autocast,
+                      "loss": float(loss.detach())}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ evaluated (its eval.dump) must agree within 1e-5 relative, and `clpipe sample --
 must print the tokens of transformers' greedy generate().
 Out: clpipe trains each family a few steps; transformers' from_pretrained(step directory) must
 load every weight (no missing or unexpected keys) and give clpipe eval's loss and greedy tokens.
+Export: `clpipe export --dtype bf16` (and fp16 for GPT-2) of each of those checkpoints must load
+with from_pretrained in that dtype, every weight equal to torch's rounding of the fp32 one.
 Prints one line per check and a summary; exits 1 on any mismatch."""
 import json
 import os
@@ -155,6 +157,26 @@ def clpipe_to_hf(work):
         if not ok:
             failures.append("out: " + label + " load")
         compare("out: " + label, step, m.eval(), work, causal, 64)
+        for dt in ["bf16", "fp16"] if label == "gpt2" else ["bf16"]:
+            check_export(label, step, m, cls, dt, os.path.join(work, f"ex{i}{dt}"))
+
+
+def check_export(label, step, m32, cls, dt, out):
+    """clpipe export: a 16-bit model directory transformers loads in that dtype, every weight
+    torch's rounding (to nearest even, as cl/half.h) of the fp32 checkpoint's."""
+    want = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt]
+    run(["export", "--dtype", dt, step, out])
+    m, info = cls.from_pretrained(out, output_loading_info=True)
+    p16, p32 = dict(m.named_parameters()), dict(m32.named_parameters())
+    bad = [k for k, v in p32.items()
+           if k not in p16 or p16[k].dtype != want or not torch.equal(v.detach().to(want),
+                                                                       p16[k].detach())]
+    ok = (not bad and not info["missing_keys"] and not info["unexpected_keys"]
+          and m.dtype == want)
+    print(f"{'ok  ' if ok else 'FAIL'} export: {label:26s} {dt}: {cls.__name__} in {m.dtype}, "
+          f"{len(p16)} weights, differing from torch's rounding: {bad}")
+    if not ok:
+        failures.append(f"export: {label} {dt}")
 
 
 def main():

@@ -37,5 +37,6 @@ int cmd_sim(int argc, char **argv);
 int cmd_skip(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 
 #endif

@@ -46,7 +46,8 @@ static void help(void)
 	printf("usage: clpipe bench --model CONFIG [--section.key=VALUE ...]\n"
 	       "                    [--device SPEC[,SPEC..] | --all] [--kind NAME[,NAME..]]\n"
 	       "                    [--repeats N] [--warmup N] [--layers N,N,.. | --stages D]\n"
-	       "                    [--json FILE] [--quiet]\n\n"
+	       "                    [--json FILE] [--quiet]\n"
+	       "       clpipe bench --model CONFIG --memory [--section.key=VALUE ...]\n\n"
 	       "Times the model's blocks at its micro-batch (train.batch x train.seq) on each device:\n"
 	       "embedding, one transformer layer and head + loss, each forward, backward, the\n"
 	       "backward's input (B) and weight (W) halves and the AdamW step; attention forward\n"
@@ -54,9 +55,13 @@ static void help(void)
 	       "per block. Medians over --repeats (default 5) after --warmup (default 1), with\n"
 	       "their range. --json writes the block cost table clpipe plan reads (--blocks); with\n"
 	       "--layers (layers per stage) or --stages D (an even split) it writes the per-stage\n"
-	       "table clpipe sim reads (--costs) instead.\n\n"
+	       "table clpipe sim reads (--costs) instead. --train.precision=bf16 (or fp16) runs\n"
+	       "the blocks in that storage precision; the table records it (\"precision\").\n\n"
 	       "  --kind NAME,..  device kinds as the cluster file names them (default: the device's\n"
-	       "                  name, which clpipe plan matches inside device names)\n");
+	       "                  name, which clpipe plan matches inside device names)\n"
+	       "  --memory        no timing: the device memory of one stage holding the whole model\n"
+	       "                  (what clpipe train allocates on one device, engine/model/\n"
+	       "                  stage_mem.c) in train.precision, part by part, in bytes\n");
 }
 
 static clp_status rnd_ids(int32_t *v, size_t n, int mod, uint64_t seed)
@@ -69,9 +74,11 @@ static clp_status rnd_ids(int32_t *v, size_t n, int mod, uint64_t seed)
 }
 
 /* Random values into a device range (the inputs and output gradients a stage gets). */
+/* n random values into b, in its storage type (a 16-bit stage's activations: rounded). */
 static clp_status fill_rand(clp_cl_ctx *ctx, clp_buf b, size_t n)
 {
 	float *h = malloc(n * sizeof(float));
+	size_t es = clp_dtype_size(b.dt);
 	uint64_t s = 88172645463325252ULL;
 	clp_status st;
 
@@ -81,7 +88,19 @@ static clp_status fill_rand(clp_cl_ctx *ctx, clp_buf b, size_t n)
 		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
 		h[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.1f;
 	}
-	st = clp_cl_write(ctx, b.mem, b.off * 4, n * 4, h);
+	if (es == 2) {
+		uint16_t *w = malloc(n * sizeof(uint16_t));
+
+		if (!w) {
+			free(h);
+			return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+		}
+		clp_dtype_pack(b.dt, w, h, n);
+		st = clp_cl_write(ctx, b.mem, b.off * es, n * es, w);
+		free(w);
+	} else {
+		st = clp_cl_write(ctx, b.mem, b.off * es, n * es, h);
+	}
 	free(h);
 	return st;
 }
@@ -95,7 +114,8 @@ static clp_stage_mb mb_of(const bm *b, uint32_t i)
 /* One stage of block range [first, last]; inputs made up where the stage takes activations. */
 static clp_status make_stage(bm *b, int first, int last, int split, clp_stage **out)
 {
-	clp_stage_opts so = {.B = b->m->batch, .T = b->m->seq, .slots = 1, .split = split};
+	clp_stage_opts so = {.B = b->m->batch, .T = b->m->seq, .slots = 1, .split = split,
+			     .precision = b->m->precision};
 	size_t N = b->m->batch * b->m->seq, C = (size_t)b->m->cfg.d_model;
 
 	CLP_TRY(clp_stage_create(out, b->ctx, &b->m->cfg, first, last, &so));
@@ -281,8 +301,9 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 	int L = m->cfg.n_layer;
 	const int range[CLP_PLAN_NBLOCKS][2] = {{0, 0}, {1, 1}, {L + 1, L + 1}};
 
-	printf("\ndevice %s (kind \"%s\"): %s, %d layers, micro-batch %zu x %zu\n", r->name,
-	       r->kind, clp_preset_name(m->cfg.preset), L, m->batch, m->seq);
+	printf("\ndevice %s (kind \"%s\"): %s, %d layers, micro-batch %zu x %zu, %s\n", r->name,
+	       r->kind, clp_preset_name(m->cfg.preset), L, m->batch, m->seq,
+	       clp_dtype_name(m->precision));
 	printf("  %-10s %-24s %12s  [%10s .. %10s]\n", "block", "figure", "median ms", "min",
 	       "max");
 	for (int blk = 0; blk < CLP_PLAN_NBLOCKS; blk++) {
@@ -296,13 +317,44 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 			printf("  %-10s %-24s %12.3f  [%10.3f .. %10.3f]\n", clp_plan_block_name(blk),
 			       fig_names[f], s->median * 1e3, s->min * 1e3, s->max * 1e3);
 		}
-		if (clp_model_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0, 0,
-				       &mem) == CLP_OK)
-			printf("  %-10s memory: parameters %.1f MiB (+ gradients, AdamW 2x), "
-			       "activations %.1f MiB per micro-batch, workspace %.1f MiB\n",
-			       clp_plan_block_name(blk), mem.param_bytes / 1048576.0,
-			       mem.act_bytes / 1048576.0, mem.work_bytes / 1048576.0);
+		if (clp_model_stage_mem_prec(&m->cfg, range[blk][0], range[blk][1], m->batch,
+					     m->seq, 0, 0, m->precision, &mem) == CLP_OK)
+			printf("  %-10s memory: parameters %.1f MiB (+ gradients, AdamW 2x, 16-bit "
+			       "copy %.1f MiB), activations %.1f MiB per micro-batch, message %.2f "
+			       "MiB, workspace %.1f MiB\n", clp_plan_block_name(blk),
+			       mem.param_bytes / 1048576.0, mem.copy_bytes / 1048576.0,
+			       mem.act_bytes / 1048576.0, mem.out_bytes / 1048576.0,
+			       mem.work_bytes / 1048576.0);
 	}
+}
+
+/* --memory: one stage of the whole model with one micro-batch slot, as a one-device run
+ * allocates it (the model tests/plan/test_plan_mem.c holds equal to real stages). */
+static clp_status print_memory(const clp_plan_model *m, int recompute)
+{
+	clp_model_mem mem;
+	int64_t total;
+
+	CLP_TRY(clp_model_stage_mem_prec(&m->cfg, 0, m->cfg.n_layer + 1, m->batch, m->seq, 0,
+					 recompute, m->precision, &mem));
+	total = 2 * mem.param_bytes + mem.copy_bytes + mem.opt_bytes + mem.act_bytes +
+		mem.work_bytes;
+	printf("memory of %s, %d layers, micro-batch %zu x %zu, %s%s, one stage:\n",
+	       clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch, m->seq,
+	       clp_dtype_name(m->precision), recompute ? ", recomputation" : "");
+	printf("  parameters     %14lld bytes (fp32 masters; gradients as many)\n",
+	       (long long)mem.param_bytes);
+	printf("  16-bit copy    %14lld bytes\n", (long long)mem.copy_bytes);
+	printf("  optimizer      %14lld bytes (AdamW's two moments)\n", (long long)mem.opt_bytes);
+	printf("  activations    %14lld bytes per micro-batch slot (kept from forward to "
+	       "backward)\n", (long long)mem.act_bytes);
+	printf("  message        %14lld bytes (a stage's output, and its gradient)\n",
+	       (long long)mem.out_bytes);
+	printf("  workspace      %14lld bytes (backward temporaries, tables)\n",
+	       (long long)mem.work_bytes);
+	printf("  total          %14lld bytes (%.1f MiB, one slot)\n", (long long)total,
+	       (double)total / 1048576.0);
+	return CLP_OK;
 }
 
 /* With --layers / --stages: the per-stage table of a 1F1B pipeline with that split. */
@@ -338,7 +390,7 @@ int cmd_bench_model(int argc, char **argv)
 	bm b;
 	const char *devices = NULL, *kinds = NULL, *json = NULL, *lay = NULL;
 	char sel[64][32], kind[64][CLP_NAME_MAX];
-	int nsel = 0, nkind = 0, all = 0, quiet = 0, stages = 0, rc = 0;
+	int nsel = 0, nkind = 0, all = 0, quiet = 0, stages = 0, rc = 0, memory = 0;
 	dev_result *res = NULL;
 	clp_costs *blocks = NULL, *out = NULL;
 	clp_cfg_ints layers = {0};
@@ -366,6 +418,8 @@ int cmd_bench_model(int argc, char **argv)
 			all = 1;
 		} else if (!strcmp(argv[i], "--quiet")) {
 			quiet = 1;
+		} else if (!strcmp(argv[i], "--memory")) {
+			memory = 1;
 		} else if ((got = cli_value(argc, argv, &i, "--model", &v)) != 0) {
 			if (got < 0)
 				return cli_usage_error("bench", "--model needs a config file");
@@ -409,6 +463,10 @@ int cmd_bench_model(int argc, char **argv)
 				       clp_last_error());
 	if ((s = clp_plan_model_from_config(&cfg, &m)) != CLP_OK)
 		return cli_fail("bench", s);
+	if (memory) {
+		s = print_memory(&m, cfg.train.recompute);
+		return s == CLP_OK ? 0 : cli_fail("bench", s);
+	}
 	layers = cfg.pipeline.layers;
 	if (stages) {
 		if (stages > m.cfg.n_layer || stages > CLP_CFG_MAX_INTS)

@@ -27,7 +27,8 @@ static void help(void)
 	       "                   [--out PREFIX] [--schedules LIST] [--stages D] [--replicas R]\n"
 	       "                   [--max-replicas R] [--chunks v] [--recompute auto|on|off]\n"
 	       "                   [--pipefisher auto|on|off] [--reserve F] [--no-drop]\n"
-	       "                   [--include-cpu] [--skip P [--skip-stages S]] [--verbose]\n\n"
+	       "                   [--include-cpu] [--skip P [--skip-stages S]] [--verbose]\n"
+	       "                   [--precision fp32|bf16|fp16]\n\n"
 	       "Chooses which devices serve which pipeline stages, the layers of each stage, the\n"
 	       "data-parallel degree, the schedule (with or without PipeFisher for K-FAC) and\n"
 	       "recomputation where memory needs it; every candidate is simulated with its memory\n"
@@ -40,6 +41,9 @@ static void help(void)
 	       "  --topology XML --devices F   one host from hwloc files; --hosts N repeats it\n"
 	       "  --inventory F       a cluster inventory (clpipe devices --json under mpirun)\n"
 	       "  --live              under mpirun: this job's hosts and devices (rank 0 plans)\n"
+	       "  --precision P       train.precision: activations, messages and the weight copy\n"
+	       "                      in 16 bits for bf16 / fp16 (memory from the model, times\n"
+	       "                      from the block table)\n"
 	       "  --blocks F          block cost table from clpipe bench --model\n"
 	       "  --profile CSV,..    block table from PipeFisher profiles, one per device kind, at\n"
 	       "                      micro-batch size --batch (default train.batch)\n"
@@ -64,6 +68,7 @@ static void help(void)
 
 typedef struct plan_args {
 	const char *model, *cluster, *topology, *devices, *inventory, *blocks, *profile, *out;
+	const char *precision;
 	int live, hosts, batch, include_cpu, skip, skip_stages;
 	clp_plan_opts o;
 } plan_args;
@@ -86,9 +91,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
 	for (int i = 1; i < argc; i++) {
 		const char *v = NULL;
 		const char *str[] = {"--model", "--cluster", "--topology", "--devices", "--inventory",
-				     "--blocks", "--profile", "--out"};
+				     "--blocks", "--profile", "--out", "--precision"};
 		const char **dst[] = {&a->model, &a->cluster, &a->topology, &a->devices,
-				      &a->inventory, &a->blocks, &a->profile, &a->out};
+				      &a->inventory, &a->blocks, &a->profile, &a->out,
+				      &a->precision};
 		int got = 0, k;
 
 		if (!strcmp(argv[i], "--live")) {
@@ -104,7 +110,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
 			a->o.verbose = 1;
 			continue;
 		}
-		for (k = 0; k < 8 && !got; k++)
+		for (k = 0; k < 9 && !got; k++)
 			if ((got = cli_value(argc, argv, &i, str[k], &v)) != 0)
 				*dst[k] = v;
 		if (got < 0)
@@ -397,6 +403,10 @@ int cmd_plan(int argc, char **argv)
 				       "--inventory, --live");
 	if (!!a.blocks + !!a.profile != 1)
 		return cli_usage_error("plan", "give --blocks or --profile");
+	if (a.precision &&
+	    clp_cfg_set(&clp_train_schema, &cfg, "train.precision", a.precision, "--precision") !=
+		    CLP_OK)
+		return cli_usage_error("plan", "%s", clp_last_error());
 	if (a.live && (st = clp_comm_world(&argc, &argv, &world)) != CLP_OK)
 		return cli_fail("plan", st);
 	st = clp_plan_model_from_config(&cfg, &m);
@@ -411,10 +421,15 @@ int cmd_plan(int argc, char **argv)
 	naive_ok = st == CLP_OK && clp_plan_naive(c, blocks, &m, &a.o, &naive) == CLP_OK;
 	if (st == CLP_OK) {
 		printf("cluster  %d device%s on %d host%s; model %s, %d layers, micro-batch %zu x %zu, "
-		       "%d micro-batches per step; %d simulations\n\n", c->ndevices,
+		       "%d micro-batches per step, %s; %d simulations\n", c->ndevices,
 		       c->ndevices > 1 ? "s" : "", c->nhosts, c->nhosts > 1 ? "s" : "",
 		       clp_preset_name(m.cfg.preset), m.cfg.n_layer, m.batch, m.seq,
-		       m.micro_batches, best.evaluations);
+		       m.micro_batches, clp_dtype_name(m.precision), best.evaluations);
+		if (blocks->precision != m.precision)
+			printf("note: the block table was measured in %s: its times are used as "
+			       "they are; memory and messages are %s's\n",
+			       clp_dtype_name(blocks->precision), clp_dtype_name(m.precision));
+		printf("\n");
 		print_plan("plan", &best, c, 1);
 		if (naive_ok) {
 			printf("\n");

@@ -36,6 +36,7 @@ typedef struct sim_cfg {
 	long kfac_split_bits;
 	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
+	char precision[8];
 } sim_cfg;
 
 #define F(member, key, type, dflt, help, lo, hi, choices)                                          \
@@ -69,6 +70,9 @@ static const clp_cfg_field fields[] = {
 	  "table", 0, 0, NULL),
 	F(calibrate, "calibrate", CLP_CFG_STRING, "\"\"", "take compute times from this measured "
 	  "trace", 0, 0, NULL),
+	F(precision, "precision", CLP_CFG_STRING, "\"table\"", "storage precision of activations "
+	  "and messages: the cost table's, or convert its sizes to fp32 (4 bytes an element), "
+	  "bf16 or fp16 (2); times stay the table's", 0, 0, "table|fp32|bf16|fp16"),
 	F(batch, "batch", CLP_CFG_INT, "8", "micro-batch size (profile row)", 1, 1e9, NULL),
 	F(seq, "seq", CLP_CFG_INT, "0", "sequence length for --profile (0: the model's)", 0, 1e9,
 	  NULL),
@@ -133,6 +137,7 @@ static void usage(void)
 	       "                  [--stages D] [--microbatches N] [--chunks v] [--replicas R]\n"
 	       "                  [--cluster F] [--layout F]\n"
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
+	       "                  [--precision table|fp32|bf16|fp16]\n"
 	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
 	       "                                [--kfac-mem-cap BYTES]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
@@ -214,6 +219,17 @@ static clp_status make_costs(const sim_cfg *c, const clp_sched *s, clp_costs **o
 	} else {
 		CLP_TRY(clp_costs_uniform(s->nstages, c->tf, c->tb, c->tw, out));
 	}
+	if (strcmp(c->precision, "table")) {
+		clp_dtype p = CLP_F32;
+		clp_status st = clp_costs_precision_parse(c->precision, "--precision", &p);
+
+		if (st != CLP_OK) {
+			clp_costs_free(*out);
+			*out = NULL;
+			return st;
+		}
+		clp_costs_set_precision(*out, p);
+	}
 	if (c->calibrate[0]) {
 		clp_trace t;
 		int nset = 0;
@@ -248,6 +264,7 @@ static void print_text(const clp_sched *s, const clp_costs *costs, const sim_cfg
 		       const clp_sim_result *r)
 {
 	int show = r->nranks <= 64 ? r->nranks : 16;
+	char mb[32];
 
 	printf("schedule     %s: %d ranks, %d stages, %d micro-batches, %d pipeline%s, %d "
 	       "replica%s, %d step%s\n", s->name, s->nranks, s->nstages, s->nmb, s->npipes,
@@ -256,6 +273,10 @@ static void print_text(const clp_sched *s, const clp_costs *costs, const sim_cfg
 	printf("costs        %s\n", costs->source[0] ? costs->source : "(no source given)");
 	printf("cluster      %s\n", c->cluster[0] ? c->cluster : "none: free links, memory "
 	       "unchecked");
+	human_bytes(r->msg_bytes, mb, sizeof(mb));
+	printf("precision    %s%s: %s of messages between stages\n",
+	       clp_dtype_name(costs->precision), strcmp(c->precision, "table") ? "" :
+	       " (the cost table's)", mb);
 	printf("step time    %.6g ms%s\n", r->step_s * 1e3, s->nsteps > 1 ? " (cycle / steps)" : "");
 	printf("bubble       %.2f %%   (compute utilisation %.2f %%, busy %.2f %%, mean over "
 	       "ranks)\n", 100 * r->bubble, 100 * r->util_mean, 100 * r->busy_mean);
@@ -281,7 +302,7 @@ static void print_text(const clp_sched *s, const clp_costs *costs, const sim_cfg
 	}
 }
 
-static void print_json(const clp_sched *s, const clp_sim_result *r)
+static void print_json(const clp_sched *s, const clp_costs *costs, const clp_sim_result *r)
 {
 	json_t *o = json_object(), *ranks = json_array();
 	char *txt;
@@ -297,6 +318,8 @@ static void print_json(const clp_sched *s, const clp_sim_result *r)
 	json_object_set_new(o, "busy", json_real(r->busy_mean));
 	json_object_set_new(o, "events", json_integer(r->nevents));
 	json_object_set_new(o, "ranks_over_memory", json_integer(r->over_memory));
+	json_object_set_new(o, "precision", json_string(clp_dtype_name(costs->precision)));
+	json_object_set_new(o, "message_bytes", json_integer(r->msg_bytes));
 	for (int i = 0; i < r->nranks; i++) {
 		const clp_sim_rank *k = &r->ranks[i];
 
@@ -506,7 +529,7 @@ int cmd_sim(int argc, char **argv)
 		printf("  step time %.6g ms, bubble %.2f %%\n", r.step_s * 1e3, 100 * r.bubble);
 	} else if (st == CLP_OK) {
 		if (c.json)
-			print_json(s, &r);
+			print_json(s, costs, &r);
 		else
 			print_text(s, costs, &c, &r);
 		st = write_outputs(&c, s, costs, layout, &r);

@@ -33,6 +33,9 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(costs, "costs", CLP_CFG_STRING, "\"\"", "cost table JSON: stages 0..S-1, then the head and "
 	  "loss of stage 0", 0, 0, NULL),
+	F(precision, "precision", CLP_CFG_STRING, "\"table\"", "storage precision of the "
+	  "messages on the paths: the cost table's, or its sizes converted to fp32 (4 bytes an "
+	  "element), bf16 or fp16 (2); times stay the table's", 0, 0, "table|fp32|bf16|fp16"),
 	F(layout, "layout", CLP_CFG_STRING, "\"\"", "fixed node-to-stage layout (rank i: device, "
 	  "stage); none: allocate with stage_nodes", 0, 0, NULL),
 	F(paths, "paths", CLP_CFG_STRING, "\"\"", "path set JSON (simulate, validate)", 0, 0, NULL),
@@ -276,6 +279,12 @@ clp_status skip_load_env(const skip_cfg *c, int S, skip_inputs *in)
 	if (!c->costs[0])
 		return clp_error(CLP_ERR_INVALID, "a cost table is required (--costs)");
 	CLP_TRY(clp_costs_load(c->costs, &in->costs));
+	if (strcmp(c->precision, "table")) {
+		clp_dtype p = CLP_F32;
+
+		CLP_TRY(clp_costs_precision_parse(c->precision, "skip.precision", &p));
+		clp_costs_set_precision(in->costs, p);
+	}
 	if (c->cluster[0])
 		CLP_TRY(clp_cluster_load(c->cluster, &in->cluster));
 	clp_skip_rules_default(r, S);

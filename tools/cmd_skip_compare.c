@@ -266,6 +266,7 @@ static clp_status paper_costs(int S, clp_costs **out)
 		x->nlayers = 1;
 	}
 	snprintf(k->source, sizeof(k->source), "synthetic: the SkipPipe paper's per-layer costs");
+	k->precision = CLP_F16; /* the paper's fp16 activations: 32 MiB a message */
 	*out = k;
 	return CLP_OK;
 }
@@ -308,6 +309,13 @@ int cmd_skip_bench(int argc, char **argv)
 	}
 	if (st == CLP_OK)
 		st = paper_costs(S, &costs);
+	if (st == CLP_OK && strcmp(c.precision, "table")) {
+		clp_dtype prec = CLP_F16;
+
+		st = clp_costs_precision_parse(c.precision, "skip.precision", &prec);
+		if (st == CLP_OK)
+			clp_costs_set_precision(costs, prec);
+	}
 	clp_skip_rules_default(&e.rules, S);
 	e.rules.path_len = 13;
 	e.rules.memory = 3;

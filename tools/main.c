@@ -15,6 +15,7 @@ static const struct command commands[] = {
 	{"train", cmd_train, "train a model (config file + --section.key overrides)"},
 	{"eval", cmd_eval, "validation loss, perplexity, bits per byte of a checkpoint"},
 	{"sample", cmd_sample, "generate text from a checkpoint"},
+	{"export", cmd_export, "a checkpoint's model as a bf16/fp16 Hugging Face model directory"},
 	{"tokenize", cmd_tokenize, "text files -> an llm.c token shard (byte or GPT-2 BPE)"},
 	{"bench", cmd_bench, "measure devices and kernels (bench gemm, ...)"},
 	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},

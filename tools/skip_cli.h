@@ -10,6 +10,7 @@
 
 typedef struct skip_cfg {
 	char cluster[SKIP_PATH], costs[SKIP_PATH], layout[SKIP_PATH], paths[SKIP_PATH];
+	char precision[8]; /* "table", or the precision the costs' sizes are converted to */
 	clp_cfg_ints stage_nodes;
 	long stages, microbatches, path_len, max_jump, max_swaps, memory;
 	int balance, deadlock_free, authors;
@@ -52,8 +53,8 @@ typedef struct skip_inputs {
  * Relative input paths not found from the working directory are looked up next to the config
  * file. */
 int skip_parse(const char *cmd, int argc, char **argv, skip_cfg *c, void (*usage)(void));
-/* The cluster, the costs, the rules and the constants of the config (authors: true sets
- * hop_s = 0.35, gap_s = 0.13). */
+/* The cluster, the costs (converted to --precision unless "table"), the rules and the
+ * constants of the config (authors: true sets hop_s = 0.35, gap_s = 0.13). */
 clp_status skip_load_env(const skip_cfg *c, int nstages, skip_inputs *in);
 /* The nodes: from --init or --alloc-from (a path file's nodes and origins), from --layout, else
  * every cluster device, allocated by clp_skip_allocate with stage_nodes (alloc_iterations

@@ -35,6 +35,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cl/half.h"
 #include "cl/status.h"
 #include "engine/io/safetensors.h"
 
@@ -119,5 +120,17 @@ clp_status clp_ckpt_read(clp_ckpt *c, clp_ckpt_kind kind, const char *name, floa
 			 int ndim, const int64_t *shape);
 /* Check the CRC-32 of every file now (otherwise done lazily by clp_ckpt_read). */
 clp_status clp_ckpt_verify(clp_ckpt *c);
+
+/* ---- export (checkpoint_export.c) ---- */
+
+/* Write the model of the checkpoint at ckpt (any path clp_ckpt_open takes; any number of rank
+ * files) into out_dir as a Hugging Face model directory: model.safetensors with every model
+ * tensor under its name, in dt (CLP_BF16 / CLP_F16: each fp32 master rounded to nearest even as
+ * cl/half.h does; CLP_F32: as stored), config.json from beside the checkpoint with "dtype" and
+ * "torch_dtype" set ("bfloat16", "float16", "float32"), and the tokenizer files found there
+ * (vocab.json, merges.txt, tokenizer*.json). The optimizer state is not exported. out_dir is
+ * created; a checkpoint directory (with a manifest) or the source's own directory is refused,
+ * so nothing saved is overwritten. *ntensors (may be NULL): tensors written. */
+clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors);
 
 #endif

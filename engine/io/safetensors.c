@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cl/half.h"
+
 /* Headers beyond this are refused, as the Hugging Face library does (a corrupt length field
  * would otherwise ask for gigabytes). */
 #define MAX_HEADER (100u << 20)
@@ -36,33 +38,6 @@ static const struct {
 	{"BOOL", CLP_ST_BOOL, 1}, {"U16", CLP_ST_OTHER, 2}, {"U32", CLP_ST_OTHER, 4},
 	{"U64", CLP_ST_OTHER, 8}, {"F8_E4M3", CLP_ST_OTHER, 1}, {"F8_E5M2", CLP_ST_OTHER, 1},
 };
-
-float clp_f16_to_f32(uint16_t h)
-{
-	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-	float f;
-
-	if (exp == 0x1f) {
-		u = sign | 0x7f800000u | man << 13; /* Inf, NaN */
-	} else if (exp == 0) {
-		/* zero or subnormal: man * 2^-24, exact in float */
-		f = (float)man * (1.0f / 16777216.0f);
-		return sign ? -f : f;
-	} else {
-		u = sign | (exp + 112) << 23 | man << 13;
-	}
-	memcpy(&f, &u, 4);
-	return f;
-}
-
-float clp_bf16_to_f32(uint16_t h)
-{
-	uint32_t u = (uint32_t)h << 16;
-	float f;
-
-	memcpy(&f, &u, 4);
-	return f;
-}
 
 void clp_st_close(clp_st_file *f)
 {
@@ -351,13 +326,13 @@ typedef void (*conv_fn)(const unsigned char *src, void *dst, size_t n);
 static void conv_f16(const unsigned char *s, void *d, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		((float *)d)[i] = clp_f16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+		((float *)d)[i] = clp_f16_value((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
 }
 
 static void conv_bf16(const unsigned char *s, void *d, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		((float *)d)[i] = clp_bf16_to_f32((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
+		((float *)d)[i] = clp_bf16_value((uint16_t)(s[2 * i] | s[2 * i + 1] << 8));
 }
 
 static void conv_f64(const unsigned char *s, void *d, size_t n)

@@ -8,8 +8,9 @@
  * well-formed JSON, known dtypes, shapes, offsets inside the file and not overlapping, and
  * dtype size x element count == byte size; errors name the file and the tensor. Tensors are
  * read with pread into the caller's buffer (F16/BF16/F64 converted to float, I32/U8 widened to
- * int64 on the way), so a file is never held in memory. The writer writes F32 tensors from the
- * caller's buffers, durably (temporary name, fsync, rename), header padded to 8 bytes as the
+ * int64 on the way), so a file is never held in memory. The writer writes F32 tensors, and BF16
+ * or F16 ones (16-bit words, e.g. from cl/half.h's clp_dtype_pack), from the caller's buffers,
+ * durably (temporary name, fsync, rename), header padded to 8 bytes as the
  * Hugging Face library does. Hosts are assumed little-endian. */
 #ifndef CLP_IO_SAFETENSORS_H
 #define CLP_IO_SAFETENSORS_H
@@ -75,14 +76,13 @@ typedef struct clp_st_writer clp_st_writer;
 clp_status clp_st_writer_create(clp_st_writer **w, const char *path);
 clp_status clp_st_writer_add(clp_st_writer *w, const char *name, const float *data, int ndim,
 			     const int64_t *shape);
+/* A 16-bit tensor: dt is CLP_ST_BF16 or CLP_ST_F16, data its numel words (host order). */
+clp_status clp_st_writer_add16(clp_st_writer *w, const char *name, clp_st_dtype dt,
+			       const uint16_t *data, int ndim, const int64_t *shape);
 clp_status clp_st_writer_meta(clp_st_writer *w, const char *key, const char *value);
 /* Write the file durably; size and crc (CRC-32 of the whole file) may be NULL. The directory
  * is not fsynced (see durable.h). */
 clp_status clp_st_writer_finish(clp_st_writer *w, uint64_t *size, uint32_t *crc);
 void clp_st_writer_free(clp_st_writer *w);
-
-/* Half-precision conversions (exposed for tests). */
-float clp_f16_to_f32(uint16_t h);
-float clp_bf16_to_f32(uint16_t h);
 
 #endif

@@ -1,5 +1,5 @@
-/* safetensors writer (see safetensors.h): F32 tensors from caller buffers, string metadata,
- * written durably through clp_afile. */
+/* safetensors writer (see safetensors.h): F32, BF16 and F16 tensors from caller buffers, string
+ * metadata, written durably through clp_afile. */
 #include "engine/io/safetensors.h"
 
 #include <jansson.h>
@@ -10,7 +10,8 @@
 
 typedef struct wtensor {
 	char *name;
-	const float *data;
+	const void *data;
+	int bf16, f16; /* else F32 */
 	int ndim;
 	int64_t shape[CLP_ST_MAX_DIM];
 	uint64_t numel;
@@ -48,8 +49,13 @@ void clp_st_writer_free(clp_st_writer *w)
 	free(w);
 }
 
-clp_status clp_st_writer_add(clp_st_writer *w, const char *name, const float *data, int ndim,
-			     const int64_t *shape)
+static size_t elem_bytes(const wtensor *t)
+{
+	return t->bf16 || t->f16 ? 2 : 4;
+}
+
+static clp_status add(clp_st_writer *w, const char *name, const void *data, clp_st_dtype dt,
+		      int ndim, const int64_t *shape)
 {
 	wtensor *t;
 	uint64_t numel = 1;
@@ -87,12 +93,29 @@ clp_status clp_st_writer_add(clp_st_writer *w, const char *name, const float *da
 	if (!t->name)
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
 	t->data = data;
+	t->bf16 = dt == CLP_ST_BF16;
+	t->f16 = dt == CLP_ST_F16;
 	t->ndim = ndim;
 	if (ndim)
 		memcpy(t->shape, shape, (size_t)ndim * sizeof(*shape));
 	t->numel = numel;
 	w->n++;
 	return CLP_OK;
+}
+
+clp_status clp_st_writer_add(clp_st_writer *w, const char *name, const float *data, int ndim,
+			     const int64_t *shape)
+{
+	return add(w, name, data, CLP_ST_F32, ndim, shape);
+}
+
+clp_status clp_st_writer_add16(clp_st_writer *w, const char *name, clp_st_dtype dt,
+			       const uint16_t *data, int ndim, const int64_t *shape)
+{
+	if (dt != CLP_ST_BF16 && dt != CLP_ST_F16)
+		return clp_error(CLP_ERR_INVALID, "%s: tensor \"%s\": 16-bit tensors are BF16 or "
+				 "F16", w->path, name ? name : "(null)");
+	return add(w, name, data, dt, ndim, shape);
 }
 
 clp_status clp_st_writer_meta(clp_st_writer *w, const char *key, const char *value)
@@ -120,11 +143,12 @@ static char *header_json(clp_st_writer *w, size_t *len)
 		for (int d = 0; d < t->ndim; d++)
 			json_array_append_new(shape, json_integer(t->shape[d]));
 		json_array_append_new(offs, json_integer((json_int_t)off));
-		json_array_append_new(offs, json_integer((json_int_t)(off + 4 * t->numel)));
-		off += 4 * t->numel;
+		json_array_append_new(offs, json_integer((json_int_t)(off + elem_bytes(t) * t->numel)));
+		off += elem_bytes(t) * t->numel;
 		if (json_object_set_new(h, t->name,
-					json_pack("{s:s, s:o, s:o}", "dtype", "F32", "shape", shape,
-						  "data_offsets", offs)) != 0)
+					json_pack("{s:s, s:o, s:o}", "dtype",
+						  t->bf16 ? "BF16" : t->f16 ? "F16" : "F32", "shape",
+						  shape, "data_offsets", offs)) != 0)
 			goto done;
 	}
 	text = json_dumps(h, JSON_COMPACT);
@@ -161,7 +185,7 @@ clp_status clp_st_writer_finish(clp_st_writer *w, uint64_t *size, uint32_t *crc)
 		s = clp_afile_write(&a, spaces, pad);
 	free(text);
 	for (int i = 0; s == CLP_OK && i < w->n; i++)
-		s = clp_afile_write(&a, w->t[i].data, (size_t)(4 * w->t[i].numel));
+		s = clp_afile_write(&a, w->t[i].data, elem_bytes(&w->t[i]) * (size_t)w->t[i].numel);
 	if (s != CLP_OK) {
 		clp_afile_abort(&a);
 		return s;

@@ -68,6 +68,10 @@ void clp_scenario_kfac_keep(const clp_scenario *sc, const clp_scenario_pf *p, in
 	} else {
 		int64_t out_b = sc->costs && sc->costs->nstages ? sc->costs->stages[0].out_bytes : 0;
 
+		/* the kept inputs and output gradients are fp32 in every precision (a 16-bit input
+		 * is kept widened): the rows at 4 bytes an element */
+		if (sc->costs)
+			out_b = out_b / (int64_t)clp_dtype_size(sc->costs->precision) * 4;
 		a = 7 * out_b;
 		b = 9 * out_b;
 	}

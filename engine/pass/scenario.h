@@ -49,7 +49,8 @@ clp_status clp_scenario_resolve(clp_scenario *sc, const char *layout_file);
  * for one micro-batch, held while the layer's factors are deferred) is computed one way: given
  * bytes win; else, with a model, exactly as the stages allocate it (clp_model_kfac_layer, what
  * training and the planner use); else (`clpipe sim` has no model) a guess from the cost
- * table's stage 0 out_bytes (a micro-batch's rows of width d): 7x for the inputs and 9x for
+ * table's stage 0 out_bytes (a micro-batch's rows of width d, taken at 4 bytes an element
+ * whatever the table's precision: K-FAC keeps them in fp32): 7x for the inputs and 9x for
  * the output gradients, what clp_model_kfac_layer gives for a GPT-2 block with a 4x MLP (its
  * four linears read widths d, d, d, 4d and write 3d, d, 4d, d). */
 typedef struct clp_scenario_pf {

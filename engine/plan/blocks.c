@@ -136,6 +136,7 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 	snprintf(c->device_kind, sizeof(c->device_kind), "%s", blocks->device_kind);
 	snprintf(c->source, sizeof(c->source), "plan: %.200s", blocks->source);
 	c->micro_batch_size = (int)m->batch;
+	c->precision = m->precision;
 	c->kfac_nfactors = blocks->kfac_nfactors;
 	memcpy(c->kfac_share, blocks->kfac_share, sizeof(c->kfac_share));
 	for (int k = 0; st == CLP_OK && k < blocks->nkinds; k++)
@@ -159,8 +160,8 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 				else
 					kind_times(c, k, i)[t] = v;
 			}
-		st = clp_model_stage_mem(&m->cfg, first, last, m->batch, m->seq, split, recompute,
-					&mem);
+		st = clp_model_stage_mem_prec(&m->cfg, first, last, m->batch, m->seq, split,
+					     recompute, m->precision, &mem);
 		if (st != CLP_OK)
 			break;
 		sc->param_bytes = mem.param_bytes;
@@ -197,13 +198,14 @@ clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kind
 	snprintf(c->device_kind, sizeof(c->device_kind), "%s", kinds[0]);
 	snprintf(c->source, sizeof(c->source), "%s", source);
 	c->micro_batch_size = (int)m->batch;
+	c->precision = m->precision;
 	st = add_kinds(c, n - 1);
 	for (int blk = 0; st == CLP_OK && blk < CLP_PLAN_NBLOCKS; blk++) {
 		clp_stage_cost *sc = &c->stages[blk];
 		clp_model_mem mem;
 
-		st = clp_model_stage_mem(&m->cfg, range[blk][0], range[blk][1], m->batch, m->seq, 0,
-					0, &mem);
+		st = clp_model_stage_mem_prec(&m->cfg, range[blk][0], range[blk][1], m->batch,
+					     m->seq, 0, 0, m->precision, &mem);
 		if (st != CLP_OK)
 			break;
 		memcpy(sc->t, &t[(size_t)blk * CLP_COST_NTIMES], CLP_COST_NTIMES * sizeof(double));

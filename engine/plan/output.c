@@ -122,5 +122,6 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	m->micro_batches = (int)(c->train.micro_batches * c->pipeline.replicas);
 	m->kfac = !strcmp(c->optim.name, "kfac");
 	m->kfac_interval = (int)c->kfac.interval;
+	CLP_TRY(clp_costs_precision_parse(c->train.precision, "train.precision", &m->precision));
 	return CLP_OK;
 }

@@ -14,7 +14,8 @@
  *                Devices whose kind the table lacks scale the table's times by their cluster
  *                `speed`.
  *   memory       computed from the model config as the executor's stages allocate it
- *                (clp_model_stage_mem), not from the table, so that it holds for any split.
+ *                (clp_model_stage_mem_prec, in the model's train.precision), not from the
+ *                table, so that it holds for any split.
  *   model        layers, micro-batch shape, micro-batches per step over all replicas (the
  *                global batch is kept: R replicas run M / R micro-batches each), optimizer.
  *
@@ -66,6 +67,8 @@ typedef struct clp_plan_model {
 	int micro_batches;    /* M: micro-batches per step over all replicas */
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
+	clp_dtype precision;  /* train.precision: activations and messages in 2 bytes an element
+			       * for bf16 / fp16, plus the 16-bit weight copy (CLP_F32 when zero) */
 } clp_plan_model;
 
 /* The block table of measured times (what `clpipe bench --model` writes): t holds, for each of
@@ -169,7 +172,7 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 				 clp_train_config *cfg);
 /* The workload of a training config: model (vocab 0: the tokenizer's), train.batch x train.seq,
  * train.micro_batches x pipeline.replicas micro-batches per step (the global batch the plan
- * keeps), optim.name = "kfac" and kfac.interval. */
+ * keeps), optim.name = "kfac" and kfac.interval, train.precision. */
 clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model *m);
 
 /* ---- SkipPipe on the same cluster (engine/plan/skip.c) ------------------------------------- */

@@ -70,6 +70,52 @@ clp_status clp_costs_uniform(int nstages, double tf, double tb, double tw, clp_c
 	return CLP_OK;
 }
 
+static int dtype_of(const char *name)
+{
+	for (int t = 0; t < CLP_DTYPE_COUNT; t++)
+		if (!strcmp(name, clp_dtype_name((clp_dtype)t)))
+			return t;
+	return -1;
+}
+
+clp_status clp_costs_precision_parse(const char *name, const char *origin, clp_dtype *out)
+{
+	int t = dtype_of(name);
+
+	if (t < 0)
+		return clp_error(CLP_ERR_INVALID, "%s: \"%s\" is not a precision (fp32, bf16 or "
+				 "fp16)", origin, name);
+	*out = (clp_dtype)t;
+	return CLP_OK;
+}
+
+/* n x size(to) / size(from), exact for sizes made of whole elements */
+static int64_t convert_bytes(int64_t n, clp_dtype from, clp_dtype to)
+{
+	int64_t a = (int64_t)clp_dtype_size(from), b = (int64_t)clp_dtype_size(to);
+
+	return n / a * b + n % a * b / a;
+}
+
+void clp_costs_set_precision(clp_costs *c, clp_dtype p)
+{
+	for (int s = 0; s < c->nstages; s++) {
+		clp_stage_cost *x = &c->stages[s];
+
+		x->out_bytes = convert_bytes(x->out_bytes, c->precision, p);
+		x->act_bytes = convert_bytes(x->act_bytes, c->precision, p);
+		x->act_w_bytes = convert_bytes(x->act_w_bytes, c->precision, p);
+	}
+	c->precision = p;
+}
+
+int64_t clp_costs_wcopy_bytes(const clp_costs *c, int s)
+{
+	if (c->precision == CLP_F32 || s < 0 || s >= c->nstages)
+		return 0;
+	return c->stages[s].param_bytes / 4 * (int64_t)clp_dtype_size(c->precision);
+}
+
 int clp_costs_kind_index(const clp_costs *c, const char *kind)
 {
 	for (int k = 0; k < c->nkinds; k++)
@@ -265,8 +311,10 @@ clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n)
 clp_status clp_costs_load(const char *path, clp_costs **out)
 {
 	static const char *const keys[] = {"format", "version", "source", "device_kind",
-					   "micro_batch_size", "kfac_factor_shares", "stages", NULL};
+					   "micro_batch_size", "precision", "kfac_factor_shares",
+					   "stages", NULL};
 	json_t *root, *stages, *shares = NULL;
+	char prec[16] = "fp32";
 	clp_costs *c = NULL;
 	clp_status st;
 
@@ -289,6 +337,13 @@ clp_status clp_costs_load(const char *path, clp_costs **out)
 	if (st == CLP_OK)
 		st = clp_json_int(path, "", root, "micro_batch_size", 0, 0, 1 << 30,
 				  &c->micro_batch_size);
+	if (st == CLP_OK)
+		st = clp_json_str(path, "", root, "precision", 0, prec, sizeof(prec));
+	if (st == CLP_OK && dtype_of(prec) < 0)
+		st = clp_error(CLP_ERR_FORMAT, "%s: precision: \"%s\" is not a precision (fp32, "
+			       "bf16 or fp16)", path, prec);
+	if (st == CLP_OK)
+		c->precision = (clp_dtype)dtype_of(prec);
 	for (int s = 0; st == CLP_OK && s < c->nstages; s++)
 		st = read_stage(path, json_array_get(stages, (size_t)s), c, s);
 	if (st == CLP_OK)
@@ -324,6 +379,7 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 	json_object_set_new(root, "device_kind", json_string(c->device_kind));
 	if (c->micro_batch_size)
 		json_object_set_new(root, "micro_batch_size", json_integer(c->micro_batch_size));
+	json_object_set_new(root, "precision", json_string(clp_dtype_name(c->precision)));
 	if (c->kfac_nfactors) {
 		json_t *a = json_array();
 

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include "cl/half.h"
 #include "cl/status.h"
 #include "engine/scenario/cluster.h"
 
@@ -62,6 +63,12 @@ typedef struct clp_costs {
 	char source[256];               /* where the numbers came from */
 	char file[256];                 /* the file it was read from ("" if made in memory) */
 	int micro_batch_size;           /* samples per micro-batch (0: unknown) */
+	/* The storage precision the table was measured (or computed) in: activations and the
+	 * messages between stages (out_bytes) are elements x 4 (fp32) or x 2 (bf16, fp16);
+	 * param_bytes, opt_bytes stay the fp32 masters, gradients and optimizer state, and a
+	 * 16-bit run also holds a 16-bit copy of the weights (clp_costs_wcopy_bytes). A file
+	 * without the field is fp32. */
+	clp_dtype precision;
 	/* K-FAC: a layer's factors (in the optimizer's order) and each one's share of the layer's
 	 * inversion time (they sum to 1), for per-factor KFAC_INV items; 0 factors: unknown, a
 	 * per-factor item then costs the whole layer's inversion. */
@@ -84,6 +91,19 @@ clp_status clp_costs_uniform(int nstages, double tf, double tb, double tw, clp_c
 clp_status clp_costs_load(const char *path, clp_costs **out);
 clp_status clp_costs_save(const clp_costs *c, const char *path);
 void clp_costs_free(clp_costs *c);
+
+/* "fp32", "bf16" or "fp16" into *out; anything else is CLP_ERR_INVALID naming `origin` (a flag
+ * or a config field). */
+clp_status clp_costs_precision_parse(const char *name, const char *origin, clp_dtype *out);
+/* Convert the table's sizes to another storage precision: out_bytes (the messages between
+ * stages, the SkipPipe paths' messages) exactly by size(p) / size(table's), act_bytes and
+ * act_w_bytes by the same ratio (an approximation: a 16-bit run keeps its few statistics,
+ * norms' means and attention's log-sum-exps, in fp32); parameters, gradients and optimizer
+ * state stay fp32. Times are left as measured (a table measured in fp32 keeps its compute
+ * times). The table's precision becomes p. */
+void clp_costs_set_precision(clp_costs *c, clp_dtype p);
+/* Bytes of stage s's 16-bit weight copy: param_bytes / 2 in a 16-bit table, 0 in fp32. */
+int64_t clp_costs_wcopy_bytes(const clp_costs *c, int s);
 
 /* Index of a device kind among the overrides, -1 if none. */
 int clp_costs_kind_index(const clp_costs *c, const char *kind);

@@ -117,6 +117,7 @@ static void start_xfer(sim *S, int64_t g, int src, double t)
 {
 	const clp_op *so = op_of(S, src, g), *ro = op_of(S, so->peer, S->ix.match[g]);
 	int dst = so->peer;
+	int64_t bytes = sim_msg_bytes(S, so, ro);
 	double occ, start = t, done;
 	sim_route rt;
 
@@ -125,7 +126,8 @@ static void start_xfer(sim *S, int64_t g, int src, double t)
 		S->err = CLP_ERR_NOMEM;
 		return;
 	}
-	occ = isinf(rt.spec.bandwidth_Bps) ? 0 : (double)sim_msg_bytes(S, so, ro) / rt.spec.bandwidth_Bps;
+	S->res->msg_bytes = clp_bytes_add(S->res->msg_bytes, bytes);
+	occ = isinf(rt.spec.bandwidth_Bps) ? 0 : (double)bytes / rt.spec.bandwidth_Bps;
 	if (rt.slot >= 0) {
 		if (S->res_free[rt.slot] > start)
 			start = S->res_free[rt.slot];

@@ -65,6 +65,8 @@ typedef struct clp_sim_result {
 	double util_mean, busy_mean, bubble;
 	int64_t nevents;  /* trace events produced */
 	int over_memory;  /* ranks whose peak exceeds their device's memory */
+	int64_t msg_bytes; /* bytes of all point-to-point messages (activations and their
+			    * gradients between stages), in the cost table's precision */
 	clp_sim_rank *ranks;
 	clp_trace trace;  /* the stored events */
 } clp_sim_result;

@@ -403,8 +403,8 @@ double sim_coll_time(sim *S, const clp_op *op, int64_t bytes)
 					 : clp_sim_allreduce_s(p, bytes, l);
 }
 
-/* Parameters + gradients + optimizer state (+ workspace) of every stage a rank runs, plus K-FAC
- * factors where it runs K-FAC items. */
+/* Parameters + gradients + optimizer state (+ workspace, + the 16-bit weight copy of a 16-bit
+ * table) of every stage a rank runs, plus K-FAC factors where it runs K-FAC items. */
 clp_status sim_static_memory(sim *S)
 {
 	const clp_costs *c = S->o->costs;
@@ -429,7 +429,8 @@ clp_status sim_static_memory(sim *S)
 				 * stage fits, the total over stages saturates */
 				bytes = clp_bytes_add(bytes, 2 * c->stages[st].param_bytes +
 							     c->stages[st].opt_bytes +
-							     c->stages[st].work_bytes);
+							     c->stages[st].work_bytes +
+							     clp_costs_wcopy_bytes(c, st));
 			}
 			if (clp_op_is_kfac(op->kind) &&
 			    !held[2 * st + 1]) {

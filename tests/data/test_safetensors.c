@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/half.h"
 #include "engine/io/safetensors.h"
 #include "tests/data/testutil.h"
 
@@ -65,11 +66,11 @@ static void test_fixture(void)
 
 static void test_half_conversions(void)
 {
-	CHECK(clp_f16_to_f32(0x3c00) == 1.0f && clp_f16_to_f32(0xc000) == -2.0f, "f16 normal");
-	CHECK(clp_f16_to_f32(0x0001) == ldexpf(1, -24), "f16 smallest subnormal");
-	CHECK(clp_f16_to_f32(0x7c00) == INFINITY && isnan(clp_f16_to_f32(0x7e00)), "f16 inf/nan");
-	CHECK(signbit(clp_f16_to_f32(0x8000)), "f16 -0");
-	CHECK(clp_bf16_to_f32(0x3f80) == 1.0f && clp_bf16_to_f32(0xc060) == -3.5f, "bf16");
+	CHECK(clp_f16_value(0x3c00) == 1.0f && clp_f16_value(0xc000) == -2.0f, "f16 normal");
+	CHECK(clp_f16_value(0x0001) == ldexpf(1, -24), "f16 smallest subnormal");
+	CHECK(clp_f16_value(0x7c00) == INFINITY && isnan(clp_f16_value(0x7e00)), "f16 inf/nan");
+	CHECK(signbit(clp_f16_value(0x8000)), "f16 -0");
+	CHECK(clp_bf16_value(0x3f80) == 1.0f && clp_bf16_value(0xc060) == -3.5f, "bf16");
 }
 
 static void test_round_trip(void)
@@ -121,6 +122,52 @@ static void test_round_trip(void)
 	CHECK(!memcmp(a, back, sizeof(a)), "data");
 	CHECK_OK(clp_st_read_f32(f, clp_st_find(f, "scalar"), back));
 	CHECK(back[0] == 7, "scalar");
+	clp_st_close(f);
+}
+
+/* 16-bit tensors: written as BF16 / F16 words (odd element counts: no padding between
+ * tensors), read back as the same values, the header naming each dtype. */
+static void test_round_trip_16(void)
+{
+	float src[7] = {1.0f, -2.5f, 3.14159f, 1e-3f, 65504.0f, -0.0f, 1e-7f}, back[7];
+	uint16_t hb[7], hf[7];
+	int64_t shape[1] = {7};
+	clp_st_writer *w = NULL;
+	clp_st_file *f = NULL;
+	const clp_st_tensor *tb, *tf;
+	const char *p = tu_path("rt16.safetensors");
+
+	clp_dtype_pack(CLP_BF16, hb, src, 7);
+	clp_dtype_pack(CLP_F16, hf, src, 7);
+	CHECK_OK(clp_st_writer_create(&w, p));
+	if (!w)
+		return;
+	CHECK_OK(clp_st_writer_add16(w, "b", CLP_ST_BF16, hb, 1, shape));
+	CHECK_OK(clp_st_writer_add16(w, "h", CLP_ST_F16, hf, 1, shape));
+	CHECK_OK(clp_st_writer_add(w, "f", src, 1, shape));
+	CHECK_ERR(clp_st_writer_add16(w, "x", CLP_ST_F32, hf, 1, shape), CLP_ERR_INVALID, "\"x\"",
+		  "BF16 or F16");
+	CHECK_OK(clp_st_writer_finish(w, NULL, NULL));
+	clp_st_writer_free(w);
+	CHECK_OK(clp_st_open(&f, p));
+	if (!f)
+		return;
+	tb = clp_st_find(f, "b");
+	tf = clp_st_find(f, "h");
+	CHECK(tb && tb->dtype == CLP_ST_BF16 && tb->end - tb->begin == 14, "BF16 tensor");
+	CHECK(tf && tf->dtype == CLP_ST_F16 && tf->end - tf->begin == 14, "F16 tensor");
+	if (tb && tf) {
+		CHECK_OK(clp_st_read_f32(f, tb, back));
+		for (int i = 0; i < 7; i++)
+			CHECK(back[i] == clp_dtype_round(CLP_BF16, src[i]), "bf16[%d]: %g", i,
+			      (double)back[i]);
+		CHECK_OK(clp_st_read_f32(f, tf, back));
+		for (int i = 0; i < 7; i++)
+			CHECK(back[i] == clp_dtype_round(CLP_F16, src[i]), "f16[%d]: %g", i,
+			      (double)back[i]);
+		CHECK_OK(clp_st_read_f32(f, clp_st_find(f, "f"), back));
+		CHECK(!memcmp(back, src, sizeof(src)), "F32 after 16-bit tensors");
+	}
 	clp_st_close(f);
 }
 
@@ -200,4 +247,5 @@ static void test_errors(void)
 }
 
 TH_MAIN(TH_TEST(test_fixture), TH_TEST(test_half_conversions), TH_TEST(test_round_trip),
+	TH_TEST(test_round_trip_16),
 	TH_TEST(test_errors))

@@ -66,6 +66,13 @@ static void test_keep(void)
 	clp_scenario_pf_default(&pf);
 	clp_scenario_kfac_keep(&sc, &pf, &a, &b);
 	CHECK(a == 7000 && b == 9000, "a == 7000 && b == 9000");
+	/* a bf16 table's messages are half the bytes; K-FAC still keeps fp32 rows */
+	clp_costs_set_precision(sc.costs, CLP_BF16);
+	clp_scenario_kfac_keep(&sc, &pf, &a, &b);
+	CHECK(sc.costs->stages[0].out_bytes == 500 && a == 7000 && b == 9000,
+	      "bf16 table: out %lld, keep %lld and %lld", (long long)sc.costs->stages[0].out_bytes,
+	      (long long)a, (long long)b);
+	clp_costs_set_precision(sc.costs, CLP_F32);
 	pf.keep_b_bytes = 5;
 	clp_scenario_kfac_keep(&sc, &pf, &a, &b);
 	CHECK(a == 7000 && b == 5, "a == 7000 && b == 5");

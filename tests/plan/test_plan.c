@@ -12,6 +12,7 @@
 #include "engine/io/config.h"
 #include "engine/plan/plan_internal.h"
 #include "engine/sched/gen.h"
+#include "engine/sim/sim.h"
 #include "engine/pass/validate.h"
 #include "engine/skip/skip.h"
 #include "tests/harness.h"
@@ -579,6 +580,99 @@ out:
 	clp_costs_free(b);
 }
 
+/* train.precision in the planner's memory model: the per-stage table of a bf16 model sends
+ * messages of exactly half the fp32 bytes, keeps fp32 masters, gradients and AdamW state and
+ * adds a 16-bit copy of the weights (half the masters), and keeps fewer activation bytes
+ * (more than half of fp32's: norms' and attention's statistics stay fp32); so the simulated
+ * peak of the ranks holding several micro-batches falls, and static memory grows by the copy
+ * (and the 16-bit stage's gradient message buffer). */
+static void test_precision_memory(void)
+{
+	clp_costs *b = profiles(PD "bert-large_time_memory_v100.csv", NULL, 8);
+	clp_train_config cfg;
+	clp_plan_model m[2];
+	clp_plan p = {0};
+	clp_sched *s = NULL;
+	clp_costs *c[2] = {NULL, NULL};
+	clp_sim_result r[2];
+	clp_sim_opts o;
+
+	memset(r, 0, sizeof(r));
+	for (int k = 0; k < 2; k++) {
+		CHECK_OK(clp_cfg_defaults(&clp_train_schema, &cfg));
+		CHECK_OK(clp_cfg_load_file(&clp_train_schema, &cfg, PD "bert-large.toml"));
+		cfg.train.batch = 8;
+		cfg.train.micro_batches = 8;
+		CHECK_OK(clp_cfg_set(&clp_train_schema, &cfg, "train.precision", k ? "bf16" : "fp32",
+				     "test"));
+		CHECK_OK(clp_plan_model_from_config(&cfg, &m[k]));
+	}
+	CHECK(m[0].precision == CLP_F32 && m[1].precision == CLP_BF16, "train.precision read");
+	p.kind = CLP_SCHED_1F1B, p.depth = 3, p.replicas = 1, p.chunks = 1, p.microbatches = 8;
+	CHECK_OK(plan_alloc(&p));
+	p.layers[0] = 10, p.layers[1] = 9, p.layers[2] = 5;
+	CHECK_OK(clp_plan_schedule(&p, &m[0], &s));
+	if (!s || !b)
+		goto out;
+	for (int k = 0; k < 2; k++) {
+		CHECK_OK(clp_plan_stage_costs(b, &m[k], s, 0, 0, 0, &c[k]));
+		if (!c[k])
+			goto out;
+		CHECK(c[k]->precision == m[k].precision, "the stage table records the precision");
+		clp_sim_opts_default(&o);
+		o.costs = c[k];
+		CHECK_OK(clp_sim_run(s, &o, &r[k]));
+	}
+	for (int i = 0; i < 3; i++) {
+		const clp_stage_cost *x = &c[0]->stages[i], *y = &c[1]->stages[i];
+		clp_model_mem mm;
+		int first = i == 0 ? 0 : i == 1 ? 11 : 20, last = i == 0 ? 10 : i == 1 ? 19 : 25;
+
+		CHECK(y->out_bytes * 2 == x->out_bytes && x->out_bytes == 8 * 128 * 1024 * 4,
+		      "stage %d: messages %lld bytes in bf16, %lld in fp32", i,
+		      (long long)y->out_bytes, (long long)x->out_bytes);
+		CHECK(y->param_bytes == x->param_bytes && y->opt_bytes == x->opt_bytes,
+		      "stage %d: masters and AdamW state stay fp32", i);
+		CHECK(clp_costs_wcopy_bytes(c[1], i) * 2 == y->param_bytes &&
+		      clp_costs_wcopy_bytes(c[0], i) == 0, "stage %d: the 16-bit copy", i);
+		CHECK(y->act_bytes < x->act_bytes && 2 * y->act_bytes > x->act_bytes,
+		      "stage %d: activations %lld bytes in bf16, %lld in fp32", i,
+		      (long long)y->act_bytes, (long long)x->act_bytes);
+		CHECK_OK(clp_model_stage_mem_prec(&m[1].cfg, first, last, 8, 128, 0, 0, CLP_BF16,
+						  &mm));
+		CHECK(mm.act_bytes == y->act_bytes && mm.copy_bytes * 2 == y->param_bytes,
+		      "stage %d: the table is the stage memory model's (blocks %d..%d)", i, first,
+		      last);
+	}
+	CHECK(r[1].msg_bytes * 2 == r[0].msg_bytes, "simulated message bytes halve");
+	for (int i = 0; i < r[0].nranks && r[1].nranks == r[0].nranks; i++) {
+		int64_t grow = clp_costs_wcopy_bytes(c[1], i) + c[1]->stages[i].work_bytes -
+			       c[0]->stages[i].work_bytes;
+
+		CHECK(r[1].ranks[i].static_bytes == r[0].ranks[i].static_bytes + grow,
+		      "rank %d: static memory %lld in bf16, %lld in fp32: grows by the 16-bit copy "
+		      "and the gradient message buffer (%lld)", i,
+		      (long long)r[1].ranks[i].static_bytes, (long long)r[0].ranks[i].static_bytes,
+		      (long long)grow);
+		/* 1F1B: rank i holds 3 - i micro-batches' activations; the last stage, with the
+		 * head and the tied embedding's copy, holds one and gains */
+		CHECK(i == 2 || r[1].ranks[i].peak_bytes < r[0].ranks[i].peak_bytes,
+		      "rank %d: peak %lld in bf16, %lld in fp32", i,
+		      (long long)r[1].ranks[i].peak_bytes, (long long)r[0].ranks[i].peak_bytes);
+	}
+	snprintf(cfg.train.precision, sizeof(cfg.train.precision), "fp8");
+	CHECK_ERR(clp_plan_model_from_config(&cfg, &m[1]), CLP_ERR_INVALID, "train.precision",
+		  "fp8");
+out:
+	for (int k = 0; k < 2; k++) {
+		clp_sim_result_free(&r[k]);
+		clp_costs_free(c[k]);
+	}
+	clp_sched_free(s);
+	clp_plan_clear(&p);
+	clp_costs_free(b);
+}
+
 static void test_bad_input(void)
 {
 	clp_cluster *c = NULL;
@@ -614,4 +708,4 @@ out:
 TH_MAIN(TH_TEST(test_two_fast_two_slow), TH_TEST(test_fast_small_memory),
 	TH_TEST(test_two_sockets_and_hosts), TH_TEST(test_xml_topologies),
 	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_balance_exact),
-	TH_TEST(test_stage_costs), TH_TEST(test_bad_input))
+	TH_TEST(test_stage_costs), TH_TEST(test_precision_memory), TH_TEST(test_bad_input))

@@ -1,0 +1,186 @@
+/* A checkpoint's model as a 16-bit Hugging Face model directory (clp_ckpt_export, see
+ * checkpoint.h): every model tensor, from however many rank files, rounded from the fp32
+ * masters to bf16 or fp16 (cl/half.h, the rounding the devices use) into one model.safetensors;
+ * config.json copied from beside the checkpoint with its dtype set; the tokenizer's files
+ * copied when present. */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cl/durable.h"
+#include "cl/half.h"
+#include "engine/io/checkpoint.h"
+#include "engine/io/safetensors.h"
+
+/* The directory a checkpoint path names (a .safetensors file: its directory). */
+static void ckpt_dir(const char *path, char *out, size_t n)
+{
+	struct stat sb;
+	const char *slash;
+
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		snprintf(out, n, "%s", path);
+		return;
+	}
+	slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(out, n, ".");
+	else
+		snprintf(out, n, "%.*s", (int)(slash - path ? slash - path : 1), path);
+}
+
+static const char *torch_name(clp_dtype dt)
+{
+	return dt == CLP_BF16 ? "bfloat16" : dt == CLP_F16 ? "float16" : "float32";
+}
+
+/* config.json of src_dir into out_dir with dtype (transformers 5) and torch_dtype (4) set. */
+static clp_status export_config(const char *src_dir, const char *out_dir, clp_dtype dt)
+{
+	char src[PATH_MAX + 32], dst[PATH_MAX + 32];
+	json_error_t e;
+	json_t *j;
+	clp_status st;
+
+	snprintf(src, sizeof(src), "%s/config.json", src_dir);
+	snprintf(dst, sizeof(dst), "%s/config.json", out_dir);
+	j = json_load_file(src, 0, &e);
+	if (!j || !json_is_object(j)) {
+		json_decref(j);
+		return clp_error(CLP_ERR_FORMAT, "%s:%d: %s", src, e.line,
+				 j ? "expected a JSON object" : e.text);
+	}
+	json_object_set_new(j, "dtype", json_string(torch_name(dt)));
+	json_object_set_new(j, "torch_dtype", json_string(torch_name(dt)));
+	st = clp_io_write_json(dst, j, JSON_INDENT(2) | JSON_PRESERVE_ORDER |
+			       JSON_REAL_PRECISION(15), 1, 0);
+	json_decref(j);
+	return st;
+}
+
+/* The tokenizer files transformers and clpipe read beside a model, when present. */
+static clp_status copy_tokenizer(const char *src_dir, const char *out_dir)
+{
+	static const char *const names[] = {"vocab.json", "merges.txt", "tokenizer.json",
+					    "tokenizer_config.json", "special_tokens_map.json"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		char src[PATH_MAX + 32], dst[PATH_MAX + 32], *data = NULL;
+		size_t n = 0;
+		clp_status st;
+
+		snprintf(src, sizeof(src), "%s/%s", src_dir, names[i]);
+		snprintf(dst, sizeof(dst), "%s/%s", out_dir, names[i]);
+		if (access(src, F_OK) != 0)
+			continue;
+		CLP_TRY(clp_io_read_file(src, &data, &n));
+		st = clp_io_write_file(dst, data, n);
+		free(data);
+		CLP_TRY(st);
+	}
+	return CLP_OK;
+}
+
+/* Refuse to write into a checkpoint (its manifest would no longer describe its files) or into
+ * the directory being read. */
+static clp_status check_out(const char *src_dir, const char *out_dir)
+{
+	char a[PATH_MAX], b[PATH_MAX], m[PATH_MAX + 32];
+
+	snprintf(m, sizeof(m), "%s/manifest.json", out_dir);
+	if (access(m, F_OK) == 0)
+		return clp_error(CLP_ERR_INVALID, "%s holds a checkpoint (manifest.json): export "
+				 "into another directory", out_dir);
+	if (realpath(src_dir, a) && realpath(out_dir, b) && !strcmp(a, b))
+		return clp_error(CLP_ERR_INVALID, "%s is the checkpoint's own directory: export "
+				 "into another one", out_dir);
+	return CLP_OK;
+}
+
+clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors)
+{
+	clp_ckpt *c = NULL;
+	clp_st_writer *w = NULL;
+	void **bufs = NULL;
+	char dir[PATH_MAX], path[PATH_MAX + 32], note[PATH_MAX + 64];
+	int n = 0, nb = 0;
+	clp_status st;
+
+	if (ntensors)
+		*ntensors = 0;
+	if (dt != CLP_F32 && dt != CLP_BF16 && dt != CLP_F16)
+		return clp_error(CLP_ERR_INVALID, "export: unknown dtype %d", (int)dt);
+	CLP_TRY(clp_ckpt_open(&c, ckpt));
+	ckpt_dir(clp_ckpt_path(c), dir, sizeof(dir));
+	st = clp_io_mkdirs(out_dir);
+	if (st == CLP_OK)
+		st = check_out(dir, out_dir);
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (st == CLP_OK && access(path, F_OK) != 0) /* before anything is written */
+		st = clp_error(CLP_ERR_NOT_FOUND, "%s: not found (transformers needs the model's "
+			       "config.json beside its weights; a clpipe checkpoint has one from "
+			       "rank 0)", path);
+	snprintf(path, sizeof(path), "%s/model.safetensors", out_dir);
+	if (st == CLP_OK)
+		st = clp_st_writer_create(&w, path);
+	n = clp_ckpt_count(c, CLP_CKPT_MODEL);
+	if (st == CLP_OK && n == 0)
+		st = clp_error(CLP_ERR_FORMAT, "%s: no model tensors to export", clp_ckpt_path(c));
+	if (st == CLP_OK && !(bufs = calloc((size_t)n, sizeof(*bufs))))
+		st = clp_error(CLP_ERR_NOMEM, "export: out of host memory");
+	for (int i = 0; st == CLP_OK && i < n; i++) {
+		const clp_st_tensor *t = clp_ckpt_tensor(c, CLP_CKPT_MODEL, i);
+		size_t numel = (size_t)t->numel;
+		float *f = malloc((numel ? numel : 1) * sizeof(float));
+		uint16_t *h = NULL;
+
+		if (!f) {
+			st = clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\" (%zu "
+				       "elements)", t->name, numel);
+			break;
+		}
+		st = clp_ckpt_read(c, CLP_CKPT_MODEL, t->name, f, t->ndim, t->shape);
+		if (st == CLP_OK && dt == CLP_F32) {
+			bufs[nb++] = f;
+			st = clp_st_writer_add(w, t->name, f, t->ndim, t->shape);
+			continue;
+		}
+		if (st == CLP_OK && !(h = malloc((numel ? numel : 1) * sizeof(uint16_t))))
+			st = clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\"",
+				       t->name);
+		if (st == CLP_OK) {
+			clp_dtype_pack(dt, h, f, numel);
+			bufs[nb++] = h;
+			st = clp_st_writer_add16(w, t->name, dt == CLP_BF16 ? CLP_ST_BF16 : CLP_ST_F16,
+						 h, t->ndim, t->shape);
+		} else {
+			free(h);
+		}
+		free(f);
+	}
+	snprintf(note, sizeof(note), "%s of %s", clp_dtype_name(dt), clp_ckpt_path(c));
+	if (st == CLP_OK)
+		st = clp_st_writer_meta(w, "format", "pt");
+	if (st == CLP_OK)
+		st = clp_st_writer_meta(w, "clpipe.export", note);
+	if (st == CLP_OK)
+		st = clp_st_writer_finish(w, NULL, NULL);
+	if (st == CLP_OK)
+		st = export_config(dir, out_dir, dt);
+	if (st == CLP_OK)
+		st = copy_tokenizer(dir, out_dir);
+	if (st == CLP_OK)
+		st = clp_io_fsync_dir(out_dir);
+	if (st == CLP_OK && ntensors)
+		*ntensors = n;
+	for (int i = 0; i < nb; i++)
+		free(bufs[i]);
+	free(bufs);
+	clp_st_writer_free(w);
+	clp_ckpt_close(c);
+	return st;
+}
