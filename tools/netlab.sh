@@ -182,8 +182,17 @@ cmd_up() {
 	for ((i = 0; i < n; i++)); do
 		local ns
 		ns=$(ns_of "$lab" "${hosts[i]}")
+		# the shaper sees wire-size packets (not 64 KB GSO bursts), TCP keeps its window
+		# over the gaps of a pipeline, and packets under 128 bytes (pure ACKs, Open MPI's
+		# control messages) skip the limited class (on a real full-duplex link they would
+		# not wait behind a queue of the other direction's data)
+		ip -n "$ns" link set dev clpn0 gso_max_segs 1 2>/dev/null ||
+			echo "netlab: cannot limit GSO on $ns (iproute2 too old): shaping is burstier" >&2
+		ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_slow_start_after_idle=0
 		tc -n "$ns" qdisc add dev clpn0 root handle 1: htb default 1
 		tc -n "$ns" class add dev clpn0 parent 1: classid 1:1 htb rate 100gbit quantum 60000
+		tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 1 u32 \
+			match u16 0 0xff80 at 2 flowid 1:1
 		for ((j = 0; j < n; j++)); do
 			[ $i -eq $j ] && continue
 			local bps
@@ -192,7 +201,7 @@ cmd_up() {
 			[ -z "$bps" ] && continue
 			tc -n "$ns" class add dev clpn0 parent 1: classid "1:$((10 + j))" htb \
 				rate "$((bps * 8))bit" ceil "$((bps * 8))bit" quantum 1514
-			tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 1 u32 \
+			tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 2 u32 \
 				match ip dst "${addrs[j + 1]}/32" flowid "1:$((10 + j))"
 		done
 	done
@@ -219,15 +228,23 @@ EOF
 	echo "$d"
 }
 
+# Messages up to CLPN_TCP_EAGER bytes (default 4 MiB; 0: Open MPI's own 64 KB) go eagerly:
+# a rendezvous needs the receiver's acknowledgement, which on Open MPI's one TCP connection per
+# pair of ranks waits behind all the data queued in the other direction, so two large
+# messages crossing between two hosts (1F1B, SkipPipe) would run one after the other
+# (docs/PIPELINE.md, "Crossing messages").
 cmd_mpirun() {
-	local lab=$1 d
+	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} mca=()
 	shift
 	d=$(labdir "$lab")
 	[ -f "$d/hostfile" ] || die "lab $lab is not up"
+	[[ $eager =~ ^[0-9]+$ ]] || die "CLPN_TCP_EAGER '$eager': a number of bytes"
+	[ "$eager" -gt 0 ] && mca=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit
+				   "$eager" --mca btl_tcp_max_send_size "$eager")
 	exec ip netns exec "$(ns_of "$lab" m)" mpirun --allow-run-as-root --hostfile "$d/hostfile" \
 		--mca plm_rsh_agent "$d/agent" --mca plm_rsh_no_tree_spawn 1 \
 		--mca btl tcp,self --mca btl_tcp_if_include "$SUBNET.0/24" \
-		--mca oob_tcp_if_include "$SUBNET.0/24" --bind-to none \
+		--mca oob_tcp_if_include "$SUBNET.0/24" "${mca[@]}" --bind-to none \
 		-x POCL_MAX_PTHREAD_COUNT=1 "$@"
 }
 
