@@ -9,7 +9,8 @@
 #                                              hosts; SLOTS: ranks per host (default: its
 #                                              number of devices)
 #   tools/netlab.sh mpirun LAB [ARGS...]       mpirun ARGS over the lab's hosts (from the lab's
-#                                              own namespace, TCP between hosts)
+#                                              own namespace, TCP between hosts; messages up
+#                                              to CLPN_TCP_EAGER bytes, default 4 MiB, eager)
 #   tools/netlab.sh pids LAB HOST [COMM]       processes running inside HOST (named COMM)
 #   tools/netlab.sh bytes LAB FROM TO          bytes FROM has sent to TO over their limited link
 #   tools/netlab.sh status LAB                 the lab's hosts, addresses and link limits
@@ -228,19 +229,24 @@ EOF
 	echo "$d"
 }
 
-# Messages up to CLPN_TCP_EAGER bytes (default 4 MiB; 0: Open MPI's own 64 KB) go eagerly:
-# a rendezvous needs the receiver's acknowledgement, which on Open MPI's one TCP connection per
-# pair of ranks waits behind all the data queued in the other direction, so two large
-# messages crossing between two hosts (1F1B, SkipPipe) would run one after the other
-# (docs/PIPELINE.md, "Crossing messages").
+# Messages up to CLPN_TCP_EAGER bytes (default 4 MiB; 0: Open MPI's defaults) go eagerly and
+# fit in the kernel's socket buffers (CLPN_TCP_BUF bytes, default CLPN_TCP_EAGER; 0: the
+# kernel's autotuning). A rendezvous needs the receiver's acknowledgement, which
+# on Open MPI's one TCP connection per pair of ranks waits behind all the data queued in the
+# other direction, so two large messages crossing between two hosts (1F1B, SkipPipe) would
+# run one after the other; and with the kernel's autotuned buffers a message moves only while
+# its sender calls MPI (docs/PIPELINE.md, "Why measured steps were longer than simulated").
 cmd_mpirun() {
-	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} mca=()
+	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} buf mca=()
 	shift
 	d=$(labdir "$lab")
 	[ -f "$d/hostfile" ] || die "lab $lab is not up"
+	buf=${CLPN_TCP_BUF:-$eager}
 	[[ $eager =~ ^[0-9]+$ ]] || die "CLPN_TCP_EAGER '$eager': a number of bytes"
-	[ "$eager" -gt 0 ] && mca=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit
-				   "$eager" --mca btl_tcp_max_send_size "$eager")
+	[[ $buf =~ ^[0-9]+$ ]] || die "CLPN_TCP_BUF '$buf': a number of bytes"
+	[ "$eager" -gt 0 ] && mca+=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit
+				    "$eager" --mca btl_tcp_max_send_size "$eager")
+	[ "$buf" -gt 0 ] && mca+=(--mca btl_tcp_sndbuf "$buf" --mca btl_tcp_rcvbuf "$buf")
 	exec ip netns exec "$(ns_of "$lab" m)" mpirun --allow-run-as-root --hostfile "$d/hostfile" \
 		--mca plm_rsh_agent "$d/agent" --mca plm_rsh_no_tree_spawn 1 \
 		--mca btl tcp,self --mca btl_tcp_if_include "$SUBNET.0/24" \
