@@ -189,7 +189,8 @@ cmd_up() {
 		# not wait behind a queue of the other direction's data)
 		ip -n "$ns" link set dev clpn0 gso_max_segs 1 2>/dev/null ||
 			echo "netlab: cannot limit GSO on $ns (iproute2 too old): shaping is burstier" >&2
-		ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_slow_start_after_idle=0
+		ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null ||
+			echo "netlab: cannot set tcp_slow_start_after_idle in $ns" >&2
 		tc -n "$ns" qdisc add dev clpn0 root handle 1: htb default 1
 		tc -n "$ns" class add dev clpn0 parent 1: classid 1:1 htb rate 100gbit quantum 60000
 		tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 1 u32 \
