@@ -48,7 +48,7 @@ links() {
 	local bps
 	bps=$(jq '[.links[].bandwidth_Bps] | add / length' "$2")
 	{ echo "== $3"; python3 "$root/tools/trace_links.py" "$1" $msg "$bps"; } | tee -a "$out/links.txt" |
-		sed -n 's/^rank/   rank/p'
+		sed -n 's/^rank.*->/   &/p'
 }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f %%", 100 * (a - b) / b}'; }
 table=$out/table.md

@@ -3,7 +3,9 @@
 model: every directed pair of ranks is one first-come-first-served link, so a message posted at
 p ends at max(p, the link's last end) + BYTES / BPS. Prints, per link, how much later the
 receives completed than that (a link sitting idle, or messages queueing on something the model
-does not have), and with --each every message.
+does not have), and with --each every message. Then, per rank, how long its forwards and
+backwards started after they could have (the previous compute op done and the input received):
+what the executor or a starved core adds.
 
 Usage: tools/trace_links.py TRACE BYTES BPS [--each]
   BYTES: bytes per message (all messages the same size, as in tools/bench_net.sh)
@@ -53,6 +55,26 @@ def main(argv):
                       f'received {end:9.1f} ms ({end - ideal:+.1f})')
         print(f'rank {a} -> {b}: {len(msgs)} messages, received {sum(late) / len(late):+.1f} ms '
               f'after the model on average (min {min(late):+.1f}, max {max(late):+.1f})')
+    arrived = {}  # (rank, ACT|GRAD, mb, stage) -> when the receive completed
+    for e in spans:
+        if e['cat'].startswith('RECV_'):
+            arrived[(e['pid'], e['cat'][5:], e['args']['mb'], e['args']['stage'])] = \
+                (e['ts'] + e['dur']) / 1e3
+    ranks = defaultdict(list)
+    for e in spans:
+        if e['cat'] in ('FWD', 'BWD'):
+            ranks[e['pid']].append(e)
+    for r, ops in sorted(ranks.items()):
+        prev, total, worst = None, 0.0, 0.0
+        for e in sorted(ops, key=lambda e: e['ts']):
+            need = arrived.get((r, 'ACT' if e['cat'] == 'FWD' else 'GRAD', e['args']['mb'],
+                                e['args']['stage']), 0.0)
+            ready = max(prev if prev is not None else e['ts'] / 1e3, need)
+            total += max(e['ts'] / 1e3 - ready, 0.0)
+            worst = max(worst, e['ts'] / 1e3 - ready)
+            prev = (e['ts'] + e['dur']) / 1e3
+        print(f'rank {r}: {len(ops)} forwards and backwards started {total:.1f} ms after they '
+              f'could have in all (at most {worst:.1f} ms)')
 
 
 if __name__ == '__main__':
