@@ -9,7 +9,9 @@
 # 4 stages (one each; the origin n0 also holds the head and loss), 6 micro-batches either through
 # every stage (the full pipeline) or each skipping one of stages 1-3 (a path set, P = 3 of 4),
 # both run with `clpipe train --pipeline.schedule=skippipe --skip.paths`, traced, and predicted
-# by `clpipe skip simulate` on the measured links. Needs root (tools/netlab.sh check).
+# by `clpipe skip simulate` on the measured links. After each traced run, tools/trace_links.py
+# prints how much later than the simulator's link model its messages arrived (links.txt).
+# Needs root (tools/netlab.sh check).
 # Usage: tools/bench_net.sh [MBIT ...]    link rates in Mbit/s (default: 50 100 200); the
 #        SkipPipe comparison runs at the first rate. Output under .cache/bench-net/.
 set -euo pipefail
@@ -41,8 +43,16 @@ calibrated() {
 	jq --argjson m $msg '.stages |= map(.out_bytes = $m)' "$3.tmp" >"$3"
 	rm -f "$3.tmp"
 }
+# links TRACE CLUSTER WHAT: the trace's messages against FCFS links at the measured rate
+links() {
+	local bps
+	bps=$(jq '[.links[].bandwidth_Bps] | add / length' "$2")
+	{ echo "== $3"; python3 "$root/tools/trace_links.py" "$1" $msg "$bps"; } | tee -a "$out/links.txt" |
+		sed -n 's/^rank.*->/   &/p'
+}
 pct() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%+.1f %%", 100 * (a - b) / b}'; }
 table=$out/table.md
+: >"$out/links.txt"
 echo "| link | schedule | measured link | measured step | simulated step | gap | simulated, free links | simulated link share |" >"$table"
 echo "|---|---|---|---|---|---|---|---|" >>"$table"
 for mbit in "${rates[@]}"; do
@@ -65,6 +75,7 @@ EOF
 			"${model[@]}" --steps 4 --pipeline.schedule=$sched --train.trace="$tr" |
 			grep -E '^trace of' | tee "$out/$sched-$mbit.txt"
 		meas=$(sed -E 's/.*; ([0-9.]+) ms per step.*/\1/' "$out/$sched-$mbit.txt")
+		links "$tr" "$out/measured-$mbit.json" "$mbit Mbit/s, $sched"
 		# compute times from the trace, the message size of the model, the measured link
 		calibrated "$tr" 2 "$out/costs-$sched-$mbit.json"
 		sim=("$clpipe" sim --schedule $sched --stages 2 --microbatches $N --grad-norm
@@ -118,6 +129,7 @@ for p in full skip; do
 		--pipeline.schedule=skippipe --skip.paths="$out/${p}_paths.json" --train.trace="$tr" |
 		grep -E '^trace of' | tee "$out/skippipe-$p.txt"
 	calibrated "$tr" 5 "$out/costs-skippipe-$p.json"
+	links "$tr" "$out/measured4.json" "4 hosts, $p paths"
 done
 "$netlab" down "$lab"
 for p in full skip; do

@@ -9,7 +9,8 @@
 #                                              hosts; SLOTS: ranks per host (default: its
 #                                              number of devices)
 #   tools/netlab.sh mpirun LAB [ARGS...]       mpirun ARGS over the lab's hosts (from the lab's
-#                                              own namespace, TCP between hosts)
+#                                              own namespace, TCP between hosts; messages up
+#                                              to CLPN_TCP_EAGER bytes, default 4 MiB, eager)
 #   tools/netlab.sh pids LAB HOST [COMM]       processes running inside HOST (named COMM)
 #   tools/netlab.sh bytes LAB FROM TO          bytes FROM has sent to TO over their limited link
 #   tools/netlab.sh status LAB                 the lab's hosts, addresses and link limits
@@ -182,8 +183,18 @@ cmd_up() {
 	for ((i = 0; i < n; i++)); do
 		local ns
 		ns=$(ns_of "$lab" "${hosts[i]}")
+		# the shaper sees wire-size packets (not 64 KB GSO bursts), TCP keeps its window
+		# over the gaps of a pipeline, and packets under 128 bytes (pure ACKs, Open MPI's
+		# control messages) skip the limited class (on a real full-duplex link they would
+		# not wait behind a queue of the other direction's data)
+		ip -n "$ns" link set dev clpn0 gso_max_segs 1 2>/dev/null ||
+			echo "netlab: cannot limit GSO on $ns (iproute2 too old): shaping is burstier" >&2
+		ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_slow_start_after_idle=0 2>/dev/null ||
+			echo "netlab: cannot set tcp_slow_start_after_idle in $ns" >&2
 		tc -n "$ns" qdisc add dev clpn0 root handle 1: htb default 1
 		tc -n "$ns" class add dev clpn0 parent 1: classid 1:1 htb rate 100gbit quantum 60000
+		tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 1 u32 \
+			match u16 0 0xff80 at 2 flowid 1:1
 		for ((j = 0; j < n; j++)); do
 			[ $i -eq $j ] && continue
 			local bps
@@ -192,7 +203,7 @@ cmd_up() {
 			[ -z "$bps" ] && continue
 			tc -n "$ns" class add dev clpn0 parent 1: classid "1:$((10 + j))" htb \
 				rate "$((bps * 8))bit" ceil "$((bps * 8))bit" quantum 1514
-			tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 1 u32 \
+			tc -n "$ns" filter add dev clpn0 parent 1: protocol ip prio 2 u32 \
 				match ip dst "${addrs[j + 1]}/32" flowid "1:$((10 + j))"
 		done
 	done
@@ -219,15 +230,28 @@ EOF
 	echo "$d"
 }
 
+# Messages up to CLPN_TCP_EAGER bytes (default 4 MiB; 0: Open MPI's defaults) go eagerly and
+# fit in the kernel's socket buffers (CLPN_TCP_BUF bytes, default CLPN_TCP_EAGER; 0: the
+# kernel's autotuning). A rendezvous needs the receiver's acknowledgement, which
+# on Open MPI's one TCP connection per pair of ranks waits behind all the data queued in the
+# other direction, so two large messages crossing between two hosts (1F1B, SkipPipe) would
+# run one after the other; and with the kernel's autotuned buffers a message moves only while
+# its sender calls MPI (docs/PIPELINE.md, "Why measured steps were longer than simulated").
 cmd_mpirun() {
-	local lab=$1 d
+	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} buf mca=()
 	shift
 	d=$(labdir "$lab")
 	[ -f "$d/hostfile" ] || die "lab $lab is not up"
+	buf=${CLPN_TCP_BUF:-$eager}
+	[[ $eager =~ ^[0-9]+$ ]] || die "CLPN_TCP_EAGER '$eager': a number of bytes"
+	[[ $buf =~ ^[0-9]+$ ]] || die "CLPN_TCP_BUF '$buf': a number of bytes"
+	[ "$eager" -gt 0 ] && mca+=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit
+				    "$eager" --mca btl_tcp_max_send_size "$eager")
+	[ "$buf" -gt 0 ] && mca+=(--mca btl_tcp_sndbuf "$buf" --mca btl_tcp_rcvbuf "$buf")
 	exec ip netns exec "$(ns_of "$lab" m)" mpirun --allow-run-as-root --hostfile "$d/hostfile" \
 		--mca plm_rsh_agent "$d/agent" --mca plm_rsh_no_tree_spawn 1 \
 		--mca btl tcp,self --mca btl_tcp_if_include "$SUBNET.0/24" \
-		--mca oob_tcp_if_include "$SUBNET.0/24" --bind-to none \
+		--mca oob_tcp_if_include "$SUBNET.0/24" "${mca[@]}" --bind-to none \
 		-x POCL_MAX_PTHREAD_COUNT=1 "$@"
 }
 

@@ -2,7 +2,8 @@
  * docs/SKIPPIPE.md "How a node runs it") runs its list for one step.
  *
  * Every receive is posted at the start. Then, repeatedly, every send whose data exists on the
- * host is posted, and the first compute op in list order whose inputs are there runs: a forward
+ * host is posted, and, once the device has finished the last compute op, the first compute op
+ * in list order whose inputs are there runs: a forward
  * needs its received activation (stage 0 on the origin needs nothing), a backward its forward and
  * its received gradient (the head's needs nothing more). A forward of a micro-batch the rank does
  * not hold yet runs only while fewer than mem_cap micro-batches are held; a micro-batch is held
@@ -40,6 +41,7 @@ typedef struct df {
 	int first;          /* no op before this one is left to run */
 	int barrier;        /* the first collective or optimizer step: the end of the dataflow */
 	int busy;           /* the device was seen working during the last scan */
+	cl_event last;      /* marker after the last compute op enqueued, until it completes */
 } df;
 
 static int is_barrier(int kind)
@@ -182,6 +184,7 @@ static clp_status run_compute(df *f, int i)
 {
 	clp_exec *e = f->e;
 	const clp_op *op = &f->p->ops[i];
+	cl_int err;
 
 	e->cur_ev0 = NULL;
 	if (op->kind == CLP_OP_FWD) {
@@ -197,7 +200,31 @@ static clp_status run_compute(df *f, int i)
 		CLP_TRY(exec_trace_compute(e, op));
 	f->ran[i] = 1;
 	f->todo--;
+	err = clEnqueueMarkerWithWaitList(clp_cl_ctx_queue(e->ctx), 0, NULL, &f->last);
+	if (err != CL_SUCCESS)
+		return clp_cl_fail(e->ctx, err, "rank %d: marker after a compute op", e->rank);
 	clFlush(clp_cl_ctx_queue(e->ctx)); /* the device starts on it while we poll */
+	return CLP_OK;
+}
+
+/* Whether the device still runs the last compute op. The next one is chosen only once it has
+ * finished, among the ops ready then (the simulator's rule, and what the path-set search
+ * optimised): queued behind a running op, a forward that was ready first would run before a
+ * backward whose gradient arrived meanwhile, whatever the node's priority says. */
+static clp_status device_busy(df *f, int *busy)
+{
+	int done;
+
+	*busy = 0;
+	if (!f->last)
+		return CLP_OK;
+	CLP_TRY(exec_event_done(f->e, f->last, &done));
+	if (!done) {
+		*busy = 1;
+		return CLP_OK;
+	}
+	clReleaseEvent(f->last);
+	f->last = NULL;
 	return CLP_OK;
 }
 
@@ -257,11 +284,12 @@ static clp_status flow(df *f)
 			f->todo++;
 		}
 	while (f->todo > 0) {
-		int before = pending(e), moved, chosen = -1;
+		int before = pending(e), moved, chosen = -1, running;
 
 		CLP_TRY(exec_progress(e));
 		moved = pending(e) != before;
-		f->busy = 0;
+		CLP_TRY(device_busy(f, &running));
+		f->busy = running;
 		for (int i = f->first; i < f->barrier; i++) {
 			const clp_op *op = &f->p->ops[i];
 			int ready = 0;
@@ -276,7 +304,7 @@ static clp_status flow(df *f)
 					f->todo--;
 					moved = 1;
 				}
-			} else if (chosen < 0) {
+			} else if (chosen < 0 && !running) {
 				CLP_TRY(compute_ready(f, i, &ready));
 				if (ready)
 					chosen = i;
@@ -423,6 +451,8 @@ clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_
 	r->grad_norm = e->norm;
 	r->skipped = e->nonfinite;
 	exec_update_loss_scale(e, r);
+	if (f.last)
+		clReleaseEvent(f.last);
 	free(f.ran);
 	free(f.held);
 	return st;
