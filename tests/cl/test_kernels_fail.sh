@@ -23,5 +23,5 @@ check "grep -q 'program build(s) failed on device .*: gemm_packed.cl' $work/err1
 check "grep -q 'compiler log:' $work/out1" "the compiler log is shown"
 check "[ \$(grep -c 'warning: the packed GEMM does not build' $work/err1) = 1 ]" "one warning line"
 check "grep -q 'gemm_packed.cl *FAILED(r)' $work/out2" "the second run remembers the failure"
-check "grep -q 'nn_attn.cl *ok' $work/out1" "the other programs built"
+check "grep -q 'nn_attn_bwd.cl *ok' $work/out1" "the other programs built"
 exit $fail
