@@ -195,6 +195,9 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 		if (!c->stages[g].out_bytes)
 			c->stages[g].out_bytes = (int64_t)(s->N * (size_t)s->m.d_model * sizeof(float));
 	}
+	/* the pass places messages of the run's storage precision (measured and fp32-sized sizes,
+	 * or a loaded table's own precision, converted) */
+	clp_costs_set_precision(c, s->prec);
 	if (!c->kfac_nfactors && (st = clp_costs_set_kfac_factors(c, dims, nf)) != CLP_OK) {
 		clp_costs_free(c);
 		return st;
