@@ -85,6 +85,12 @@ static void test_context(void)
 	CHECK(bad == NULL, "no context on failure");
 }
 
+/* The sub-device context stays open until the process exits (reachable from here, so no leak
+ * is reported): freeing it right after its commands made PoCL 3.1's pthread driver crash now and
+ * then, in POclReleaseEvent on a worker thread while the main thread was already in the next
+ * test (about 1 run in 20 of this binary; 0 in 120 runs without this test). */
+static clp_cl_ctx *kept_sub;
+
 static void test_subdevice(void)
 {
 	clp_cl_devinfo *devs;
@@ -112,7 +118,7 @@ static void test_subdevice(void)
 		CHECK_OK(clp_cl_read(sub, m, 4 * 15, 4, &v));
 		CHECK(v == 3.0f, "fill on a sub-device: %g", v);
 		clReleaseMemObject(m);
-		clp_cl_ctx_free(sub);
+		kept_sub = sub;
 		break;
 	}
 	free(devs);
