@@ -53,15 +53,14 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at,
 	/* only the register shape is compiled in; blocking stays a run-time argument */
 	snprintf(p->defines, sizeof(p->defines), "#define VW %d\n#define MR %d\n#define NV %d\n"
 		 "#define PK %d\n#define PS %d\n", p->VW, p->MR, p->NV, p->PK, p->PS);
-	/* 16-bit storage: only the packing kernels read A and B, so only they change, each built
-	 * for its operand's type (an fp32 one from the compute kernel's program) */
+	/* 16-bit storage: the packing kernels are built for their operand's type, and so is the
+	 * compute kernel for A's (its direct path reads A converting on load, so a 16-bit A needs
+	 * no pack_a launch and no K chunks, like an fp32 one; packed strips are always fp32) */
 	snprintf(p->adefs, sizeof(p->adefs), "%s%s", p->defines, ab_define(at));
 	snprintf(p->bdefs, sizeof(p->bdefs), "%s%s", p->defines, ab_define(bt));
-	if (at != CLP_F32)
-		p->direct_a = 0; /* the micro-kernel reads fp32 */
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_a", &p->pack_a));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->bdefs, "clp_gemm_pack_b", &p->pack_b));
-	return clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_packed", &p->compute);
+	return clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_packed", &p->compute);
 }
 
 static size_t packa_floats(const struct packed *p, size_t M, size_t K)

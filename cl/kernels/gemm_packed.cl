@@ -39,9 +39,10 @@
 
 /* AB_TYPE: the storage of the operand a packing kernel reads (fp32, bf16 or fp16; half.clh):
  * the host builds clp_gemm_pack_a for A's type and clp_gemm_pack_b for B's, so A and B may
- * differ. They write fp32 strips, so the micro-kernel is the same for every storage type and only
- * packing converts. The direct A path of clp_gemm_packed reads fp32 only; its C is fp32 (a
- * 16-bit C is rounded afterwards by gemm_store.cl). */
+ * differ. They write fp32 strips, so the micro-kernel multiplies fp32 whatever the storage. The
+ * host builds clp_gemm_packed for A's type too: its direct A path (op(A) = A, no pack_a launch)
+ * converts each element of A as it loads it (exactly: bf16 and fp16 are subsets of fp32), a
+ * packed A it reads as fp32. Its C is fp32 (a 16-bit C is rounded afterwards by gemm_store.cl). */
 #include "half.clh"
 
 #if VW == 4
@@ -224,7 +225,7 @@ __kernel WG1 void clp_gemm_pack_b(int N, int K, int transB,
  * P1, P2: optional regions (rows x len floats, stride ld, rows = 0: none) to
  * prefetch while computing; the host passes the next K chunk's A and B. */
 __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
-                                __global const float *restrict A, long offA,
+                                __global const AB_T *restrict A, long offA,
                                 int lda, int apacked, long strideA,
                                 __global const float *restrict Bp, long strideBp,
                                 __global float *restrict C, long offC, int ldc,
@@ -238,6 +239,8 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
   const int m0 = get_group_id(1) * mc;
   const int n1 = min(N, n0 + nc);
   const int m1 = min(M, m0 + mc);
+  /* a packed A is fp32 strips whatever A's storage; a direct A is read in its storage */
+  const __global float *Af = (const __global float *)A + offA + get_group_id(2) * strideA;
   A += offA + get_group_id(2) * strideA;
   Bp += get_group_id(2) * strideBp;
   C += offC + get_group_id(2) * strideC;
@@ -273,13 +276,13 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
 #pragma unroll
           for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
         if (apacked) {
-          const __global float *ap = A + ((size_t)(i / MR) * K + p0) * MR;
+          const __global float *ap = Af + ((size_t)(i / MR) * K + p0) * MR;
           MICRO_LOOP("unroll 4", ap[k * MR + r])
         } else {
-          const __global float *pa[MR]; /* rows past M re-read the last row */
+          const __global AB_T *pa[MR]; /* rows past M re-read the last row */
 #pragma unroll
           for (int r = 0; r < MR; ++r) pa[r] = A + (size_t)(i + min(r, mv - 1)) * lda + p0;
-          MICRO_LOOP("unroll 4", pa[r][k])
+          MICRO_LOOP("unroll 4", AB_LD1(pa[r] + k))
         }
 
         if (mv == MR && j + NR <= n1) {
