@@ -42,7 +42,10 @@
  * differ. They write fp32 strips, so the micro-kernel multiplies fp32 whatever the storage. The
  * host builds clp_gemm_packed for A's type too: its direct A path (op(A) = A, no pack_a launch)
  * converts each element of A as it loads it (exactly: bf16 and fp16 are subsets of fp32), a
- * packed A it reads as fp32. Its C is fp32 (a 16-bit C is rounded afterwards by gemm_store.cl). */
+ * packed A it reads as fp32. ST_TYPE is C's storage: a 16-bit C is written directly (each element
+ * rounded once: fma(beta, C, alpha acc), as gemm_store.cl would) only when the host launches a
+ * single K block (K <= kc, one K chunk); otherwise the host computes into fp32 scratch and
+ * gemm_store.cl rounds. */
 #include "half.clh"
 
 #if VW == 4
@@ -228,7 +231,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                                 __global const AB_T *restrict A, long offA,
                                 int lda, int apacked, long strideA,
                                 __global const float *restrict Bp, long strideBp,
-                                __global float *restrict C, long offC, int ldc,
+                                __global ST_T *restrict C, long offC, int ldc,
                                 long strideC, int mc, int nc, int kc,
                                 __global const float *P1, long p1off, int p1rows, int p1len, int p1ld,
                                 __global const float *P2, long p2off, int p2rows, int p2len, int p2ld)
@@ -248,7 +251,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
   if (K <= 0) { /* C = beta * C */
     for (int i = m0; i < m1; ++i)
       for (int j = n0; j < n1; ++j)
-        C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        ST_SV(C, (size_t)i * ldc + j, beta == 0.0f ? 0.0f : beta * ST_LD(C, (size_t)i * ldc + j));
     return;
   }
 
@@ -264,7 +267,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
           (const __global VT *)(Bp + (size_t)(j / NR) * K * NR + (size_t)p0 * NR);
       for (int i = m0; i < m1; i += MR) {
         const int mv = min(MR, m1 - i);
-        __global float *c = C + (size_t)i * ldc + j;
+        __global ST_T *c = C + (size_t)i * ldc + j;
 #pragma unroll
         for (int r = 0; r < MR; ++r) { /* C tile lines, needed after the k loop */
           PREFETCHW(c + (size_t)min(r, mv - 1) * ldc);
@@ -285,6 +288,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
           MICRO_LOOP("unroll 4", AB_LD1(pa[r] + k))
         }
 
+#if ST_TYPE == 0
         if (mv == MR && j + NR <= n1) {
           if (bet == 0.0f) {
 #pragma unroll
@@ -299,7 +303,9 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                 VSTORE(fma((VT)(bet), VLOAD(v, c + (size_t)r * ldc), alpha * acc[r][v]),
                        v, c + (size_t)r * ldc);
           }
-        } else {
+        } else
+#endif
+        { /* a 16-bit C: element by element, rounded once (ST_SV) */
           float tt[MR * NR];
 #pragma unroll
           for (int r = 0; r < MR; ++r)
@@ -309,8 +315,8 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
           for (int r = 0; r < mv; ++r)
             for (int q = 0; q < nr; ++q) {
               float x = tt[r * NR + q];
-              if (bet != 0.0f) x = fma(bet, c[(size_t)r * ldc + q], x);
-              c[(size_t)r * ldc + q] = x;
+              if (bet != 0.0f) x = fma(bet, ST_LD(c, (size_t)r * ldc + q), x);
+              ST_SV(c, (size_t)r * ldc + q, x);
             }
         }
       }
