@@ -189,8 +189,11 @@ int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_cal
 
 	if (g->c.dt == CLP_F32)
 		return 1;
-	/* one K block (blocking: K <= KC) in one K chunk: each element of C is written once */
-	return K > 0 && K <= (size_t)kc && (direct || kch <= 0 || K <= (size_t)kch);
+	/* one K block in one K chunk: each element of C is written once. The block may reach
+	 * 2 KC for a 16-bit C: a longer B panel costs less than the fp32 scratch round trip and
+	 * the gemm_store_c launch (GPT-2-small's K = 768 forward products with KC = 512 on
+	 * AVX-512, clpipe bench gemm: 1.00-1.05x fp32 so, 0.93-1.03x through scratch) */
+	return K > 0 && K <= 2 * (size_t)kc && (direct || kch <= 0 || K <= (size_t)kch);
 }
 
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
@@ -205,6 +208,8 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		return clp_error(CLP_ERR_INVALID, "gemm packed: a 16-bit C needs one K block here "
 				 "(cl/gemm.c rounds the others from fp32 scratch)");
 	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, g->c.dt, &p));
+	if (g->c.dt != CLP_F32)
+		p.KC = (int)K; /* one K block (clp_gemm_packed_stores_c) */
 	/* K goes in chunks when A is packed, so the packed chunks stay in the last-level cache
 	 * between packing and computing */
 	kch = (p.kch > 0 && uses_pack_a(&p, g->ta)) ? (size_t)p.kch : K;

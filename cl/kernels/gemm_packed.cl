@@ -44,7 +44,7 @@
  * converts each element of A as it loads it (exactly: bf16 and fp16 are subsets of fp32), a
  * packed A it reads as fp32. ST_TYPE is C's storage: a 16-bit C is written directly (each element
  * rounded once: fma(beta, C, alpha acc), as gemm_store.cl would) only when the host launches a
- * single K block (K <= kc, one K chunk); otherwise the host computes into fp32 scratch and
+ * single K block (K <= 2 KC, one K chunk); otherwise the host computes into fp32 scratch and
  * gemm_store.cl rounds. */
 #include "half.clh"
 
