@@ -392,10 +392,12 @@ static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	struct clp_gemm_call f = *g;
 	cl_mem P;
 
-	/* tiled stores each element of C once, so it rounds a 16-bit C itself; packed (which adds
-	 * into C over K blocks) and CLBlast (fp32 only) compute into fp32 scratch, then one pass
-	 * rounds. Its kernel is resolved first: a build error must come before anything runs. */
-	if (g->c.dt == CLP_F32 || t->backend == CLP_GEMM_TILED)
+	/* tiled stores each element of C once, so it rounds a 16-bit C itself, and so does packed
+	 * when it computes in one K block; packed over several K blocks (it adds into C) and
+	 * CLBlast (fp32 only) compute into fp32 scratch, then one pass rounds. Its kernel is
+	 * resolved first: a build error must come before anything runs. */
+	if (g->c.dt == CLP_F32 || t->backend == CLP_GEMM_TILED ||
+	    (t->backend == CLP_GEMM_PACKED && clp_gemm_packed_stores_c(t, g)))
 		return run_one(ctx, t, g);
 	CLP_TRY(store_c(ctx, g, NULL, 0));
 	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_C, g->batch * g->m * g->n * sizeof(float),

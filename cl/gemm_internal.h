@@ -20,6 +20,9 @@ long clp_gemm_param_get(const clp_gemm_tuning *t, const char *name, long dflt);
 
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			       const struct clp_gemm_call *g);
+/* Whether the packed backend writes g's C itself: fp32, or a 16-bit C computed in one K block
+ * (rounded once per element as gemm_store.cl would); else cl/gemm.c goes through scratch. */
+int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_call *g);
 /* Candidates for the packed backend's parameters (see gemm_tune.h). */
 int clp_gemm_packed_candidates(const clp_cl_devinfo *dev, unsigned seed, clp_gemm_tuning *out,
 			       int max);

@@ -13,7 +13,7 @@ struct packed {
 	clp_cl_ctx *ctx;
 	int VW, MR, NV, NR, PK, PS, MC, NC, KC, direct_a, kch, pf;
 	int nthreads;
-	char defines[256], adefs[288], bdefs[288];
+	char defines[256], adefs[288], bdefs[288], cdefs[320];
 	cl_kernel pack_a, pack_b, compute;
 };
 
@@ -27,8 +27,13 @@ static const char *ab_define(clp_dtype t)
 	return t == CLP_BF16 ? "#define AB_TYPE 1\n" : t == CLP_F16 ? "#define AB_TYPE 2\n" : "";
 }
 
+static const char *st_define(clp_dtype t)
+{
+	return t == CLP_BF16 ? "#define ST_TYPE 1\n" : t == CLP_F16 ? "#define ST_TYPE 2\n" : "";
+}
+
 static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at, clp_dtype bt,
-			struct packed *p)
+			clp_dtype ct, struct packed *p)
 {
 	memset(p, 0, sizeof(*p));
 	p->ctx = ctx;
@@ -53,15 +58,15 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at,
 	/* only the register shape is compiled in; blocking stays a run-time argument */
 	snprintf(p->defines, sizeof(p->defines), "#define VW %d\n#define MR %d\n#define NV %d\n"
 		 "#define PK %d\n#define PS %d\n", p->VW, p->MR, p->NV, p->PK, p->PS);
-	/* 16-bit storage: only the packing kernels read A and B, so only they change, each built
-	 * for its operand's type (an fp32 one from the compute kernel's program) */
+	/* 16-bit storage: the packing kernels are built for their operand's type, and so is the
+	 * compute kernel for A's (its direct path reads A converting on load, so a 16-bit A needs
+	 * no pack_a launch and no K chunks, like an fp32 one; packed strips are always fp32) */
 	snprintf(p->adefs, sizeof(p->adefs), "%s%s", p->defines, ab_define(at));
 	snprintf(p->bdefs, sizeof(p->bdefs), "%s%s", p->defines, ab_define(bt));
-	if (at != CLP_F32)
-		p->direct_a = 0; /* the micro-kernel reads fp32 */
+	snprintf(p->cdefs, sizeof(p->cdefs), "%s%s", p->adefs, st_define(ct));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_a", &p->pack_a));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->bdefs, "clp_gemm_pack_b", &p->pack_b));
-	return clp_cl_kernel(ctx, PACKED_FILE, p->defines, "clp_gemm_packed", &p->compute);
+	return clp_cl_kernel(ctx, PACKED_FILE, p->cdefs, "clp_gemm_packed", &p->compute);
 }
 
 static size_t packa_floats(const struct packed *p, size_t M, size_t K)
@@ -176,6 +181,21 @@ static int uses_pack_a(const struct packed *p, int ta)
 	return ta || !p->direct_a; /* direct reads need op(A) = A */
 }
 
+int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
+{
+	size_t K = g->alpha == 0.0f ? 0 : g->k;
+	long kc = clp_gemm_param_get(t, "KC", 768), kch = clp_gemm_param_get(t, "KCH", 512);
+	int direct = clp_gemm_param_get(t, "DIRECT_A", 1) && !g->ta; /* as uses_pack_a */
+
+	if (g->c.dt == CLP_F32)
+		return 1;
+	/* one K block in one K chunk: each element of C is written once. The block may reach
+	 * 2 KC for a 16-bit C: a longer B panel costs less than the fp32 scratch round trip and
+	 * the gemm_store_c launch (GPT-2-small's K = 768 forward products with KC = 512 on
+	 * AVX-512, clpipe bench gemm: 1.00-1.05x fp32 so, 0.93-1.03x through scratch) */
+	return K > 0 && K <= 2 * (size_t)kc && (direct || kch <= 0 || K <= (size_t)kch);
+}
+
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			       const struct clp_gemm_call *g)
 {
@@ -184,10 +204,12 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	size_t kch;
 	cl_mem Ap = NULL, Bp = NULL;
 
+	if (!clp_gemm_packed_stores_c(t, g))
+		return clp_error(CLP_ERR_INVALID, "gemm packed: a 16-bit C needs one K block here "
+				 "(cl/gemm.c rounds the others from fp32 scratch)");
+	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, g->c.dt, &p));
 	if (g->c.dt != CLP_F32)
-		return clp_error(CLP_ERR_INVALID, "gemm packed: C must be fp32 here (cl/gemm.c "
-				 "rounds a 16-bit C)");
-	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, &p));
+		p.KC = (int)K; /* one K block (clp_gemm_packed_stores_c) */
 	/* K goes in chunks when A is packed, so the packed chunks stay in the last-level cache
 	 * between packing and computing */
 	kch = (p.kch > 0 && uses_pack_a(&p, g->ta)) ? (size_t)p.kch : K;

@@ -39,9 +39,13 @@
 
 /* AB_TYPE: the storage of the operand a packing kernel reads (fp32, bf16 or fp16; half.clh):
  * the host builds clp_gemm_pack_a for A's type and clp_gemm_pack_b for B's, so A and B may
- * differ. They write fp32 strips, so the micro-kernel is the same for every storage type and only
- * packing converts. The direct A path of clp_gemm_packed reads fp32 only; its C is fp32 (a
- * 16-bit C is rounded afterwards by gemm_store.cl). */
+ * differ. They write fp32 strips, so the micro-kernel multiplies fp32 whatever the storage. The
+ * host builds clp_gemm_packed for A's type too: its direct A path (op(A) = A, no pack_a launch)
+ * converts each element of A as it loads it (exactly: bf16 and fp16 are subsets of fp32), a
+ * packed A it reads as fp32. ST_TYPE is C's storage: a 16-bit C is written directly (each element
+ * rounded once: fma(beta, C, alpha acc), as gemm_store.cl would) only when the host launches a
+ * single K block (K <= 2 KC, one K chunk); otherwise the host computes into fp32 scratch and
+ * gemm_store.cl rounds. */
 #include "half.clh"
 
 #if VW == 4
@@ -224,10 +228,10 @@ __kernel WG1 void clp_gemm_pack_b(int N, int K, int transB,
  * P1, P2: optional regions (rows x len floats, stride ld, rows = 0: none) to
  * prefetch while computing; the host passes the next K chunk's A and B. */
 __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
-                                __global const float *restrict A, long offA,
+                                __global const AB_T *restrict A, long offA,
                                 int lda, int apacked, long strideA,
                                 __global const float *restrict Bp, long strideBp,
-                                __global float *restrict C, long offC, int ldc,
+                                __global ST_T *restrict C, long offC, int ldc,
                                 long strideC, int mc, int nc, int kc,
                                 __global const float *P1, long p1off, int p1rows, int p1len, int p1ld,
                                 __global const float *P2, long p2off, int p2rows, int p2len, int p2ld)
@@ -238,6 +242,8 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
   const int m0 = get_group_id(1) * mc;
   const int n1 = min(N, n0 + nc);
   const int m1 = min(M, m0 + mc);
+  /* a packed A is fp32 strips whatever A's storage; a direct A is read in its storage */
+  const __global float *Af = (const __global float *)A + offA + get_group_id(2) * strideA;
   A += offA + get_group_id(2) * strideA;
   Bp += get_group_id(2) * strideBp;
   C += offC + get_group_id(2) * strideC;
@@ -245,7 +251,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
   if (K <= 0) { /* C = beta * C */
     for (int i = m0; i < m1; ++i)
       for (int j = n0; j < n1; ++j)
-        C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+        ST_SV(C, (size_t)i * ldc + j, beta == 0.0f ? 0.0f : beta * ST_LD(C, (size_t)i * ldc + j));
     return;
   }
 
@@ -261,7 +267,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
           (const __global VT *)(Bp + (size_t)(j / NR) * K * NR + (size_t)p0 * NR);
       for (int i = m0; i < m1; i += MR) {
         const int mv = min(MR, m1 - i);
-        __global float *c = C + (size_t)i * ldc + j;
+        __global ST_T *c = C + (size_t)i * ldc + j;
 #pragma unroll
         for (int r = 0; r < MR; ++r) { /* C tile lines, needed after the k loop */
           PREFETCHW(c + (size_t)min(r, mv - 1) * ldc);
@@ -273,15 +279,16 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
 #pragma unroll
           for (int v = 0; v < NV; ++v) acc[r][v] = (VT)(0.0f);
         if (apacked) {
-          const __global float *ap = A + ((size_t)(i / MR) * K + p0) * MR;
+          const __global float *ap = Af + ((size_t)(i / MR) * K + p0) * MR;
           MICRO_LOOP("unroll 4", ap[k * MR + r])
         } else {
-          const __global float *pa[MR]; /* rows past M re-read the last row */
+          const __global AB_T *pa[MR]; /* rows past M re-read the last row */
 #pragma unroll
           for (int r = 0; r < MR; ++r) pa[r] = A + (size_t)(i + min(r, mv - 1)) * lda + p0;
-          MICRO_LOOP("unroll 4", pa[r][k])
+          MICRO_LOOP("unroll 4", AB_LD1(pa[r] + k))
         }
 
+#if ST_TYPE == 0
         if (mv == MR && j + NR <= n1) {
           if (bet == 0.0f) {
 #pragma unroll
@@ -296,7 +303,9 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                 VSTORE(fma((VT)(bet), VLOAD(v, c + (size_t)r * ldc), alpha * acc[r][v]),
                        v, c + (size_t)r * ldc);
           }
-        } else {
+        } else
+#endif
+        { /* a 16-bit C: element by element, rounded once (ST_SV) */
           float tt[MR * NR];
 #pragma unroll
           for (int r = 0; r < MR; ++r)
@@ -306,8 +315,8 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
           for (int r = 0; r < mv; ++r)
             for (int q = 0; q < nr; ++q) {
               float x = tt[r * NR + q];
-              if (bet != 0.0f) x = fma(bet, c[(size_t)r * ldc + q], x);
-              c[(size_t)r * ldc + q] = x;
+              if (bet != 0.0f) x = fma(bet, ST_LD(c, (size_t)r * ldc + q), x);
+              ST_SV(c, (size_t)r * ldc + q, x);
             }
         }
       }
