@@ -337,8 +337,6 @@ clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, s
  * product (m x n per batch entry; NULL: zero). Only resolves the kernel when run is 0. */
 static clp_status store_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g, cl_mem P, int run)
 {
-	static const char *const defs[CLP_DTYPE_COUNT] = {"", "#define ST_TYPE 1\n",
-							  "#define ST_TYPE 2\n"};
 	cl_kernel k;
 	cl_uint m = (cl_uint)g->m, n = (cl_uint)g->n, ldc = (cl_uint)g->ldc;
 	cl_ulong co = g->c.off, sc = g->sc;
@@ -346,7 +344,8 @@ static clp_status store_c(clp_cl_ctx *ctx, const struct clp_gemm_call *g, cl_mem
 	cl_mem p = P ? P : g->c.mem; /* a buffer the kernel does not read without has_p */
 	size_t global[3] = {g->n, g->m, g->batch}, local[3] = {64, 1, 1};
 
-	CLP_TRY(clp_cl_kernel(ctx, "gemm_store.cl", defs[g->c.dt], "clp_gemm_store_c", &k));
+	CLP_TRY(clp_cl_kernel(ctx, "gemm_store.cl", clp_dtype_st_define(g->c.dt),
+			      "clp_gemm_store_c", &k));
 	if (!run)
 		return CLP_OK;
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(m), CLP_ARG(n), CLP_ARG(p), CLP_ARG(has_p),

@@ -27,11 +27,6 @@ static const char *ab_define(clp_dtype t)
 	return t == CLP_BF16 ? "#define AB_TYPE 1\n" : t == CLP_F16 ? "#define AB_TYPE 2\n" : "";
 }
 
-static const char *st_define(clp_dtype t)
-{
-	return t == CLP_BF16 ? "#define ST_TYPE 1\n" : t == CLP_F16 ? "#define ST_TYPE 2\n" : "";
-}
-
 static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at, clp_dtype bt,
 			clp_dtype ct, struct packed *p)
 {
@@ -63,7 +58,7 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at,
 	 * no pack_a launch and no K chunks, like an fp32 one; packed strips are always fp32) */
 	snprintf(p->adefs, sizeof(p->adefs), "%s%s", p->defines, ab_define(at));
 	snprintf(p->bdefs, sizeof(p->bdefs), "%s%s", p->defines, ab_define(bt));
-	snprintf(p->cdefs, sizeof(p->cdefs), "%s%s", p->adefs, st_define(ct));
+	snprintf(p->cdefs, sizeof(p->cdefs), "%s%s", p->adefs, clp_dtype_st_define(ct));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_a", &p->pack_a));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->bdefs, "clp_gemm_pack_b", &p->pack_b));
 	return clp_cl_kernel(ctx, PACKED_FILE, p->cdefs, "clp_gemm_packed", &p->compute);

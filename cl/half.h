@@ -103,6 +103,13 @@ static inline float clp_f16_value(uint16_t h)
 	return clp_bits_f32(sign | ((e + 112) << 23) | (m << 13));
 }
 
+/* The program define that picks a kernel's value storage (cl/kernels/half.clh ST_TYPE): "" for
+ * fp32, so an fp32 program builds exactly as one that knows no storage types. */
+static inline const char *clp_dtype_st_define(clp_dtype t)
+{
+	return t == CLP_BF16 ? "#define ST_TYPE 1\n" : t == CLP_F16 ? "#define ST_TYPE 2\n" : "";
+}
+
 /* One value through a storage format and back (the rounding a 16-bit operand sees). */
 static inline float clp_dtype_round(clp_dtype t, float f)
 {

@@ -21,7 +21,7 @@ static clp_status gpu_defines(const clp_nn_attn *a, clp_dtype dt, char *buf, siz
 		return clp_error(CLP_ERR_UNSUPPORTED, "attention (GPU shape): head dim %zu over 256",
 				 a->hd);
 	snprintf(buf, n, "#define ATG_WG %d\n#define ATG_TK 16\n#define ATG_HD %zu\n%s", ATG_WG, cap,
-		 clp_nn_st_define(dt));
+		 clp_dtype_st_define(dt));
 	return CLP_OK;
 }
 

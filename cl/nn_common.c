@@ -34,11 +34,6 @@ const char *clp_nn_ew_defines(const clp_cl_ctx *ctx)
 	return is_cpu(ctx) ? "#define NN_EW_CHUNK 8192\n" : "#define NN_EW_CHUNK 4\n";
 }
 
-const char *clp_nn_st_define(clp_dtype t)
-{
-	return t == CLP_BF16 ? "#define ST_TYPE 1\n" : t == CLP_F16 ? "#define ST_TYPE 2\n" : "";
-}
-
 const char *clp_nn_ew_st_defines(const clp_cl_ctx *ctx, clp_dtype t)
 {
 	static const char *const cpu[CLP_DTYPE_COUNT] = {

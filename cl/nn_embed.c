@@ -140,7 +140,7 @@ clp_status clp_nn_embed_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf tokens, cl
 				 "a type table" : "");
 	CLP_TRY(clp_nn_value_type("embed_forward", &dt, 4, "out", out, "wte", wte, "wpe", wpe,
 				  "wtt", has_types ? wtt : CLP_BUF_NONE));
-	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_nn_st_define(dt), "clp_embed_forward", &k));
+	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_dtype_st_define(dt), "clp_embed_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(tokens.mem),
 			    CLP_ARG(to), CLP_ARG(types.mem), CLP_ARG(yo), CLP_ARG(wte.mem),
 			    CLP_ARG(weo), CLP_ARG(wpe.mem), CLP_ARG(wpo), CLP_ARG(wtt.mem),
@@ -227,7 +227,7 @@ static clp_status rope(clp_cl_ctx *ctx, clp_buf x, size_t ld, clp_buf tab, size_
 		CLP_TRY(clp_nn_value_type(fn, &dt, 1, "x", x));
 	else
 		CLP_TRY(clp_nn_require_f32(fn, 1, "dx", x));
-	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_nn_st_define(dt), "clp_rope", &k));
+	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, clp_dtype_st_define(dt), "clp_rope", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(l), CLP_ARG(tab.mem),
 			    CLP_ARG(to), CLP_ARG(n), CLP_ARG(t), CLP_ARG(h), CLP_ARG(d),
 			    CLP_ARG(sign)));

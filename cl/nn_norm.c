@@ -7,7 +7,7 @@
 
 static clp_status norm_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_kernel *k)
 {
-	return clp_cl_kernel(ctx, NORM_FILE, clp_nn_st_define(dt), name, k);
+	return clp_cl_kernel(ctx, NORM_FILE, clp_dtype_st_define(dt), name, k);
 }
 
 static clp_status check_rows(const char *what, size_t N, size_t C)
