@@ -13,6 +13,7 @@
 
 #include "cl/durable.h"
 #include "cl/half.h"
+#include "cl/json_util.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
 
@@ -42,17 +43,15 @@ static const char *torch_name(clp_dtype dt)
 static clp_status export_config(const char *src_dir, const char *out_dir, clp_dtype dt)
 {
 	char src[PATH_MAX + 32], dst[PATH_MAX + 32];
-	json_error_t e;
 	json_t *j;
 	clp_status st;
 
 	snprintf(src, sizeof(src), "%s/config.json", src_dir);
 	snprintf(dst, sizeof(dst), "%s/config.json", out_dir);
-	j = json_load_file(src, 0, &e);
-	if (!j || !json_is_object(j)) {
+	CLP_TRY(clp_json_load(src, &j));
+	if (!json_is_object(j)) {
 		json_decref(j);
-		return clp_error(CLP_ERR_FORMAT, "%s:%d: %s", src, e.line,
-				 j ? "expected a JSON object" : e.text);
+		return clp_error(CLP_ERR_FORMAT, "%s: expected a JSON object at the top", src);
 	}
 	json_object_set_new(j, "dtype", json_string(torch_name(dt)));
 	json_object_set_new(j, "torch_dtype", json_string(torch_name(dt)));
