@@ -3,7 +3,8 @@
  * interprets the rank's op list step by step, moves activations and gradients between ranks
  * through host staging buffers with nonblocking sends and receives, and performs the end-of-step
  * reductions (replica and twin gradients, the tied embedding, the global gradient norm, the loss)
- * and the optimizer step (through the optimizer interface, exec_optim.h).
+ * and the optimizer step (through the optimizer interface, exec_optim.h, and the services it
+ * is written on, exec_env.h).
  *
  * Waiting never blocks in clFinish while messages are pending: a wait polls OpenCL event status
  * and the transport's requests together, under the transport's deadline (Open MPI 4.1 makes
@@ -23,7 +24,6 @@
 
 #include "cl/nn.h"
 #include "engine/model/stage.h"
-#include "engine/optim/kfac.h"
 #include "engine/sched/sched.h"
 #include "topology/comm/comm.h"
 
@@ -84,11 +84,14 @@ clp_status clp_exec_set_loss_scale(clp_exec *e, float scale, long window);
 void clp_exec_loss_scale(const clp_exec *e, float *scale, long *good);
 void clp_exec_restore_loss_scale(clp_exec *e, float scale, long good);
 
-/* Run the rank's list for one training step (forward, backward, reductions, AdamW). Ranks in
- * dataflow mode (SkipPipe path schedules, engine/exec/exec_dataflow.c) run whichever ready
- * forward or backward comes first in list order, within the rank's memory cap, then average
- * each stage's gradients over the stage's nodes (docs/SKIPPIPE.md, "How a node runs it"). */
-clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+/* Run the rank's list for one training step (forward, backward, reductions, the optimizer's
+ * update). settings: this step's settings of the optimizer installed (exec_optim.h), of the
+ * type its kind defines; the executor only passes them to its stage_step hook (AdamW, the
+ * default, and K-FAC read a clp_nn_adamw_hp). Ranks in dataflow mode (SkipPipe path schedules,
+ * engine/exec/exec_dataflow.c) run whichever ready forward or backward comes first in list
+ * order, within the rank's memory cap, then average each stage's gradients over the stage's
+ * nodes (docs/SKIPPIPE.md, "How a node runs it"). */
+clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const void *settings,
 			 float max_norm, clp_exec_result *r);
 /* Forward only (the schedule's forwards and their activation transfers); *loss gets the sum of
  * the micro-batches' scaled losses over all ranks. Ordered schedules only. */
@@ -101,12 +104,6 @@ clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss);
 struct clp_trace;
 clp_status clp_exec_trace_start(clp_exec *e);
 clp_status clp_exec_trace_finish(clp_exec *e, struct clp_trace *out);
-
-/* K-FAC instead of AdamW (optim.name = "kfac", engine/exec/exec_kfac.c): one optimizer per
- * local stage running the cycle rule serially; the K-FAC layers' learning rate is AdamW's times
- * lr_ratio. The optimizer of local stage i (checkpoints), or NULL. */
-clp_status clp_exec_kfac(clp_exec *e, const clp_kfac_opts *o, float lr_ratio);
-clp_kfac_opt *clp_exec_kfac_opt(const clp_exec *e, int i);
 
 /* The stages on this rank, for checkpoints: owner = 1 when this rank saves the stage's tensors
  * (replica 0, pipeline 0; a head stage's copy of the tied embedding is not saved). */

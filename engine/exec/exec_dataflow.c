@@ -385,7 +385,7 @@ static clp_status average(clp_exec *e, const clp_op *op)
 }
 
 /* After the forwards and backwards: the collectives and optimizer steps in list order. */
-static clp_status finish(df *f, const clp_nn_adamw_hp *hp, float max_norm)
+static clp_status finish(df *f, const void *set, float max_norm)
 {
 	clp_exec *e = f->e;
 	clp_buf emb, copy;
@@ -410,14 +410,14 @@ static clp_status finish(df *f, const clp_nn_adamw_hp *hp, float max_norm)
 				CLP_TRY(clp_cl_copy(e->ctx, copy, emb, n));
 			CLP_TRY(exec_grad_norm(e, NULL, max_norm));
 		}
-		CLP_TRY(exec_optim_stage_step(e, op->stage, hp));
+		CLP_TRY(exec_optim_stage_step(e, op->stage, set));
 	}
 	if (!e->norm_done) /* a list without optimizer steps */
 		CLP_TRY(exec_grad_norm(e, NULL, max_norm));
 	return exec_drain(e);
 }
 
-clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const void *set,
 			      float max_norm, clp_exec_result *r)
 {
 	df f = {.e = e, .p = &e->s->ranks[e->rank], .d = d};
@@ -443,7 +443,7 @@ clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_
 	if (st == CLP_OK)
 		st = flow(&f);
 	if (st == CLP_OK)
-		st = finish(&f, hp, max_norm);
+		st = finish(&f, set, max_norm);
 	if (st == CLP_OK)
 		st = exec_loss_total(e, &r->loss);
 	if (st == CLP_OK && e->df_origins > 1)

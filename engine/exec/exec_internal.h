@@ -135,12 +135,11 @@ clp_status exec_run_fwd(clp_exec *e, int i, const clp_op *op, const clp_exec_dat
 clp_status exec_run_bwd(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d);
 clp_status exec_run_bwd_w(clp_exec *e, const clp_op *op, const clp_exec_data *d);
 
-/* exec_reduce.c: the sum over op's group (NULL: over every rank); a set of tensors of a stage
- * summed over op's group through one host buffer (scale: multiplied after the sum); the
- * per-tensor gradient norm and the clipping scale in every stage's statistics (group_op NULL
- * and e->norm_world: over every rank); the loss summed over every rank. */
-clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
-			  const char *label);
+/* exec_reduce.c (sums over a group: clp_exec_group_sum, clp_exec_sum_bufs in exec_env.h): a
+ * set of tensors of a stage summed over op's group (NULL: over every rank) through one host
+ * buffer (scale: multiplied after the sum); the per-tensor gradient norm and the clipping scale
+ * in every stage's statistics (group_op NULL and e->norm_world: over every rank); the loss
+ * summed over every rank. */
 clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st, int nst,
 			     int skip_tied, float scale, const char *label);
 clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm);
@@ -154,7 +153,7 @@ clp_status exec_optim_step_begin(clp_exec *e, const clp_exec_data *d);
 clp_status exec_optim_after_bwd(clp_exec *e, const clp_op *op);
 int exec_optim_skips(clp_exec *e, const clp_op *op);
 clp_status exec_optim_item(clp_exec *e, const clp_op *op);
-clp_status exec_optim_stage_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp);
+clp_status exec_optim_stage_step(clp_exec *e, int stage, const void *set);
 clp_status exec_optim_step_end(clp_exec *e);
 void exec_optim_free(clp_exec *e);
 
@@ -164,7 +163,7 @@ void exec_optim_free(clp_exec *e);
  * and counts it) and the stage-0 node count; one step of a dataflow rank. exec_run.c runs the
  * ordered ranks (clp_exec_step, clp_exec_forward). */
 clp_status exec_dataflow_setup(clp_exec *e);
-clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const void *set,
 			      float max_norm, clp_exec_result *r);
 
 #endif

@@ -1,4 +1,6 @@
-/* K-FAC in the executor (optim.name = "kfac"; docs/KFAC.md).
+/* K-FAC in the executor (optim.name = "kfac"; docs/KFAC.md), an optimizer of the executor's
+ * interface (exec_optim.h) written on its services alone (exec_env.h): local stages, the
+ * schedule's groups and sums over them, the step's counts.
  *
  * Without K-FAC items in the schedule, the cycle rule of engine/optim/kfac.h runs serially, per
  * stage, at fixed points of the step: the factors of a collecting step come through the stages'
@@ -20,12 +22,21 @@
 #include <string.h>
 
 #include "cl/ops.h"
-#include "engine/exec/exec_internal.h"
+#include "engine/exec/exec_env.h"
+#include "engine/exec/exec_kfac.h"
 
 /* The K-FAC optimizer's state in an executor. */
 typedef struct kst {
-	clp_kfac_opt **opt; /* per local stage */
-	int *group;         /* per local stage: its factor group (-1: a single holder) */
+	const clp_sched *s; /* the executor's schedule, and this rank */
+	int rank;
+	clp_cl_ctx *ctx;
+	clp_exec_counts c;  /* the step's counts (not the loss scale, which K-FAC does not read) */
+	int n;              /* local stages (clp_exec_stage), and per local stage: */
+	clp_stage **st;
+	int *stage;         /* its IR stage */
+	int *owner;         /* this rank saves it */
+	clp_kfac_opt **opt; /* its optimizer */
+	int *group;         /* its factor group (-1: a single holder) */
 	float lr_ratio;
 	int collect, prepared;
 	long step;
@@ -44,9 +55,9 @@ typedef struct kst {
 extern const clp_exec_optim exec_kfac_optim;
 
 /* The group of the stage's gradient all-reduce on this rank (-1: a single holder). */
-static int stage_group(const clp_exec *e, int stage)
+static int stage_group(const kst *k, int stage)
 {
-	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	const clp_rank_prog *p = &k->s->ranks[k->rank];
 
 	for (int i = 0; i < p->nops; i++)
 		if (p->ops[i].kind == CLP_OP_ALLREDUCE && p->ops[i].what == CLP_RED_GRADS &&
@@ -56,22 +67,23 @@ static int stage_group(const clp_exec *e, int stage)
 }
 
 /* A schedule with K-FAC items: their cycle is the refresh interval. */
-static clp_status pf_setup(clp_exec *e, kst *k, const clp_kfac_opts *o)
+static clp_status pf_setup(kst *k, const clp_kfac_opts *o)
 {
+	const clp_sched *s = k->s;
 	int any = 0;
 
-	for (int r = 0; r < e->s->nranks && !any; r++)
-		for (int i = 0; i < e->s->ranks[r].nops && !any; i++)
-			any = clp_op_is_kfac(e->s->ranks[r].ops[i].kind);
+	for (int r = 0; r < s->nranks && !any; r++)
+		for (int i = 0; i < s->ranks[r].nops && !any; i++)
+			any = clp_op_is_kfac(s->ranks[r].ops[i].kind);
 	if (!any)
 		return CLP_OK;
-	if (o->interval != e->s->nsteps)
+	if (o->interval != s->nsteps)
 		return clp_error(CLP_ERR_INVALID, "kfac.interval = %d, but the PipeFisher schedule's "
 				 "cycle has K = %d steps (they must agree)", o->interval,
-				 e->s->nsteps);
+				 s->nsteps);
 	k->pf = 1;
-	k->bwd = calloc((size_t)e->nls * (size_t)e->s->nmb + 1, 1);
-	k->pre = calloc((size_t)e->nls + 1, 1);
+	k->bwd = calloc((size_t)k->n * (size_t)s->nmb + 1, 1);
+	k->pre = calloc((size_t)k->n + 1, 1);
 	if (!k->bwd || !k->pre)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
 	return CLP_OK;
@@ -81,10 +93,14 @@ static void kfac_free(clp_exec *e, void *state)
 {
 	kst *k = state;
 
+	(void)e;
 	if (!k)
 		return;
-	for (int i = 0; k->opt && i < e->nls; i++)
+	for (int i = 0; k->opt && i < k->n; i++)
 		clp_kfac_opt_free(k->opt[i]);
+	free(k->st);
+	free(k->stage);
+	free(k->owner);
 	free(k->opt);
 	free(k->group);
 	free(k->bwd);
@@ -95,17 +111,30 @@ static void kfac_free(clp_exec *e, void *state)
 
 static clp_status kfac_create(clp_exec *e, const clp_kfac_opts *o, float lr_ratio, kst *k)
 {
-	k->opt = calloc((size_t)e->nls + 1, sizeof(*k->opt));
-	k->group = calloc((size_t)e->nls + 1, sizeof(int));
-	if (!k->opt || !k->group)
+	size_t n1;
+
+	k->s = clp_exec_sched(e);
+	k->rank = clp_exec_rank(e);
+	k->ctx = clp_exec_ctx(e);
+	clp_exec_step_counts(e, &k->c);
+	k->n = clp_exec_nstages(e);
+	n1 = (size_t)k->n + 1;
+	k->st = calloc(n1, sizeof(*k->st));
+	k->stage = calloc(n1, sizeof(int));
+	k->owner = calloc(n1, sizeof(int));
+	k->opt = calloc(n1, sizeof(*k->opt));
+	k->group = calloc(n1, sizeof(int));
+	if (!k->st || !k->stage || !k->owner || !k->opt || !k->group)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
 	k->lr_ratio = lr_ratio;
-	CLP_TRY(pf_setup(e, k, o));
-	for (int i = 0; i < e->nls; i++) {
-		CLP_TRY(clp_kfac_opt_create(&k->opt[i], e->ls[i].st, o));
+	CLP_TRY(pf_setup(k, o));
+	for (int i = 0; i < k->n; i++) {
+		k->st[i] = clp_exec_stage(e, i, &k->owner[i]);
+		k->stage[i] = clp_exec_stage_id(e, i);
+		CLP_TRY(clp_kfac_opt_create(&k->opt[i], k->st[i], o));
 		/* with several holders only one carries the moving average's old value */
-		clp_kfac_opt_set_ema_owner(k->opt[i], e->ls[i].owner);
-		k->group[i] = stage_group(e, e->ls[i].stage);
+		clp_kfac_opt_set_ema_owner(k->opt[i], k->owner[i]);
+		k->group[i] = stage_group(k, k->stage[i]);
 	}
 	return CLP_OK;
 }
@@ -131,7 +160,7 @@ clp_kfac_opt *clp_exec_kfac_opt(const clp_exec *e, int i)
 {
 	kst *k = clp_exec_optim_ops(e) == &exec_kfac_optim ? clp_exec_optim_state(e) : NULL;
 
-	return k && i >= 0 && i < e->nls ? k->opt[i] : NULL;
+	return k && i >= 0 && i < k->n ? k->opt[i] : NULL;
 }
 
 static clp_status kfac_step_begin(clp_exec *e, void *state, const clp_exec_data *d)
@@ -139,25 +168,26 @@ static clp_status kfac_step_begin(clp_exec *e, void *state, const clp_exec_data 
 	kst *k = state;
 	/* the loss's divisor: 1 / inv_count is within 2^-24 of the integer count */
 	double count = d->inv_count > 0 ? (double)llround(1.0 / (double)d->inv_count) : 0;
-	double rows = (double)e->N * e->s->nmb * e->s->nreplicas;
+	double rows = (double)k->c.rows * k->c.nmb * k->c.nreplicas;
 
+	(void)e;
 	k->prepared = 0;
-	for (int i = 0; i < e->nls; i++)
+	for (int i = 0; i < k->n; i++)
 		CLP_TRY(clp_kfac_opt_step_begin(k->opt[i], (long)d->step, count, rows,
 						&k->collect));
 	k->step = (long)d->step;
 	if (!k->pf)
 		return CLP_OK;
-	k->cycle0 = (long)d->step < e->s->nsteps;
+	k->cycle0 = (long)d->step < k->c.nsteps;
 	k->refreshed = k->inverted = 0;
-	memset(k->pre, 0, (size_t)e->nls);
+	memset(k->pre, 0, (size_t)k->n);
 	if (k->collect) {
-		memset(k->bwd, 0, (size_t)e->nls * (size_t)e->s->nmb);
+		memset(k->bwd, 0, (size_t)k->n * (size_t)k->c.nmb);
 		k->npend = 0;
 	}
 	/* the first cycle collects through the taps (serial refresh); later ones keep the data
 	 * for the items wherever they sit */
-	for (int i = 0; i < e->nls; i++)
+	for (int i = 0; i < k->n; i++)
 		clp_kfac_opt_defer(k->opt[i], k->collect && !k->cycle0);
 	return CLP_OK;
 }
@@ -174,40 +204,25 @@ static clp_status sync_bufs(clp_exec *e, kst *k, int i, int g, int l0, int l1, i
 			    const char *label)
 {
 	clp_kfac_opt *ko = k->opt[i];
-	int nf = clp_kfac_opt_nfactors(ko);
-	clp_comm *c = e->s->groups[g].n == clp_comm_size(e->comm) ? e->comm : e->gcomm[g];
-	size_t total = 0, off = 0;
-	float *h;
-	clp_status s = CLP_OK;
+	int nf = clp_kfac_opt_nfactors(ko), nb = 0;
+	size_t cap = (size_t)(l1 > l0 ? l1 - l0 : 0) * (size_t)nf + 1;
+	clp_buf *b = malloc(cap * sizeof(*b));
+	size_t *n = malloc(cap * sizeof(*n));
+	clp_status s;
 
-	if (!c)
-		return clp_error(CLP_ERR_STATE, "rank %d: K-FAC factors of group %d, which it is not "
-				 "in", e->rank, g);
-	for (int l = l0; l < l1; l++)
-		for (int f = 0; f < nf; f++)
-			total += clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
-	if (!(h = malloc((total ? total : 1) * sizeof(float))))
+	if (!b || !n) {
+		free(b);
+		free(n);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
-	for (int l = l0; s == CLP_OK && l < l1; l++)
-		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = sync_buf(ko, inv, l, f);
-			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
-
-			s = clp_cl_read(e->ctx, b.mem, b.off * 4, n * 4, h + off);
-			off += n;
+	}
+	for (int l = l0; l < l1; l++)
+		for (int f = 0; f < nf; f++, nb++) {
+			b[nb] = sync_buf(ko, inv, l, f);
+			n[nb] = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
 		}
-	if (s == CLP_OK)
-		s = clp_comm_allreduce_sum(c, CLP_COMM_F32, h, total, e->det, label);
-	off = 0;
-	for (int l = l0; s == CLP_OK && l < l1; l++)
-		for (int f = 0; s == CLP_OK && f < nf; f++) {
-			clp_buf b = sync_buf(ko, inv, l, f);
-			size_t n = clp_kfac_opt_factor_dim(ko, f) * clp_kfac_opt_factor_dim(ko, f);
-
-			s = clp_cl_write(e->ctx, b.mem, b.off * 4, n * 4, h + off);
-			off += n;
-		}
-	free(h);
+	s = clp_exec_sum_bufs(e, g, b, n, nb, 1.0f, label);
+	free(b);
+	free(n);
 	return s;
 }
 
@@ -222,37 +237,37 @@ static clp_status sync_factors(clp_exec *e, kst *k, int i, int g, int l0, int l1
  * (a flagged factor's inverse is the identity). */
 static clp_status sync_inverses(clp_exec *e, kst *k, int i, const clp_op *op)
 {
-	const clp_rank_prog *p = &e->s->ranks[e->rank];
+	const clp_rank_prog *p = &k->s->ranks[k->rank];
 	clp_kfac_opt *ko = k->opt[i];
 	int owner = 0;
 
-	if (op->group < 0 || op->group >= e->s->ngroups)
+	if (op->group < 0 || op->group >= k->s->ngroups)
 		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_INV_SYNC of layer %d: group %d of %d",
-				 e->rank, op->layer, op->group, e->s->ngroups);
-	if (e->s->groups[op->group].n < 2)
+				 k->rank, op->layer, op->group, k->s->ngroups);
+	if (k->s->groups[op->group].n < 2)
 		return CLP_OK;
 	for (int j = 0; j < p->nops && !owner; j++)
 		owner = p->ops[j].kind == CLP_OP_KFAC_INV && p->ops[j].layer == op->layer;
 	for (int f = 0; !owner && f < clp_kfac_opt_nfactors(ko); f++) {
 		size_t d = clp_kfac_opt_factor_dim(ko, f);
 
-		CLP_TRY(clp_cl_fill(e->ctx, sync_buf(ko, 1, op->layer, f), 0.0f, d * d));
+		CLP_TRY(clp_cl_fill(k->ctx, sync_buf(ko, 1, op->layer, f), 0.0f, d * d));
 	}
 	return sync_bufs(e, k, i, op->group, op->layer, op->layer + 1, 1, "K-FAC inverses");
 }
 
-static int multi_holder(const clp_exec *e, const kst *k, int i)
+static int multi_holder(const kst *k, int i)
 {
-	return k->group[i] >= 0 && e->s->groups[k->group[i]].n > 1;
+	return k->group[i] >= 0 && k->s->groups[k->group[i]].n > 1;
 }
 
 /* The local stages in global stage order (every holder of a stage all-reduces in this order). */
-static void stage_order(const clp_exec *e, int *ord)
+static void stage_order(const kst *k, int *ord)
 {
-	for (int i = 0; i < e->nls; i++)
+	for (int i = 0; i < k->n; i++)
 		ord[i] = i;
-	for (int i = 1; i < e->nls; i++)
-		for (int j = i; j > 0 && e->ls[ord[j]].stage < e->ls[ord[j - 1]].stage; j--) {
+	for (int i = 1; i < k->n; i++)
+		for (int j = i; j > 0 && k->stage[ord[j]] < k->stage[ord[j - 1]]; j--) {
 			int t = ord[j];
 
 			ord[j] = ord[j - 1];
@@ -264,21 +279,21 @@ static void stage_order(const clp_exec *e, int *ord)
  * step 0 activated at once (the serial refresh). */
 static clp_status refresh(clp_exec *e, kst *k)
 {
-	int *ord = malloc(((size_t)e->nls + 1) * sizeof(int));
+	int *ord = malloc(((size_t)k->n + 1) * sizeof(int));
 	clp_status s = CLP_OK;
 
 	if (!ord)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
-	stage_order(e, ord);
-	s = e->nls ? exec_drain(e) : CLP_OK;
-	for (int o = 0; s == CLP_OK && o < e->nls; o++) {
-		int i = ord[o], first = clp_stage_first_layer(e->ls[i].st);
+	stage_order(k, ord);
+	s = k->n ? clp_exec_drain(e) : CLP_OK;
+	for (int o = 0; s == CLP_OK && o < k->n; o++) {
+		int i = ord[o], first = clp_stage_first_layer(k->st[i]);
 
-		if (multi_holder(e, k, i))
+		if (multi_holder(k, i))
 			s = sync_factors(e, k, i, k->group[i], first,
-					 first + clp_stage_nlayers(e->ls[i].st), "K-FAC factors");
+					 first + clp_stage_nlayers(k->st[i]), "K-FAC factors");
 	}
-	for (int i = 0; s == CLP_OK && i < e->nls; i++) {
+	for (int i = 0; s == CLP_OK && i < k->n; i++) {
 		s = clp_kfac_opt_invert(k->opt[i], -1, -1);
 		if (s == CLP_OK && k->step == 0)
 			s = clp_kfac_opt_activate(k->opt[i]);
@@ -294,19 +309,18 @@ static clp_status kl_sum(clp_exec *e, kst *k)
 	double vg = 0;
 	float v;
 
-	for (int i = 0; i < e->nls; i++) {
+	for (int i = 0; i < k->n; i++) {
 		clp_buf b = clp_kfac_opt_kl_sum(k->opt[i]);
 
-		CLP_TRY(clp_cl_read(e->ctx, b.mem, b.off * 4, sizeof(float), &v));
-		vg += e->ls[i].owner ? v : 0;
+		CLP_TRY(clp_cl_read(k->ctx, b.mem, b.off * 4, sizeof(float), &v));
+		vg += k->owner[i] ? v : 0;
 	}
-	if (clp_comm_size(e->comm) > 1)
-		CLP_TRY(clp_comm_allreduce_sum(e->comm, CLP_COMM_F64, &vg, 1, e->det, "K-FAC KL sum"));
+	CLP_TRY(clp_exec_group_sum(e, -1, CLP_COMM_F64, &vg, 1, "K-FAC KL sum"));
 	v = (float)vg;
-	for (int i = 0; i < e->nls; i++) {
+	for (int i = 0; i < k->n; i++) {
 		clp_buf b = clp_kfac_opt_kl_sum(k->opt[i]);
 
-		CLP_TRY(clp_cl_write(e->ctx, b.mem, b.off * 4, sizeof(float), &v));
+		CLP_TRY(clp_cl_write(k->ctx, b.mem, b.off * 4, sizeof(float), &v));
 	}
 	return CLP_OK;
 }
@@ -326,15 +340,15 @@ static clp_status precondition(clp_exec *e, kst *k, int i)
 
 /* Whether this rank preconditions local stage i layer by layer (a split cycle); mine[] (may be
  * NULL) gets the layers it owns. */
-static int split_layers(const clp_exec *e, int i, uint8_t *mine)
+static int split_layers(const kst *k, int i, uint8_t *mine)
 {
-	const clp_rank_prog *p = &e->s->ranks[e->rank];
-	int f = clp_stage_first_layer(e->ls[i].st), n = clp_stage_nlayers(e->ls[i].st), any = 0;
+	const clp_rank_prog *p = &k->s->ranks[k->rank];
+	int f = clp_stage_first_layer(k->st[i]), n = clp_stage_nlayers(k->st[i]), any = 0;
 
 	for (int j = 0; j < p->nops; j++) {
 		const clp_op *o = &p->ops[j];
 
-		if (o->kind != CLP_OP_KFAC_PRECOND || o->stage != e->ls[i].stage || o->layer < f ||
+		if (o->kind != CLP_OP_KFAC_PRECOND || o->stage != k->stage[i] || o->layer < f ||
 		    o->layer >= f + n)
 			continue;
 		any = 1;
@@ -358,75 +372,48 @@ static clp_status precondition_split(clp_exec *e, kst *k, int i)
 	if (k->pre[i])
 		return CLP_OK;
 	k->pre[i] = 1;
-	mine = calloc((size_t)clp_stage_nlayers(e->ls[i].st) + 1, 1);
+	mine = calloc((size_t)clp_stage_nlayers(k->st[i]) + 1, 1);
 	if (!mine)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC");
-	split_layers(e, i, mine);
+	split_layers(k, i, mine);
 	st = clp_kfac_opt_precondition_mine(k->opt[i], mine);
 	free(mine);
 	return st;
 }
 
-/* Layers f..f+nl-1's preconditioned gradients, then the KL sum's parts, between the device and
- * h (packed in that order): read into h, or written back from it when to_device. */
-static clp_status copy_grads(clp_exec *e, clp_kfac_opt *ko, int f, int nl, float *h,
-			     int to_device)
-{
-	clp_buf b[8], kl = clp_kfac_opt_kl_sum(ko);
-	size_t n[8], off = 0;
-
-	for (int l = f; l < f + nl; l++) {
-		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
-
-		for (int q = 0; q < m; off += n[q], q++)
-			CLP_TRY(to_device ? clp_cl_write(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4,
-							 h + off)
-					  : clp_cl_read(e->ctx, b[q].mem, b[q].off * 4, n[q] * 4,
-							h + off));
-	}
-	return to_device ? clp_cl_write(e->ctx, kl.mem, kl.off * 4, 4, h + off)
-			 : clp_cl_read(e->ctx, kl.mem, kl.off * 4, 4, h + off);
-}
-
 /* KFAC_PREC_SYNC: the preconditioned gradients of the stage's K-FAC layers (each from its
- * owner, zeros from the others) and the KL sum's parts, summed over the group. */
+ * owner, zeros from the others) and then the KL sum's parts, summed over the group. */
 static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
 {
 	clp_kfac_opt *ko = k->opt[i];
-	int f = clp_stage_first_layer(e->ls[i].st), nl = clp_stage_nlayers(e->ls[i].st), g = op->group;
-	clp_comm *c;
-	clp_buf b[8];
-	size_t n[8], total = 1;
-	float *h;
+	int f = clp_stage_first_layer(k->st[i]), nl = clp_stage_nlayers(k->st[i]), g = op->group;
+	int nb = 0;
+	clp_buf *b;
+	size_t *n, cap = 8 * (size_t)(nl > 0 ? nl : 0) + 1;
 	clp_status s;
 
-	if (g < 0 || g >= e->s->ngroups)
+	if (g < 0 || g >= k->s->ngroups)
 		return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_PREC_SYNC of stage %d: group %d of %d",
-				 e->rank, op->stage, g, e->s->ngroups);
+				 k->rank, op->stage, g, k->s->ngroups);
 	if (!k->pre[i])
 		return clp_error(CLP_ERR_STATE, "rank %d: KFAC_PREC_SYNC of stage %d before its "
-				 "preconditioning", e->rank, op->stage);
-	if (e->s->groups[g].n < 2)
+				 "preconditioning", k->rank, op->stage);
+	if (k->s->groups[g].n < 2)
 		return CLP_OK;
-	c = e->s->groups[g].n == clp_comm_size(e->comm) ? e->comm : e->gcomm[g];
-	if (!c)
-		return clp_error(CLP_ERR_STATE, "rank %d: preconditioned gradients of group %d, "
-				 "which it is not in", e->rank, g);
-	for (int l = f; l < f + nl; l++) {
-		int m = clp_kfac_opt_layer_grads(ko, l, b, n, 8);
-
-		for (int q = 0; q < m; q++)
-			total += n[q];
-	}
-	if (!(h = malloc(total * sizeof(float))))
+	b = malloc(cap * sizeof(*b));
+	n = malloc(cap * sizeof(*n));
+	if (!b || !n) {
+		free(b);
+		free(n);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for K-FAC gradients");
-	s = copy_grads(e, ko, f, nl, h, 0);
-	if (s == CLP_OK)
-		s = clp_comm_allreduce_sum(c, CLP_COMM_F32, h, total, e->det,
-					   "K-FAC preconditioned gradients");
-	if (s == CLP_OK)
-		s = copy_grads(e, ko, f, nl, h, 1);
-	free(h);
+	}
+	for (int l = f; l < f + nl; l++)
+		nb += clp_kfac_opt_layer_grads(ko, l, b + nb, n + nb, 8);
+	b[nb] = clp_kfac_opt_kl_sum(ko);
+	n[nb++] = 1;
+	s = clp_exec_sum_bufs(e, g, b, n, nb, 1.0f, "K-FAC preconditioned gradients");
+	free(b);
+	free(n);
 	return s;
 }
 
@@ -436,17 +423,17 @@ static clp_status sync_grads(clp_exec *e, kst *k, int i, const clp_op *op)
 static clp_status prepare(clp_exec *e, kst *k)
 {
 	if (k->pf) {
-		for (int i = 0; i < e->nls; i++) {
-			if (!k->pre[i] && split_layers(e, i, NULL))
+		for (int i = 0; i < k->n; i++) {
+			if (!k->pre[i] && split_layers(k, i, NULL))
 				return clp_error(CLP_ERR_INVALID, "rank %d: the split preconditioning "
 						 "of stage %d comes after the rank's first OPT_STEP",
-						 e->rank, e->ls[i].stage);
+						 k->rank, k->stage[i]);
 			CLP_TRY(precondition(e, k, i));
 		}
 	} else {
 		if (k->collect)
 			CLP_TRY(refresh(e, k));
-		for (int i = 0; i < e->nls; i++)
+		for (int i = 0; i < k->n; i++)
 			CLP_TRY(clp_kfac_opt_precondition(k->opt[i]));
 	}
 	CLP_TRY(kl_sum(e, k));
@@ -454,30 +441,30 @@ static clp_status prepare(clp_exec *e, kst *k)
 	return CLP_OK;
 }
 
-static clp_status kfac_stage_step(clp_exec *e, void *state, int stage,
-				  const clp_nn_adamw_hp *hp)
+static clp_status kfac_stage_step(clp_exec *e, void *state, int stage, const void *settings)
 {
 	kst *k = state;
+	const clp_nn_adamw_hp *hp = settings;
 
 	if (!k->prepared)
 		CLP_TRY(prepare(e, k));
-	for (int i = 0; i < e->nls; i++)
-		if (e->ls[i].stage == stage)
+	for (int i = 0; i < k->n; i++)
+		if (k->stage[i] == stage)
 			CLP_TRY(clp_kfac_opt_update(k->opt[i], hp, hp->lr * k->lr_ratio,
-						    clp_stage_stats(e->ls[i].st)));
+						    clp_stage_stats(k->st[i])));
 	return CLP_OK;
 }
 
 /* Factor A items waiting for their backward (recomputation keeps the inputs there): run from
  * the front while their backward is done, keeping the list's order. */
-static clp_status flush_pending(clp_exec *e, kst *k)
+static clp_status flush_pending(kst *k)
 {
 	int n = 0;
 
 	while (n < k->npend) {
 		const int *q = &k->pend[3 * n];
 
-		if (!k->bwd[(size_t)q[0] * (size_t)e->s->nmb + (size_t)q[2]])
+		if (!k->bwd[(size_t)q[0] * (size_t)k->c.nmb + (size_t)q[2]])
 			break;
 		CLP_TRY(clp_kfac_opt_curv_a_kept(k->opt[q[0]], q[1], q[2]));
 		n++;
@@ -489,7 +476,7 @@ static clp_status flush_pending(clp_exec *e, kst *k)
 	return CLP_OK;
 }
 
-static clp_status pend_a(clp_exec *e, kst *k, int i, int li, int mb)
+static clp_status pend_a(kst *k, int i, int li, int mb)
 {
 	if (k->npend == k->cpend) {
 		int c = k->cpend ? 2 * k->cpend : 64;
@@ -504,21 +491,21 @@ static clp_status pend_a(clp_exec *e, kst *k, int i, int li, int mb)
 	k->pend[3 * k->npend + 1] = li;
 	k->pend[3 * k->npend + 2] = mb;
 	k->npend++;
-	return flush_pending(e, k);
+	return flush_pending(k);
 }
 
 static clp_status kfac_after_bwd(clp_exec *e, void *state, const clp_op *op)
 {
 	kst *k = state;
-	struct lstage *l;
+	int i;
 
 	if (!k->pf || k->cycle0 || !k->collect)
 		return CLP_OK;
-	l = exec_find(e, op->stage, op->pipe);
-	if (!l || op->mb < 0 || op->mb >= e->s->nmb)
+	i = clp_exec_find_stage(e, op->stage, op->pipe);
+	if (i < 0 || op->mb < 0 || op->mb >= k->c.nmb)
 		return CLP_OK;
-	k->bwd[(size_t)(l - e->ls) * (size_t)e->s->nmb + (size_t)op->mb] = 1;
-	return flush_pending(e, k);
+	k->bwd[(size_t)i * (size_t)k->c.nmb + (size_t)op->mb] = 1;
+	return flush_pending(k);
 }
 
 /* The local stage of a K-FAC item, its index and the item's layer within the stage. */
@@ -526,29 +513,31 @@ static clp_status item_stage(clp_exec *e, kst *k, const clp_op *op, int any_pipe
 			     int *li)
 {
 	char what[160];
-	struct lstage *l = exec_find(e, op->stage, op->pipe);
+	int l = clp_exec_find_stage(e, op->stage, op->pipe);
+	clp_stage *st;
 
-	if (!l && any_pipe)
-		l = exec_find_stage(e, op->stage);
+	if (l < 0 && any_pipe)
+		l = clp_exec_find_stage(e, op->stage, -1);
 	clp_op_describe(op, what, sizeof(what));
-	if (!l)
+	if (l < 0)
 		return clp_error(CLP_ERR_STATE, "rank %d: %s: the rank does not hold the stage",
-				 e->rank, what);
-	*i = (int)(l - e->ls);
-	*li = op->layer - clp_stage_first_layer(l->st);
+				 k->rank, what);
+	st = k->st[l];
+	*i = l;
+	*li = op->layer - clp_stage_first_layer(st);
 	if (op->kind != CLP_OP_KFAC_PRECOND && op->kind != CLP_OP_KFAC_PREC_SYNC &&
-	    (*li < 0 || *li >= clp_stage_nlayers(l->st)))
+	    (*li < 0 || *li >= clp_stage_nlayers(st)))
 		return clp_error(CLP_ERR_INVALID, "rank %d: %s: layer %d is not on the stage "
-				 "(layers %d..%d)", e->rank, what, op->layer,
-				 clp_stage_first_layer(l->st),
-				 clp_stage_first_layer(l->st) + clp_stage_nlayers(l->st) - 1);
+				 "(layers %d..%d)", k->rank, what, op->layer,
+				 clp_stage_first_layer(st),
+				 clp_stage_first_layer(st) + clp_stage_nlayers(st) - 1);
 	if ((op->kind == CLP_OP_KFAC_CURV_A || op->kind == CLP_OP_KFAC_CURV_B) &&
-	    (op->mb < 0 || op->mb >= e->s->nmb))
-		return clp_error(CLP_ERR_INVALID, "rank %d: %s: micro-batch out of range", e->rank,
+	    (op->mb < 0 || op->mb >= k->c.nmb))
+		return clp_error(CLP_ERR_INVALID, "rank %d: %s: micro-batch out of range", k->rank,
 				 what);
 	if (op->kind == CLP_OP_KFAC_INV && op->factor > clp_kfac_opt_nfactors(k->opt[*i]))
 		return clp_error(CLP_ERR_INVALID, "rank %d: %s: factor %d, but the layers have %d "
-				 "factors", e->rank, what, op->factor - 1,
+				 "factors", k->rank, what, op->factor - 1,
 				 clp_kfac_opt_nfactors(k->opt[*i]));
 	return CLP_OK;
 }
@@ -563,17 +552,17 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 	CLP_TRY(item_stage(e, k, op, op->kind != CLP_OP_KFAC_CURV_A && op->kind != CLP_OP_KFAC_CURV_B,
 			   &i, &li));
 	ko = k->opt[i];
-	done = k->bwd[(size_t)i * (size_t)e->s->nmb + (size_t)(op->mb > 0 ? op->mb : 0)];
+	done = k->bwd[(size_t)i * (size_t)k->c.nmb + (size_t)(op->mb > 0 ? op->mb : 0)];
 	switch (op->kind) {
 	case CLP_OP_KFAC_CURV_A: /* before the backward from the slot, else from the kept copy */
-		if (k->npend || (!done && e->recompute))
-			return pend_a(e, k, i, li, op->mb);
+		if (k->npend || (!done && k->c.recompute))
+			return pend_a(k, i, li, op->mb);
 		if (!done) {
-			int slot = exec_slot(&e->ls[i], op->mb);
+			int slot = clp_exec_slot(e, i, op->mb);
 
 			if (slot < 0)
 				return clp_error(CLP_ERR_STATE, "rank %d: KFAC_CURV_A of layer %d mb %d "
-						 "before the forward of its micro-batch", e->rank,
+						 "before the forward of its micro-batch", k->rank,
 						 op->layer, op->mb);
 			return clp_kfac_opt_curv_a(ko, li, slot, op->mb);
 		}
@@ -581,13 +570,13 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 	case CLP_OP_KFAC_CURV_B:
 		if (!done)
 			return clp_error(CLP_ERR_STATE, "rank %d: KFAC_CURV_B of layer %d mb %d before "
-					 "the backward of its micro-batch", e->rank, op->layer, op->mb);
+					 "the backward of its micro-batch", k->rank, op->layer, op->mb);
 		return clp_kfac_opt_curv_b_kept(ko, li, op->mb);
 	case CLP_OP_KFAC_SYNC:
-		if (op->group < 0 || op->group >= e->s->ngroups)
+		if (op->group < 0 || op->group >= k->s->ngroups)
 			return clp_error(CLP_ERR_INVALID, "rank %d: KFAC_SYNC of layer %d: group %d of "
-					 "%d", e->rank, op->layer, op->group, e->s->ngroups);
-		if (e->s->groups[op->group].n < 2)
+					 "%d", k->rank, op->layer, op->group, k->s->ngroups);
+		if (k->s->groups[op->group].n < 2)
 			return CLP_OK;
 		return sync_factors(e, k, i, op->group, op->layer, op->layer + 1, "K-FAC factors");
 	case CLP_OP_KFAC_INV_SYNC:
@@ -602,7 +591,7 @@ static clp_status kfac_item(clp_exec *e, void *state, const clp_op *op)
 	case CLP_OP_KFAC_PREC_SYNC:
 		return sync_grads(e, k, i, op);
 	}
-	return clp_error(CLP_ERR_STATE, "rank %d: op %s is not a K-FAC item", e->rank,
+	return clp_error(CLP_ERR_STATE, "rank %d: op %s is not a K-FAC item", k->rank,
 			 clp_op_kind_name(op->kind));
 }
 
@@ -610,10 +599,11 @@ static clp_status kfac_step_end(clp_exec *e, void *state)
 {
 	kst *k = state;
 
+	(void)e;
 	if (k->pf && k->npend)
 		return clp_error(CLP_ERR_STATE, "rank %d, step %ld: %d factor A items wait for a "
-				 "backward that did not run", e->rank, k->step + 1, k->npend);
-	for (int i = 0; i < e->nls; i++)
+				 "backward that did not run", k->rank, k->step + 1, k->npend);
+	for (int i = 0; i < k->n; i++)
 		if (k->pf ? k->inverted : k->collect)
 			CLP_TRY(clp_kfac_opt_check(k->opt[i]));
 	return CLP_OK;
@@ -634,8 +624,9 @@ static clp_status kfac_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 {
 	kst *k = state;
 
-	for (int i = 0; i < e->nls; i++)
-		if (e->ls[i].owner)
+	(void)e;
+	for (int i = 0; i < k->n; i++)
+		if (k->owner[i])
 			CLP_TRY(clp_kfac_opt_save(k->opt[i], w));
 	return CLP_OK;
 }
@@ -644,7 +635,8 @@ static clp_status kfac_load(clp_exec *e, void *state, clp_ckpt *c)
 {
 	kst *k = state;
 
-	for (int i = 0; i < e->nls; i++)
+	(void)e;
+	for (int i = 0; i < k->n; i++)
 		CLP_TRY(clp_kfac_opt_load(k->opt[i], c));
 	return CLP_OK;
 }

@@ -1,22 +1,6 @@
-/* The optimizer interface (exec_optim.h): installing an optimizer, the hooks as the
- * interpreters call them, and AdamW, the default implementation. */
+/* The optimizer interface (exec_optim.h): installing an optimizer and the hooks as the
+ * interpreters call them (AdamW, the default, is exec_adamw.c). */
 #include "engine/exec/exec_internal.h"
-
-static clp_status adamw_stage_step(clp_exec *e, void *state, int stage,
-				   const clp_nn_adamw_hp *hp)
-{
-	for (int k = 0; k < e->nls; k++)
-		if (e->ls[k].stage == stage)
-			CLP_TRY(clp_stage_adamw_scaled(e->ls[k].st, hp, clp_stage_stats(e->ls[k].st),
-						       1.0f / e->loss_scale));
-	return CLP_OK;
-}
-
-const clp_exec_optim clp_exec_adamw = {
-	.name = "AdamW",
-	.dataflow = 1,
-	.stage_step = adamw_stage_step,
-};
 
 clp_status clp_exec_set_optim(clp_exec *e, const clp_exec_optim *ops, void *state)
 {
@@ -89,9 +73,9 @@ clp_status exec_optim_item(clp_exec *e, const clp_op *op)
 			 "with optim.name = \"kfac\"", e->rank, what);
 }
 
-clp_status exec_optim_stage_step(clp_exec *e, int stage, const clp_nn_adamw_hp *hp)
+clp_status exec_optim_stage_step(clp_exec *e, int stage, const void *set)
 {
-	return e->opt->stage_step(e, e->opt_state, stage, hp);
+	return e->opt->stage_step(e, e->opt_state, stage, set);
 }
 
 clp_status exec_optim_step_end(clp_exec *e)

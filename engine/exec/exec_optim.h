@@ -1,11 +1,19 @@
 /* The executor's optimizer interface: the points of a step where an optimizer acts. The
  * interpreters (exec_run.c, exec_dataflow.c) call these hooks and nothing else of an optimizer,
- * so a new optimizer is a new table and its own file, without an edit to an interpreter.
+ * so a new optimizer is a new table and its own file, without an edit to an interpreter. A
+ * hooks file uses the executor only through exec.h and its services, exec_env.h (never
+ * exec_internal.h).
  *
- * Two implementations: AdamW (exec_optim.c; the default, state in the stages' own blocks) and
- * K-FAC (exec_kfac.c, installed by clp_exec_kfac; with PipeFisher items in the schedule). A hook
- * left NULL does nothing, except `item`, where NULL means the optimizer has no scheduled items
- * and a schedule with them is refused. */
+ * Two implementations: AdamW (exec_adamw.c; the default, state in the stages' own blocks) and
+ * K-FAC (exec_kfac.c, installed by clp_exec_kfac, exec_kfac.h; with PipeFisher items in the
+ * schedule). A hook left NULL does nothing, except `item`, where NULL means the optimizer has
+ * no scheduled items and a schedule with them is refused.
+ *
+ * Settings: what an optimizer is made with (K-FAC's clp_kfac_opts) is its own installer's
+ * argument; what changes per step (the learning rate, the step count) comes as `settings`, an
+ * object of the type the optimizer defines, given to clp_exec_step and passed through to
+ * stage_step untouched. AdamW and K-FAC take a clp_nn_adamw_hp (K-FAC: its base optimizer's,
+ * the K-FAC layers' rate scaled by its lr_ratio). */
 #ifndef CLP_EXEC_EXEC_OPTIM_H
 #define CLP_EXEC_EXEC_OPTIM_H
 
@@ -24,8 +32,9 @@ typedef struct clp_exec_optim {
 	/* A scheduled optimizer item of the list (KFAC_* ops). */
 	clp_status (*item)(clp_exec *e, void *state, const clp_op *op);
 	/* The update of every local copy of IR stage `stage`; its gradients are final and each
-	 * stage's statistics buffer holds the clipping scale (clp_stage_stats). */
-	clp_status (*stage_step)(clp_exec *e, void *state, int stage, const clp_nn_adamw_hp *hp);
+	 * stage's statistics buffer holds the clipping scale (clp_stage_stats); settings: the
+	 * step's, as clp_exec_step got them. */
+	clp_status (*stage_step)(clp_exec *e, void *state, int stage, const void *settings);
 	/* The end of a step, after every op ran and the device is idle. */
 	clp_status (*step_end)(clp_exec *e, void *state);
 	/* The optimizer's own state in a checkpoint, beyond the stages' tensors. */

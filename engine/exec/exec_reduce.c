@@ -1,5 +1,6 @@
-/* The executor's reductions: sums over a schedule group (its communicator was made at
- * creation) through host buffers, the global gradient norm with the clipping scale, the loss. */
+/* The executor's reductions: a set of gradients summed over a schedule group (through
+ * clp_exec_sum_bufs, exec_env.c), the global gradient norm with the clipping scale, the loss. */
+#include "engine/exec/exec_env.h"
 #include "engine/exec/exec_internal.h"
 
 #include <math.h>
@@ -8,69 +9,37 @@
 
 #include "cl/ops.h"
 
-clp_status exec_group_sum(clp_exec *e, const clp_op *op, clp_comm_type t, void *buf, size_t n,
-			  const char *label)
+clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st, int nst,
+			     int skip_tied, float scale, const char *label)
 {
-	const clp_group *g;
+	clp_buf *b;
+	size_t *n;
+	int nb = 0, cap = 1;
+	clp_status s;
 
-	if (!op)
-		return clp_comm_size(e->comm) > 1
-			       ? clp_comm_allreduce_sum(e->comm, t, buf, n, e->det, label) : CLP_OK;
-	g = &e->s->groups[op->group];
-
-	if (g->n == 1)
-		return CLP_OK;
-	if (g->n == clp_comm_size(e->comm))
-		return clp_comm_allreduce_sum(e->comm, t, buf, n, e->det, label);
-	if (!e->gcomm[op->group])
-		return clp_error(CLP_ERR_STATE, "rank %d: a collective of group %d, which it is not "
-				 "in", e->rank, op->group);
-	return clp_comm_allreduce_sum(e->gcomm[op->group], t, buf, n, e->det, label);
-}
-
-/* Read (dir 0) or write (dir 1) the gradients of the stages, in order, from/to h. */
-static clp_status copy_grads(clp_stage *const *st, int nst, int skip_tied, float *h, int dir)
-{
-	size_t off = 0;
-
+	for (int i = 0; i < nst; i++)
+		cap += clp_stage_table(st[i])->ntensors;
+	b = malloc((size_t)cap * sizeof(*b));
+	n = malloc((size_t)cap * sizeof(*n));
+	if (!b || !n) {
+		free(b);
+		free(n);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
+	}
+	/* the gradients of the stages in order, the head's copy of a tied embedding left out */
 	for (int i = 0; i < nst; i++) {
 		const clp_param_table *t = clp_stage_table(st[i]);
 
 		for (int k = 0; k < t->ntensors; k++) {
 			if (skip_tied && exec_tied_copy(&t->tensors[k]))
 				continue;
-			CLP_TRY(dir ? clp_stage_write(st[i], CLP_ST_GRAD, k, h + off)
-				    : clp_stage_read(st[i], CLP_ST_GRAD, k, h + off));
-			off += t->tensors[k].numel;
+			b[nb] = clp_stage_tensor(st[i], CLP_ST_GRAD, k);
+			n[nb++] = t->tensors[k].numel;
 		}
 	}
-	return CLP_OK;
-}
-
-clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st, int nst,
-			     int skip_tied, float scale, const char *label)
-{
-	size_t total = 0;
-	float *h;
-	clp_status s;
-
-	for (int i = 0; i < nst; i++) {
-		const clp_param_table *t = clp_stage_table(st[i]);
-
-		for (int k = 0; k < t->ntensors; k++)
-			total += skip_tied && exec_tied_copy(&t->tensors[k]) ? 0 : t->tensors[k].numel;
-	}
-	if (!(h = malloc((total ? total : 1) * sizeof(float))))
-		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
-	s = copy_grads(st, nst, skip_tied, h, 0);
-	if (s == CLP_OK)
-		s = exec_group_sum(e, op, CLP_COMM_F32, h, total, label);
-	if (s == CLP_OK && scale != 1.0f)
-		for (size_t j = 0; j < total; j++)
-			h[j] *= scale;
-	if (s == CLP_OK)
-		s = copy_grads(st, nst, skip_tied, h, 1);
-	free(h);
+	s = clp_exec_sum_bufs(e, op ? op->group : -1, b, n, nb, scale, label);
+	free(b);
+	free(n);
 	return s;
 }
 
@@ -122,8 +91,8 @@ clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
 		CLP_TRY(st);
 	}
 	if (group_op || e->norm_world)
-		CLP_TRY(exec_group_sum(e, group_op, CLP_COMM_F64, e->tsum, 2 * (size_t)nt,
-				       "gradient norm"));
+		CLP_TRY(clp_exec_group_sum(e, group_op ? group_op->group : -1, CLP_COMM_F64,
+					   e->tsum, 2 * (size_t)nt, "gradient norm"));
 	e->nonfinite = 0;
 	for (int k = 0; k < nt; k++) {
 		sum += e->tsum[k];

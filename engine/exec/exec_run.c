@@ -1,5 +1,6 @@
 /* The executor's ordered interpreter: one pass over this rank's op list per step, each op one
  * call to a primitive (exec_internal.h) or an optimizer hook (exec_optim.h). */
+#include "engine/exec/exec_env.h"
 #include "engine/exec/exec_internal.h"
 
 #include <stdlib.h>
@@ -42,7 +43,8 @@ static clp_status allreduce_tied(clp_exec *e, const clp_op *op)
 			}
 	}
 	if (s == CLP_OK)
-		s = exec_group_sum(e, op, CLP_COMM_F32, sum, n, "tied embedding gradient");
+		s = clp_exec_group_sum(e, op->group, CLP_COMM_F32, sum, n,
+				       "tied embedding gradient");
 	for (int i = 0; s == CLP_OK && i < e->nls; i++) {
 		const clp_param_table *t = clp_stage_table(e->ls[i].st);
 
@@ -70,7 +72,7 @@ static clp_status allreduce(clp_exec *e, const clp_op *op, float max_norm)
 }
 
 /* The first optimizer step of the step computes the norm (unless a NORM op did). */
-static clp_status opt_step(clp_exec *e, const clp_op *op, const clp_nn_adamw_hp *hp,
+static clp_status opt_step(clp_exec *e, const clp_op *op, const void *set,
 			   float max_norm)
 {
 	if (!exec_find_stage(e, op->stage))
@@ -78,11 +80,11 @@ static clp_status opt_step(clp_exec *e, const clp_op *op, const clp_nn_adamw_hp 
 				 e->rank, op->stage);
 	if (!e->norm_done)
 		CLP_TRY(exec_grad_norm(e, NULL, max_norm));
-	return exec_optim_stage_step(e, op->stage, hp);
+	return exec_optim_stage_step(e, op->stage, set);
 }
 
 static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d,
-			 const clp_nn_adamw_hp *hp, float max_norm)
+			 const void *set, float max_norm)
 {
 	switch (op->kind) {
 	case CLP_OP_RECV_ACT:
@@ -104,7 +106,7 @@ static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_da
 	case CLP_OP_REDUCE: /* the loss is summed over all ranks at the end of the step */
 		return CLP_OK;
 	case CLP_OP_OPT_STEP:
-		return opt_step(e, op, hp, max_norm);
+		return opt_step(e, op, set, max_norm);
 	case CLP_OP_KFAC_SYNC: /* a collective: what it sums is read once the device is idle */
 	case CLP_OP_KFAC_INV_SYNC:
 	case CLP_OP_KFAC_PREC_SYNC:
@@ -123,7 +125,7 @@ static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_da
 /* Op i with its trace records: compute ops on the device (forwards and backwards mark their
  * start once their input has arrived), collectives on the host. */
 static clp_status run_traced(clp_exec *e, int i, const clp_op *op, const clp_exec_data *d,
-			     const clp_nn_adamw_hp *hp, float max_norm)
+			     const void *set, float max_norm)
 {
 	int compute = clp_op_is_compute(op->kind);
 	double h0 = clp_comm_now();
@@ -132,7 +134,7 @@ static clp_status run_traced(clp_exec *e, int i, const clp_op *op, const clp_exe
 	e->cur_ev0 = NULL;
 	if (compute && op->kind != CLP_OP_FWD && !clp_op_is_bwd_input(op->kind))
 		CLP_TRY(exec_trace_mark(e, &e->cur_ev0));
-	st = run_op(e, i, op, d, hp, max_norm);
+	st = run_op(e, i, op, d, set, max_norm);
 	if (compute && st == CLP_OK)
 		return exec_trace_compute(e, op);
 	if (compute && e->cur_ev0) {
@@ -144,7 +146,7 @@ static clp_status run_traced(clp_exec *e, int i, const clp_op *op, const clp_exe
 	return st;
 }
 
-clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw_hp *hp,
+clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const void *set,
 			 float max_norm, clp_exec_result *r)
 {
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
@@ -152,7 +154,7 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 	clp_status st = CLP_OK;
 
 	if (p->mode == CLP_RANK_DATAFLOW)
-		return exec_dataflow_step(e, d, hp, max_norm, r);
+		return exec_dataflow_step(e, d, set, max_norm, r);
 	e->norm_done = 0;
 	for (int i = 0; i < e->nls; i++)
 		CLP_TRY(clp_stage_zero_grads(e->ls[i].st));
@@ -163,8 +165,8 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const clp_nn_adamw
 
 		if (e->run_step[i] != cs || exec_optim_skips(e, op))
 			continue;
-		st = e->tracing ? run_traced(e, i, op, d, hp, max_norm)
-				: run_op(e, i, op, d, hp, max_norm);
+		st = e->tracing ? run_traced(e, i, op, d, set, max_norm)
+				: run_op(e, i, op, d, set, max_norm);
 	}
 	if (st == CLP_OK)
 		st = exec_finish_step(e, d->step);

@@ -7,6 +7,7 @@
 #include "cl/json_util.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
+#include "engine/train/optim_kind.h"
 
 static json_t *ints(const int *v, int n)
 {
@@ -98,6 +99,7 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model *m)
 {
 	clp_model_config *mc = &m->cfg;
+	clp_optim_kind kind;
 
 	memset(m, 0, sizeof(*m));
 	CLP_TRY(clp_preset_parse(c->model.preset, &mc->preset));
@@ -120,7 +122,8 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 		return clp_error(CLP_ERR_INVALID, "train.seq = %zu is longer than model.ctx = %d",
 				 m->seq, mc->ctx);
 	m->micro_batches = (int)(c->train.micro_batches * c->pipeline.replicas);
-	m->kfac = !strcmp(c->optim.name, "kfac");
+	CLP_TRY(clp_train_optim_kind(c, &kind));
+	m->kfac = clp_optim_info_of(kind)->curvature; /* K-FAC's work: its memory, PipeFisher */
 	m->kfac_interval = (int)c->kfac.interval;
 	CLP_TRY(clp_costs_precision_parse(c->train.precision, "train.precision", &m->precision));
 	return CLP_OK;

@@ -717,7 +717,7 @@ static clp_status open_model(clp_session *s)
 	if (s->mode == CLP_SESSION_EVAL)
 		CLP_TRY(apply_skips(s, clp_exec_stage(s->ex, 0, NULL)));
 	if (s->mode == CLP_SESSION_TRAIN)
-		CLP_TRY(sess_kfac_open(s));
+		CLP_TRY(s->optim->open ? s->optim->open(s) : CLP_OK);
 	if (s->mode == CLP_SESSION_TRAIN && s->prec == CLP_F16)
 		CLP_TRY(clp_exec_set_loss_scale(s->ex, (float)s->cfg.train.loss_scale,
 						s->cfg.train.loss_scale_window));
@@ -756,11 +756,12 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		st = config_from_ckpt(s, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
 	s->prec = sess_precision(&s->cfg);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
-	    !strcmp(s->cfg.optim.name, "kfac"))
-		st = clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
-			       "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
-			       "scaling) or AdamW");
+	if (st == CLP_OK)
+		st = sess_optim_kind(s);
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && !(s->optim->precisions & 1u << s->prec))
+		st = clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"%s\" with optim.name = "
+			       "\"%s\": %s", clp_dtype_name(s->prec), s->cfg.optim.name,
+			       s->optim->precision_why);
 	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
 	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
 		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "

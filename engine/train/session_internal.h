@@ -10,9 +10,11 @@
 #include "engine/data/tokenizer.h"
 #include "engine/io/checkpoint.h"
 #include "engine/exec/exec.h"
+#include "engine/exec/exec_kfac.h"
 #include "engine/exec/exec_optim.h"
 #include "engine/model/stage.h"
 #include "engine/sched/sched.h"
+#include "engine/train/optim_kind.h"
 #include "engine/train/session.h"
 #include "topology/comm/comm.h"
 
@@ -31,6 +33,7 @@ struct clp_session {
 	clp_stage *st;        /* sample: one stage of batch 1 */
 	size_t B, T, N;       /* micro-batch */
 	clp_dtype prec;       /* train.precision */
+	const clp_optim_info *optim; /* optim.name's kind (sess_optim_kind) */
 	float last_scale;     /* fp16: the loss scale of the last step logged (0: none yet) */
 	int M;                /* micro-batches per replica per step */
 	int R;                /* replicas */
@@ -58,6 +61,8 @@ clp_status sess_save(clp_session *s);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 
+/* optim_kind.c's table for this session's optim.name (s->optim), parsed once at opening. */
+clp_status sess_optim_kind(clp_session *s);
 /* session_kfac.c: optim.name = "kfac" (the executor runs it and saves its state) */
 void sess_kfac_opts(const clp_session *s, clp_kfac_opts *o);
 clp_status sess_kfac_open(clp_session *s);

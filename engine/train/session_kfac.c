@@ -1,6 +1,7 @@
 /* K-FAC in the training session (optim.name = "kfac"; docs/KFAC.md): the executor runs the
  * cycle rule (engine/exec/exec_kfac.c) and puts its state into checkpoints
- * (clp_exec_optim_save); the session sets it up. */
+ * (clp_exec_optim_save); the session sets it up (sess_kfac_open is K-FAC's `open` in the
+ * table of optimizer kinds, optim_kind.c). */
 #include "engine/train/session_internal.h"
 
 #include <string.h>
@@ -23,8 +24,6 @@ clp_status sess_kfac_open(clp_session *s)
 	const clp_train_config *c = &s->cfg;
 	clp_kfac_opts o;
 
-	if (strcmp(c->optim.name, "kfac"))
-		return CLP_OK;
 	sess_kfac_opts(s, &o);
 	return clp_exec_kfac(s->ex, &o, c->kfac.lr > 0 && c->optim.lr > 0
 						? (float)(c->kfac.lr / c->optim.lr)

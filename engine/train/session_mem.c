@@ -43,17 +43,17 @@ static double total(const need *n)
 static clp_status add_stage(clp_session *s, int first, int last, int slots, int split, need *n)
 {
 	clp_model_mem pm;
-	int kfac = !strcmp(s->cfg.optim.name, "kfac");
+	const clp_optim_info *o = s->optim;
 
 	CLP_TRY(clp_model_stage_mem_prec(&s->m, first, last, s->B, s->T, split,
 					s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute,
 					s->prec, &pm));
 	n->param += (double)(pm.param_bytes + pm.copy_bytes);
 	n->grad += (double)pm.param_bytes;
-	n->opt += (double)pm.opt_bytes;
+	n->opt += (double)(pm.param_bytes / 4 * o->state_bytes); /* 4 bytes a parameter */
 	n->act += (double)pm.act_bytes * slots;
 	n->work += (double)pm.work_bytes;
-	n->kfac += kfac && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
+	n->kfac += o->curvature && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
 	n->slots += slots;
 	return CLP_OK;
 }

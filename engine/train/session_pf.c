@@ -305,7 +305,7 @@ clp_status sess_pf_plan(clp_session *s)
 									: "schedule");
 		return CLP_OK;
 	}
-	if (strcmp(c->optim.name, "kfac"))
+	if (!s->optim->pipefisher)
 		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts K-FAC work into the "
 				 "bubbles: it needs optim.name = \"kfac\" (not \"%s\")", c->optim.name);
 	st = from_checkpoint(s, &cycle);

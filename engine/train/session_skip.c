@@ -136,9 +136,9 @@ clp_status sess_skip_schedule(clp_session *s)
 	clp_skip_rules r;
 	clp_status st;
 
-	if (!strcmp(c->optim.name, "kfac"))
-		return clp_error(CLP_ERR_UNSUPPORTED, "optim.name = \"kfac\" is not run with "
-				 "pipeline.schedule = \"skippipe\" yet");
+	if (!s->optim->skippipe)
+		return clp_error(CLP_ERR_UNSUPPORTED, "optim.name = \"%s\" is not run with "
+				 "pipeline.schedule = \"skippipe\" yet", c->optim.name);
 	if (c->pipeline.replicas != 1 || c->pipeline.chunks != 1)
 		return clp_error(CLP_ERR_INVALID, "pipeline.schedule = \"skippipe\": the path set "
 				 "gives the nodes and their stages; leave pipeline.replicas and "

@@ -346,18 +346,12 @@ static clp_status train_step(clp_session *s, long step, long tr_first, long tr_l
 	const clp_train_config *c = &s->cfg;
 	int trace = c->train.trace[0] && step + 1 >= tr_first && step + 1 <= tr_last;
 	double lr = lr_at(c, step);
-	clp_nn_adamw_hp hp = {
-		.lr = (float)lr,
-		.beta1 = (float)c->optim.beta1,
-		.beta2 = (float)c->optim.beta2,
-		.eps = (float)c->optim.eps,
-		.weight_decay = (float)c->optim.weight_decay,
-		.step = s->applied + 1,
-	};
+	clp_optim_step os;
 	clp_exec_result res;
 	clp_exec_data d;
 	size_t valid;
 
+	s->optim->step(c, lr, s->applied + 1, &os);
 	CLP_TRY(draw_step(s, step, &valid));
 	d = replica_data(s, valid, (uint32_t)step);
 	if (s->skip) { /* each micro-batch's loss over its targets and its origin's count */
@@ -366,7 +360,7 @@ static clp_status train_step(clp_session *s, long step, long tr_first, long tr_l
 	}
 	if (trace && step + 1 == tr_first)
 		CLP_TRY(clp_exec_trace_start(s->ex));
-	CLP_TRY(clp_exec_step(s->ex, &d, &hp, (float)c->optim.grad_clip, &res));
+	CLP_TRY(clp_exec_step(s->ex, &d, &os, (float)c->optim.grad_clip, &res));
 	if (trace && step + 1 == tr_last)
 		CLP_TRY(write_trace(s, tr_first, step + 1));
 	if (!res.skipped)

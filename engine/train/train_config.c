@@ -1,5 +1,8 @@
-/* The schema of clp_train_config: names, types, defaults, ranges and help, declared once. */
+/* The schema of clp_train_config: names, types, defaults, ranges and help, declared once; and
+ * optim.name parsed as an optimizer kind. */
 #include "engine/train/train_config.h"
+
+#include <string.h>
 
 #define F(member, key, type, dflt, help, lo, hi, ch)                                               \
 	CLP_CFG_FIELD(clp_train_config, member, key, type, dflt, help, lo, hi, ch)
@@ -202,3 +205,20 @@ _Static_assert(sizeof(fields) / sizeof(fields[0]) <=
 
 const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / sizeof(fields[0]),
 					 offsetof(clp_train_config, origin)};
+
+/* optim.name of each kind, as optim.name's choices above list them. */
+static const char *const optim_names[CLP_OPTIM_NKINDS] = {
+	[CLP_OPTIM_ADAMW] = "adamw",
+	[CLP_OPTIM_KFAC] = "kfac",
+};
+
+clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
+{
+	for (int k = 0; k < CLP_OPTIM_NKINDS; k++)
+		if (!strcmp(c->optim.name, optim_names[k])) {
+			*out = (clp_optim_kind)k;
+			return CLP_OK;
+		}
+	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer (adamw|kfac)",
+			 c->optim.name);
+}

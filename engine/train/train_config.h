@@ -59,7 +59,7 @@ typedef struct clp_train_config {
 		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;
 	struct {
-		char name[16];       /* adamw | kfac */
+		char name[16];       /* adamw | kfac (clp_train_optim_kind) */
 		double lr, min_lr;
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
@@ -104,5 +104,17 @@ typedef struct clp_train_config {
 } clp_train_config;
 
 extern const clp_cfg_schema clp_train_schema;
+
+/* optim.name (the key a user writes) as a kind, parsed once by each user of a config (the
+ * session at opening, the planner); what each kind provides is engine/train/optim_kind.h. A new
+ * kind is a value here, its name in train_config.c (the names and optim.name's choices), and
+ * an entry of that table. */
+typedef enum clp_optim_kind {
+	CLP_OPTIM_ADAMW,
+	CLP_OPTIM_KFAC,
+	CLP_OPTIM_NKINDS
+} clp_optim_kind;
+/* The kind of c->optim.name; CLP_ERR_INVALID naming the value and the kinds otherwise. */
+clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out);
 
 #endif

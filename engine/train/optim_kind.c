@@ -1,0 +1,56 @@
+/* The table of optimizer kinds (optim_kind.h). */
+#include "engine/train/optim_kind.h"
+
+#include "engine/train/session_internal.h"
+
+/* AdamW's hyperparameters for the step (K-FAC's base optimizer reads the same). */
+static void adamw_step(const clp_train_config *c, double lr, long t, clp_optim_step *out)
+{
+	out->adamw = (clp_nn_adamw_hp){
+		.lr = (float)lr,
+		.beta1 = (float)c->optim.beta1,
+		.beta2 = (float)c->optim.beta2,
+		.eps = (float)c->optim.eps,
+		.weight_decay = (float)c->optim.weight_decay,
+		.step = t,
+	};
+}
+
+#define ALL_PRECISIONS (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16)
+
+static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
+	[CLP_OPTIM_ADAMW] = {
+		.kind = CLP_OPTIM_ADAMW,
+		.label = "AdamW",
+		.step = adamw_step,
+		.state_bytes = 8,
+		.skippipe = 1,
+		.precisions = ALL_PRECISIONS,
+	},
+	[CLP_OPTIM_KFAC] = {
+		.kind = CLP_OPTIM_KFAC,
+		.label = "K-FAC",
+		.open = sess_kfac_open,
+		.step = adamw_step,
+		.state_bytes = 8,
+		.curvature = 1,
+		.pipefisher = 1,
+		.precisions = 1u << CLP_F32 | 1u << CLP_BF16,
+		.precision_why = "K-FAC's factors would see the loss scale; use bf16 (no scaling) or "
+				 "AdamW",
+	},
+};
+
+const clp_optim_info *clp_optim_info_of(clp_optim_kind k)
+{
+	return (unsigned)k < CLP_OPTIM_NKINDS ? &kinds[k] : NULL;
+}
+
+clp_status sess_optim_kind(clp_session *s)
+{
+	clp_optim_kind k;
+
+	CLP_TRY(clp_train_optim_kind(&s->cfg, &k));
+	s->optim = clp_optim_info_of(k);
+	return CLP_OK;
+}

@@ -1,0 +1,44 @@
+/* What each optimizer kind (clp_optim_kind, optim.name) provides to training: one table, read
+ * by the session (installing the optimizer, its per-step settings, the schedules, precisions
+ * and pipelines it runs with), the session's memory check and the planner. Nothing above this
+ * table asks which optimizer runs: a new optimizer is an entry here (optim_kind.c) and a hooks
+ * file in engine/exec (exec_optim.h, written on exec_env.h). docs/DESIGN.md has the recipe. */
+#ifndef CLP_TRAIN_OPTIM_KIND_H
+#define CLP_TRAIN_OPTIM_KIND_H
+
+#include "cl/half.h"
+#include "cl/nn.h"
+#include "engine/train/session.h"
+#include "engine/train/train_config.h"
+
+/* One step's settings of an optimizer, as its hooks read them (clp_exec_step's settings): a
+ * member per kind of settings. */
+typedef union clp_optim_step {
+	clp_nn_adamw_hp adamw; /* AdamW, and K-FAC's base optimizer */
+} clp_optim_step;
+
+typedef struct clp_optim_info {
+	clp_optim_kind kind;
+	const char *label; /* for messages: "AdamW", "K-FAC" */
+	/* Install the optimizer in an opened training session's executor (NULL: the executor's
+	 * default, AdamW). */
+	clp_status (*open)(clp_session *s);
+	/* This step's settings from the config, the scheduled learning rate and the 1-based count
+	 * of optimizer steps taken. */
+	void (*step)(const clp_train_config *c, double lr, long t, clp_optim_step *out);
+	/* Device bytes of optimizer state per parameter (the memory model: the stage's blocks
+	 * keep AdamW's two fp32 moments for every optimizer, so 8 for both kinds today). */
+	int state_bytes;
+	/* Also the K-FAC factors and inverses of its layers (clp_model_mem.kfac_bytes), and the
+	 * factor and inversion work the planner's costs and the serial cycle rule count. */
+	int curvature;
+	int pipefisher;       /* its work can go into the bubbles (pipeline.pipefisher) */
+	int skippipe;         /* runs pipeline.schedule = "skippipe" (dataflow ranks) */
+	unsigned precisions;  /* the train.precision values it runs with: 1u << clp_dtype */
+	const char *precision_why; /* why not the others, for the message */
+} clp_optim_info;
+
+/* The entry of kind k (from clp_train_optim_kind); NULL for a value that is not a kind. */
+const clp_optim_info *clp_optim_info_of(clp_optim_kind k);
+
+#endif
