@@ -1,0 +1,108 @@
+/* optim.name as an optimizer kind (clp_train_optim_kind) and the table of what each kind
+ * provides (engine/train/optim_kind.h): every choice the schema allows parses to its own kind
+ * and every kind is some choice; an unknown name is refused naming it; every entry is complete
+ * (settings, state bytes, fp32 at least, a reason where it refuses a precision); the two kinds
+ * of today say what the session and the planner relied on before the table (K-FAC: curvature
+ * memory, PipeFisher, no SkipPipe, no fp16; AdamW: the executor's default, everything). */
+#include <string.h>
+
+#include "engine/train/optim_kind.h"
+#include "tests/harness.h"
+
+static const clp_cfg_field *field(const char *key)
+{
+	for (int i = 0; i < clp_train_schema.nfields; i++)
+		if (!strcmp(clp_train_schema.fields[i].key, key))
+			return &clp_train_schema.fields[i];
+	return NULL;
+}
+
+static void test_choices_are_the_kinds(void)
+{
+	const clp_cfg_field *f = field("optim.name");
+	char list[256], *save = NULL;
+	int seen[CLP_OPTIM_NKINDS] = {0}, n = 0;
+	clp_train_config c;
+
+	CHECK(f && f->choices, "optim.name has a list of choices");
+	if (!f || !f->choices)
+		return;
+	snprintf(list, sizeof(list), "%s", f->choices);
+	for (char *t = strtok_r(list, "|", &save); t; t = strtok_r(NULL, "|", &save), n++) {
+		clp_optim_kind k = CLP_OPTIM_NKINDS;
+
+		snprintf(c.optim.name, sizeof(c.optim.name), "%s", t);
+		CHECK_OK(clp_train_optim_kind(&c, &k));
+		CHECK(k < CLP_OPTIM_NKINDS && !seen[k], "choice %s: kind %d, seen before: %d", t,
+		      (int)k, k < CLP_OPTIM_NKINDS ? seen[k] : -1);
+		if (k < CLP_OPTIM_NKINDS)
+			seen[k] = 1;
+	}
+	CHECK(n == CLP_OPTIM_NKINDS, "%d choices for %d kinds", n, CLP_OPTIM_NKINDS);
+	snprintf(c.optim.name, sizeof(c.optim.name), "sgd");
+	{
+		clp_optim_kind k;
+
+		CHECK_ERR(clp_train_optim_kind(&c, &k), CLP_ERR_INVALID, "optim.name", "\"sgd\"");
+	}
+	snprintf(c.optim.name, sizeof(c.optim.name), "kfac");
+	{
+		clp_optim_kind k = CLP_OPTIM_ADAMW;
+
+		CHECK_OK(clp_train_optim_kind(&c, &k));
+		CHECK(k == CLP_OPTIM_KFAC, "\"kfac\" is CLP_OPTIM_KFAC (got %d)", (int)k);
+	}
+}
+
+static void test_entries_complete(void)
+{
+	clp_train_config c;
+
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
+	for (int k = 0; k < CLP_OPTIM_NKINDS; k++) {
+		const clp_optim_info *o = clp_optim_info_of((clp_optim_kind)k);
+		clp_optim_step st;
+
+		CHECK(o && (int)o->kind == k && o->label && o->step && o->state_bytes > 0,
+		      "kind %d: an entry with its kind, label, step settings and state bytes", k);
+		if (!o)
+			continue;
+		CHECK(o->precisions & 1u << CLP_F32, "%s runs in fp32", o->label);
+		CHECK((o->precisions & (1u << CLP_BF16 | 1u << CLP_F16)) ==
+			      (1u << CLP_BF16 | 1u << CLP_F16) || o->precision_why,
+		      "%s refuses a precision without saying why", o->label);
+		memset(&st, 0xff, sizeof(st));
+		if (o->step)
+			o->step(&c, 0.25, 7, &st);
+		CHECK(st.adamw.lr == 0.25f && st.adamw.step == 7 &&
+			      st.adamw.beta1 == (float)c.optim.beta1 &&
+			      st.adamw.beta2 == (float)c.optim.beta2 && st.adamw.eps == (float)c.optim.eps &&
+			      st.adamw.weight_decay == (float)c.optim.weight_decay,
+		      "%s's step settings: AdamW's hyperparameters from the config", o->label);
+	}
+	CHECK(clp_optim_info_of(CLP_OPTIM_NKINDS) == NULL, "no entry past the kinds");
+}
+
+static void test_what_each_provides(void)
+{
+	const clp_optim_info *a = clp_optim_info_of(CLP_OPTIM_ADAMW);
+	const clp_optim_info *k = clp_optim_info_of(CLP_OPTIM_KFAC);
+
+	if (!a || !k) {
+		CHECK(0, "both entries exist");
+		return;
+	}
+	CHECK(!a->open && !a->curvature && !a->pipefisher && a->skippipe &&
+	      a->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
+	      a->state_bytes == 8, "AdamW: the executor's default, every schedule and precision, "
+	      "two fp32 moments a parameter");
+	CHECK(k->open && k->curvature && k->pipefisher && !k->skippipe &&
+	      !(k->precisions & 1u << CLP_F16) && (k->precisions & 1u << CLP_BF16) &&
+	      k->state_bytes == 8, "K-FAC: installed at opening, factors, PipeFisher, no SkipPipe, "
+	      "no fp16");
+	CHECK(k->precision_why && strstr(k->precision_why, "loss scale"),
+	      "K-FAC says why not fp16");
+}
+
+TH_MAIN(TH_TEST(test_choices_are_the_kinds), TH_TEST(test_entries_complete),
+	TH_TEST(test_what_each_provides))
