@@ -6,7 +6,6 @@
 #ifndef CLP_TRAIN_OPTIM_KIND_H
 #define CLP_TRAIN_OPTIM_KIND_H
 
-#include "cl/half.h"
 #include "cl/nn.h"
 #include "engine/train/session.h"
 #include "engine/train/train_config.h"
