@@ -5,8 +5,8 @@
  * (PoCL compiles each work-group to a loop and vectorises it); on Mesa's llvmpipe and on GPUs
  * the work-items of a group are the SIMD lanes, so one work-item per group leaves all but one
  * lane idle and pays the per-group cost for every element. Both devices say "CPU". */
-#include "cl/clock.h"
-#include "cl/durable.h"
+#include "cl/base/clock.h"
+#include "cl/base/durable.h"
 #include "cl/runtime_internal.h"
 
 #include <jansson.h>

@@ -3,7 +3,7 @@
 #ifndef CLP_CL_CONVERT_H
 #define CLP_CL_CONVERT_H
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/runtime.h"
 
 /* dst[0..n) = src[0..n) converted from src_type to dst_type. Offsets (clp_buf.off) count elements

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "cl/ref/ref.h"
 
 static unsigned next_rand(unsigned *s)

@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cl/rng.h"
+#include "cl/base/rng.h"
 #include "cl/runtime.h"
 
 /* Kernel geometry. AUTO picks by device type: CPU (one work-item per row or block, vector loops,

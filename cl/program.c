@@ -1,9 +1,9 @@
 /* Program builds: embedded sources with per-device defines prepended, an on-disk binary cache
  * keyed by (platform, device, driver, source, defines, options), and kernels cached per context. */
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/runtime_internal.h"
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 
 #include "cl/nn.h"
 #include "cl/runtime.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 static int failures;
 static const char *current = "";

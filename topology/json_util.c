@@ -3,8 +3,8 @@
 
 #include <math.h>
 
-#include "cl/durable.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 
 /* The readers are cl/json_util.h's (one implementation, one message format: "file: at.key: ...");
  * these keep topology's argument order (object and key first, origin and where last). */

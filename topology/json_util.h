@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* Each reads o[key]. Missing (or null): CLP_ERR_FORMAT when required, else the destination is
  * left as it was. Wrong type, out of range or a string longer than the destination:

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/nn.h"
 
 void clp_ref_layernorm_forward(double *out, double *mean, double *rstd, const float *inp,

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "engine/data/unicode.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 enum {
 	CACHE_MAX_PIECE = 256,       /* longer pieces are merged every time */

@@ -35,8 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/half.h"
-#include "cl/status.h"
+#include "cl/base/half.h"
+#include "cl/base/status.h"
 #include "engine/io/safetensors.h"
 
 typedef enum clp_ckpt_kind { CLP_CKPT_MODEL, CLP_CKPT_OPTIM } clp_ckpt_kind;

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
-#include "cl/half.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/half.h"
+#include "cl/base/json_util.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
 

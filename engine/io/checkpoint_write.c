@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 struct clp_ckpt_writer {
 	char *root, *dir;

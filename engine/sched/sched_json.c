@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"
 

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "engine/io/checkpoint.h"
 #include "tests/data/testutil.h"
 

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "tests/nn/nn_test.h"
 
 /* Offset (in elements of the tensor's type) at which ts_buf places its data: odd, so element

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* What a number is for: part of the stream's name, so two purposes never share numbers. */
 enum clp_rng_purpose {

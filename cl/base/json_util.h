@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* Parse a file; errors give line and column. *root is owned by the caller (json_decref). */
 clp_status clp_json_load(const char *path, json_t **root);

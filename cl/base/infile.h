@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* Caps on what readers load whole into memory. */
 #define CLP_INFILE_TEXT_MAX ((uint64_t)64 << 20) /* configs, CSV tables */

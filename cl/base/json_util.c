@@ -1,13 +1,13 @@
 /* JSON reading helpers with file- and field-naming messages (see json_util.h). */
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/infile.h"
+#include "cl/base/durable.h"
+#include "cl/base/infile.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
 static const char *field(char *buf, size_t n, const char *at, const char *key)

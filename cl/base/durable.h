@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* CRC-32 of n bytes continuing from crc (start with 0). */
 uint32_t clp_io_crc32(uint32_t crc, const void *data, size_t n);
