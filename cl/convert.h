@@ -1,5 +1,5 @@
 /* Storage conversions on the device: fp32 -> bf16 / fp16 (round to nearest even) and back.
- * The bits equal cl/half.h's (the reference). Enqueues and returns. */
+ * The bits equal cl/base/half.h's (the reference). Enqueues and returns. */
 #ifndef CLP_CL_CONVERT_H
 #define CLP_CL_CONVERT_H
 

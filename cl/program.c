@@ -184,7 +184,7 @@ static unsigned char *read_file(const char *path, size_t *n)
 	return buf;
 }
 
-/* Durably (cl/durable.h): a crash never leaves a half-written binary; ranks and test processes
+/* Durably (cl/base/durable.h): a crash never leaves a half-written binary; ranks and test processes
  * building the same program each write their own temporary. An unwritable cache only costs
  * time, so a failure is not reported. */
 static void write_cache(const char *path, const unsigned char *data, size_t n)

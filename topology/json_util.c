@@ -6,7 +6,7 @@
 #include "cl/base/durable.h"
 #include "cl/base/json_util.h"
 
-/* The readers are cl/json_util.h's (one implementation, one message format: "file: at.key: ...");
+/* The readers are cl/base/json_util.h's (one implementation, one message format: "file: at.key: ...");
  * these keep topology's argument order (object and key first, origin and where last). */
 
 clp_status tj_str(const json_t *o, const char *key, char *dst, size_t n, int required,

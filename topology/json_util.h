@@ -1,4 +1,4 @@
-/* JSON helpers of the topology readers and writers (internal): cl/json_util.h's typed field reads
+/* JSON helpers of the topology readers and writers (internal): cl/base/json_util.h's typed field reads
  * and file load in topology's argument order (object and key first, origin and where last), and
  * the durable store of an indented document. */
 #ifndef CLP_TOPO_JSON_UTIL_H
@@ -32,7 +32,7 @@ clp_status tj_array(const json_t *o, const char *key, const json_t **arr, int re
 
 /* Parse a file; errors name the path, line and column. *out is a new reference. */
 clp_status tj_load(const char *path, json_t **out);
-/* Write j (indented) to path durably (cl/durable.h; several ranks may write one path). */
+/* Write j (indented) to path durably (cl/base/durable.h; several ranks may write one path). */
 clp_status tj_store(const json_t *j, const char *path);
 
 #endif

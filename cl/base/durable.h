@@ -9,8 +9,8 @@
  *
  * The checksum is CRC-32 (IEEE 802.3, the one of zlib, gzip, PNG and Python's zlib.crc32), so a
  * checkpoint file can be checked with standard tools. */
-#ifndef CLP_IO_DURABLE_H
-#define CLP_IO_DURABLE_H
+#ifndef CLP_BASE_DURABLE_H
+#define CLP_BASE_DURABLE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -8,8 +8,8 @@
  * ("stages[3]", or "" for the root). Getters return CLP_ERR_FORMAT on a wrong type or range and on
  * a missing required field; an optional missing field (absent, or JSON null) leaves the default;
  * a string longer than its destination is an error, never cut. */
-#ifndef CLP_IO_JSON_UTIL_H
-#define CLP_IO_JSON_UTIL_H
+#ifndef CLP_BASE_JSON_UTIL_H
+#define CLP_BASE_JSON_UTIL_H
 
 #include <jansson.h>
 #include <stddef.h>
