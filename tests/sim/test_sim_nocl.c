@@ -49,7 +49,8 @@ static void test_1f1b_formula(void)
 				CHECK(r.nranks == d, "%d ranks, want %d", r.nranks, d);
 				clp_sim_result_free(&r);
 			} else {
-				th_fail(__FILE__, __LINE__, "D=%d N=%d: %s", d, n, clp_last_error());
+				th_fail(__FILE__, __LINE__, "D=%d N=%d: %s", d, n,
+					clp_last_error());
 			}
 		}
 		clp_costs_free(c);
