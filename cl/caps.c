@@ -5,8 +5,9 @@
  * (PoCL compiles each work-group to a loop and vectorises it); on Mesa's llvmpipe and on GPUs
  * the work-items of a group are the SIMD lanes, so one work-item per group leaves all but one
  * lane idle and pays the per-group cost for every element. Both devices say "CPU". */
-#include "cl/clock.h"
-#include "cl/durable.h"
+#include "cl/base/clock.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 #include "cl/runtime_internal.h"
 
 #include <jansson.h>
@@ -55,11 +56,13 @@ static void static_caps(clp_cl_ctx *ctx, clp_cl_caps *c)
 
 static int load(const char *path, clp_cl_caps *c)
 {
-	json_t *j = json_load_file(path, 0, NULL);
+	json_t *j;
 	int ok;
 
-	if (!j)
+	if (clp_json_load(path, &j) != CLP_OK) {
+		clp_error_clear(); /* not probed yet on this device (or a damaged cache): probe */
 		return 0;
+	}
 	ok = json_integer_value(json_object_get(j, "version")) == CAPS_VERSION &&
 	     json_is_boolean(json_object_get(j, "wide_groups"));
 	if (ok) {

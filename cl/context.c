@@ -1,5 +1,5 @@
 /* OpenCL contexts: one device, one in-order profiling queue; kernel launches and timings. */
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/runtime_internal.h"
 
 #include <stdarg.h>

@@ -1,9 +1,9 @@
 /* Storage conversions on the device: fp32 -> bf16 / fp16 (round to nearest even) and back.
- * The bits equal cl/half.h's (the reference). Enqueues and returns. */
+ * The bits equal cl/base/half.h's (the reference). Enqueues and returns. */
 #ifndef CLP_CL_CONVERT_H
 #define CLP_CL_CONVERT_H
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/runtime.h"
 
 /* dst[0..n) = src[0..n) converted from src_type to dst_type. Offsets (clp_buf.off) count elements

@@ -4,6 +4,7 @@
 #include "cl/gemm_tune.h"
 #include "cl/ops.h"
 #include "cl/runtime_internal.h"
+#include "cl/base/json_util.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -233,7 +234,6 @@ clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend wa
 	char path[4096];
 	const char *user = getenv("CLPIPE_GEMM_TUNING");
 	const char *text;
-	json_error_t jerr;
 	json_t *root;
 	int found = 0;
 	clp_status s;
@@ -243,10 +243,11 @@ clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend wa
 		snprintf(path, sizeof(path), "%s", user);
 	else
 		clp_gemm_tuning_path(dev, path, sizeof(path));
-	root = json_load_file(path, 0, &jerr);
-	if (!root && user && *user)
-		return clp_error(CLP_ERR_FORMAT, "CLPIPE_GEMM_TUNING=%s: %s (line %d)", path,
-				 jerr.text, jerr.line);
+	s = clp_json_load(path, &root);
+	if (s != CLP_OK && user && *user)
+		return clp_error_context(s, "CLPIPE_GEMM_TUNING: ");
+	if (s != CLP_OK)
+		clp_error_clear(); /* no tuned file (or an unreadable one): the built-in table */
 	if (root) {
 		s = table_pick(root, path, dev, want, out, &found);
 		json_decref(root);
@@ -257,10 +258,7 @@ clp_status clp_gemm_tuning_lookup(const clp_cl_devinfo *dev, clp_gemm_backend wa
 	text = clp_cl_kernel_source("gemm.json", NULL);
 	if (!text)
 		return clp_error(CLP_ERR_NOT_FOUND, "the built-in GEMM tuning table is missing");
-	root = json_loads(text, 0, &jerr);
-	if (!root)
-		return clp_error(CLP_ERR_FORMAT, "built-in cl/tuning/gemm.json: %s (line %d)",
-				 jerr.text, jerr.line);
+	CLP_TRY(clp_json_parse("built-in cl/tuning/gemm.json", text, strlen(text), &root));
 	s = table_pick(root, "built-in table", dev, want, out, &found);
 	json_decref(root);
 	if (s == CLP_OK && !found)

@@ -26,7 +26,7 @@
 #ifndef CLP_CL_GEMM_H
 #define CLP_CL_GEMM_H
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/runtime.h"
 
 typedef enum clp_trans { CLP_N = 0, CLP_T = 1 } clp_trans;

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 #include "cl/ref/ref.h"
 
 static unsigned next_rand(unsigned *s)
@@ -213,12 +214,12 @@ clp_status clp_gemm_tuning_save(const clp_cl_devinfo *dev, const clp_gemm_tuning
 {
 	char label[128];
 	json_t *root, *entries, *e;
-	json_error_t jerr;
 	size_t pos = 0;
 	clp_status st;
 
 	clp_gemm_tuning_path(dev, path, n);
-	root = json_load_file(path, 0, &jerr);
+	if (clp_json_load(path, &root) != CLP_OK)
+		clp_error_clear(); /* none yet (or unreadable): a new file */
 	if (!root || !json_is_array(json_object_get(root, "entries"))) {
 		json_decref(root);
 		root = json_pack("{s:s, s:[]}", "about", "written by clpipe tune gemm", "entries");

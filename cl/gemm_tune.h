@@ -23,7 +23,7 @@ clp_status clp_gemm_tuning_from_json(json_t *entry, const char *where, clp_gemm_
 
 /* Save best (measured at gflops) into the device's user tuning file (clp_gemm_tuning_path, its
  * name into path): it replaces the entry of its backend, entries stay sorted best first, the
- * file is written durably (cl/durable.h). */
+ * file is written durably (cl/base/durable.h). */
 clp_status clp_gemm_tuning_save(const clp_cl_devinfo *dev, const clp_gemm_tuning *best,
 				double gflops, char *path, size_t n);
 

@@ -5,7 +5,7 @@
 
 #include "cl/kfac.h"
 #include "cl/ops.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 clp_status clp_kfac_warmup(clp_cl_ctx *ctx, FILE *log)
 {

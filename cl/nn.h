@@ -23,7 +23,7 @@
  *    type. GRADIENTS (dinp, dout, dw, db, dq ...: every d-prefixed argument), saved STATISTICS
  *    (LayerNorm mean and rstd, RMSNorm rstd, attention and cross-entropy lse, losses, loss),
  *    the RoPE table, and everything of the optimiser (masters, m, v, stats) are always fp32.
- *    Arithmetic is fp32 throughout; a 16-bit value is rounded once, when stored (cl/half.h's
+ *    Arithmetic is fp32 throughout; a 16-bit value is rounded once, when stored (cl/base/half.h's
  *    rounding, the reference). A call breaking these rules returns CLP_ERR_INVALID naming the
  *    argument. Each kernel file builds once per storage type used ("#define ST_TYPE n",
  *    cl/kernels/half.clh's ST_LD / ST_SV).
@@ -34,7 +34,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cl/rng.h"
+#include "cl/base/rng.h"
 #include "cl/runtime.h"
 
 /* Kernel geometry. AUTO picks by device type: CPU (one work-item per row or block, vector loops,
@@ -48,7 +48,7 @@ void clp_nn_set_shape(clp_nn_shape s);
  * caches hold them. Progress lines go to log when not NULL. */
 clp_status clp_nn_warmup(clp_cl_ctx *ctx, FILE *log);
 
-/* ---- random numbers on the device (same bits as cl/rng.h on the host) ---------------------- */
+/* ---- random numbers on the device (same bits as cl/base/rng.h on the host) ----------------- */
 
 /* out[i] = mean + std * normal(first + i) / lo + (hi - lo) * uniform(first + i) /
  * raw 32-bit number (first + i), for i < n, of stream s. */

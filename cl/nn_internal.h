@@ -24,7 +24,7 @@ void clp_nn_ew_geometry(const clp_cl_ctx *ctx, size_t *chunk, size_t *local);
 const char *clp_nn_ew_defines(const clp_cl_ctx *ctx);
 
 /* Mixed precision (cl/nn.h "Storage"): the element-wise defines followed by the storage define
- * of value tensors of type t (clp_dtype_st_define, cl/half.h). */
+ * of value tensors of type t (clp_dtype_st_define, cl/base/half.h). */
 const char *clp_nn_ew_st_defines(const clp_cl_ctx *ctx, clp_dtype t);
 /* The storage type shared by a call's value tensors: count pairs (const char *name, clp_buf)
  * follow; absent ones (mem NULL) are skipped; none present gives fp32. CLP_ERR_INVALID names fn

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "cl/ops.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 #define WB 4096 /* floats per warmup buffer */
 

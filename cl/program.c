@@ -1,9 +1,9 @@
 /* Program builds: embedded sources with per-device defines prepended, an on-disk binary cache
  * keyed by (platform, device, driver, source, defines, options), and kernels cached per context. */
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/runtime_internal.h"
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -184,7 +184,7 @@ static unsigned char *read_file(const char *path, size_t *n)
 	return buf;
 }
 
-/* Durably (cl/durable.h): a crash never leaves a half-written binary; ranks and test processes
+/* Durably (cl/base/durable.h): a crash never leaves a half-written binary; ranks and test processes
  * building the same program each write their own temporary. An unwritable cache only costs
  * time, so a failure is not reported. */
 static void write_cache(const char *path, const unsigned char *data, size_t n)

@@ -13,8 +13,8 @@
 
 #include <CL/cl.h>
 
-#include "cl/status.h"
-#include "cl/half.h"
+#include "cl/base/status.h"
+#include "cl/base/half.h"
 
 /* What clpipe knows of one OpenCL device. Plain data: also built from description files so that
  * topology and placement can be tested without the hardware. */

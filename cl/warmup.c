@@ -7,7 +7,7 @@
 #include "cl/convert.h"
 #include "cl/gemm.h"
 #include "cl/ops.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 clp_status clp_cl_warmup(clp_cl_ctx *ctx, FILE *log)
 {

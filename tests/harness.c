@@ -8,14 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cl/nn.h"
-#include "cl/runtime.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 static int failures;
 static const char *current = "";
-static clp_cl_ctx *ctx;
-static int ctx_failed;
+static void (*at_end)(void);
 
 void th_fail(const char *file, int line, const char *fmt, ...)
 {
@@ -107,6 +104,11 @@ double th_norm_err(const float *got, const double *ref, size_t n)
 	return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+void th_at_end(void (*fn)(void))
+{
+	at_end = fn;
+}
+
 th_rng th_rng_seed(uint64_t seed)
 {
 	th_rng r = {seed * 0x9e3779b97f4a7c15ULL + 1};
@@ -148,31 +150,6 @@ void th_poison(float *x, size_t n)
 		x[i] = NAN;
 }
 
-clp_cl_ctx *th_ctx(void)
-{
-	const char *sel = getenv("CLPIPE_TEST_DEVICE");
-	clp_status s;
-
-	const char *shape = getenv("CLPIPE_TEST_SHAPE");
-
-	if (ctx || ctx_failed)
-		return ctx;
-	/* CLPIPE_TEST_SHAPE=cpu|gpu: every kernel family in the other geometry than the device's
-	 * own (ctest's <test>.cpushape / .gpushape) */
-	if (shape && *shape) {
-		int gpu = !strcmp(shape, "gpu");
-
-		clp_cl_set_shape(gpu);
-		clp_nn_set_shape(gpu ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_CPU);
-	}
-	s = clp_cl_ctx_create(&ctx, sel);
-	if (s != CLP_OK) {
-		ctx_failed = 1;
-		th_fail(__FILE__, __LINE__, "no OpenCL context: %s", clp_last_error());
-	}
-	return ctx;
-}
-
 int th_main(int argc, char **argv, const struct th_test *tests, int ntests)
 {
 	int ran = 0;
@@ -202,8 +179,8 @@ int th_main(int argc, char **argv, const struct th_test *tests, int ntests)
 		fprintf(stderr, "\n");
 		return 2;
 	}
-	clp_cl_ctx_free(ctx);
-	ctx = NULL;
+	if (at_end)
+		at_end();
 	printf("%d test%s, %d failure%s\n", ran, ran == 1 ? "" : "s", failures,
 	       failures == 1 ? "" : "s");
 	return failures ? 1 : 0;

@@ -1,13 +1,14 @@
 /* The test harness: checks that are always compiled in (never assert), comparisons that let no
- * NaN or Inf through, poisoned outputs, a deterministic random source, and a shared OpenCL
- * context per test process (the fixture: kernels are built once and cached on disk). */
+ * NaN or Inf through, poisoned outputs, a deterministic random source (harness.c, library
+ * clp_test_host: no OpenCL), and a shared OpenCL context per test process (harness_cl.c, library
+ * clp_test_harness; the fixture: kernels are built once and cached on disk). */
 #ifndef CLP_TEST_HARNESS_H
 #define CLP_TEST_HARNESS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 struct clp_cl_ctx;
 
@@ -55,6 +56,9 @@ void th_poison(float *x, size_t n); /* quiet NaN: unwritten elements show */
 /* The process-wide OpenCL context (device: CLPIPE_TEST_DEVICE, else CLPIPE_DEVICE, else the
  * default); NULL after a failure that th_fail() already reported. */
 struct clp_cl_ctx *th_ctx(void);
+
+/* Run fn once when th_main has run the tests (the context's release). */
+void th_at_end(void (*fn)(void));
 
 /* Tests: a table of named functions; th_main runs those named on the command line, or all. */
 struct th_test {

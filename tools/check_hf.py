@@ -163,7 +163,7 @@ def clpipe_to_hf(work):
 
 def check_export(label, step, m32, cls, dt, out):
     """clpipe export: a 16-bit model directory transformers loads in that dtype, every weight
-    torch's rounding (to nearest even, as cl/half.h) of the fp32 checkpoint's."""
+    torch's rounding (to nearest even, as cl/base/half.h) of the fp32 checkpoint's."""
     want = {"bf16": torch.bfloat16, "fp16": torch.float16}[dt]
     run(["export", "--dtype", dt, step, out])
     m, info = cls.from_pretrained(out, output_loading_info=True)

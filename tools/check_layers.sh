@@ -2,6 +2,10 @@
 # The layer check: reads every #include "..." under cl/ topology/ engine/ tools/ tests/ and fails
 # on an include that goes up or sideways in the layer table below, and on any cycle between
 # folders, printing file:line for each. docs/DESIGN.md draws the same table.
+# It also keeps the OpenCL-free part OpenCL-free: the base layer (cl/base) and the engine core
+# (clp_engine_core: the folders and model files that engine/CMakeLists.txt lists in
+# CLP_CORE_DIRS and CLP_CORE_MODEL) may include only each other's headers, never another
+# cl/ header, <CL/...> or <clblast...>.
 #
 # Usage: tools/check_layers.sh [ROOT]        check the tree at ROOT (default: this repository)
 #        tools/check_layers.sh --self-test   show that the check fails on a deliberately added
@@ -10,8 +14,11 @@ set -euo pipefail
 
 # Lowest layer first. A folder may include its own headers and those of any folder on a lower
 # line; never one on its own line (a sibling) or above. A folder not listed belongs to the
-# nearest listed folder above it (cl/ref and cl/kernels are part of cl, tests/* of tests).
+# nearest listed folder above it (cl/ref is part of cl, tests/* of tests). cl/kernels is the
+# device source, below everything: cl/base/rng.c compiles its philox.clh as host C.
 LAYERS='
+cl/kernels
+cl/base
 cl
 topology/comm
 topology
@@ -27,11 +34,36 @@ engine/plan
 tools tests
 '
 
+# The OpenCL-free folders and files (besides the engine core's, read from engine/CMakeLists.txt).
+NOCL_BASE='cl/base cl/kernels/philox.clh'
+
+# the engine core: CLP_CORE_DIRS as engine/ folders, CLP_CORE_MODEL's .c files and their headers
+nocl_units() {
+	local root=$1 cm=$1/engine/CMakeLists.txt d f
+	[ -f "$cm" ] || { echo "layers: $cm not found (the engine core's folders)" >&2; return 1; }
+	echo "$NOCL_BASE"
+	for d in $(sed -n 's/^set(CLP_CORE_DIRS \(.*\))$/\1/p' "$cm"); do echo "engine/$d"; done
+	for f in $(sed -n 's/^set(CLP_CORE_MODEL \(.*\))$/\1/p' "$cm"); do
+		echo "engine/$f"
+		[ -f "$root/engine/${f%.c}.h" ] && echo "engine/${f%.c}.h"
+	done
+	return 0
+}
+
 check() {
-	local root=$1
-	(cd "$root" && grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
+	local root=$1 nocl
+	nocl=$(nocl_units "$root" | tr '\n' ' ')
+	case "$nocl" in *engine/sim*) ;; *) echo "layers: engine/CMakeLists.txt names no CLP_CORE_DIRS"; return 1 ;; esac
+	(cd "$root" && grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<(CL/|clblast))' \
 		--include='*.c' --include='*.h' cl topology engine tools tests 2>/dev/null || true) |
-	awk -v layers="$LAYERS" -v root="$root" '
+	awk -v layers="$LAYERS" -v root="$root" -v nocl="$nocl" '
+	# in the OpenCL-free part: under a listed folder, or a listed file
+	function is_nocl(path,    d) {
+		for (d in nocl_set)
+			if (index(path, d "/") == 1 || path == d)
+				return 1
+		return 0
+	}
 	function unit_of(path,    d, best) {
 		# the longest listed folder that is a prefix of path (a file path or a folder)
 		best = ""
@@ -64,6 +96,8 @@ check() {
 		color[u] = 2
 	}
 	BEGIN {
+		m = split(nocl, f, " ")
+		for (j = 1; j <= m; j++) nocl_set[f[j]] = 1
 		n = split(layers, lines, "\n")
 		lv = 0
 		for (i = 1; i <= n; i++) {
@@ -78,8 +112,17 @@ check() {
 		file = $0; sub(/:.*/, "", file)
 		rest = substr($0, length(file) + 2)
 		ln = rest; sub(/:.*/, "", ln)
-		inc = rest; sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
 		dir = file; sub(/\/[^\/]*$/, "", dir)
+		if (rest ~ /^[0-9]+:[[:space:]]*#[[:space:]]*include[[:space:]]*</) {
+			# <CL/...> or <clblast...>: only the OpenCL-free part is checked
+			if (is_nocl(file)) {
+				inc = rest; sub(/^[^<]*</, "", inc); sub(/>.*/, "", inc)
+				print file ":" ln ": OpenCL include <" inc "> in the OpenCL-free part (clp_base, clp_engine_core)"
+				bad = 1
+			}
+			next
+		}
+		inc = rest; sub(/^[^"]*"/, "", inc); sub(/".*/, "", inc)
 		if (index(inc, "/") == 0) inc = dir "/" inc   # a bare name is in the same folder
 		src = unit_of(dir)
 		if (src == "") {
@@ -89,6 +132,10 @@ check() {
 		}
 		dst = unit_of(inc)
 		if (dst == "") next   # a generated or system header
+		if (is_nocl(file) && !is_nocl(inc)) {
+			print file ":" ln ": include of \"" inc "\" in the OpenCL-free part: clp_base and clp_engine_core include only cl/base and each other (engine/CMakeLists.txt CLP_CORE_*)"
+			bad = 1
+		}
 		if (dst == src) next
 		if (!((src, dst) in where)) {
 			where[src, dst] = file ":" ln
@@ -118,6 +165,7 @@ self_test() {
 	trap 'rm -rf "$tmp"' EXIT
 	(cd "$here" && find cl topology engine tools tests -name '*.[ch]' -print0 |
 		xargs -0 cp --parents -t "$tmp")
+	cp "$here/engine/CMakeLists.txt" "$tmp/engine/"
 	check "$tmp" >/dev/null || { echo "self-test: the unmodified copy fails"; check "$tmp"; return 1; }
 
 	# an upward include: the schedule format reaching up into training
@@ -139,7 +187,26 @@ self_test() {
 	fi
 	grep -q 'folder cycle' <<<"$out" && grep -q 'engine/skip/skip.h:' <<<"$out" ||
 		{ echo "self-test: the cycle is not named:"; echo "$out"; return 1; }
-	echo "self-test: ok (an upward include and a folder cycle both fail, with file:line)"
+	sed -i '$d' "$tmp/engine/skip/skip.h" "$tmp/engine/pass/validate.h"
+
+	# the simulator reaching for an OpenCL header (cl is below engine/sim, so only the
+	# OpenCL-free rule catches it), and the same through <CL/cl.h>
+	echo '#include "cl/runtime.h"' >>"$tmp/engine/sim/sim.h"
+	line=$(wc -l <"$tmp/engine/sim/sim.h")
+	if out=$(check "$tmp"); then
+		echo "self-test: an OpenCL header in the simulator passed"; return 1
+	fi
+	grep -q "^engine/sim/sim.h:$line: include of \"cl/runtime.h\" in the OpenCL-free part" <<<"$out" ||
+		{ echo "self-test: the OpenCL include is not named:"; echo "$out"; return 1; }
+	sed -i '$d' "$tmp/engine/sim/sim.h"
+	echo '#include <CL/cl.h>' >>"$tmp/cl/base/status.h"
+	line=$(wc -l <"$tmp/cl/base/status.h")
+	if out=$(check "$tmp"); then
+		echo "self-test: <CL/cl.h> in the base layer passed"; return 1
+	fi
+	grep -q "^cl/base/status.h:$line: OpenCL include <CL/cl.h>" <<<"$out" ||
+		{ echo "self-test: the <CL/cl.h> include is not named:"; echo "$out"; return 1; }
+	echo "self-test: ok (an upward include, a folder cycle and an OpenCL header in the OpenCL-free part all fail, with file:line)"
 }
 
 case "${1:-}" in

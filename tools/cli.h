@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* If argv[*i] is "--name" (value in argv[*i+1]) or "--name=value", store the value, advance *i
  * past it and return 1; return -1 if the value is missing; 0 if argv[*i] is another option. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/convert.h"
 #include "cl/nn.h"
 #include "cl/ops.h"

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/base/json_util.h"
 #include "tools/cli.h"
 #include "topology/roofline_svg.h"
 
@@ -98,16 +99,14 @@ static void roof_of(struct table *t, int col, json_t *d)
 /* A kernel profile (clpipe bench nn --json) on the first column of its device without one. */
 static int kernels_of(struct table *t, const char *path)
 {
-	json_error_t err;
-	json_t *root = json_load_file(path, 0, &err), *ks, *k;
+	json_t *root, *ks, *k;
 	const char *name, *fmt;
 	int col = -1;
 	size_t i;
+	clp_status s = clp_json_load(path, &root);
 
-	if (!root) {
-		fprintf(stderr, "clpipe bench: error: %s: %s (line %d)\n", path, err.text, err.line);
-		return 1;
-	}
+	if (s != CLP_OK)
+		return cli_fail("bench", s);
 	fmt = json_string_value(json_object_get(root, "format"));
 	name = json_string_value(json_object_get(root, "device"));
 	ks = json_object_get(root, "kernels");
@@ -184,9 +183,9 @@ int cmd_bench_compare(int argc, char **argv)
 	if (!t)
 		return cli_usage_error("bench", "out of host memory");
 	for (int i = 2; i < argc; i++) {
-		json_error_t err;
 		json_t *root, *devs, *d;
 		size_t k;
+		clp_status s;
 
 		if (!strcmp(argv[i], "--svg") || !strcmp(argv[i], "--kernels")) {
 			if (i + 1 >= argc) {
@@ -199,11 +198,9 @@ int cmd_bench_compare(int argc, char **argv)
 				kernels[nk++] = argv[++i];
 			continue;
 		}
-		root = json_load_file(argv[i], 0, &err);
-		if (!root) {
-			fprintf(stderr, "clpipe bench: error: %s: %s (line %d)\n", argv[i], err.text,
-				err.line);
-			rc = 1;
+		s = clp_json_load(argv[i], &root);
+		if (s != CLP_OK) {
+			rc = cli_fail("bench", s);
 			goto out;
 		}
 		devs = json_object_get(root, "devices");

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/base/json_util.h"
 #include "cl/runtime.h"
 #include "engine/scenario/cluster.h"
 #include "topology/assign.h"
@@ -255,17 +256,15 @@ static clp_status gather(clp_comm *world, const clp_topo_profile_set *mine,
 	s = clp_comm_allgatherv(world, text, strlen(text), &buf, &offs, "device profiles");
 	free(text);
 	for (int r = 0; s == CLP_OK && r < clp_comm_size(world); r++) {
-		json_error_t err;
-		json_t *pj = json_loadb((char *)buf + offs[r], offs[r + 1] - offs[r], 0, &err);
+		json_t *pj;
 		clp_topo_profile_set one;
 		clp_topo_profile *grown;
 		char origin[48];
 
 		snprintf(origin, sizeof(origin), "profile from rank %d", r);
-		if (!pj) {
-			s = clp_error(CLP_ERR_FORMAT, "%s: %s", origin, err.text);
+		s = clp_json_parse(origin, (char *)buf + offs[r], offs[r + 1] - offs[r], &pj);
+		if (s != CLP_OK)
 			break;
-		}
 		s = clp_topo_profile_set_from_json(pj, origin, &one);
 		json_decref(pj);
 		if (s != CLP_OK)

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "cl/convert.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "cl/gemm.h"
 #include "tools/cli.h"
 #include "tools/stats.h"

@@ -12,9 +12,9 @@
 
 #include <jansson.h>
 
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/convert.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "cl/gemm.h"
 #include "cl/nn.h"
 #include "cl/ops.h"

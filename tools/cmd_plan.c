@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/io/config.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"

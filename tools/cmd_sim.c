@@ -15,7 +15,7 @@
 #include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
 #include "tools/cli.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 #define PATH_MAX_ 512
 

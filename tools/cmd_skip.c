@@ -24,7 +24,7 @@
 #include "engine/pass/validate.h"
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 #define F(member, key, type, dflt, help, lo, hi, choices)                                          \
 	CLP_CFG_FIELD(skip_cfg, member, "skip." key, type, dflt, help, lo, hi, choices)

@@ -9,7 +9,7 @@
 
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 typedef struct row {
 	double base, rnd_mean, rnd_min, rnd_max, sched, construct, run_s;

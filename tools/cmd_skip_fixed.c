@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "tools/cli.h"
 #include "tools/skip_cli.h"
 

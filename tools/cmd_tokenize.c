@@ -8,7 +8,7 @@
 
 #include "engine/data/shard.h"
 #include "engine/data/tokenizer.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "tools/cli.h"
 
 static void usage(void)

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cl/base/json_util.h"
 #include "cl/gemm.h"
 #include "cl/gemm_tune.h"
 #include "tools/cli.h"
@@ -47,15 +48,12 @@ static void help(void)
 
 static int eval_child(const char *device, const char *path)
 {
-	json_error_t jerr;
-	json_t *e = json_load_file(path, 0, &jerr), *res;
+	json_t *e = NULL, *res;
 	clp_gemm_tuning t;
 	clp_cl_ctx *ctx = NULL;
-	clp_status s = CLP_OK;
+	clp_status s = clp_json_load(path, &e);
 	double logsum = 0;
 
-	if (!e)
-		s = clp_error(CLP_ERR_FORMAT, "%s: %s", path, jerr.text);
 	if (s == CLP_OK)
 		s = clp_gemm_tuning_from_json(e, path, &t);
 	if (s == CLP_OK)

@@ -9,7 +9,7 @@
 #include <time.h>
 
 #include "cl/gemm.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 void clp_topo_bench_defaults(clp_topo_bench_opts *o)
 {

@@ -3,7 +3,7 @@
  * work-items; compute kernels are sized to run about opts->compute_ms. */
 #include "topology/bench.h"
 
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

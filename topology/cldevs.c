@@ -2,11 +2,12 @@
 #include "topology/discover.h"
 
 #include <ctype.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/json_util.h"
+#include "cl/base/json_util.h"
 
 clp_status clp_topo_cldevs_live(clp_topo_cldev **out, int *n)
 {
@@ -135,39 +136,42 @@ static clp_status cldev_from_json(const json_t *j, const char *origin, int i, cl
 	d->sub_index = -1;
 	if (!json_is_object(j))
 		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an object", origin, where);
-	CLP_TRY(tj_str(j, "name", d->name, sizeof(d->name), 1, origin, where));
+	CLP_TRY(clp_json_str(origin, where, j, "name", 1, d->name, sizeof(d->name)));
 	snprintf(where, sizeof(where), "devices[%d] ('%.24s')", i, d->name);
-	CLP_TRY(tj_str(j, "type", d->type, sizeof(d->type), 1, origin, where));
+	CLP_TRY(clp_json_str(origin, where, j, "type", 1, d->type, sizeof(d->type)));
 	for (char *p = d->type; *p; p++)
 		*p = (char)tolower((unsigned char)*p);
 	if (!known_type(d->type))
 		return clp_error(CLP_ERR_FORMAT, "%s: %s.type: '%s' is not cpu, gpu, accelerator "
 				 "or other", origin, where, d->type);
-	CLP_TRY(tj_int(j, "index", &d->index, 0, 1 << 20, 0, origin, where));
+	CLP_TRY(clp_json_int(origin, where, j, "index", 0, 0, 1 << 20, &d->index));
 	if (d->index != i)
 		return clp_error(CLP_ERR_FORMAT, "%s: %s.index is %d; devices are listed in "
 				 "OpenCL order, so it must be %d", origin, where, d->index, i);
-	CLP_TRY(tj_str(j, "vendor", d->vendor, sizeof(d->vendor), 0, origin, where));
-	CLP_TRY(tj_str(j, "platform", d->platform, sizeof(d->platform), 0, origin, where));
-	CLP_TRY(tj_int(j, "platform_index", &d->platform_index, 0, 1 << 16, 0, origin, where));
-	CLP_TRY(tj_str(j, "driver", d->driver, sizeof(d->driver), 0, origin, where));
-	CLP_TRY(tj_str(j, "version", d->version, sizeof(d->version), 0, origin, where));
-	CLP_TRY(tj_str(j, "opencl_c", d->c_version, sizeof(d->c_version), 0, origin, where));
-	CLP_TRY(tj_str(j, "extensions", d->extensions, sizeof(d->extensions), 0, origin, where));
-	CLP_TRY(tj_u32(j, "vendor_id", &d->vendor_id, 0, origin, where));
-	CLP_TRY(tj_u32(j, "compute_units", &d->compute_units, 0, origin, where));
-	CLP_TRY(tj_u32(j, "max_clock_mhz", &d->max_clock_mhz, 0, origin, where));
-	CLP_TRY(tj_u64(j, "global_mem", &d->global_mem, 0, origin, where));
-	CLP_TRY(tj_u64(j, "max_alloc", &d->max_alloc, 0, origin, where));
-	CLP_TRY(tj_u64(j, "local_mem", &d->local_mem, 0, origin, where));
-	CLP_TRY(tj_u64(j, "max_wg_size", &d->max_wg_size, 0, origin, where));
-	CLP_TRY(tj_u32(j, "pref_vector_float", &d->pref_vec_float, 0, origin, where));
-	CLP_TRY(tj_u32(j, "mem_align", &d->mem_align, 0, origin, where));
-	CLP_TRY(tj_u32(j, "max_subdevices", &d->max_subdevices, 0, origin, where));
-	CLP_TRY(tj_bool(j, "fp64", &d->fp64, 0, origin, where));
-	CLP_TRY(tj_bool(j, "fp16", &d->fp16, 0, origin, where));
-	CLP_TRY(tj_bool(j, "unified_memory", &d->unified_memory, 0, origin, where));
-	CLP_TRY(tj_str(j, "pci", pci, sizeof(pci), 0, origin, where));
+	CLP_TRY(clp_json_str(origin, where, j, "vendor", 0, d->vendor, sizeof(d->vendor)));
+	CLP_TRY(clp_json_str(origin, where, j, "platform", 0, d->platform, sizeof(d->platform)));
+	CLP_TRY(clp_json_int(origin, where, j, "platform_index", 0, 0, 1 << 16,
+			     &d->platform_index));
+	CLP_TRY(clp_json_str(origin, where, j, "driver", 0, d->driver, sizeof(d->driver)));
+	CLP_TRY(clp_json_str(origin, where, j, "version", 0, d->version, sizeof(d->version)));
+	CLP_TRY(clp_json_str(origin, where, j, "opencl_c", 0, d->c_version, sizeof(d->c_version)));
+	CLP_TRY(clp_json_str(origin, where, j, "extensions", 0, d->extensions,
+			     sizeof(d->extensions)));
+	CLP_TRY(clp_json_u32(origin, where, j, "vendor_id", 0, INT32_MAX, &d->vendor_id));
+	CLP_TRY(clp_json_u32(origin, where, j, "compute_units", 0, INT32_MAX, &d->compute_units));
+	CLP_TRY(clp_json_u32(origin, where, j, "max_clock_mhz", 0, INT32_MAX, &d->max_clock_mhz));
+	CLP_TRY(clp_json_u64(origin, where, j, "global_mem", 0, INT64_MAX, &d->global_mem));
+	CLP_TRY(clp_json_u64(origin, where, j, "max_alloc", 0, INT64_MAX, &d->max_alloc));
+	CLP_TRY(clp_json_u64(origin, where, j, "local_mem", 0, INT64_MAX, &d->local_mem));
+	CLP_TRY(clp_json_u64(origin, where, j, "max_wg_size", 0, INT64_MAX, &d->max_wg_size));
+	CLP_TRY(clp_json_u32(origin, where, j, "pref_vector_float", 0, INT32_MAX,
+			     &d->pref_vec_float));
+	CLP_TRY(clp_json_u32(origin, where, j, "mem_align", 0, INT32_MAX, &d->mem_align));
+	CLP_TRY(clp_json_u32(origin, where, j, "max_subdevices", 0, INT32_MAX, &d->max_subdevices));
+	CLP_TRY(clp_json_bool(origin, where, j, "fp64", 0, &d->fp64));
+	CLP_TRY(clp_json_bool(origin, where, j, "fp16", 0, &d->fp16));
+	CLP_TRY(clp_json_bool(origin, where, j, "unified_memory", 0, &d->unified_memory));
+	CLP_TRY(clp_json_str(origin, where, j, "pci", 0, pci, sizeof(pci)));
 	if (pci[0]) {
 		if ((s = clp_topo_pci_parse(pci, &c->pci)) != CLP_OK)
 			return clp_error_context(CLP_ERR_FORMAT, "%s: %s.pci: ", origin, where);
@@ -188,8 +192,12 @@ clp_status clp_topo_cldevs_from_json(const json_t *j, const char *origin, clp_to
 
 	*out = NULL;
 	*n = 0;
-	if (json_is_object(j))
-		CLP_TRY(tj_array(j, "devices", &arr, 1, origin, "device description"));
+	if (json_is_object(j)) {
+		json_t *a = NULL;
+
+		CLP_TRY(clp_json_arr(origin, "device description", j, "devices", 1, &a));
+		arr = a;
+	}
 	if (!json_is_array(arr))
 		return clp_error(CLP_ERR_FORMAT, "%s: a device description is {\"devices\": [...]}",
 				 origin);
@@ -215,7 +223,7 @@ clp_status clp_topo_cldevs_read(const char *path, clp_topo_cldev **out, int *n)
 
 	*out = NULL;
 	*n = 0;
-	CLP_TRY(tj_load(path, &j));
+	CLP_TRY(clp_json_load(path, &j));
 	s = clp_topo_cldevs_from_json(j, path, out, n);
 	json_decref(j);
 	return s;
@@ -228,7 +236,7 @@ clp_status clp_topo_cldevs_write(const char *path, const clp_topo_cldev *devs, i
 
 	if (!j)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory writing %s", path);
-	s = tj_store(j, path);
+	s = clp_json_save_shared(path, j);
 	json_decref(j);
 	return s;
 }

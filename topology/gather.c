@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/base/json_util.h"
+
 static int same_devices(const clp_topo_host *a, const clp_topo_host *b)
 {
 	if (a->ndevices != b->ndevices)
@@ -81,15 +83,13 @@ clp_status clp_topo_gather(clp_comm *c, const clp_topo_host *mine, int strict,
 		goto out;
 	}
 	for (int r = 0; r < p; r++, nread++) {
-		json_error_t err;
 		char origin[48];
-		json_t *hj = json_loadb((const char *)all + offs[r], offs[r + 1] - offs[r], 0, &err);
+		json_t *hj;
 
 		snprintf(origin, sizeof(origin), "inventory from rank %d", r);
-		if (!hj) {
-			s = clp_error(CLP_ERR_FORMAT, "%s: not valid JSON: %s", origin, err.text);
+		s = clp_json_parse(origin, (const char *)all + offs[r], offs[r + 1] - offs[r], &hj);
+		if (s != CLP_OK)
 			goto out;
-		}
 		s = clp_topo_host_from_json(hj, origin, &hosts[r]);
 		json_decref(hj);
 		if (s != CLP_OK)

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 
 #define XML_MAX ((uint64_t)256 << 20)
 

@@ -4,7 +4,7 @@
 
 #include <hwloc.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* Load this machine (xml_path NULL) or an hwloc XML file. keep_io keeps the PCI objects, which
  * hwloc filters out by default. hwloc's GPU-runtime plugins (OpenCL, CUDA, NVML, ...) are

@@ -1,11 +1,13 @@
 /* The cluster inventory as plain data, and its JSON form (see inventory.h). */
 #include "topology/inventory.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/json_util.h"
+#include "cl/base/json_util.h"
 
 static const char *const loc_names[CLP_TOPO_LOC_COUNT] = {"pci", "cpu_device", "no_pci_id",
 							   "pci_unmatched"};
@@ -139,19 +141,19 @@ static clp_status device_from_json(const json_t *j, const char *origin, const ch
 	d->numa = -1;
 	if (!json_is_object(j))
 		return clp_error(CLP_ERR_FORMAT, "%s: %s: expected an object", origin, where);
-	CLP_TRY(tj_int(j, "index", &d->index, 0, 1 << 20, 1, origin, where));
-	CLP_TRY(tj_str(j, "name", d->name, sizeof(d->name), 1, origin, where));
-	CLP_TRY(tj_str(j, "vendor", d->vendor, sizeof(d->vendor), 0, origin, where));
-	CLP_TRY(tj_str(j, "type", d->type, sizeof(d->type), 1, origin, where));
-	CLP_TRY(tj_u64(j, "global_mem", &d->global_mem, 0, origin, where));
-	CLP_TRY(tj_u32(j, "compute_units", &d->compute_units, 0, origin, where));
-	CLP_TRY(tj_u32(j, "max_subdevices", &d->max_subdevices, 0, origin, where));
-	CLP_TRY(tj_str(j, "pci", d->pci, sizeof(d->pci), 0, origin, where));
-	CLP_TRY(tj_int(j, "numa", &d->numa, -1, 1 << 20, 0, origin, where));
-	CLP_TRY(tj_str(j, "cpuset", d->cpuset, sizeof(d->cpuset), 0, origin, where));
-	CLP_TRY(tj_int(j, "cores", &d->cores, 0, 1 << 24, 0, origin, where));
-	CLP_TRY(tj_bool(j, "local_to_host", &d->local_to_host, 0, origin, where));
-	CLP_TRY(tj_str(j, "locality", loc, sizeof(loc), 0, origin, where));
+	CLP_TRY(clp_json_int(origin, where, j, "index", 1, 0, 1 << 20, &d->index));
+	CLP_TRY(clp_json_str(origin, where, j, "name", 1, d->name, sizeof(d->name)));
+	CLP_TRY(clp_json_str(origin, where, j, "vendor", 0, d->vendor, sizeof(d->vendor)));
+	CLP_TRY(clp_json_str(origin, where, j, "type", 1, d->type, sizeof(d->type)));
+	CLP_TRY(clp_json_u64(origin, where, j, "global_mem", 0, INT64_MAX, &d->global_mem));
+	CLP_TRY(clp_json_u32(origin, where, j, "compute_units", 0, INT32_MAX, &d->compute_units));
+	CLP_TRY(clp_json_u32(origin, where, j, "max_subdevices", 0, INT32_MAX, &d->max_subdevices));
+	CLP_TRY(clp_json_str(origin, where, j, "pci", 0, d->pci, sizeof(d->pci)));
+	CLP_TRY(clp_json_int(origin, where, j, "numa", 0, -1, 1 << 20, &d->numa));
+	CLP_TRY(clp_json_str(origin, where, j, "cpuset", 0, d->cpuset, sizeof(d->cpuset)));
+	CLP_TRY(clp_json_int(origin, where, j, "cores", 0, 0, 1 << 24, &d->cores));
+	CLP_TRY(clp_json_bool(origin, where, j, "local_to_host", 0, &d->local_to_host));
+	CLP_TRY(clp_json_str(origin, where, j, "locality", 0, loc, sizeof(loc)));
 	for (int l = 0; l <= CLP_TOPO_LOC_COUNT; l++) {
 		if (l == CLP_TOPO_LOC_COUNT)
 			return clp_error(CLP_ERR_FORMAT,
@@ -167,23 +169,24 @@ static clp_status device_from_json(const json_t *j, const char *origin, const ch
 
 clp_status clp_topo_host_from_json(const json_t *j, const char *origin, clp_topo_host *h)
 {
-	const json_t *devs, *links;
+	json_t *devs, *links;
 	char where[96];
 	clp_status s;
 
 	memset(h, 0, sizeof(*h));
 	if (!json_is_object(j))
 		return clp_error(CLP_ERR_FORMAT, "%s: a host must be a JSON object", origin);
-	if ((s = tj_str(j, "name", h->name, sizeof(h->name), 1, origin, "host")) != CLP_OK)
+	if ((s = clp_json_str(origin, "host", j, "name", 1, h->name, sizeof(h->name))) != CLP_OK)
 		return s;
 	snprintf(where, sizeof(where), "host '%.64s'", h->name);
-	if ((s = tj_int(j, "cores", &h->cores, 0, 1 << 24, 0, origin, where)) != CLP_OK ||
-	    (s = tj_int(j, "pus", &h->pus, 0, 1 << 24, 0, origin, where)) != CLP_OK ||
-	    (s = tj_int(j, "numa_nodes", &h->numa_nodes, 0, 1 << 20, 0, origin, where)) !=
+	if ((s = clp_json_int(origin, where, j, "cores", 0, 0, 1 << 24, &h->cores)) != CLP_OK ||
+	    (s = clp_json_int(origin, where, j, "pus", 0, 0, 1 << 24, &h->pus)) != CLP_OK ||
+	    (s = clp_json_int(origin, where, j, "numa_nodes", 0, 0, 1 << 20, &h->numa_nodes)) !=
 		    CLP_OK ||
-	    (s = tj_str(j, "cpuset", h->cpuset, sizeof(h->cpuset), 0, origin, where)) != CLP_OK ||
-	    (s = tj_array(j, "devices", &devs, 1, origin, where)) != CLP_OK ||
-	    (s = tj_array(j, "links", &links, 0, origin, where)) != CLP_OK)
+	    (s = clp_json_str(origin, where, j, "cpuset", 0, h->cpuset, sizeof(h->cpuset))) !=
+		    CLP_OK ||
+	    (s = clp_json_arr(origin, where, j, "devices", 1, &devs)) != CLP_OK ||
+	    (s = clp_json_arr(origin, where, j, "links", 0, &links)) != CLP_OK)
 		return s;
 	h->ndevices = (int)json_array_size(devs);
 	if (h->ndevices) {
@@ -213,11 +216,14 @@ clp_status clp_topo_host_from_json(const json_t *j, const char *origin, clp_topo
 		char lw[128];
 
 		snprintf(lw, sizeof(lw), "%s.links[%d]", where, i);
-		if ((s = tj_int(l, "a", &k->a, 0, h->ndevices - 1, 1, origin, lw)) != CLP_OK ||
-		    (s = tj_int(l, "b", &k->b, 0, h->ndevices - 1, 1, origin, lw)) != CLP_OK ||
-		    (s = tj_str(l, "kind", k->kind, sizeof(k->kind), 0, origin, lw)) != CLP_OK ||
-		    (s = tj_double(l, "bandwidth_gbps", &k->bandwidth_gbps, 1, origin, lw)) !=
-			    CLP_OK)
+		if ((s = clp_json_int(origin, lw, l, "a", 1, 0, h->ndevices - 1, &k->a)) !=
+			    CLP_OK ||
+		    (s = clp_json_int(origin, lw, l, "b", 1, 0, h->ndevices - 1, &k->b)) !=
+			    CLP_OK ||
+		    (s = clp_json_str(origin, lw, l, "kind", 0, k->kind, sizeof(k->kind))) !=
+			    CLP_OK ||
+		    (s = clp_json_num(origin, lw, l, "bandwidth_gbps", 1, -HUGE_VAL, HUGE_VAL,
+				      &k->bandwidth_gbps)) != CLP_OK)
 			goto fail;
 	}
 	return CLP_OK;
@@ -228,14 +234,14 @@ fail:
 
 clp_status clp_topo_cluster_from_json(const json_t *j, const char *origin, clp_topo_cluster *c)
 {
-	const json_t *hosts, *ranks;
+	json_t *hosts, *ranks;
 	clp_status s;
 
 	memset(c, 0, sizeof(*c));
 	if (!json_is_object(j))
 		return clp_error(CLP_ERR_FORMAT, "%s: a cluster must be a JSON object", origin);
-	if ((s = tj_array(j, "hosts", &hosts, 1, origin, "cluster")) != CLP_OK ||
-	    (s = tj_array(j, "ranks", &ranks, 0, origin, "cluster")) != CLP_OK)
+	if ((s = clp_json_arr(origin, "cluster", j, "hosts", 1, &hosts)) != CLP_OK ||
+	    (s = clp_json_arr(origin, "cluster", j, "ranks", 0, &ranks)) != CLP_OK)
 		return s;
 	c->hosts = calloc(json_array_size(hosts) + 1, sizeof(*c->hosts));
 	c->ranks = calloc((ranks ? json_array_size(ranks) : 0) + 1, sizeof(*c->ranks));
@@ -261,9 +267,10 @@ clp_status clp_topo_cluster_from_json(const json_t *j, const char *origin, clp_t
 		char w[32];
 
 		snprintf(w, sizeof(w), "ranks[%zu]", i);
-		if ((s = tj_int(r, "rank", &k->rank, 0, 1 << 24, 1, origin, w)) != CLP_OK ||
-		    (s = tj_int(r, "host", &k->host, 0, c->nhosts - 1, 1, origin, w)) != CLP_OK ||
-		    (s = tj_int(r, "local_rank", &k->local_rank, 0, 1 << 24, 1, origin, w)) !=
+		if ((s = clp_json_int(origin, w, r, "rank", 1, 0, 1 << 24, &k->rank)) != CLP_OK ||
+		    (s = clp_json_int(origin, w, r, "host", 1, 0, c->nhosts - 1, &k->host)) !=
+			    CLP_OK ||
+		    (s = clp_json_int(origin, w, r, "local_rank", 1, 0, 1 << 24, &k->local_rank)) !=
 			    CLP_OK)
 			goto fail;
 		if (k->rank != (int)i) {
@@ -286,7 +293,7 @@ clp_status clp_topo_cluster_write(const clp_topo_cluster *c, const char *path)
 
 	if (!j)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory writing %s", path);
-	s = tj_store(j, path);
+	s = clp_json_save_shared(path, j);
 	json_decref(j);
 	return s;
 }
@@ -297,7 +304,7 @@ clp_status clp_topo_cluster_read(const char *path, clp_topo_cluster *out)
 	clp_status s;
 
 	memset(out, 0, sizeof(*out));
-	CLP_TRY(tj_load(path, &j));
+	CLP_TRY(clp_json_load(path, &j));
 	s = clp_topo_cluster_from_json(j, path, out);
 	json_decref(j);
 	return s;

@@ -23,7 +23,7 @@
 
 #include <jansson.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #define CLP_TOPO_CPUSET_LEN 256
 

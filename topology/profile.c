@@ -2,11 +2,13 @@
  * docs/DEVICE_PROFILE.md). */
 #include "topology/profile.h"
 
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "topology/json_util.h"
+#include "cl/base/json_util.h"
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -170,12 +172,12 @@ static clp_status stat_from(const json_t *o, const char *key, clp_topo_stat *s,
 	if (!v || json_is_null(v))
 		return CLP_OK; /* not measured */
 	snprintf(w, sizeof(w), "%s.%s", where, key);
-	CLP_TRY(tj_double(v, "median", &s->median, 1, origin, w));
-	CLP_TRY(tj_double(v, "min", &s->min, 1, origin, w));
-	CLP_TRY(tj_double(v, "max", &s->max, 1, origin, w));
-	CLP_TRY(tj_double(v, "q1", &s->q1, 0, origin, w));
-	CLP_TRY(tj_double(v, "q3", &s->q3, 0, origin, w));
-	CLP_TRY(tj_int(v, "n", &s->n, 1, 1 << 30, 1, origin, w));
+	CLP_TRY(clp_json_num(origin, w, v, "median", 1, -HUGE_VAL, HUGE_VAL, &s->median));
+	CLP_TRY(clp_json_num(origin, w, v, "min", 1, -HUGE_VAL, HUGE_VAL, &s->min));
+	CLP_TRY(clp_json_num(origin, w, v, "max", 1, -HUGE_VAL, HUGE_VAL, &s->max));
+	CLP_TRY(clp_json_num(origin, w, v, "q1", 0, -HUGE_VAL, HUGE_VAL, &s->q1));
+	CLP_TRY(clp_json_num(origin, w, v, "q3", 0, -HUGE_VAL, HUGE_VAL, &s->q3));
+	CLP_TRY(clp_json_int(origin, w, v, "n", 1, 1, 1 << 30, &s->n));
 	if (!(s->min <= s->median && s->median <= s->max))
 		return clp_error(CLP_ERR_FORMAT, "%s: %s: median %g is not within [min %g, max %g]",
 				 origin, w, s->median, s->min, s->max);
@@ -200,7 +202,7 @@ static clp_status widths_from(const json_t *o, const char *key, clp_topo_stat *w
 	snprintf(sw, sizeof(sw), "%s.%s", where, key);
 	for (int i = 0; i < CLP_TOPO_NWIDTHS; i++)
 		CLP_TRY(stat_from(sec, width_names[i], &w[i], origin, sw));
-	CLP_TRY(tj_int(sec, "best_width", &bw, 1, 16, 0, origin, sw));
+	CLP_TRY(clp_json_int(origin, sw, sec, "best_width", 0, 1, 16, &bw));
 	for (int i = 0; i < CLP_TOPO_NWIDTHS; i++)
 		if (clp_topo_width(i) == bw)
 			*best = i;
@@ -209,40 +211,41 @@ static clp_status widths_from(const json_t *o, const char *key, clp_topo_stat *w
 
 clp_status clp_topo_profile_from_json(const json_t *j, const char *origin, clp_topo_profile *p)
 {
-	const json_t *comp, *bw, *xf, *la, *gemm;
+	const json_t *comp, *bw, *xf, *la;
+	json_t *gemm;
 	char where[300];
 
 	memset(p, 0, sizeof(*p));
 	if (!json_is_object(j))
 		return clp_error(CLP_ERR_FORMAT, "%s: a device profile must be an object", origin);
-	CLP_TRY(tj_str(j, "name", p->name, sizeof(p->name), 1, origin, "device"));
+	CLP_TRY(clp_json_str(origin, "device", j, "name", 1, p->name, sizeof(p->name)));
 	snprintf(where, sizeof(where), "device '%.200s'", p->name);
-	CLP_TRY(tj_int(j, "rank", &p->rank, 0, 1 << 24, 0, origin, where));
-	CLP_TRY(tj_str(j, "host", p->host, sizeof(p->host), 0, origin, where));
-	CLP_TRY(tj_str(j, "selector", p->selector, sizeof(p->selector), 0, origin, where));
-	CLP_TRY(tj_str(j, "vendor", p->vendor, sizeof(p->vendor), 0, origin, where));
-	CLP_TRY(tj_str(j, "type", p->type, sizeof(p->type), 0, origin, where));
-	CLP_TRY(tj_str(j, "driver", p->driver, sizeof(p->driver), 0, origin, where));
-	CLP_TRY(tj_u32(j, "compute_units", &p->compute_units, 0, origin, where));
-	CLP_TRY(tj_u64(j, "global_mem", &p->global_mem, 0, origin, where));
+	CLP_TRY(clp_json_int(origin, where, j, "rank", 0, 0, 1 << 24, &p->rank));
+	CLP_TRY(clp_json_str(origin, where, j, "host", 0, p->host, sizeof(p->host)));
+	CLP_TRY(clp_json_str(origin, where, j, "selector", 0, p->selector, sizeof(p->selector)));
+	CLP_TRY(clp_json_str(origin, where, j, "vendor", 0, p->vendor, sizeof(p->vendor)));
+	CLP_TRY(clp_json_str(origin, where, j, "type", 0, p->type, sizeof(p->type)));
+	CLP_TRY(clp_json_str(origin, where, j, "driver", 0, p->driver, sizeof(p->driver)));
+	CLP_TRY(clp_json_u32(origin, where, j, "compute_units", 0, INT32_MAX, &p->compute_units));
+	CLP_TRY(clp_json_u64(origin, where, j, "global_mem", 0, INT64_MAX, &p->global_mem));
 	comp = section(j, "compute");
 	bw = section(j, "bandwidth");
 	xf = section(j, "transfer");
 	la = section(j, "launch");
 	CLP_TRY(widths_from(comp, "dependent_mad", p->mad, &p->mad_best, origin, where));
-	CLP_TRY(tj_int(section(comp, "independent_mad"), "width", &p->indep_width, 0, 16, 0,
-		       origin, where));
-	CLP_TRY(tj_int(section(comp, "independent_mad"), "chains", &p->indep_chains, 0, 64, 0,
-		       origin, where));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "independent_mad"), "width", 0, 0, 16,
+			     &p->indep_width));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "independent_mad"), "chains", 0, 0, 64,
+			     &p->indep_chains));
 	CLP_TRY(stat_from(section(comp, "independent_mad"), "gflops", &p->mad_indep, origin,
 			  where));
 	{
 		uint64_t b = 0;
 
-		CLP_TRY(tj_u64(bw, "bytes", &b, 0, origin, where));
+		CLP_TRY(clp_json_u64(origin, where, bw, "bytes", 0, INT64_MAX, &b));
 		p->bw_bytes = (size_t)b;
 		b = 0;
-		CLP_TRY(tj_u64(xf, "bytes", &b, 0, origin, where));
+		CLP_TRY(clp_json_u64(origin, where, xf, "bytes", 0, INT64_MAX, &b));
 		p->xfer_bytes = (size_t)b;
 	}
 	CLP_TRY(widths_from(bw, "read", p->read, &p->read_best, origin, where));
@@ -257,7 +260,7 @@ clp_status clp_topo_profile_from_json(const json_t *j, const char *origin, clp_t
 	CLP_TRY(stat_from(la, "queued", &p->launch_queued, origin, where));
 	CLP_TRY(stat_from(la, "roundtrip", &p->launch_roundtrip, origin, where));
 	CLP_TRY(stat_from(la, "queued_to_end", &p->launch_q2e, origin, where));
-	CLP_TRY(tj_array(j, "gemm", &gemm, 0, origin, where));
+	CLP_TRY(clp_json_arr(origin, where, j, "gemm", 0, &gemm));
 	for (size_t i = 0; gemm && i < json_array_size(gemm) && i < CLP_TOPO_MAX_GEMM; i++) {
 		const json_t *g = json_array_get(gemm, i);
 		clp_topo_gemm_result *r = &p->gemm[p->ngemm];
@@ -265,10 +268,10 @@ clp_status clp_topo_profile_from_json(const json_t *j, const char *origin, clp_t
 		char gw[340];
 
 		snprintf(gw, sizeof(gw), "%s.gemm[%zu]", where, i);
-		CLP_TRY(tj_u64(g, "m", &m, 1, origin, gw));
-		CLP_TRY(tj_u64(g, "n", &n, 1, origin, gw));
-		CLP_TRY(tj_u64(g, "k", &k, 1, origin, gw));
-		CLP_TRY(tj_str(g, "backend", r->backend, sizeof(r->backend), 0, origin, gw));
+		CLP_TRY(clp_json_u64(origin, gw, g, "m", 1, INT64_MAX, &m));
+		CLP_TRY(clp_json_u64(origin, gw, g, "n", 1, INT64_MAX, &n));
+		CLP_TRY(clp_json_u64(origin, gw, g, "k", 1, INT64_MAX, &k));
+		CLP_TRY(clp_json_str(origin, gw, g, "backend", 0, r->backend, sizeof(r->backend)));
 		CLP_TRY(stat_from(g, "gflops", &r->gflops, origin, gw));
 		CLP_TRY(stat_from(g, "ms", &r->ms, origin, gw));
 		r->m = (size_t)m;
@@ -286,12 +289,12 @@ static clp_status p2p_from_json(const json_t *j, const char *origin, int i, clp_
 
 	memset(l, 0, sizeof(*l));
 	snprintf(w, sizeof(w), "links[%d]", i);
-	CLP_TRY(tj_int(j, "a", &l->a, 0, 1 << 24, 1, origin, w));
-	CLP_TRY(tj_int(j, "b", &l->b, 0, 1 << 24, 1, origin, w));
-	CLP_TRY(tj_str(j, "host_a", l->host_a, sizeof(l->host_a), 0, origin, w));
-	CLP_TRY(tj_str(j, "host_b", l->host_b, sizeof(l->host_b), 0, origin, w));
-	CLP_TRY(tj_u64(j, "small_bytes", &sb, 0, origin, w));
-	CLP_TRY(tj_u64(j, "large_bytes", &lb, 0, origin, w));
+	CLP_TRY(clp_json_int(origin, w, j, "a", 1, 0, 1 << 24, &l->a));
+	CLP_TRY(clp_json_int(origin, w, j, "b", 1, 0, 1 << 24, &l->b));
+	CLP_TRY(clp_json_str(origin, w, j, "host_a", 0, l->host_a, sizeof(l->host_a)));
+	CLP_TRY(clp_json_str(origin, w, j, "host_b", 0, l->host_b, sizeof(l->host_b)));
+	CLP_TRY(clp_json_u64(origin, w, j, "small_bytes", 0, INT64_MAX, &sb));
+	CLP_TRY(clp_json_u64(origin, w, j, "large_bytes", 0, INT64_MAX, &lb));
 	l->small_bytes = (size_t)sb;
 	l->large_bytes = (size_t)lb;
 	CLP_TRY(stat_from(j, "latency_us", &l->latency_us, origin, w));
@@ -301,19 +304,19 @@ static clp_status p2p_from_json(const json_t *j, const char *origin, int i, clp_
 clp_status clp_topo_profile_set_from_json(const json_t *j, const char *origin,
 					  clp_topo_profile_set *out)
 {
-	const json_t *devs, *links;
+	json_t *devs, *links;
 	char fmt[64] = "";
 	int version = 0;
 	clp_status s;
 
 	memset(out, 0, sizeof(*out));
-	CLP_TRY(tj_str(j, "format", fmt, sizeof(fmt), 1, origin, "profile"));
+	CLP_TRY(clp_json_str(origin, "profile", j, "format", 1, fmt, sizeof(fmt)));
 	if (strcmp(fmt, "clpipe-device-profile"))
 		return clp_error(CLP_ERR_FORMAT, "%s: format is '%s', not 'clpipe-device-profile'",
 				 origin, fmt);
-	CLP_TRY(tj_int(j, "version", &version, 1, 1, 1, origin, "profile"));
-	CLP_TRY(tj_array(j, "devices", &devs, 1, origin, "profile"));
-	CLP_TRY(tj_array(j, "links", &links, 0, origin, "profile"));
+	CLP_TRY(clp_json_int(origin, "profile", j, "version", 1, 1, 1, &version));
+	CLP_TRY(clp_json_arr(origin, "profile", j, "devices", 1, &devs));
+	CLP_TRY(clp_json_arr(origin, "profile", j, "links", 0, &links));
 	out->profiles = calloc(json_array_size(devs) + 1, sizeof(*out->profiles));
 	out->p2p = calloc((links ? json_array_size(links) : 0) + 1, sizeof(*out->p2p));
 	if (!out->profiles || !out->p2p) {
@@ -341,7 +344,7 @@ clp_status clp_topo_profile_set_write(const clp_topo_profile_set *s, const char 
 
 	if (!j)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory writing %s", path);
-	st = tj_store(j, path);
+	st = clp_json_save_shared(path, j);
 	json_decref(j);
 	return st;
 }
@@ -352,7 +355,7 @@ clp_status clp_topo_profile_set_read(const char *path, clp_topo_profile_set *out
 	clp_status s;
 
 	memset(out, 0, sizeof(*out));
-	CLP_TRY(tj_load(path, &j));
+	CLP_TRY(clp_json_load(path, &j));
 	s = clp_topo_profile_set_from_json(j, path, out);
 	json_decref(j);
 	return s;

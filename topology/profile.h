@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* A figure over repeats. n == 0: not measured. */
 typedef struct clp_topo_stat {

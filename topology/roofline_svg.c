@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 #define WIDTH 900.0
 #define HEIGHT 600.0

@@ -5,7 +5,7 @@
 #ifndef CLP_TOPO_ROOFLINE_SVG_H
 #define CLP_TOPO_ROOFLINE_SVG_H
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef struct clp_roof_device {
 	const char *name;

@@ -1,4 +1,4 @@
-/* Storage conversions fp32 <-> bf16 / fp16 (host side cl/convert.c, reference cl/half.h).
+/* Storage conversions fp32 <-> bf16 / fp16 (host side cl/convert.c, reference cl/base/half.h).
  * One element per work-item; offsets and n in elements of each buffer's own type. */
 #include "half.clh"
 

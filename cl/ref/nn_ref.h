@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/nn.h"
 
 void clp_ref_layernorm_forward(double *out, double *mean, double *rstd, const float *inp,
@@ -49,7 +49,7 @@ void clp_ref_attention_backward(double *dq, double *dk, double *dv, const float 
 				const float *q, const float *k, const float *v,
 				const clp_nn_attn *a, const int32_t *kv_len);
 /* The same with values stored as dt (cl/nn.h "Storage"): q, k, v (and out) go through dt's
- * rounding when read (cl/half.h), the maths stays double, and the forward's out is rounded
+ * rounding when read (cl/base/half.h), the maths stays double, and the forward's out is rounded
  * through dt once (lse is not). The backward takes D = rowsum(dout * out) from the forward's
  * stored output out (row stride ldo), as the kernels do, or from the probabilities when out is
  * NULL (what clp_ref_attention_backward does). */

@@ -1,6 +1,6 @@
 /* References: attention (all T x T scores), cross-entropy (full logits), AdamW. */
 #include "cl/ref/nn_ref.h"
-#include "cl/half.h"
+#include "cl/base/half.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Storage-aware references (issue 18): the double references of nn_ref_layers.c with value
- * outputs rounded the way a 16-bit kernel stores them (cl/half.h). */
+ * outputs rounded the way a 16-bit kernel stores them (cl/base/half.h). */
 #include "cl/ref/nn_ref.h"
 
 void clp_ref_load(clp_dtype dt, float *x, size_t n)

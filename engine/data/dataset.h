@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 #include "engine/data/tokenizer.h"
 
 typedef struct clp_dataset clp_dataset;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef struct clp_mask_opts {
 	double prob;            /* chance a non-special position is chosen (0.15) */

@@ -5,7 +5,7 @@
  * The mixer is splitmix64's finaliser applied along the key (each word added, then mixed), which
  * passes the usual avalanche tests and is plenty for shuffling and masking.
  *
- * A small local generator: when the engine-wide one (cl/rng.h) lands, this can become a thin
+ * A small local generator: when the engine-wide one (cl/base/rng.h) lands, this can become a thin
  * wrapper over it, but the shuffles and masks drawn here would change, so keep it stable. */
 #ifndef CLP_DATA_RAND_H
 #define CLP_DATA_RAND_H

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 static int32_t le32(const unsigned char *p)
 {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #define CLP_SHARD_MAGIC_U16 20240520
 #define CLP_SHARD_MAGIC_U32 20240801

@@ -10,7 +10,8 @@
 #include <sys/stat.h>
 
 #include "engine/data/unicode.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 
 enum {
 	CACHE_MAX_PIECE = 256,       /* longer pieces are merged every time */
@@ -87,7 +88,6 @@ static clp_status check_file(const char *path, const char *what)
 
 static clp_status load_vocab(clp_tok *t, const char *path)
 {
-	json_error_t je;
 	json_t *root, *val;
 	const char *key;
 	unsigned char **tok = NULL;
@@ -95,10 +95,7 @@ static clp_status load_vocab(clp_tok *t, const char *path)
 	clp_status s = CLP_OK;
 
 	CLP_TRY(check_file(path, "vocab"));
-	root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-	if (!root)
-		return clp_error(CLP_ERR_FORMAT, "%s:%d:%d: not valid JSON: %s", path, je.line,
-				 je.column, je.text);
+	CLP_TRY(clp_json_load(path, &root));
 	if (!json_is_object(root) || json_object_size(root) == 0) {
 		s = clp_error(CLP_ERR_FORMAT, "%s: expected a JSON object of token -> id", path);
 		goto free_root;

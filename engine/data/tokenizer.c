@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 const char *const clp_tok_specials_gpt[] = {"<|endoftext|>"};
 const int clp_tok_specials_gpt_n = 1;

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef struct clp_tok clp_tok;
 

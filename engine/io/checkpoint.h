@@ -35,8 +35,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/half.h"
-#include "cl/status.h"
+#include "cl/base/half.h"
+#include "cl/base/status.h"
 #include "engine/io/safetensors.h"
 
 typedef enum clp_ckpt_kind { CLP_CKPT_MODEL, CLP_CKPT_OPTIM } clp_ckpt_kind;
@@ -126,7 +126,7 @@ clp_status clp_ckpt_verify(clp_ckpt *c);
 /* Write the model of the checkpoint at ckpt (any path clp_ckpt_open takes; any number of rank
  * files) into out_dir as a Hugging Face model directory: model.safetensors with every model
  * tensor under its name, in dt (CLP_BF16 / CLP_F16: each fp32 master rounded to nearest even as
- * cl/half.h does; CLP_F32: as stored), config.json from beside the checkpoint with "dtype" and
+ * cl/base/half.h does; CLP_F32: as stored), config.json from beside the checkpoint with "dtype" and
  * "torch_dtype" set ("bfloat16", "float16", "float32"), and the tokenizer files found there
  * (vocab.json, merges.txt, tokenizer*.json). The optimizer state is not exported. out_dir is
  * created; a checkpoint directory (with a manifest) or the source's own directory is refused,

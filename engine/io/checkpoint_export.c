@@ -1,8 +1,8 @@
 /* A checkpoint's model as a 16-bit Hugging Face model directory (clp_ckpt_export, see
  * checkpoint.h): every model tensor, from however many rank files, rounded from the fp32
- * masters to bf16 or fp16 (cl/half.h, the rounding the devices use) into one model.safetensors;
- * config.json copied from beside the checkpoint with its dtype set; the tokenizer's files
- * copied when present. */
+ * masters to bf16 or fp16 (cl/base/half.h, the rounding the devices use) into one
+ * model.safetensors; config.json copied from beside the checkpoint with its dtype set; the
+ * tokenizer's files copied when present. */
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
-#include "cl/half.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/half.h"
+#include "cl/base/json_util.h"
 #include "engine/io/checkpoint.h"
 #include "engine/io/safetensors.h"
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cl/durable.h"
-#include "cl/infile.h"
+#include "cl/base/durable.h"
+#include "cl/base/infile.h"
 
 typedef struct cfile {
 	char *path;

@@ -13,7 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 
 struct clp_ckpt_writer {
 	char *root, *dir;
@@ -485,22 +486,23 @@ static clp_status gather_parts(clp_ckpt_writer *w, json_t *files, clp_ckpt_param
 			       int *np)
 {
 	for (int r = 0; r < w->nranks; r++) {
-		char name[64], *path;
-		json_error_t je;
+		char name[64], why[512], *path;
 		json_t *part, *f;
 		size_t i;
-		clp_status s = CLP_OK;
+		clp_status s;
 
 		snprintf(name, sizeof(name), "part-rank%d.json", r);
 		path = clp_ckpt_join(w->dir, name);
 		if (!path)
 			return clp_error(CLP_ERR_NOMEM, "out of memory");
-		part = json_load_file(path, 0, &je);
+		s = clp_json_load(path, &part);
 		free(path);
-		if (!part)
+		if (s != CLP_OK) {
+			snprintf(why, sizeof(why), "%s", clp_last_error());
 			return clp_error(CLP_ERR_STATE, "checkpoint %s: rank %d has not written %s "
 					 "(%s); every rank must finish clp_ckpt_writer_write before "
-					 "rank 0 commits", w->dir, r, name, je.text);
+					 "rank 0 commits", w->dir, r, name, why);
+		}
 		if (json_integer_value(json_object_get(part, "step")) != w->step ||
 		    json_integer_value(json_object_get(part, "nranks")) != w->nranks ||
 		    !json_is_array(json_object_get(part, "files")))

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key)
 {

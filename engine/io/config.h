@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef enum clp_cfg_type {
 	CLP_CFG_INT,    /* long */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 
 /* Headers beyond this are refused, as the Hugging Face library does (a corrupt length field
  * would otherwise ask for gigabytes). */

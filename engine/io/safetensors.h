@@ -9,7 +9,7 @@
  * dtype size x element count == byte size; errors name the file and the tensor. Tensors are
  * read with pread into the caller's buffer (F16/BF16/F64 converted to float, I32/U8 widened to
  * int64 on the way), so a file is never held in memory. The writer writes F32 tensors, and BF16
- * or F16 ones (16-bit words, e.g. from cl/half.h's clp_dtype_pack), from the caller's buffers,
+ * or F16 ones (16-bit words, e.g. from cl/base/half.h's clp_dtype_pack), from the caller's buffers,
  * durably (temporary name, fsync, rename), header padded to 8 bytes as the
  * Hugging Face library does. Hosts are assumed little-endian. */
 #ifndef CLP_IO_SAFETENSORS_H
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #define CLP_ST_MAX_DIM 8
 

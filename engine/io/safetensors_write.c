@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 typedef struct wtensor {
 	char *name;

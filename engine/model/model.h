@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef enum clp_preset { CLP_PRESET_GPT2 = 0, CLP_PRESET_LLAMA, CLP_PRESET_BERT } clp_preset;
 

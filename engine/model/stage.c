@@ -9,7 +9,7 @@
 
 #include "cl/convert.h"
 #include "cl/ops.h"
-#include "cl/rng.h"
+#include "cl/base/rng.h"
 
 static const char *const kind_names[5] = {"params", "grads", "adam_m", "adam_v",
 					   "param values"};

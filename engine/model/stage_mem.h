@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/half.h"
-#include "cl/status.h"
+#include "cl/base/half.h"
+#include "cl/base/status.h"
 #include "engine/model/model.h"
 
 /* Device memory of a stage holding blocks first..last (0 embedding, 1..L layers, L+1 head) as

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "cl/runtime.h"
 
 static uint64_t lcg(uint64_t *x)

@@ -13,7 +13,7 @@
 #ifndef CLP_PASS_SCENARIO_H
 #define CLP_PASS_SCENARIO_H
 
-#include "engine/model/stage.h"
+#include "engine/model/linear.h"
 #include "engine/pass/pipefisher.h"
 #include "engine/scenario/cluster.h"
 #include "engine/scenario/costs.h"

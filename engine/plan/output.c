@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/train/optim_kind.h"

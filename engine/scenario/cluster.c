@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 
 #define CLUSTER_FORMAT "clpipe-cluster"
 

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #define CLP_NAME_MAX 64
 

@@ -8,8 +8,8 @@
 
 #include <stdint.h>
 
-#include "cl/half.h"
-#include "cl/status.h"
+#include "cl/base/half.h"
+#include "cl/base/status.h"
 #include "engine/scenario/cluster.h"
 
 typedef enum clp_cost_time {

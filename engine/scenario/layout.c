@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 #include "engine/sched/sched.h"
 
 #define LAYOUT_FORMAT "clpipe-layout"

@@ -4,7 +4,7 @@
 #ifndef CLP_IO_LAYOUT_H
 #define CLP_IO_LAYOUT_H
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 #include "engine/scenario/cluster.h"
 
 struct clp_sched;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 #include "engine/scenario/costs.h"
 
 #define MIB (1024.0 * 1024.0)

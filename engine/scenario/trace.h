@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef enum clp_trace_queue {
 	CLP_TQ_COMPUTE, /* kernels: F, B, W, optimizer, K-FAC */

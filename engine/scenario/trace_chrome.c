@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 #include "engine/scenario/trace.h"
 #include "engine/sched/sched.h"
 

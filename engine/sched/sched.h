@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef enum clp_op_kind {
 	CLP_OP_FWD,          /* forward of (stage, pipe, mb) */

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 
 #define SCHED_FORMAT "clpipe-schedule"
 
@@ -366,13 +366,10 @@ clp_status clp_sched_load(const char *path, clp_sched **out)
 
 clp_status clp_sched_from_json(const char *text, const char *name, clp_sched **out)
 {
-	json_error_t err;
-	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+	json_t *root;
 
 	*out = NULL;
-	if (!root)
-		return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", name,
-				 err.line, err.column, err.text);
+	CLP_TRY(clp_json_parse(name, text, strlen(text), &root));
 	return load_root(name, root, out);
 }
 

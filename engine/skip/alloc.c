@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "engine/skip/skip_internal.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 /* Round-trip time of a message of `bytes` between two devices (hop_s included). */
 double skip_rtt(const clp_skip_env *e, int a, int b, double bytes)

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "engine/skip/skip_internal.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 clp_status skip_graph_init(skip_graph *g, int n)
 {

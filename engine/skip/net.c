@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 #include "engine/skip/skip_internal.h"
 
 typedef struct row {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/json_util.h"
+#include "cl/base/durable.h"
+#include "cl/base/json_util.h"
 #include "engine/skip/skip_internal.h"
 
 static void put(FILE *f, json_t *v)

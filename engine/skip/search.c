@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "engine/skip/skip_internal.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 void clp_skip_opts_default(clp_skip_opts *o)
 {

@@ -22,7 +22,7 @@
 
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 #include "engine/scenario/cluster.h"
 #include "engine/scenario/costs.h"
 #include "engine/scenario/layout.h"

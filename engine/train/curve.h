@@ -13,7 +13,7 @@
 
 #include <stddef.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #define CLP_CURVE_MAX_POINTS 4000
 #define CLP_CURVE_SPEED_POINTS 200

@@ -10,8 +10,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include "cl/durable.h"
-#include "cl/infile.h"
+#include "cl/base/durable.h"
+#include "cl/base/infile.h"
 
 /* One model.* setting and the config.json key it comes from. kind: 'i' integer, 'f' number,
  * 'b' boolean; dflt: the class's default when the key is absent or null (NULL: required;

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cl/warmup.h"
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/scenario/layout.h"
 #include "engine/sched/gen.h"
 #include "engine/pass/validate.h"

@@ -15,7 +15,7 @@
 #include "engine/pass/scenario.h"
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "engine/optim/stage_time.h"
 
 #define PF_META "pipefisher.cycle"

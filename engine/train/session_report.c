@@ -2,7 +2,7 @@
  * the log (curve.h), rewritten at every evaluation, and the facts of the summary printed at the
  * end (summary.h). A curve that cannot be written is reported once and training goes on: a
  * picture is not worth a run. */
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 #include "engine/train/session_internal.h"
 
 #include <math.h>

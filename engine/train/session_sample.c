@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/rng.h"
+#include "cl/base/rng.h"
 
 static int32_t draw(const float *logits, size_t V, double temperature, long top_k,
 		    const clp_rng_stream *rs, uint64_t index, float *work)

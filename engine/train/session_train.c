@@ -12,8 +12,8 @@
 
 #include "cl/ops.h"
 #include "engine/scenario/trace.h"
-#include "cl/clock.h"
-#include "cl/durable.h"
+#include "cl/base/clock.h"
+#include "cl/base/durable.h"
 #include "engine/train/progress.h"
 
 /* Linear warmup, then cosine decay from lr to min_lr at the last step. */

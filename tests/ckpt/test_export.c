@@ -1,6 +1,6 @@
 /* clp_ckpt_export: a two-rank checkpoint of random fp32 masters (values at every scale, ties,
  * overflow to fp16's infinity, denormals) becomes one 16-bit model file that our reader loads
- * back equal, bit for bit, to cl/half.h's rounding of each master; config.json says the dtype;
+ * back equal, bit for bit, to cl/base/half.h's rounding of each master; config.json says the dtype;
  * the tokenizer files follow; nothing is written into a checkpoint or without a config. */
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "engine/io/checkpoint.h"
 #include "tests/data/testutil.h"
 

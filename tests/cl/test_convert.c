@@ -1,6 +1,6 @@
-/* Storage conversions fp32 <-> bf16 / fp16 on the device against cl/half.h, bitwise: random values
- * of every magnitude at odd sizes and offsets, and the special values (NaN of both signs, inf,
- * -0, fp32 and fp16 denormals, values that round up to inf or to the next power of two, exact
+/* Storage conversions fp32 <-> bf16 / fp16 on the device against cl/base/half.h, bitwise: random
+ * values of every magnitude at odd sizes and offsets, and the special values (NaN of both signs,
+ * inf, -0, fp32 and fp16 denormals, values that round up to inf or to the next power of two, exact
  * ties either way). The reference itself is checked on hand-computed cases first. */
 #include <math.h>
 #include <stdint.h>

@@ -5,13 +5,14 @@
  * few), and NaN propagation through every storage.
  *
  * 16-bit A and B keep the fp32 tolerance: the reference multiplies the rounded inputs (what the
- * device reads, cl/half.h), and a product of two bf16 (8-bit significands), two fp16 (11-bit) or
- * a 16-bit and an fp32 value is exact or rounded once in fp32 like an fp32 product, so the
- * device's only error is still fp32 accumulation. A kernel that rounded an input differently from
- * the reference, or read a 16-bit word as the wrong half, would be off by 2^-8 or 2^-11 relative,
- * far outside a few fp32 ulps times sqrt(k). A 16-bit C adds its own rounding, once: the fp32
- * result (within the fp32 bound tol of the exact one) rounded to nearest is within
- * u (|ref| + tol) + (fp16: half its smallest subnormal) of it, u = 2^-8 (bf16) or 2^-11 (fp16). */
+ * device reads, cl/base/half.h), and a product of two bf16 (8-bit significands), two fp16
+ * (11-bit) or a 16-bit and an fp32 value is exact or rounded once in fp32 like an fp32
+ * product, so the device's only error is still fp32 accumulation. A kernel that rounded an input
+ * differently from the reference, or read a 16-bit word as the wrong half, would be off by
+ * 2^-8 or 2^-11 relative, far outside a few fp32 ulps times sqrt(k). A 16-bit C adds its own
+ * rounding, once: the fp32 result (within the fp32 bound tol of the exact one) rounded to
+ * nearest is within u (|ref| + tol) + (fp16: half its smallest subnormal) of it, u = 2^-8
+ * (bf16) or 2^-11 (fp16). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "engine/io/safetensors.h"
 #include "tests/data/testutil.h"
 

@@ -321,7 +321,8 @@ static void test_bpe_errors(void)
 	CHECK_ERR(clp_tok_gpt2_load(&t, tu_path("bad.json"), m), CLP_ERR_FORMAT, "bad.json",
 		  "empty");
 	tu_write_str(tu_path("bad.json"), "{\"a\": 0,\n \"b\": }");
-	CHECK_ERR(clp_tok_gpt2_load(&t, tu_path("bad.json"), m), CLP_ERR_FORMAT, "bad.json:2");
+	CHECK_ERR(clp_tok_gpt2_load(&t, tu_path("bad.json"), m), CLP_ERR_FORMAT,
+		  "bad.json: line 2 column 7", "not valid JSON"); /* the one JSON message format */
 	tu_write_str(tu_path("bad.json"), "{\"a\": 0, \"b\": 0}");
 	CHECK_ERR(clp_tok_gpt2_load(&t, tu_path("bad.json"), m), CLP_ERR_FORMAT, "bad.json",
 		  "id 0");

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "tests/harness.h"
 
 /* A fresh directory under $TMPDIR (or /tmp), removed at exit. */

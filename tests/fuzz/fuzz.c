@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cl/clock.h"
-#include "cl/durable.h"
+#include "cl/base/clock.h"
+#include "cl/base/durable.h"
 #include "tests/fuzz/fuzz.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* A growable byte buffer (the input being mutated). */
 typedef struct fz_buf {

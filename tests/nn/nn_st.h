@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "tests/nn/nn_test.h"
 
 /* Offset (in elements of the tensor's type) at which ts_buf places its data: odd, so element
@@ -48,7 +48,8 @@ static inline void ts_get(clp_dtype dt, cl_mem m, float *dst, size_t n)
 	else {
 		CHECK_OK(clp_cl_read(th_ctx(), m, TS_OFF * sz, n * sz, h));
 		clp_dtype_unpack(dt, dst, h, n);
-		/* an fp16 NaN is stored as the quiet NaN of its sign (cl/half.h), on every path */
+		/* an fp16 NaN is stored as the quiet NaN of its sign (cl/base/half.h), on every
+		 * path */
 		for (size_t i = 0; i < n && dt == CLP_F16; i++)
 			if ((h[i] & 0x7c00u) == 0x7c00u && (h[i] & 0x3ffu))
 				CHECK((h[i] & 0x7fffu) == 0x7e00u, "fp16 NaN stored as 0x%04x at [%zu], "

@@ -19,7 +19,7 @@
  *    P scale: a relative error of order u in the norm (measured 0.15 to 0.25 u on these cases,
  *    both shapes). The test allows u (plus the fp32 test's 1e-5 for the differences
  *    themselves). */
-#include "cl/half.h"
+#include "cl/base/half.h"
 #include "cl/ops.h"
 #include "tests/nn/nn_test.h"
 

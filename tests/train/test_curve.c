@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/train/curve.h"
 #include "tests/harness.h"
 

@@ -7,7 +7,7 @@
  *  - a bf16 run resumed from a checkpoint equals the uninterrupted one bit for bit (the 16-bit
  *    copy is derived from the fp32 masters again on load);
  *  - recomputation in the backward changes memory, not arithmetic, in bf16 too;
- *  - the stage's value copy is its masters rounded (cl/half.h), refreshed after the optimizer;
+ *  - the stage's value copy is its masters rounded (cl/base/half.h), refreshed after the optimizer;
  *  - a bad train.precision names the field and its origin; fp16 with K-FAC is refused.
  * Also run on rusticl (test_precision.rusticl: every session on CLPIPE_TEST_DEVICE). */
 #include <jansson.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
 #include "tests/train_util.h"

@@ -1,7 +1,7 @@
 /* The transport's shared part: requests, deadline-bounded polling with messages that name the
  * ranks, and collectives derived from the primitives (allgatherv, the rank-ordered allreduce). */
 #include "topology/comm/comm_internal.h"
-#include "cl/clock.h"
+#include "cl/base/clock.h"
 
 #include <limits.h>
 #include <sched.h>

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 typedef struct clp_comm clp_comm;
 typedef struct clp_comm_req clp_comm_req;

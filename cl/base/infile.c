@@ -1,5 +1,5 @@
 /* Untrusted input files: regular files only, opened without blocking, size capped (infile.h). */
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,14 +5,14 @@
  * without blocking, refuses anything that is not a regular file before reading a byte, and
  * refuses a file over the caller's cap. Shared by topology/ and engine/ (hence here, beside
  * status.h, the one thing every library already uses). */
-#ifndef CLP_INFILE_H
-#define CLP_INFILE_H
+#ifndef CLP_BASE_INFILE_H
+#define CLP_BASE_INFILE_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* Caps on what readers load whole into memory. */
 #define CLP_INFILE_TEXT_MAX ((uint64_t)64 << 20) /* configs, CSV tables */

@@ -1,5 +1,5 @@
 /* Status names and the thread-local last-error buffer. */
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* The one clock of the project: monotonic seconds (an arbitrary start), for durations,
  * deadlines and throughput. Every layer above uses it (clp_comm_now is the same clock). */
-#ifndef CLP_CL_CLOCK_H
-#define CLP_CL_CLOCK_H
+#ifndef CLP_BASE_CLOCK_H
+#define CLP_BASE_CLOCK_H
 
 #include <time.h>
 

@@ -1,5 +1,5 @@
 /* Durable writes, directory fsync, whole-file reads and CRC-32 (see durable.h). */
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cl/infile.h"
+#include "cl/base/infile.h"
 
 /* Slicing-by-8 tables for the reflected polynomial 0xEDB88320: about 2 GB/s, so checksumming a
  * checkpoint costs a fraction of reading it. */

@@ -3,8 +3,8 @@
  * Library functions return a clp_status; on failure they also leave a message in a thread-local
  * buffer that names the file, field, device or rank at fault (clp_last_error()). The command line
  * prints that message and exits non-zero; libraries never exit or abort. */
-#ifndef CLP_STATUS_H
-#define CLP_STATUS_H
+#ifndef CLP_BASE_STATUS_H
+#define CLP_BASE_STATUS_H
 
 #include <stdarg.h>
 

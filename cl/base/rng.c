@@ -1,5 +1,5 @@
 /* Host side of the counter-based generator: the kernel header compiled as C. */
-#include "cl/rng.h"
+#include "cl/base/rng.h"
 
 #include "cl/kernels/philox.clh"
 

@@ -9,8 +9,8 @@
  *
  * The checksum is CRC-32 (IEEE 802.3, the one of zlib, gzip, PNG and Python's zlib.crc32), so a
  * checkpoint file can be checked with standard tools. */
-#ifndef CLP_IO_DURABLE_H
-#define CLP_IO_DURABLE_H
+#ifndef CLP_BASE_DURABLE_H
+#define CLP_BASE_DURABLE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* CRC-32 of n bytes continuing from crc (start with 0). */
 uint32_t clp_io_crc32(uint32_t crc, const void *data, size_t n);

@@ -1,13 +1,13 @@
 /* JSON reading helpers with file- and field-naming messages (see json_util.h). */
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
-#include "cl/infile.h"
+#include "cl/base/durable.h"
+#include "cl/base/infile.h"
 
 /* "stages[3].fwd_s", or "fwd_s" at the root. */
 static const char *field(char *buf, size_t n, const char *at, const char *key)
@@ -16,20 +16,28 @@ static const char *field(char *buf, size_t n, const char *at, const char *key)
 	return buf;
 }
 
-clp_status clp_json_load(const char *path, json_t **root)
+clp_status clp_json_parse(const char *name, const char *text, size_t n, json_t **root)
 {
 	json_error_t err;
+
+	*root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
+	if (*root)
+		return CLP_OK;
+	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", name,
+			 err.line, err.column, err.text);
+}
+
+clp_status clp_json_load(const char *path, json_t **root)
+{
 	char *text;
 	size_t n;
+	clp_status s;
 
 	*root = NULL;
 	CLP_TRY(clp_infile_read(NULL, path, CLP_INFILE_JSON_MAX, &text, &n));
-	*root = json_loadb(text, n, JSON_REJECT_DUPLICATES, &err);
+	s = clp_json_parse(path, text, n, root);
 	free(text);
-	if (*root)
-		return CLP_OK;
-	return clp_error(CLP_ERR_FORMAT, "%s: line %d column %d: not valid JSON: %s", path,
-			 err.line, err.column, err.text);
+	return s;
 }
 
 clp_status clp_json_check_format(const char *file, const json_t *root, const char *format,
@@ -139,6 +147,27 @@ clp_status clp_json_int(const char *file, const char *at, const json_t *obj, con
 	return CLP_OK;
 }
 
+clp_status clp_json_u64(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, uint64_t max, uint64_t *out)
+{
+	int64_t x = (int64_t)*out;
+
+	CLP_TRY(clp_json_i64(file, at, obj, key, required, 0,
+			     max > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)max, &x));
+	*out = (uint64_t)x;
+	return CLP_OK;
+}
+
+clp_status clp_json_u32(const char *file, const char *at, const json_t *obj, const char *key,
+			int required, uint32_t max, uint32_t *out)
+{
+	int64_t x = (int64_t)*out;
+
+	CLP_TRY(clp_json_i64(file, at, obj, key, required, 0, (int64_t)max, &x));
+	*out = (uint32_t)x;
+	return CLP_OK;
+}
+
 clp_status clp_json_bool(const char *file, const char *at, const json_t *obj, const char *key,
 			 int required, int *out)
 {
@@ -215,4 +244,9 @@ clp_status clp_json_save(const char *path, json_t *root)
 {
 	return clp_io_write_json(path, root,
 				 JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17), 0, 0);
+}
+
+clp_status clp_json_save_shared(const char *path, const json_t *root)
+{
+	return clp_io_write_json(path, root, JSON_INDENT(2), 1, CLP_IO_SHARED);
 }

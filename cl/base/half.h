@@ -10,8 +10,8 @@
  *         canonical). Load is exact; a NaN loads as the quiet fp32 NaN of its sign.
  * Only storage: arithmetic stays fp32 everywhere (cl_khr_fp16 is absent on PoCL's CPU device and
  * NVIDIA's OpenCL). */
-#ifndef CLP_CL_HALF_H
-#define CLP_CL_HALF_H
+#ifndef CLP_BASE_HALF_H
+#define CLP_BASE_HALF_H
 
 #include <stddef.h>
 #include <stdint.h>

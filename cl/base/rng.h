@@ -4,13 +4,13 @@
  * Every random number in clpipe (initialisation, dropout, masking, shuffling) is number `index`
  * of a stream named by (seed, step, micro-batch, layer, purpose), never by device or rank: a
  * pipelined or resumed run draws exactly what the single-device run draws. */
-#ifndef CLP_CL_RNG_H
-#define CLP_CL_RNG_H
+#ifndef CLP_BASE_RNG_H
+#define CLP_BASE_RNG_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cl/status.h"
+#include "cl/base/status.h"
 
 /* What a number is for: part of the stream's name, so two purposes never share numbers. */
 enum clp_rng_purpose {
