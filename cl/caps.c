@@ -17,7 +17,7 @@
 #define PROBE_CHUNK 4096u
 #define PROBE_WG 64u
 #define PROBE_ROUNDS 3
-#define PROBE_MARGIN 1.5
+#define PROBE_MARGIN 1.25
 #define CAPS_VERSION 2 /* 2: the shape needs a margin (shape_of); version 1 files are re-probed */
 
 static int forced_shape = -1;
@@ -97,7 +97,8 @@ static void save(const char *path, const clp_cl_caps *c)
  * measured 0.185 ms (CPU shape) vs 0.244 ms once, 4-6 vs 13-36 ms another time, and the
  * first run that picked the GPU shape computed other gradients (issue 24). Measured
  * wg1_ms / wide_ms (loaded 2-core host): PoCL 0.44-0.47, llvmpipe 2.1-2.6, Intel's CPU
- * runtime 0.12-0.76: each well clear of the margin, so load alone no longer flips it. */
+ * runtime 0.12-0.76. 1.25 sits midway (geometrically) between the two closest, Intel's 0.76
+ * and llvmpipe's 2.1: either needs its ratio to move 1.6x before its shape flips. */
 static int shape_of(const clp_cl_devinfo *d, double wg1_ms, double wide_ms)
 {
 	if (strcmp(d->type, "cpu") != 0)
