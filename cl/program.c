@@ -455,6 +455,7 @@ static clp_status expand_includes(const char *label, const char *src, char **out
 	char *buf = malloc(cap);
 	clp_status s;
 
+	*out = NULL;
 	if (!buf)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory expanding %s", label);
 	buf[0] = '\0';
@@ -490,7 +491,7 @@ static int fail_injected(const char *label)
 static clp_status program_get(clp_cl_ctx *ctx, const char *label, const char *source,
 			      const char *defines, int *index)
 {
-	char *full, *expanded;
+	char *full, *expanded = NULL; /* set by expand_includes; GCC 12 -O3 cannot see it */
 	size_t n;
 	cl_program p;
 	clp_status s;

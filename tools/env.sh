@@ -9,10 +9,12 @@ export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$root/.cache/mesa}
 mkdir -p "$CLPIPE_CACHE_DIR" "$POCL_CACHE_DIR" "$MESA_SHADER_CACHE_DIR"
 jobs=$(nproc 2>/dev/null || echo 2)
 
-# configure and build one tree: build_tree DIR [cmake args...]
+# configure and build one tree: build_tree DIR [cmake args...]. Warnings are errors
+# (-DCLPIPE_WERROR=ON) unless CLPIPE_WERROR=OFF is set, as tools/quickstart.sh does for a new
+# user's first build; CMake's own default is OFF.
 build_tree() {
   local dir=$1; shift
-  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLPIPE_WERROR="${CLPIPE_WERROR:-ON}" "$@" >/dev/null
   cmake --build "$dir" -j"$jobs" >/dev/null
 }
 

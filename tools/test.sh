@@ -12,6 +12,10 @@ echo "== layers"
 "$root/tools/check_layers.sh"
 echo "== build (RelWithDebInfo)"
 build_tree "$root/build"
+# -O3 finds warnings -O2 does not (GCC 12's -Wmaybe-uninitialized, issue 24): compile a Release
+# tree with warnings fatal; it runs no tests, the RelWithDebInfo tree does
+echo "== build (Release, warnings fatal, compile only)"
+build_tree "$root/build-release" -DCMAKE_BUILD_TYPE=Release
 echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 1200 "$@")
 

@@ -129,7 +129,6 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const S
 	const size_t qrow = ((size_t)b * T + i) * ldq + (size_t)h * hd;
 	const size_t grow = ((size_t)b * T + i) * ldo + (size_t)h * hd;
 	const size_t ri = ((size_t)b * H + h) * Tp + min(i, Tp - 1);
-	const float lr = l2[l2o + ri], dr = dd[ddo + ri];
 	float qr[ATG_HD], gr[ATG_HD], acc[ATG_HD];
 
 	for (uint d = 0; d < ATG_HD; d++) {
@@ -142,6 +141,11 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const S
 		stage(ks, kb, ldk, j0, T, hd);
 		stage(vs, vb, ldv, j0, T, hd);
 		barrier(CLK_LOCAL_MEM_FENCE);
+		/* The row's lse and D are read here, after the barrier, not once before the loop:
+		 * Intel's CPU compiler gives every work-item the last 16-lane chunk's copy of a
+		 * value defined before a barrier when it feeds a multiply-add negated (s * sl2 - lr);
+		 * docs/OPENCL.md, tests/cl/test_barrier_live.c. */
+		const float lr = l2[l2o + ri], dr = dd[ddo + ri];
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			float s = 0.0f, dp = 0.0f;
 			for (uint d = 0; d < ATG_HD; d++) {

@@ -31,7 +31,7 @@ static void ckpt_dir(const char *path, char *out, size_t n)
 	if (!slash)
 		snprintf(out, n, ".");
 	else
-		snprintf(out, n, "%.*s", (int)(slash - path ? slash - path : 1), path);
+		snprintf(out, n, "%.*s", (int)(slash != path ? slash - path : 1), path);
 }
 
 static const char *torch_name(clp_dtype dt)

@@ -140,8 +140,8 @@ static void chain(const plan_ctx *x, int *ord, int n)
  * 3 and 4 as 0 and 1 on the chain of cheapest hops. */
 #define NGROUPINGS 5
 static const char *const grouping_names[NGROUPINGS] = {
-	"contiguous pipelines", "strided replicas", "speed classes", "contiguous on the cheapest "
-	"chain", "strided on the cheapest chain"};
+	"contiguous pipelines", "strided replicas", "speed classes",
+	"contiguous on the cheapest chain", "strided on the cheapest chain"};
 
 static int group(const plan_ctx *x, const int *sub, int n, int R, int g, int *dev)
 {

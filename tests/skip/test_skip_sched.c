@@ -213,13 +213,12 @@ static void test_paper_small(void)
 	clp_skip_opts_default(&o);
 	o.iterations = 60;
 	CHECK_OK(clp_skip_allocate(&e, p, count, 6, &o));
-	for (int s0 = 0, k = 0; k < 6; k++) {
+	for (int k = 0; k < 6; k++) {
 		int n = 0;
 
 		for (int i = 0; i < 20; i++)
 			n += p->node_stage[i] == k;
 		CHECK(n == count[k], "stage %d has %d nodes", k, n);
-		s0 += n;
 	}
 	CHECK(p->nmb == 30, "30 micro-batches");
 	for (int seed = 1; seed <= 3; seed++) {
