@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# clpipe check on this test's device: every case passes (exit 0, the JSON's counts agree with
+# the summary); then the check itself is tested with faults put in on purpose:
+#  - CLPIPE_CHECK_INJECT=attention perturbs the device output of attention: exit 1, the error
+#    names attention and only attention, and every attention check failed;
+#  - a GELU kernel made wrong by 0.1% (a copy of nn_act.cl read through CLPIPE_KERNEL_DIR, in a
+#    private engine cache): exit 1 naming gelu, while the other ops of the same run pass.
+# Usage: test_check.sh CLPIPE KERNEL_SRC_DIR [--device SPEC]
+set -u
+clpipe=$1 src=$2; shift 2
+work=$(mktemp -d /tmp/clpipe-check-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fail=0
+check() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
+
+"$clpipe" check "$@" --failures --json "$work/all.json" >"$work/out" 2>"$work/err"
+echo "rc=$?" >>"$work/out"
+cat "$work/out" "$work/err"
+check "grep -q '^rc=0' $work/out" "clpipe check passes on this device"
+check "grep -q 'all checks passed' $work/out" "the summary says so"
+check "[ \"\$(field $work/all.json failed_checks)\" = 0 ] && [ \"\$(field $work/all.json cases)\" -gt 200 ]" \
+  "the JSON has the cases (over 200), none failed"
+check "python3 -c \"import json; d=json.load(open('$work/all.json')); ops={l['op'] for l in d['lines']}; \
+assert {'gemm','attention','layernorm','rmsnorm','gelu','embed','rope','xent','adamw','kfac_inverse'} <= ops, ops; \
+assert {l['geometry'] for l in d['lines'] if l['op']=='attention'} == {'cpu','gpu'}; \
+assert {'fp32','bf16','fp16'} <= {l['dtype'] for l in d['lines']}; \
+assert any(l['what'].startswith('fd ') for l in d['lines'])\"" \
+  "every op family, both attention geometries, three storage types, finite differences"
+
+CLPIPE_CHECK_INJECT=attention "$clpipe" check "$@" --quick --failures --json "$work/inj.json" \
+  >"$work/out2" 2>"$work/err2"
+echo "rc=$?" >>"$work/out2"
+cat "$work/out2" "$work/err2"
+check "grep -q '^rc=1' $work/out2" "an injected attention fault: exit 1"
+check "grep -q 'FAILED ops: attention$' $work/err2" "the error names attention and nothing else"
+check "python3 -c \"import json; d=json.load(open('$work/inj.json')); a=[l for l in d['lines'] if l['op']=='attention']; \
+assert a and not any(l['ok'] for l in a); assert all(l['ok'] for l in d['lines'] if l['op']!='attention')\"" \
+  "every attention check failed, every other passed"
+
+mkdir -p "$work/kernels" "$work/cache"
+sed 's|return x / (1.0f + exp(-2.0f \* GELU_K|return 1.001f * x / (1.0f + exp(-2.0f * GELU_K|' \
+  "$src/nn_act.cl" >"$work/kernels/nn_act.cl"
+check "! cmp -s $src/nn_act.cl $work/kernels/nn_act.cl" "the broken GELU kernel differs from the real one"
+CLPIPE_KERNEL_DIR=$work/kernels CLPIPE_CACHE_DIR=$work/cache \
+  "$clpipe" check "$@" --only gelu,layernorm --failures >"$work/out3" 2>"$work/err3"
+echo "rc=$?" >>"$work/out3"
+cat "$work/out3" "$work/err3"
+check "grep -q '^rc=1' $work/out3" "a GELU kernel wrong by 0.1%: exit 1"
+check "grep -q 'FAILED ops: gelu$' $work/err3" "the error names gelu and not layernorm"
+check "grep -q '^gelu *tanh .*FAIL' $work/out3 && ! grep -q '^gelu *erf .*FAIL' $work/out3" \
+  "the tanh form fails, the untouched erf form passes"
+exit $fail
