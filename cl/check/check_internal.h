@@ -31,6 +31,7 @@ typedef struct ck_fdtol {
 /* storage type bits */
 #define CK_DT_F32 (1u << CLP_F32)
 #define CK_DT_ALL ((1u << CLP_F32) | (1u << CLP_BF16) | (1u << CLP_F16))
+#define CK_DT_16 ((1u << CLP_BF16) | (1u << CLP_F16))
 /* geometry bits: the op runs in both kernel shapes (forced through clp_nn_set_shape) */
 #define CK_GEOM_BOTH 1u
 
@@ -113,6 +114,9 @@ typedef double (*ck_loss_fn)(void *ud);
 int ck_fd(ck_env *e, const char *what, float *x, size_t n, const double *dev, ck_loss_fn loss,
 	  void *ud, ck_fdtol t);
 double ck_dot(const float *g, const double *y, size_t n); /* sum g_i y_i */
+/* a random SPD matrix X^T X / (n + 5) + shift I (X (n + 5, n) uniform), rounded to float: f
+ * holds the floats, the result the same values as doubles (tests/kfac's random_spd) */
+double *ck_spd(ck_env *e, size_t n, double shift, float *f);
 
 /* a NULL from ck_alloc / ck_rand / ck_dbl: its error is already set */
 #define CK_NEED(p)                                                                                 \
@@ -121,7 +125,8 @@ double ck_dot(const float *g, const double *y, size_t n); /* sum g_i y_i */
 			return CLP_ERR_NOMEM;                                                      \
 	} while (0)
 
-/* case functions (check_gemm.c, check_nn.c, check_attn.c, check_misc.c) */
+/* case functions (check_gemm.c, check_nn.c, check_attn.c, check_misc.c,
+ * check_more.c) */
 clp_status ck_run_gemm(ck_env *e, const ck_case *c);
 clp_status ck_run_norm(ck_env *e, const ck_case *c);
 clp_status ck_run_gelu(ck_env *e, const ck_case *c);
@@ -135,6 +140,13 @@ clp_status ck_run_adamw(ck_env *e, const ck_case *c);
 clp_status ck_run_kfac_factor(ck_env *e, const ck_case *c);
 clp_status ck_run_kfac_inverse(ck_env *e, const ck_case *c);
 clp_status ck_run_kfac_precondition(ck_env *e, const ck_case *c);
+clp_status ck_run_residual(ck_env *e, const ck_case *c);
+clp_status ck_run_dropout(ck_env *e, const ck_case *c);
+clp_status ck_run_rng(ck_env *e, const ck_case *c);
+clp_status ck_run_convert(ck_env *e, const ck_case *c);
+clp_status ck_run_grad_stats(ck_env *e, const ck_case *c);
+clp_status ck_run_kfac_damping(ck_env *e, const ck_case *c);
+clp_status ck_run_kfac_sgd(ck_env *e, const ck_case *c);
 
 /* puts back the GEMM tuning the run found (check_gemm.c) */
 clp_status ck_gemm_restore(ck_env *e);

@@ -179,8 +179,7 @@ clp_status ck_run_kfac_factor(ck_env *e, const ck_case *c)
 	return CLP_OK;
 }
 
-/* a random SPD matrix: X^T X / r + shift I, X (n + 5, n) uniform, rounded to float */
-static double *random_spd(ck_env *e, size_t n, double shift, float *f)
+double *ck_spd(ck_env *e, size_t n, double shift, float *f)
 {
 	float *x = ck_rand(e, (n + 5) * n, -1, 1);
 	double *W = ck_alloc(e, n * n * 8);
@@ -208,7 +207,7 @@ clp_status ck_run_kfac_inverse(ck_env *e, const ck_case *c)
 	const ck_op *op = c->op;
 	const size_t n = c->d[0], nn = n * n;
 	float *fW = ck_alloc(e, nn * 4), *got = ck_alloc(e, nn * 4);
-	double *W = random_spd(e, n, 0.05, fW), *L = ck_alloc(e, nn * 8), *X = ck_alloc(e, nn * 8);
+	double *W = ck_spd(e, n, 0.05, fW), *L = ck_alloc(e, nn * 8), *X = ck_alloc(e, nn * 8);
 	double *inv = ck_alloc(e, nn * 8);
 	clp_buf bw, bws, bi, binfo;
 	int32_t info = 0;
@@ -254,7 +253,7 @@ clp_status ck_run_kfac_precondition(ck_env *e, const ck_case *c)
 	const int in_out = c->variant == 1;
 	const size_t ldg = (in_out ? O : I) + 2, rows = in_out ? I : O, cols = in_out ? O : I;
 	float *fA = ck_alloc(e, I * I * 4), *fB = ck_alloc(e, O * O * 4);
-	double *Ai = random_spd(e, I, 0.1, fA), *Bi = random_spd(e, O, 0.1, fB);
+	double *Ai = ck_spd(e, I, 0.1, fA), *Bi = ck_spd(e, O, 0.1, fB);
 	float *fG = ck_rand(e, rows * ldg, -1, 1), *got = ck_alloc(e, O * I * 4);
 	double *G = ck_dbl(e, fG, rows * ldg), *ref = ck_alloc(e, O * I * 8);
 	clp_buf ba, bb, bg, bp, bt;

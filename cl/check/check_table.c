@@ -188,6 +188,33 @@ static const ck_row precond_rows[] = {
 	{{{1, 7}, 0}, ALLV}, {{{7, 33}, Q}, ALLV}, {{{33, 7}, 0}, ALLV}, {{{100, 127}, 0}, ALLV},
 };
 static const char *const precond_variants[] = {"out,in", "in,out"};
+static const ck_row residual_rows[] = {
+	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{33}, 0}, ALLV}, {{{127}, 0}, ALLV},
+	{{{20000}, 0}, ALLV},
+};
+static const ck_row dropout_rows[] = {
+	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{127}, 0}, ALLV}, {{{20000}, 0}, ALLV},
+};
+static const char *const dropout_variants[] = {"p=0.5", "p=0.1"};
+static const ck_row rng_rows[] = {
+	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{1000}, 0}, ALLV}, {{{20001}, 0}, ALLV},
+};
+static const char *const rng_variants[] = {"normal", "uniform", "u32"};
+static const ck_row convert_rows[] = {
+	{{{1}, 0}, ALLV}, {{{33}, Q}, ALLV}, {{{1000}, 0}, ALLV},
+};
+static const ck_row gstats_rows[] = {
+	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{40000}, 0}, ALLV},
+};
+static const char *const gstats_variants[] = {"clip", "no-clip", "nan"};
+/* dA, dB (two blocks), dB (third block) */
+static const ck_row damping_rows[] = {
+	{{{1, 1, 1}, 0}, ALLV}, {{{33, 7, 20}, Q}, ALLV},
+};
+static const char *const damping_variants[] = {"lambda=0.03", "lambda=1e-20"};
+static const ck_row sgd_rows[] = {
+	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{8193}, 0}, ALLV}, {{{20001}, 0}, ALLV},
+};
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
@@ -214,6 +241,13 @@ static const ck_entry table[] = {
 	  "accumulation); 16-bit A, B are read exactly and their products are exact in fp32; a "
 	  "16-bit C adds its one rounding, u (|ref| + bound) (tests/cl/test_gemm.c)",
 	  ck_run_gemm, fl_gemm, by_gemm}, ROWS(gemm_rows)},
+	{{"convert", "n", NULL, 0, 0, CK_DT_16, {T0, T0, T0}, T0, T0, {{0, 0}, {0, 0}, {0, 0}},
+	  "bitwise: fp32 -> 16-bit rounds to nearest even as cl/half.h does, 16-bit -> fp32 is "
+	  "exact (tests/cl/test_convert.c)", ck_run_convert, fl_elem, by_elem},
+	 ROWS(convert_rows)},
+	{{"rng", "n", VARS(rng_variants), 0, CK_DT_F32, {T0, T0, T0}, T0, T0,
+	  {{0, 0}, {0, 0}, {0, 0}}, "bitwise: the device draws cl/rng.h's numbers "
+	  "(tests/nn/test_nn_rng.c)", ck_run_rng, fl_elem, by_elem}, ROWS(rng_rows)},
 	{{"layernorm", "N,C", NULL, 0, 0, CK_DT_ALL, OUT16(1e-5, 1e-5), {1e-6, 1e-5, 0},
 	  {1e-4, 1e-4, 0}, FDTS,
 	  "out 1e-5 + 1e-5|x| (+1 ulp of the 16-bit type), mean/rstd 1e-6 + 1e-5|x|, gradients "
@@ -233,6 +267,15 @@ static const ck_entry table[] = {
 	  {1e-5, 1e-5, 0}, FDTS, "out: one correctly rounded float addition, 16-bit bitwise; "
 	  "dbias 1e-5 + 1e-5|x| (fixed-order column sums) (tests/nn/test_nn_norm*.c)",
 	  ck_run_bias, fl_elem, by_elem}, ROWS(bias_rows)},
+	{{"residual", "n", NULL, 0, 0, CK_DT_ALL, {{1e-6, 1e-6, 0}, T0, T0}, T0, {1e-6, 1e-6, 0},
+	  FDTS, "out: one correctly rounded float addition, 16-bit bitwise; gradients 1e-6 + "
+	  "1e-6|x| (tests/nn/test_nn_act*.c)", ck_run_residual, fl_elem, by_elem},
+	 ROWS(residual_rows)},
+	{{"dropout", "n", VARS(dropout_variants), 0, CK_DT_ALL,
+	  {{1e-6, 1e-6, 0}, {0, 1e-6, 1}, {0, 1e-6, 1}}, T0, {1e-6, 1e-6, 0}, FDTS,
+	  "p = 0.5 scales by 2: 16-bit bitwise; p = 0.1: the float 1/(1-p) against the double "
+	  "one, 1e-6|x| plus one unit; dinp 1e-6 + 1e-6|x| (tests/nn/test_nn_act*.c)",
+	  ck_run_dropout, fl_elem, by_elem}, ROWS(dropout_rows)},
 	{{"embed", "B,T,C,V", VARS(embed_variants), 0, CK_DT_ALL,
 	  {{1e-6, 1e-6, 0}, T0, T0}, T0, {1e-5, 1e-5, 0}, FDTS,
 	  "out: a gathered row plus a position row, one float addition, 16-bit bitwise; "
@@ -259,6 +302,10 @@ static const ck_entry table[] = {
 	  "param 1e-6 + 1e-5|x|, v 1e-9 + 1e-5|x| after three fp32 steps against PyTorch's "
 	  "formulas in double (tests/nn/test_nn_optim.c)", ck_run_adamw, fl_elem, by_elem},
 	 ROWS(adamw_rows)},
+	{{"grad_stats", "n", VARS(gstats_variants), 0, CK_DT_F32, {{1e-7, 1e-6, 0}, T0, T0}, T0,
+	  T0, {{0, 0}, {0, 0}, {0, 0}}, "1e-7 + 1e-6|x|: a compensated sum of squares over three "
+	  "tensors (tests/nn/test_nn_optim.c)", ck_run_grad_stats, fl_elem, by_elem},
+	 ROWS(gstats_rows)},
 	{{"kfac_factor", "d,rows", NULL, 0, 0, CK_DT_ALL,
 	  {{1e-5, 1e-5, 0}, {1e-5, 1e-5, 0}, {1e-5, 1e-5, 0}}, T0, T0, {{0, 0}, {0, 0}, {0, 0}},
 	  "1e-5 + 1e-5|x| in every input type: 16-bit inputs are read exactly, products exact in "
@@ -269,6 +316,15 @@ static const ck_entry table[] = {
 	  "normalised error: Cholesky and triangular inverse 2e-5, SPD inverse 1e-4 on matrices "
 	  "of condition ~100 (tests/kfac/test_kfac_kernels.c)", ck_run_kfac_inverse, fl_square,
 	  by_square}, ROWS(inverse_rows)},
+	{{"kfac_damping", "dA,dB,dB3", VARS(damping_variants), 0, CK_DT_F32,
+	  {{1e-6, 1e-6, 0}, T0, T0}, {1e-12, 1e-5, 0}, T0, {{0, 0}, {0, 0}, {0, 0}},
+	  "damping and pi 1e-12 + 1e-5|x| (traces of float sums), the damped copy 1e-6 + 1e-6|x| "
+	  "(tests/kfac/test_kfac_kernels.c)", ck_run_kfac_damping, fl_square, by_square},
+	 ROWS(damping_rows)},
+	{{"kfac_sgd", "n", NULL, 0, 0, CK_DT_F32, {{1e-6, 1e-6, 0}, T0, T0}, {1e-7, 1e-6, 0}, T0,
+	  {{0, 0}, {0, 0}, {0, 0}}, "dot, param, momentum 1e-6 + 1e-6|x|, KL-clip factor 1e-7 + "
+	  "1e-6|x| (tests/kfac/test_kfac_kernels.c)", ck_run_kfac_sgd, fl_elem, by_elem},
+	 ROWS(sgd_rows)},
 	{{"kfac_precondition", "O,I", VARS(precond_variants), 0, CK_DT_F32,
 	  {{1e-4, 1e-4, 0}, T0, T0}, T0, T0, {{0, 0}, {0, 0}, {0, 0}},
 	  "1e-4 + 1e-4|x|: two fp32 GEMMs with SPD inverses (tests/kfac/test_kfac_kernels.c)",

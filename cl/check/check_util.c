@@ -184,7 +184,8 @@ static void line_emit(ck_env *e, clp_check_line *l)
 		e->opts->emit(l, e->opts->ud);
 }
 
-/* the fault injection: a wrong first element, as a kernel bug would leave it */
+/* the fault injection: a wrong first element, as a kernel bug would leave it (a finite one
+ * where the right one is NaN or infinite) */
 static void inject(ck_env *e, float *got, size_t n)
 {
 	const char *want = e->opts->inject;
@@ -195,7 +196,7 @@ static void inject(ck_env *e, float *got, size_t n)
 	for (const char *p = want; *p;) {
 		len = strcspn(p, ",");
 		if (len == strlen(e->c->op->name) && !strncmp(p, e->c->op->name, len)) {
-			got[0] = got[0] + 1.0f + 2.0f * fabsf(got[0]);
+			got[0] = isfinite(got[0]) ? got[0] + 1.0f + 2.0f * fabsf(got[0]) : 0.5f;
 			return;
 		}
 		p += len + (p[len] == ',');

@@ -3,6 +3,7 @@
 # the summary); then the check itself is tested with faults put in on purpose:
 #  - CLPIPE_CHECK_INJECT=attention perturbs the device output of attention: exit 1, the error
 #    names attention and only attention, and every attention check failed;
+#  - every op injected at once: every line fails (no check is vacuous);
 #  - a GELU kernel made wrong by 0.1% (a copy of nn_act.cl read through CLPIPE_KERNEL_DIR, in a
 #    private engine cache): exit 1 naming gelu, while the other ops of the same run pass.
 # Usage: test_check.sh CLPIPE KERNEL_SRC_DIR [--device SPEC]
@@ -37,6 +38,14 @@ check "grep -q 'FAILED ops: attention$' $work/err2" "the error names attention a
 check "python3 -c \"import json; d=json.load(open('$work/inj.json')); a=[l for l in d['lines'] if l['op']=='attention']; \
 assert a and not any(l['ok'] for l in a); assert all(l['ok'] for l in d['lines'] if l['op']!='attention')\"" \
   "every attention check failed, every other passed"
+
+# no check is vacuous: with every op injected, every line of the quick set fails
+all=$("$clpipe" check --list | awk '{print $1}' | paste -sd, -)
+CLPIPE_CHECK_INJECT=$all "$clpipe" check "$@" --quick --failures --json "$work/every.json" \
+  >/dev/null 2>&1
+check "python3 -c \"import json; d=json.load(open('$work/every.json')); \
+assert d['checks'] > 100 and d['failed_checks'] == d['checks'], (d['checks'], d['failed_checks'])\"" \
+  "with every op injected every check fails (none is vacuous)"
 
 mkdir -p "$work/kernels" "$work/cache"
 sed 's|return x / (1.0f + exp(-2.0f \* GELU_K|return 1.001f * x / (1.0f + exp(-2.0f * GELU_K|' \
