@@ -23,8 +23,9 @@ static void emit(const clp_check_line *l, void *ud)
 
 	if (o->verbose || !l->ok) {
 		printf("%-17s %-16s %-3s %-15s %-28s %-9s %9.3g %9.3g  %s\n", l->op, l->variant,
-		       l->geom, l->dtype, l->sizes, l->what, l->err, l->tol, l->ok ? "ok" : "FAIL");
-		if (!l->ok && l->message[0])
+		       l->geom, l->dtype, l->sizes, l->what, l->err, l->tol,
+		       l->skipped ? "skip" : l->ok ? "ok" : "FAIL");
+		if ((!l->ok || l->skipped) && l->message[0])
 			printf("    %s\n", l->message);
 		fflush(stdout);
 	}
@@ -33,6 +34,9 @@ static void emit(const clp_check_line *l, void *ud)
 				      "variant", l->variant, "geometry", l->geom, "dtype", l->dtype,
 				      "sizes", l->sizes, "what", l->what, "ok", l->ok, "flops",
 				      l->flops, "bytes", l->bytes);
+
+		if (j && l->skipped)
+			json_object_set_new(j, "skipped", json_true());
 
 		if (j) {
 			/* JSON has no infinity or NaN: null */
@@ -110,6 +114,8 @@ int cmd_check(int argc, char **argv)
 			printf("%-18s %s\n", clp_check_op_name(i), clp_check_op_why(i));
 		return 0;
 	}
+	if ((s = clp_check_ops_valid(only)) != CLP_OK)
+		return cli_fail("check", s);
 	s = clp_cl_ctx_create(&ctx, device);
 	if (s != CLP_OK)
 		return cli_fail("check", s);
@@ -131,16 +137,20 @@ int cmd_check(int argc, char **argv)
 		clp_cl_ctx_free(ctx);
 		return cli_fail("check", s);
 	}
-	printf("\n%d cases, %d checks: %d passed, %d failed (%d cases)\n", sum.cases, sum.lines,
-	       sum.lines - sum.failed_lines, sum.failed_lines, sum.failed_cases);
+	printf("\n%d cases, %d checks: %d passed, %d failed (%d cases)", sum.cases, sum.lines,
+	       sum.lines - sum.failed_lines - sum.skipped_cases, sum.failed_lines,
+	       sum.failed_cases);
+	if (sum.skipped_cases)
+		printf(", %d cases skipped (not supported by the device)", sum.skipped_cases);
+	printf("\n");
 	if (json) {
 		const clp_cl_devinfo *d = clp_cl_ctx_device(ctx);
-		json_t *doc = json_pack("{s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:s, s:o}",
+		json_t *doc = json_pack("{s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:i, s:i, s:s, s:o}",
 					"device", d->name, "platform", d->platform, "driver",
 					d->driver, "quick", quick, "cases", sum.cases, "checks",
 					sum.lines, "failed_checks", sum.failed_lines, "failed_cases",
-					sum.failed_cases, "failed_ops", sum.failed_ops, "lines",
-					o.lines);
+					sum.failed_cases, "skipped_cases", sum.skipped_cases,
+					"failed_ops", sum.failed_ops, "lines", o.lines);
 
 		s = doc ? clp_io_write_json(json, doc, JSON_INDENT(1), 1, 0)
 			: clp_error(CLP_ERR_NOMEM, "out of memory");

@@ -34,6 +34,8 @@ typedef struct clp_check_line {
 	double err, tol;      /* worst element's |got - ref| and its tolerance; for finite
 			       * differences the RMS difference and its limit */
 	int ok;
+	int skipped;          /* the device cannot run this case (CLP_ERR_UNSUPPORTED): ok, not
+			       * checked */
 	double flops, bytes;  /* of one device call of the case (0: not counted) */
 	char message[160];    /* on failure: where (element, got, want) or the library's error */
 } clp_check_line;
@@ -48,9 +50,13 @@ typedef struct clp_check_opts {
 } clp_check_opts;
 
 typedef struct clp_check_summary {
-	int cases, lines, failed_lines, failed_cases;
+	int cases, lines, failed_lines, failed_cases, skipped_cases;
 	char failed_ops[256]; /* "attention, gemm" */
 } clp_check_summary;
+
+/* CLP_OK when every name of a comma-separated list is an op of the table; CLP_ERR_NOT_FOUND
+ * naming the first that is not. */
+clp_status clp_check_ops_valid(const char *list);
 
 /* Run the table on ctx. Returns CLP_OK when the run itself worked (a failed comparison is a
  * line with ok = 0, counted in sum, not an error); an error for host memory or an unknown op

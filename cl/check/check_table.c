@@ -398,6 +398,7 @@ static void run_case(ck_env *e, const ck_case *c)
 		s = clp_cl_finish(e->ctx);
 	clp_nn_set_shape(CLP_NN_SHAPE_AUTO);
 	if (s != CLP_OK) {
+		const int skip = s == CLP_ERR_UNSUPPORTED;
 		clp_check_line l;
 		const char *p = c->op->dims;
 
@@ -409,13 +410,18 @@ static void run_case(ck_env *e, const ck_case *c)
 											  : "-";
 		snprintf(l.dtype, sizeof(l.dtype), "%s", e->dtype);
 		snprintf(l.sizes, sizeof(l.sizes), "%s=%zu...", p, c->d[0]);
-		snprintf(l.what, sizeof(l.what), "error");
+		snprintf(l.what, sizeof(l.what), "%s", skip ? "skipped" : "error");
 		snprintf(l.message, sizeof(l.message), "%s: %s", clp_status_str(s),
 			 clp_last_error());
 		clp_error_clear();
 		e->sum->lines++;
-		e->sum->failed_lines++;
-		e->case_failed = 1;
+		l.ok = l.skipped = skip;
+		if (skip) {
+			e->sum->skipped_cases++;
+		} else {
+			e->sum->failed_lines++;
+			e->case_failed = 1;
+		}
 		if (e->opts->emit)
 			e->opts->emit(&l, e->opts->ud);
 	}
@@ -427,25 +433,29 @@ static void run_case(ck_env *e, const ck_case *c)
 	}
 }
 
+clp_status clp_check_ops_valid(const char *list)
+{
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, ",");
+		int found = 0;
+
+		for (int i = 0; i < NOPS; i++)
+			found |= len == strlen(table[i].op.name) && !strncmp(p, table[i].op.name, len);
+		if (!found)
+			return clp_error(CLP_ERR_NOT_FOUND, "check: no op '%.*s' (clpipe check --list "
+					 "names them)", (int)len, p);
+		p += len + (p[len] == ',');
+	}
+	return CLP_OK;
+}
+
 clp_status clp_check_run(clp_cl_ctx *ctx, const clp_check_opts *opts, clp_check_summary *sum)
 {
 	ck_env *e;
 	clp_status s = CLP_OK;
 
 	memset(sum, 0, sizeof(*sum));
-	if (opts->only)
-		for (const char *p = opts->only; *p;) {
-			size_t len = strcspn(p, ",");
-			int found = 0;
-
-			for (int i = 0; i < NOPS; i++)
-				found |= len == strlen(table[i].op.name) &&
-					 !strncmp(p, table[i].op.name, len);
-			if (!found)
-				return clp_error(CLP_ERR_NOT_FOUND, "check: no op '%.*s' (clpipe check "
-						 "--list names them)", (int)len, p);
-			p += len + (p[len] == ',');
-		}
+	CLP_TRY(clp_check_ops_valid(opts->only));
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return clp_error(CLP_ERR_NOMEM, "check: out of host memory");
