@@ -42,7 +42,8 @@ static void emit(const clp_check_line *l, void *ud)
 			/* JSON has no infinity or NaN: null */
 			json_object_set_new(j, "max_error", isfinite(l->err) ? json_real(l->err)
 									  : json_null());
-			json_object_set_new(j, "tolerance", json_real(l->tol));
+			json_object_set_new(j, "tolerance", isfinite(l->tol) ? json_real(l->tol)
+									   : json_null());
 			if (l->message[0])
 				json_object_set_new(j, "message", json_string(l->message));
 			json_array_append_new(o->lines, j);

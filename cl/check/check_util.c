@@ -208,12 +208,12 @@ static int compare(ck_env *e, const char *what, clp_dtype dt, float *got, const 
 {
 	clp_check_line l;
 	size_t bad = 0, worst = 0;
-	double wr = -1, wtol = 0;
+	double wr = -1, wtol = 0, werr = 0;
 
 	inject(e, got, n);
 	line_init(e, &l, what);
 	for (size_t i = 0; i < n; i++) {
-		double r, tol;
+		double r, tol, d;
 
 		if (tolv)
 			tol = tolv[i];
@@ -222,12 +222,15 @@ static int compare(ck_env *e, const char *what, clp_dtype dt, float *got, const 
 
 			tol = a + t.ulps * ulp(dt, fabs(ref[i]) + a);
 		}
-		if (isnan(ref[i]) || isinf(ref[i]))
-			r = (isnan(ref[i]) ? isnan(got[i]) : (double)got[i] == ref[i]) ? 0 : INFINITY;
-		else {
-			double d = fabs((double)got[i] - ref[i]);
-
+		if (isnan(ref[i]) || isinf(ref[i])) { /* must be the same NaN-ness or infinity */
+			r = d = (isnan(ref[i]) ? isnan(got[i]) : (double)got[i] == ref[i]) ? 0
+											  : INFINITY;
+			tol = 0;
+		} else {
+			d = fabs((double)got[i] - ref[i]);
 			r = !isfinite(got[i]) ? INFINITY : d == 0 ? 0 : tol > 0 ? d / tol : INFINITY;
+			if (!isfinite(got[i]))
+				d = INFINITY;
 		}
 		if (!(r <= 1.0))
 			bad++;
@@ -235,15 +238,12 @@ static int compare(ck_env *e, const char *what, clp_dtype dt, float *got, const 
 			wr = r;
 			worst = i;
 			wtol = tol;
+			werr = d;
 		}
 	}
 	l.ok = bad == 0;
-	if (n) {
-		l.err = fabs((double)got[worst] - ref[worst]);
-		if (!isfinite(got[worst]))
-			l.err = INFINITY;
-		l.tol = wtol;
-	}
+	l.err = werr;
+	l.tol = wtol;
 	if (bad)
 		snprintf(l.message, sizeof(l.message), "%zu of %zu elements off; worst [%zu] got "
 			 "%.9g want %.9g", bad, n, worst, got[worst], ref[worst]);
