@@ -141,6 +141,8 @@ clp_status ck_run_kfac_factor(ck_env *e, const ck_case *c);
 clp_status ck_run_kfac_inverse(ck_env *e, const ck_case *c);
 clp_status ck_run_kfac_precondition(ck_env *e, const ck_case *c);
 clp_status ck_run_residual(ck_env *e, const ck_case *c);
+clp_status ck_run_blas1(ck_env *e, const ck_case *c);
+clp_status ck_run_reduce(ck_env *e, const ck_case *c);
 clp_status ck_run_dropout(ck_env *e, const ck_case *c);
 clp_status ck_run_rng(ck_env *e, const ck_case *c);
 clp_status ck_run_convert(ck_env *e, const ck_case *c);

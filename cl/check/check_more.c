@@ -1,4 +1,4 @@
-/* clpipe check cases of the smaller ops: residual add, dropout, the device random numbers, the
+/* clpipe check cases of the smaller ops: the vector kernels and reductions of cl/ops.h, residual add, dropout, the device random numbers, the
  * storage conversions, the gradient statistics, and K-FAC's damping and KL-clipped SGD, as
  * tests/nn/test_nn_act*.c, test_nn_rng.c, test_nn_optim.c, tests/cl/test_convert.c and
  * tests/kfac/test_kfac_kernels.c check them. */
@@ -8,6 +8,8 @@
 #include "cl/check/check_internal.h"
 #include "cl/convert.h"
 #include "cl/kfac.h"
+#include "cl/ops.h"
+#include "cl/ref/ref.h"
 #include "cl/ref/kfac_ref.h"
 #include "cl/ref/nn_ref.h"
 
@@ -272,5 +274,69 @@ clp_status ck_run_kfac_sgd(ck_env *e, const ck_case *c)
 	ck_compare(e, "param", CLP_F32, got, rp, n, op->out[CLP_F32]);
 	CLP_TRY(ck_get(e, bm, n, got));
 	ck_compare(e, "momentum", CLP_F32, got, rm, n, op->out[CLP_F32]);
+	return CLP_OK;
+}
+
+/* the small vector kernels (cl/ops.h) at element offsets: fill, z = x + y, z = x * y (one
+ * correctly rounded float operation: bitwise), y = -3 (y + 0.5 x) (two roundings) */
+clp_status ck_run_blas1(ck_env *e, const ck_case *c)
+{
+	const ck_op *op = c->op;
+	const size_t n = c->d[0];
+	float *x = ck_rand(e, n, -2, 2), *y = ck_rand(e, n, -2, 2), *got = ck_alloc(e, n * 4);
+	double *ref = ck_alloc(e, n * 8);
+	clp_buf bx, by, bz;
+
+	CK_NEED(x && y && got && ref);
+	CLP_TRY(ck_buf(e, x, n, CLP_F32, &bx));
+	CLP_TRY(ck_buf(e, y, n, CLP_F32, &by));
+	CLP_TRY(ck_buf(e, NULL, n, CLP_F32, &bz));
+	for (size_t i = 0; i < n; i++)
+		ref[i] = c->variant == 0 ? 0.25 : c->variant == 1 ? (double)(x[i] + y[i])
+			 : c->variant == 2 ? (double)(x[i] * y[i]) : -3.0 * ((double)y[i] + 0.5 * x[i]);
+	if (c->variant == 0)
+		CLP_TRY(clp_cl_fill(e->ctx, bz, 0.25f, n));
+	else if (c->variant == 1)
+		CLP_TRY(clp_cl_add(e->ctx, bz, bx, by, n));
+	else if (c->variant == 2)
+		CLP_TRY(clp_cl_mul(e->ctx, bz, bx, by, n));
+	else {
+		CLP_TRY(clp_cl_axpy(e->ctx, by, bx, 0.5f, n));
+		CLP_TRY(clp_cl_scale(e->ctx, by, -3.0f, n));
+		bz = by;
+	}
+	CLP_TRY(ck_get(e, bz, n, got));
+	ck_compare(e, "z", CLP_F32, got, ref, n, c->variant == 3 ? op->stat : op->out[CLP_F32]);
+	return CLP_OK;
+}
+
+/* sum, sum of squares and 2-norm (compensated) of values of mixed magnitude 1e-6 .. 1e6, all
+ * positive (the relative error then measures the summation, not the conditioning) */
+clp_status ck_run_reduce(ck_env *e, const ck_case *c)
+{
+	const size_t n = c->d[0];
+	float *x = ck_alloc(e, n * 4), out;
+	double ref;
+	clp_buf bx, bo;
+
+	CK_NEED(x);
+	for (size_t i = 0; i < n; i++) {
+		double u = (double)(ck_next(e) >> 11) * 0x1p-53, v = (double)(ck_next(e) >> 11) * 0x1p-53;
+
+		x[i] = (float)(pow(10.0, -6.0 + 12.0 * u) * (0.5 + v));
+	}
+	ref = c->variant == 0 ? clp_ref_sum(x, n) : clp_ref_sumsq(x, n);
+	if (c->variant == 2)
+		ref = sqrt(ref);
+	CLP_TRY(ck_buf(e, x, n, CLP_F32, &bx));
+	CLP_TRY(ck_buf(e, NULL, 1, CLP_F32, &bo));
+	if (c->variant == 0)
+		CLP_TRY(clp_cl_sum(e->ctx, bo, bx, n));
+	else if (c->variant == 1)
+		CLP_TRY(clp_cl_sumsq(e->ctx, bo, bx, n));
+	else
+		CLP_TRY(clp_cl_nrm2(e->ctx, bo, bx, n));
+	CLP_TRY(ck_get(e, bo, 1, &out));
+	ck_compare(e, "result", CLP_F32, &out, &ref, 1, c->op->out[CLP_F32]);
 	return CLP_OK;
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # clpipe check on this test's device: every case passes (exit 0, the JSON's counts agree with
 # the summary); then the check itself is tested with faults put in on purpose:
-#  - CLPIPE_CHECK_INJECT=attention perturbs the device output of attention: exit 1, the error
-#    names attention and only attention, and every attention check failed;
+#  - CLPIPE_CHECK_INJECT=attention,rope perturbs the device outputs of those two ops: exit 1,
+#    the error names each of them once and nothing else, every one of their checks failed;
 #  - every op injected at once: every line fails (no check is vacuous);
 #  - a GELU kernel made wrong by 0.1% (a copy of nn_act.cl read through CLPIPE_KERNEL_DIR, in a
 #    private engine cache): exit 1 naming gelu, while the other ops of the same run pass.
@@ -29,15 +29,15 @@ assert {'fp32','bf16','fp16'} <= {l['dtype'] for l in d['lines']}; \
 assert any(l['what'].startswith('fd ') for l in d['lines'])\"" \
   "every op family, both attention geometries, three storage types, finite differences"
 
-CLPIPE_CHECK_INJECT=attention "$clpipe" check "$@" --quick --failures --json "$work/inj.json" \
+CLPIPE_CHECK_INJECT=attention,rope "$clpipe" check "$@" --quick --failures --json "$work/inj.json" \
   >"$work/out2" 2>"$work/err2"
 echo "rc=$?" >>"$work/out2"
 cat "$work/out2" "$work/err2"
-check "grep -q '^rc=1' $work/out2" "an injected attention fault: exit 1"
-check "grep -q 'FAILED ops: attention$' $work/err2" "the error names attention and nothing else"
-check "python3 -c \"import json; d=json.load(open('$work/inj.json')); a=[l for l in d['lines'] if l['op']=='attention']; \
-assert a and not any(l['ok'] for l in a); assert all(l['ok'] for l in d['lines'] if l['op']!='attention')\"" \
-  "every attention check failed, every other passed"
+check "grep -q '^rc=1' $work/out2" "injected attention and rope faults: exit 1"
+check "grep -q 'FAILED ops: rope, attention$' $work/err2" "the error names the two, once each, and nothing else"
+check "python3 -c \"import json; d=json.load(open('$work/inj.json')); a=[l for l in d['lines'] if l['op'] in ('attention','rope')]; \
+assert a and not any(l['ok'] for l in a); assert all(l['ok'] for l in d['lines'] if l['op'] not in ('attention','rope'))\"" \
+  "every attention and rope check failed, every other passed"
 
 # no check is vacuous: with every op injected, every line of the quick set fails
 all=$("$clpipe" check --list | awk '{print $1}' | paste -sd, -)
