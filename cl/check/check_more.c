@@ -278,7 +278,7 @@ clp_status ck_run_kfac_sgd(ck_env *e, const ck_case *c)
 }
 
 /* the small vector kernels (cl/ops.h) at element offsets: fill, z = x + y, z = x * y (one
- * correctly rounded float operation: bitwise), y = -3 (y + 0.5 x) (two roundings) */
+ * correctly rounded float operation: bitwise), y = -3 (y + 0.5 x) (two roundings), z = x */
 clp_status ck_run_blas1(ck_env *e, const ck_case *c)
 {
 	const ck_op *op = c->op;
@@ -293,13 +293,16 @@ clp_status ck_run_blas1(ck_env *e, const ck_case *c)
 	CLP_TRY(ck_buf(e, NULL, n, CLP_F32, &bz));
 	for (size_t i = 0; i < n; i++)
 		ref[i] = c->variant == 0 ? 0.25 : c->variant == 1 ? (double)(x[i] + y[i])
-			 : c->variant == 2 ? (double)(x[i] * y[i]) : -3.0 * ((double)y[i] + 0.5 * x[i]);
+			 : c->variant == 2 ? (double)(x[i] * y[i])
+			 : c->variant == 3 ? -3.0 * ((double)y[i] + 0.5 * x[i]) : x[i];
 	if (c->variant == 0)
 		CLP_TRY(clp_cl_fill(e->ctx, bz, 0.25f, n));
 	else if (c->variant == 1)
 		CLP_TRY(clp_cl_add(e->ctx, bz, bx, by, n));
 	else if (c->variant == 2)
 		CLP_TRY(clp_cl_mul(e->ctx, bz, bx, by, n));
+	else if (c->variant == 4)
+		CLP_TRY(clp_cl_copy(e->ctx, bz, bx, n));
 	else {
 		CLP_TRY(clp_cl_axpy(e->ctx, by, bx, 0.5f, n));
 		CLP_TRY(clp_cl_scale(e->ctx, by, -3.0f, n));

@@ -192,7 +192,7 @@ static const ck_row blas1_rows[] = {
 	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{33}, 0}, ALLV}, {{{127}, 0}, ALLV},
 	{{{65537}, 0}, ALLV},
 };
-static const char *const blas1_variants[] = {"fill", "add", "mul", "axpy+scale"};
+static const char *const blas1_variants[] = {"fill", "add", "mul", "axpy+scale", "copy"};
 static const ck_row reduce_rows[] = {
 	{{{1}, 0}, ALLV}, {{{7}, Q}, ALLV}, {{{127}, 0}, ALLV}, {{{65537}, 0}, ALLV},
 	{{{1000000}, 0}, ALLV},
@@ -252,8 +252,8 @@ static const ck_entry table[] = {
 	  "16-bit C adds its one rounding, u (|ref| + bound) (tests/cl/test_gemm.c)",
 	  ck_run_gemm, fl_gemm, by_gemm}, ROWS(gemm_rows)},
 	{{"blas1", "n", VARS(blas1_variants), 0, CK_DT_F32, {T0, T0, T0}, {1e-6, 1e-6, 0}, T0,
-	  {{0, 0}, {0, 0}, {0, 0}}, "fill, add, mul bitwise (one correctly rounded float "
-	  "operation); axpy then scale 1e-6 + 1e-6|x| (tests/cl/test_ops.c)", ck_run_blas1, fl_elem,
+	  {{0, 0}, {0, 0}, {0, 0}}, "fill, copy, add, mul bitwise (one correctly rounded "
+	  "float operation); axpy then scale 1e-6 + 1e-6|x| (tests/cl/test_ops.c)", ck_run_blas1, fl_elem,
 	  by_elem}, ROWS(blas1_rows)},
 	{{"reduce", "n", VARS(reduce_variants), 0, CK_DT_F32, {{0, 1e-6, 0}, T0, T0}, T0, T0,
 	  {{0, 0}, {0, 0}, {0, 0}}, "relative 1e-6 on positive values of mixed magnitude: "
