@@ -108,6 +108,9 @@ int ck_compare_tol(ck_env *e, const char *what, float *got, const double *ref, c
 /* the normalised error ||got - ref|| / ||ref|| against limit (the K-FAC inverses) */
 int ck_compare_norm(ck_env *e, const char *what, float *got, const double *ref, size_t n,
 		    double limit);
+/* the line of a case that could not run: s (CLP_ERR_UNSUPPORTED: skipped, else failed) with
+ * the library's message */
+void ck_error_line(ck_env *e, clp_status s);
 /* Central differences (step 1e-3) of loss() with respect to each of x[0..n) against the device
  * gradient dev[i] (already without its starting value): one line. */
 typedef double (*ck_loss_fn)(void *ud);

@@ -416,34 +416,8 @@ static void run_case(ck_env *e, const ck_case *c)
 	if (s == CLP_OK)
 		s = clp_cl_finish(e->ctx);
 	clp_nn_set_shape(CLP_NN_SHAPE_AUTO);
-	if (s != CLP_OK) {
-		const int skip = s == CLP_ERR_UNSUPPORTED;
-		clp_check_line l;
-		const char *p = c->op->dims;
-
-		/* a line of its own: the case could not run (a build failure, a device error) */
-		memset(&l, 0, sizeof(l));
-		l.op = c->op->name;
-		l.variant = c->op->variants ? c->op->variants[c->variant] : "-";
-		l.geom = c->geom == CLP_NN_SHAPE_CPU ? "cpu" : c->geom == CLP_NN_SHAPE_GPU ? "gpu"
-											  : "-";
-		snprintf(l.dtype, sizeof(l.dtype), "%s", e->dtype);
-		snprintf(l.sizes, sizeof(l.sizes), "%s=%zu...", p, c->d[0]);
-		snprintf(l.what, sizeof(l.what), "%s", skip ? "skipped" : "error");
-		snprintf(l.message, sizeof(l.message), "%s: %s", clp_status_str(s),
-			 clp_last_error());
-		clp_error_clear();
-		e->sum->lines++;
-		l.ok = l.skipped = skip;
-		if (skip) {
-			e->sum->skipped_cases++;
-		} else {
-			e->sum->failed_lines++;
-			e->case_failed = 1;
-		}
-		if (e->opts->emit)
-			e->opts->emit(&l, e->opts->ud);
-	}
+	if (s != CLP_OK)
+		ck_error_line(e, s);
 	release(e);
 	e->sum->cases++;
 	if (e->case_failed) {

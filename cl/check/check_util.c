@@ -309,6 +309,26 @@ int ck_fd(ck_env *e, const char *what, float *x, size_t n, const double *dev, ck
 	return l.ok;
 }
 
+void ck_error_line(ck_env *e, clp_status s)
+{
+	const int skip = s == CLP_ERR_UNSUPPORTED;
+	clp_check_line l;
+
+	line_init(e, &l, skip ? "skipped" : "error");
+	snprintf(l.message, sizeof(l.message), "%s: %s", clp_status_str(s), clp_last_error());
+	clp_error_clear();
+	l.ok = l.skipped = skip;
+	l.err = skip ? 0 : INFINITY;
+	if (skip) {
+		e->sum->lines++;
+		e->sum->skipped_cases++;
+		if (e->opts->emit)
+			e->opts->emit(&l, e->opts->ud);
+	} else {
+		line_emit(e, &l);
+	}
+}
+
 int ck_compare_norm(ck_env *e, const char *what, float *got, const double *ref, size_t n,
 		    double limit)
 {

@@ -4,6 +4,7 @@
 #  - CLPIPE_CHECK_INJECT=attention,rope perturbs the device outputs of those two ops: exit 1,
 #    the error names each of them once and nothing else, every one of their checks failed;
 #  - every op injected at once: every line fails (no check is vacuous);
+#  - a GELU program that does not build: error lines, exit 1 naming gelu;
 #  - a GELU kernel made wrong by 0.1% (a copy of nn_act.cl read through CLPIPE_KERNEL_DIR, in a
 #    private engine cache): exit 1 naming gelu, while the other ops of the same run pass.
 # Usage: test_check.sh CLPIPE KERNEL_SRC_DIR [--device SPEC]
@@ -59,4 +60,15 @@ check "grep -q '^rc=1' $work/out3" "a GELU kernel wrong by 0.1%: exit 1"
 check "grep -q 'FAILED ops: gelu$' $work/err3" "the error names gelu and not layernorm"
 check "grep -q '^gelu *tanh .*FAIL' $work/out3 && ! grep -q '^gelu *erf .*FAIL' $work/out3" \
   "the tanh form fails, the untouched erf form passes"
+
+# a program that does not build (CLPIPE_FAIL_BUILD, in the private cache so that the failure is
+# remembered nowhere else): its op's cases are error lines with the build error, the run goes
+# on, exit 1 naming the op
+CLPIPE_FAIL_BUILD=nn_act.cl CLPIPE_CACHE_DIR=$work/cache \
+  "$clpipe" check "$@" --quick --only gelu,layernorm --failures >"$work/out4" 2>"$work/err4"
+echo "rc=$?" >>"$work/out4"
+check "grep -q '^rc=1' $work/out4 && grep -q 'FAILED ops: gelu$' $work/err4" \
+  "a GELU program that does not build: exit 1 naming gelu"
+check "grep -q '^gelu .* error .*FAIL' $work/out4 && grep -q 'CLP_ERR_BUILD: building program nn_act.cl' $work/out4" \
+  "its cases are error lines carrying the build error"
 exit $fail
