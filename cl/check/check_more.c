@@ -1,7 +1,8 @@
-/* clpipe check cases of the smaller ops: the vector kernels and reductions of cl/ops.h, residual add, dropout, the device random numbers, the
- * storage conversions, the gradient statistics, and K-FAC's damping and KL-clipped SGD, as
- * tests/nn/test_nn_act*.c, test_nn_rng.c, test_nn_optim.c, tests/cl/test_convert.c and
- * tests/kfac/test_kfac_kernels.c check them. */
+/* clpipe check cases of the smaller ops: residual add, dropout, the device random numbers, the
+ * storage conversions, the gradient statistics, K-FAC's damping and KL-clipped SGD, and the
+ * vector kernels and reductions of cl/ops.h, as tests/nn/test_nn_act*.c, test_nn_rng.c,
+ * test_nn_optim.c, tests/cl/test_convert.c, test_ops.c and tests/kfac/test_kfac_kernels.c
+ * check them. */
 #include <math.h>
 #include <string.h>
 
