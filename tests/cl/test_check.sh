@@ -14,20 +14,39 @@ work=$(mktemp -d /tmp/clpipe-check-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 fail=0
 check() { if eval "$1"; then echo "ok: $2"; else echo "FAIL: $2"; fail=1; fi; }
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
+# jcheck NAME FILE: the JSON assertion NAME (below) on FILE; exit 0 when it holds
+cat >"$work/j.py" <<'PY'
+import json, sys
+name, d = sys.argv[1], json.load(open(sys.argv[2]))
+L = d["lines"]
+two = ("attention", "rope")
+tests = {
+    "clean": lambda: d["failed_checks"] == 0 and d["cases"] > 200,
+    "families": lambda: {"gemm", "attention", "layernorm", "rmsnorm", "gelu", "embed", "rope",
+                         "xent", "adamw", "kfac_inverse", "convert", "blas1"}
+        <= {l["op"] for l in L}
+        and {l["geometry"] for l in L if l["op"] == "attention"} == {"cpu", "gpu"}
+        and {"fp32", "bf16", "fp16"} <= {l["dtype"] for l in L}
+        and any(l["what"].startswith("fd ") for l in L),
+    "two": lambda: any(l["op"] in two for l in L)
+        and all(l["ok"] != (l["op"] in two) for l in L),
+    "every": lambda: d["checks"] > 100 and d["failed_checks"] == d["checks"],
+}
+ok = tests[name]()
+if not ok:
+    print(f"{name}: does not hold on {sys.argv[2]}: {d['checks']} checks, "
+          f"{d['failed_checks']} failed, ops {d['failed_ops']!r}")
+sys.exit(0 if ok else 1)
+PY
+jcheck() { python3 "$work/j.py" "$@"; }
 
 "$clpipe" check "$@" --failures --json "$work/all.json" >"$work/out" 2>"$work/err"
 echo "rc=$?" >>"$work/out"
 cat "$work/out" "$work/err"
 check "grep -q '^rc=0' $work/out" "clpipe check passes on this device"
 check "grep -q 'all checks passed' $work/out" "the summary says so"
-check "[ \"\$(field $work/all.json failed_checks)\" = 0 ] && [ \"\$(field $work/all.json cases)\" -gt 200 ]" \
-  "the JSON has the cases (over 200), none failed"
-check "python3 -c \"import json; d=json.load(open('$work/all.json')); ops={l['op'] for l in d['lines']}; \
-assert {'gemm','attention','layernorm','rmsnorm','gelu','embed','rope','xent','adamw','kfac_inverse'} <= ops, ops; \
-assert {l['geometry'] for l in d['lines'] if l['op']=='attention'} == {'cpu','gpu'}; \
-assert {'fp32','bf16','fp16'} <= {l['dtype'] for l in d['lines']}; \
-assert any(l['what'].startswith('fd ') for l in d['lines'])\"" \
+check "jcheck clean $work/all.json" "the JSON has the cases (over 200), none failed"
+check "jcheck families $work/all.json" \
   "every op family, both attention geometries, three storage types, finite differences"
 
 CLPIPE_CHECK_INJECT=attention,rope "$clpipe" check "$@" --quick --failures --json "$work/inj.json" \
@@ -35,23 +54,21 @@ CLPIPE_CHECK_INJECT=attention,rope "$clpipe" check "$@" --quick --failures --jso
 echo "rc=$?" >>"$work/out2"
 cat "$work/out2" "$work/err2"
 check "grep -q '^rc=1' $work/out2" "injected attention and rope faults: exit 1"
-check "grep -q 'FAILED ops: rope, attention$' $work/err2" "the error names the two, once each, and nothing else"
-check "python3 -c \"import json; d=json.load(open('$work/inj.json')); a=[l for l in d['lines'] if l['op'] in ('attention','rope')]; \
-assert a and not any(l['ok'] for l in a); assert all(l['ok'] for l in d['lines'] if l['op'] not in ('attention','rope'))\"" \
-  "every attention and rope check failed, every other passed"
+check "grep -q 'FAILED ops: rope, attention$' $work/err2" \
+  "the error names the two, once each, and nothing else"
+check "jcheck two $work/inj.json" "every attention and rope check failed, every other passed"
 
 # no check is vacuous: with every op injected, every line of the quick set fails
 all=$("$clpipe" check --list | awk '{print $1}' | paste -sd, -)
 CLPIPE_CHECK_INJECT=$all "$clpipe" check "$@" --quick --failures --json "$work/every.json" \
   >/dev/null 2>&1
-check "python3 -c \"import json; d=json.load(open('$work/every.json')); \
-assert d['checks'] > 100 and d['failed_checks'] == d['checks'], (d['checks'], d['failed_checks'])\"" \
-  "with every op injected every check fails (none is vacuous)"
+check "jcheck every $work/every.json" "with every op injected every check fails (none is vacuous)"
 
 mkdir -p "$work/kernels" "$work/cache"
 sed 's|return x / (1.0f + exp(-2.0f \* GELU_K|return 1.001f * x / (1.0f + exp(-2.0f * GELU_K|' \
   "$src/nn_act.cl" >"$work/kernels/nn_act.cl"
-check "! cmp -s $src/nn_act.cl $work/kernels/nn_act.cl" "the broken GELU kernel differs from the real one"
+check "! cmp -s $src/nn_act.cl $work/kernels/nn_act.cl" \
+  "the broken GELU kernel differs from the real one"
 CLPIPE_KERNEL_DIR=$work/kernels CLPIPE_CACHE_DIR=$work/cache \
   "$clpipe" check "$@" --only gelu,layernorm --failures >"$work/out3" 2>"$work/err3"
 echo "rc=$?" >>"$work/out3"
@@ -69,6 +86,7 @@ CLPIPE_FAIL_BUILD=nn_act.cl CLPIPE_CACHE_DIR=$work/cache \
 echo "rc=$?" >>"$work/out4"
 check "grep -q '^rc=1' $work/out4 && grep -q 'FAILED ops: gelu$' $work/err4" \
   "a GELU program that does not build: exit 1 naming gelu"
-check "grep -q '^gelu .* error .*FAIL' $work/out4 && grep -q 'CLP_ERR_BUILD: building program nn_act.cl' $work/out4" \
+check "grep -q '^gelu .* error .*FAIL' $work/out4 &&
+       grep -q 'CLP_ERR_BUILD: building program nn_act.cl' $work/out4" \
   "its cases are error lines carrying the build error"
 exit $fail
