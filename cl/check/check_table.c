@@ -33,11 +33,15 @@ static double fl_gemm(const size_t *d, int v)
 	return 2.0 * (double)d[0] * (double)d[1] * (double)d[2];
 }
 
+/* A, B, C each in its storage (d[5]: bits 1, 2, 4 for a 16-bit A, B, C), C read when beta */
 static double by_gemm(const size_t *d, int v, clp_dtype dt)
 {
+	const double s16 = (double)clp_dtype_size(dt), bits = (double)d[5];
+	const unsigned b = (unsigned)bits;
+
 	(void)v;
-	return (double)clp_dtype_size(dt) * ((double)d[0] * d[2] + (double)d[2] * d[1] +
-					     (double)d[0] * d[1]);
+	return (b & 1 ? s16 : 4.0) * d[0] * d[2] + (b & 2 ? s16 : 4.0) * d[2] * d[1] +
+	       (b & 4 ? s16 : 4.0) * d[0] * d[1] * (b & 8 ? 2.0 : 1.0);
 }
 
 static double fl_rows(const size_t *d, int v)
@@ -62,6 +66,33 @@ static double by_elem(const size_t *d, int v, clp_dtype dt)
 {
 	(void)v;
 	return (double)d[0] * (d[1] ? (double)d[1] : 1.0) * (2.0 * clp_dtype_size(dt) + 8.0);
+}
+
+/* embeddings (B,T,C,V): an add per element forward and backward; the (B,T,C) activations and
+ * gradient, the rows read */
+static double fl_embed(const size_t *d, int v)
+{
+	(void)v;
+	return 2.0 * (double)d[0] * d[1] * d[2];
+}
+
+static double by_embed(const size_t *d, int v, clp_dtype dt)
+{
+	(void)v;
+	return (double)d[0] * d[1] * d[2] * (3.0 * clp_dtype_size(dt) + 12.0);
+}
+
+/* RoPE (B,T,heads,hd) in place, forward and backward: 3 flops per element each */
+static double fl_rope(const size_t *d, int v)
+{
+	(void)v;
+	return 6.0 * (double)d[0] * d[1] * d[2] * d[3];
+}
+
+static double by_rope(const size_t *d, int v, clp_dtype dt)
+{
+	(void)v;
+	return (double)d[0] * d[1] * d[2] * d[3] * (2.0 * clp_dtype_size(dt) + 8.0);
 }
 
 static double fl_attn(const size_t *d, int v)
@@ -298,10 +329,10 @@ static const ck_entry table[] = {
 	  {{1e-6, 1e-6, 0}, T0, T0}, T0, {1e-5, 1e-5, 0}, FDTS,
 	  "out: a gathered row plus a position row, one float addition, 16-bit bitwise; "
 	  "gradients 1e-5 + 1e-5|x| (tests/nn/test_nn_embed*.c)",
-	  ck_run_embed, fl_elem, by_elem}, ROWS(embed_rows)},
+	  ck_run_embed, fl_embed, by_embed}, ROWS(embed_rows)},
 	{{"rope", "B,T,heads,hd", NULL, 0, 0, CK_DT_ALL, OUT16(1e-6, 1e-6), T0,
 	  {1e-6, 1e-6, 0}, FDTS, "1e-6 + 1e-6|x|: two products and a sum per element "
-	  "(tests/nn/test_nn_embed*.c)", ck_run_rope, fl_elem, by_elem}, ROWS(rope_rows)},
+	  "(tests/nn/test_nn_embed*.c)", ck_run_rope, fl_rope, by_rope}, ROWS(rope_rows)},
 	{{"attention", "B,T,H,KVH,hd", VARS(attn_variants), CK_GEOM_BOTH, CK_DT_ALL,
 	  {{2e-6, 1e-5, 0}, {2e-6, 1e-5 + BF16_ULP, 0}, {2e-6, 1e-5 + F16_ULP, 0}},
 	  {2e-6, 1e-5, 0}, {1e-5, 1e-4, 0},
