@@ -144,6 +144,7 @@ static const ck_row gemm_rows[] = {
 	{{{127, 1, 33, 1, 1, 8}, F32}, ALLV},
 	{{{1, 127, 7, 0, 0, 8}, F32}, ALLV},
 	{{{100, 65, 129, 0, 1, 0}, F32}, ALLV},
+	{{{33, 48, 1000, 0, 1, 0}, F32}, ALLV},       /* k over the packed kernel's K chunk */
 	{{{7, 33, 127, 0, 1, 7 | 8}, Q | S16}, ALLV}, /* forward S*S->S */
 	{{{33, 7, 127, 0, 0, 2}, S16}, ALLV},         /* dX fp32*S->fp32 */
 	{{{127, 33, 7, 1, 0, 1}, S16}, ALLV},         /* dW S*fp32->fp32 */
@@ -151,6 +152,7 @@ static const ck_row gemm_rows[] = {
 	{{{7, 5, 33, 0, 0, 4 | 8}, S16}, ALLV},
 	{{{7, 5, 33, 0, 1, 5}, S16}, ALLV},
 	{{{5, 7, 33, 1, 0, 6 | 8}, S16}, ALLV},
+	{{{33, 48, 1000, 1, 0, 7 | 8}, S16}, ALLV},
 };
 static const char *const gemm_variants[] = {"packed", "tiled", "clblast"};
 
@@ -191,6 +193,7 @@ static const ck_row attn_rows[] = {
 	{{{1, 33, 4, 2, 12, 0}, 0}, 0},      /* GQA, hd not a multiple of 8 */
 	{{{2, 33, 3, 1, 16, 3}, 0}, 1},      /* multi-query, fused, padding */
 	{{{1, 127, 2, 1, 16, 0}, 0}, 0},     /* several key blocks and tiles */
+	{{{2, 127, 2, 2, 13, 2}, 0}, 1},     /* bidirectional, padding, hd 13 */
 	{{{2, 17, 2, 2, 8, 1}, F32}, 0},     /* GPT-2 fused QKV rows */
 	{{{1, 100, 2, 1, 64, 0}, F32}, 0},   /* hd 64 */
 };
