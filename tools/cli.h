@@ -30,6 +30,8 @@ int cmd_bench_model(int argc, char **argv);
 int cmd_bench_compare(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_kernels(int argc, char **argv);
+/* `clpipe check`: every op against the C references on this device (tools/cmd_check.c). */
+int cmd_check(int argc, char **argv);
 int cmd_bench_nn(int argc, char **argv);
 /* `clpipe bench attn`: attention with 16-bit values against fp32 (tools/cmd_bench_attn.c). */
 int cmd_bench_attn(int argc, char **argv);

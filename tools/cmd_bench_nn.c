@@ -1,6 +1,8 @@
 /* clpipe bench nn: device time of every transformer kernel (cl/nn.h) and the layer's forward
  * GEMMs on one layer of a model shape (default GPT-2 small: B*T = 16*256 tokens, C = 768, 12
  * heads), from the queue's per-kernel timings, with the achieved bandwidth and throughput.
+ * Each call is named by its op in clpipe check's table (cl/check/check_table.c); --only selects
+ * by those names.
  * --json F writes them with flops and bytes per call for the roofline of
  * clpipe bench --compare --svg (docs/DEVICE_PROFILE.md). --precision fp32,bf16 times the
  * kernels with their value tensors (activations, weights) in each storage type in one run and
@@ -13,6 +15,7 @@
 #include <jansson.h>
 
 #include "cl/base/clock.h"
+#include "cl/check/check.h"
 #include "cl/convert.h"
 #include "cl/base/durable.h"
 #include "cl/gemm.h"
@@ -95,6 +98,21 @@ static double gemm_ms(const struct bench *b, const clp_cl_timing *t, int nt, int
 		if (is_gemm(&t[i]))
 			ms += t[i].total_ms / iters;
 	return ms > 0 ? ms : b->gemm_host_ms;
+}
+
+/* op is in the comma-separated list only (NULL: every op) */
+static int wanted(const char *only, const char *op)
+{
+	size_t len = strlen(op);
+
+	for (const char *p = only; p && *p;) {
+		size_t n = strcspn(p, ",");
+
+		if (n == len && !strncmp(p, op, len))
+			return 1;
+		p += n + (p[n] == ',');
+	}
+	return !only;
 }
 
 /* One iteration of every kernel, value tensors (activations, weights, the embedding tables) of
@@ -215,41 +233,50 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	for (int it = 0; it <= iters && s == CLP_OK; it++) {
 		if (it == 1)
 			clp_cl_profile_start(b->ctx);
-#define T_(call)                                                                                   \
-	if (s == CLP_OK && (!only || strstr(#call, only)))                                         \
+/* each call named by its op in clpipe check's table (cl/check/check.h): --only selects by
+ * those names, and a name the table does not have fails the run */
+#define T_(op, call)                                                                               \
+	if (s == CLP_OK)                                                                           \
+		s = clp_check_ops_valid(op);                                                       \
+	if (s == CLP_OK && wanted(only, op))                                                       \
 	s = (call)
-		T_(clp_nn_residual_forward(b->ctx, v3, x, y, N * C));
-		T_(clp_nn_layernorm_forward(b->ctx, y, m, rs, x, w, bb, N, C, 1e-5f));
-		T_(clp_nn_layernorm_backward(b->ctx, z, gw, gb, dy, x, w, m, rs, N, C));
-		T_(clp_nn_rmsnorm_forward(b->ctx, y, rs, x, w, N, C, 1e-5f));
-		T_(clp_nn_rmsnorm_backward(b->ctx, z, gw, dy, x, w, rs, N, C));
-		T_(clp_nn_gelu_forward(b->ctx, h4o, h4, N * F, CLP_NN_GELU_TANH));
-		T_(clp_nn_gelu_backward(b->ctx, dh4, dh4b, h4, N * F, CLP_NN_GELU_TANH));
-		T_(clp_nn_swiglu_forward(b->ctx, h4o, h4, clp_buf_plus(h4, F / 2), F, N, F / 2));
-		T_(clp_nn_swiglu_backward(b->ctx, dh4, clp_buf_plus(dh4, F / 2), dh4b, h4,
-					  clp_buf_plus(h4, F / 2), F, N, F / 2));
-		T_(clp_nn_bias_forward(b->ctx, y, bb, N, C));
-		T_(clp_nn_bias_backward(b->ctx, gb, dy, N, C));
-		T_(clp_nn_residual_backward(b->ctx, dx, z, dy, N * C));
-		T_(clp_nn_dropout_forward(b->ctx, y, x, N * C, 0.1f, &rng));
-		T_(clp_nn_dropout_backward(b->ctx, z, dy, N * C, 0.1f, &rng));
-		T_(clp_nn_embed_forward(b->ctx, x, id, clp_buf_at(NULL, 0),
-					wte, v3, clp_buf_at(NULL, 0), B, T, C, V, 0));
-		T_(clp_nn_embed_backward(b->ctx, dwte, z, clp_buf_at(NULL, 0), dy,
-					 idx, NULL, B, T, C));
-		T_(clp_nn_attention_forward(b->ctx, att, lse, qkv, clp_buf_at(qkv.mem, C),
+		T_("residual", clp_nn_residual_forward(b->ctx, v3, x, y, N * C));
+		T_("layernorm", clp_nn_layernorm_forward(b->ctx, y, m, rs, x, w, bb, N, C, 1e-5f));
+		T_("layernorm",
+		   clp_nn_layernorm_backward(b->ctx, z, gw, gb, dy, x, w, m, rs, N, C));
+		T_("rmsnorm", clp_nn_rmsnorm_forward(b->ctx, y, rs, x, w, N, C, 1e-5f));
+		T_("rmsnorm", clp_nn_rmsnorm_backward(b->ctx, z, gw, dy, x, w, rs, N, C));
+		T_("gelu", clp_nn_gelu_forward(b->ctx, h4o, h4, N * F, CLP_NN_GELU_TANH));
+		T_("gelu", clp_nn_gelu_backward(b->ctx, dh4, dh4b, h4, N * F, CLP_NN_GELU_TANH));
+		T_("swiglu",
+		   clp_nn_swiglu_forward(b->ctx, h4o, h4, clp_buf_plus(h4, F / 2), F, N, F / 2));
+		T_("swiglu", clp_nn_swiglu_backward(b->ctx, dh4, clp_buf_plus(dh4, F / 2), dh4b, h4,
+						    clp_buf_plus(h4, F / 2), F, N, F / 2));
+		T_("bias", clp_nn_bias_forward(b->ctx, y, bb, N, C));
+		T_("bias", clp_nn_bias_backward(b->ctx, gb, dy, N, C));
+		T_("residual", clp_nn_residual_backward(b->ctx, dx, z, dy, N * C));
+		T_("dropout", clp_nn_dropout_forward(b->ctx, y, x, N * C, 0.1f, &rng));
+		T_("dropout", clp_nn_dropout_backward(b->ctx, z, dy, N * C, 0.1f, &rng));
+		T_("embed", clp_nn_embed_forward(b->ctx, x, id, clp_buf_at(NULL, 0), wte, v3,
+						 clp_buf_at(NULL, 0), B, T, C, V, 0));
+		T_("embed", clp_nn_embed_backward(b->ctx, dwte, z, clp_buf_at(NULL, 0), dy, idx,
+						  NULL, B, T, C));
+		T_("attention",
+		   clp_nn_attention_forward(b->ctx, att, lse, qkv, clp_buf_at(qkv.mem, C),
 					    clp_buf_at(qkv.mem, 2 * C), &a));
-		T_(clp_nn_attention_backward(b->ctx, dqkv, clp_buf_at(dqkv.mem, C),
+		T_("attention",
+		   clp_nn_attention_backward(b->ctx, dqkv, clp_buf_at(dqkv.mem, C),
 					     clp_buf_at(dqkv.mem, 2 * C), dx, qkv,
 					     clp_buf_at(qkv.mem, C), clp_buf_at(qkv.mem, 2 * C), att,
 					     lse, &a));
-		T_(clp_nn_grad_stats(b->ctx, m, &pg, &np, 1, 1.0f));
-		T_(clp_nn_adamw_update(b->ctx, pp, pm, pv, pg, np, &hp, 1, m, 1.0f));
-#define GEMMS_()                                                                                    \
-	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, 3 * C, C, 1, x32, C, wte32, 3 * C, 0, qkv, 3 * C)); \
-	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, C, 1, att, C, wte32, C, 0, y32, C));            \
-	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, F, C, 1, y32, C, wte32, F, 0, h32, F));            \
-	T_(clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, F, 1, h32, F, wte32, C, 0, z, C))
+		T_("grad_stats", clp_nn_grad_stats(b->ctx, m, &pg, &np, 1, 1.0f));
+		T_("adamw", clp_nn_adamw_update(b->ctx, pp, pm, pv, pg, np, &hp, 1, m, 1.0f));
+#define GEMMS_()                                                                                   \
+	T_("gemm", clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, 3 * C, C, 1, x32, C, wte32, 3 * C, 0, qkv, \
+			       3 * C));                                                            \
+	T_("gemm", clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, C, 1, att, C, wte32, C, 0, y32, C));    \
+	T_("gemm", clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, F, C, 1, y32, C, wte32, F, 0, h32, F));    \
+	T_("gemm", clp_cl_gemm(b->ctx, CLP_N, CLP_N, N, C, F, 1, h32, F, wte32, C, 0, z, C))
 		GEMMS_();
 		if (s == CLP_OK && it == 0)
 			s = clp_cl_finish(b->ctx);
@@ -258,7 +285,7 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 		s = clp_cl_profile_stop(b->ctx, t, nt);
 	/* CLBlast enqueues its own kernels, which the queue's timings do not see: time the GEMMs
 	 * alone on the host clock (queue finished before and after) */
-	if (s == CLP_OK && gemm_ms(b, *t, *nt, iters) == 0 && (!only || strstr("clp_cl_gemm", only))) {
+	if (s == CLP_OK && gemm_ms(b, *t, *nt, iters) == 0 && wanted(only, "gemm")) {
 		double t0 = clp_now();
 
 		for (int it = 0; it < iters && s == CLP_OK; it++) {
@@ -445,16 +472,17 @@ int cmd_bench_nn(int argc, char **argv)
 
 		if (cli_is_help(argv[i])) {
 			printf("usage: clpipe bench nn [--device SPEC] [--B N] [--T N] [--C N] [--H N]\n"
-			       "                       [--iters N] [--gpu-shape] [--only NAME] [--json F]\n"
+			       "                       [--iters N] [--gpu-shape] [--only OPS] [--json F]\n"
 			       "                       [--precision fp32,bf16,fp16] [--rounds N]\n\n"
 			       "Times every transformer kernel on one layer of a model shape (default\n"
 			       "GPT-2 small: B=16 T=256 C=768 H=12) with the queue's per-kernel timings;\n"
 			       "prints ms per call, GB/s of the memory-bound kernels and GFLOP/s of\n"
 			       "attention. --gpu-shape forces the GPU-shaped attention kernels;\n"
-			       "--only runs the calls whose wrapper name contains NAME (attention,\n"
-			       "layernorm, gelu, ...). --json F writes every kernel's device time, flops\n"
-			       "and bytes per iteration, for the roofline of clpipe bench --compare\n"
-			       "--svg (docs/DEVICE_PROFILE.md). --precision LIST (default fp32) runs\n"
+			       "--only OPS runs the calls of those ops, named as in clpipe check's\n"
+			       "table (attention,layernorm,gelu,...; clpipe check --list). --json F\n"
+			       "writes every kernel's device time, flops and bytes per iteration,\n"
+			       "for the roofline of clpipe bench --compare --svg\n"
+			       "(docs/DEVICE_PROFILE.md). --precision LIST (default fp32) runs\n"
 			       "once per storage type of the value tensors (activations, weights) of\n"
 			       "the norm, activation, elementwise and embedding kernels (attention and\n"
 			       "the GEMMs stay fp32) and then prints each kernel's time relative to the\n"
@@ -514,6 +542,8 @@ int cmd_bench_nn(int argc, char **argv)
 				       "distinct fp32, bf16, fp16", prec);
 	if (json && np > 1)
 		return cli_usage_error("bench nn", "--json writes one profile: give one --precision");
+	if (only && (s = clp_check_ops_valid(only)) != CLP_OK)
+		return cli_fail("bench nn", s);
 	s = clp_cl_ctx_create(&b.ctx, device);
 	if (s != CLP_OK)
 		return cli_fail("bench nn", s);

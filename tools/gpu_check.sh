@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One prepared check of a GPU (or any OpenCL device) through its vendor's OpenCL, in at most
-# 8 minutes: list the devices, build every kernel, run the kernel and model tests on the device,
-# the GEMM benchmark (own tiled kernel, CLBlast defaults, CLBlast as tuned), the device profile,
-# and a short GPT-2-small training benchmark (tokens/s, device time split). Every result lands
-# as JSON under one folder, with summary.json listing each step's exit code and seconds.
+# 9 minutes: first `clpipe check` (every op against the C references, each storage type and
+# kernel shape), then list the devices, build every kernel, run the kernel and model tests on
+# the device, the GEMM benchmark (own tiled kernel, CLBlast defaults, CLBlast as tuned), the
+# device profile, and a short GPT-2-small training benchmark (tokens/s, device time split).
+# Every result lands as JSON under one folder, with summary.json listing each step's exit code
+# and seconds.
 #
 # Usage: tools/gpu_check.sh [--device SPEC] [--out DIR] [--dry-run]
 #   --device SPEC  the device to check (selector grammar of `clpipe devices`; default "gpu")
@@ -23,7 +25,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --out=*) out=${1#--out=}; shift ;;
     --dry-run) dry=1; shift ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "gpu_check: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -48,13 +50,18 @@ step() {
   return 0
 }
 
+# 0. correctness first: every op of the engine against the built-in references on this device
+if [ "$dry" = 1 ]; then chk=(--quick); else chk=(); fi
+step check 90 "$clpipe" check --device "$device" --failures "${chk[@]}" --json "$out/check.json"
+
 # 1. devices, with capabilities; OpenCL platforms as the ICD loader sees them
 step devices 20 "$clpipe" devices --json
 sed -n '/^{/,$p' "$out/devices.txt" > "$out/devices.json"
 command -v clinfo >/dev/null && clinfo -l > "$out/clinfo.txt" 2>&1
 
-# 2. every kernel built (and run once) on the device; the status table per program
-step kernels 90 "$clpipe" kernels --device "$device"
+# 2. every kernel built (and run once) on the device; the status table per program (mostly cache
+# hits after the check, hence 60 s)
+step kernels 60 "$clpipe" kernels --device "$device"
 
 # 3. kernel and model tests on the device (the same set CI runs on rusticl)
 tests='^(test_cl_runtime|test_cl_ops|test_cl_gemm|test_cl_fallback|test_nn_rng|test_nn_norm|test_nn_act|test_nn_embed|test_nn_attn|test_nn_xent|test_nn_optim|test_kfac_kernels|test_model_golden)$'
@@ -93,6 +100,12 @@ for s in sys.argv[5:]:
     steps.append({"step": name, "rc": int(rc), "seconds": int(sec),
                   "timed_out": int(rc) == 124, "output": name + ".txt"})
 summary = {"device": device, "dry_run": dry, "seconds": total, "steps": steps}
+# check: cases, failures and the failing ops of clpipe check
+try:
+    c = json.load(open(os.path.join(out, "check.json")))
+    summary["check"] = {k: c[k] for k in ("cases", "checks", "failed_checks", "failed_ops")}
+except (OSError, ValueError, KeyError) as e:
+    summary["check"] = {"error": str(e)}
 # kernels: the status line of each program
 k = open(os.path.join(out, "kernels.txt"), errors="replace").read()
 progs = re.findall(r"^  (\S+\.cl)\s+(ok cached|ok built|FAILED\(r\)|FAILED)\s+([\d.]+) s", k, re.M)
@@ -127,6 +140,7 @@ json.dump(summary, open(os.path.join(out, "summary.json"), "w"), indent=2)
 bad = [s["step"] for s in steps if s["rc"] != 0]
 print(f"gpu_check: {len(steps)} steps in {total} s on device '{device}'"
       f"{' (dry run)' if dry else ''}; results in {out}")
+print(f"  check {summary['check']}")
 print(f"  programs {sum(p['status'].startswith('ok') for p in summary['programs'])}/"
       f"{len(summary['programs'])} built; tests {summary['tests']}")
 print(f"  training {summary['train'].get('tok_s')} tokens/s")

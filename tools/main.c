@@ -20,6 +20,7 @@ static const struct command commands[] = {
 	{"bench", cmd_bench, "measure devices and kernels (bench gemm, ...)"},
 	{"tune", cmd_tune, "search kernel parameters for the device at hand (tune gemm)"},
 	{"kernels", cmd_kernels, "build every kernel for a device into the cache"},
+	{"check", cmd_check, "every op against the C references on this device"},
 	{"sim", cmd_sim, "simulate a pipeline schedule on a cost table and a cluster"},
 	{"skip", cmd_skip, "SkipPipe: schedule, simulate and check per-micro-batch paths"},
 	{"plan", cmd_plan, "placement and schedule for a cluster of mixed devices"},
