@@ -384,12 +384,81 @@ static clp_status open_model(clp_session *s)
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
+/* The steps of clp_session_open, each returning at the first failure; *ck is the checkpoint an
+ * eval or sample run starts from (closed by the caller). */
+static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
+{
+	enum clp_session_mode mode = s->mode;
+
+	if (!s->comm || mode != CLP_SESSION_TRAIN) {
+		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
+			return clp_error(CLP_ERR_UNSUPPORTED, "eval and sample run on one device; "
+					 "start them without mpirun");
+		s->own_comm = 1;
+		s->comm = NULL;
+		CLP_TRY(clp_comm_self(&s->comm));
+	}
+	/* until every rank has built its kernels, waits may be long: the deadline is armed after
+	 * the start-up barrier below */
+	clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
+					       ? 3600.0 : s->cfg.pipeline.deadline);
+	if (mode != CLP_SESSION_TRAIN)
+		CLP_TRY(sess_config_from_ckpt(s, ck));
+	s->bert = !strcmp(s->cfg.model.preset, "bert");
+	s->prec = sess_precision(&s->cfg);
+	if (mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
+	    !strcmp(s->cfg.optim.name, "kfac"))
+		return clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
+				 "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
+				 "scaling) or AdamW");
+	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
+	if (mode == CLP_SESSION_SAMPLE && s->bert)
+		return clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
+				 "generate text; use clpipe eval");
+	CLP_TRY(open_tokenizer(s));
+	CLP_TRY(model_config(s));
+	if (mode != CLP_SESSION_SAMPLE) {
+		CLP_TRY(open_data(s));
+		CLP_TRY(baseline(s));
+	}
+	CLP_TRY(open_device(s));
+	s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
+	s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
+	s->N = s->B * s->T;
+	s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
+	s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
+	CLP_TRY(open_model(s));
+	if (*ck) {
+		CLP_TRY(sess_check_identity(s, *ck));
+		CLP_TRY(sess_load_tensors(s, *ck, 0));
+	}
+	if (mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
+		if (!s->cfg.ckpt.dir[0])
+			return clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
+		CLP_TRY(sess_resume(s));
+	}
+	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
+	if (mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
+		CLP_TRY(clp_cl_warmup(s->ctx, NULL));
+		CLP_TRY(clp_nn_warmup(s->ctx, NULL));
+		CLP_TRY(clp_comm_barrier(s->comm, "kernels built on every rank"));
+	}
+	clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
+	if (mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
+		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
+		if (!s->log)
+			return clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
+					 s->cfg.train.log);
+	}
+	return CLP_OK;
+}
+
 clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
 {
 	clp_session *s = calloc(1, sizeof(*s));
 	clp_ckpt *ck = NULL;
-	clp_status st = CLP_OK;
+	clp_status st;
 
 	*out = NULL;
 	if (!s)
@@ -399,77 +468,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	s->out = fout;
 	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
-	if (!s->comm || mode != CLP_SESSION_TRAIN) {
-		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
-			st = clp_error(CLP_ERR_UNSUPPORTED, "eval and sample run on one device; start "
-				       "them without mpirun");
-		if (st == CLP_OK)
-			st = clp_comm_self(&s->comm);
-		s->own_comm = 1;
-	}
-	/* until every rank has built its kernels, waits may be long: the deadline is armed after
-	 * the start-up barrier below */
-	if (st == CLP_OK)
-		clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
-						       ? 3600.0 : s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
-		st = sess_config_from_ckpt(s, &ck);
-	s->bert = !strcmp(s->cfg.model.preset, "bert");
-	s->prec = sess_precision(&s->cfg);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
-	    !strcmp(s->cfg.optim.name, "kfac"))
-		st = clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
-			       "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
-			       "scaling) or AdamW");
-	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
-	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
-		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
-			       "generate text; use clpipe eval");
-	if (st == CLP_OK)
-		st = open_tokenizer(s);
-	if (st == CLP_OK)
-		st = model_config(s);
-	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
-		st = open_data(s);
-	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
-		st = baseline(s);
-	if (st == CLP_OK)
-		st = open_device(s);
-	if (st == CLP_OK) {
-		s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
-		s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
-		s->N = s->B * s->T;
-		s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
-		s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
-		st = open_model(s);
-	}
-	if (st == CLP_OK && ck) {
-		st = sess_check_identity(s, ck);
-		if (st == CLP_OK)
-			st = sess_load_tensors(s, ck, 0);
-	}
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
-		if (!s->cfg.ckpt.dir[0])
-			st = clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
-		else
-			st = sess_resume(s);
-	}
-	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
-		st = clp_cl_warmup(s->ctx, NULL);
-		if (st == CLP_OK)
-			st = clp_nn_warmup(s->ctx, NULL);
-		if (st == CLP_OK)
-			st = clp_comm_barrier(s->comm, "kernels built on every rank");
-	}
-	if (st == CLP_OK)
-		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
-		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
-		if (!s->log)
-			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
-				       s->cfg.train.log);
-	}
+	st = open_steps(s, comm, &ck);
 	clp_ckpt_close(ck);
 	if (st != CLP_OK) {
 		clp_session_close(s);

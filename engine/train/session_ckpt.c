@@ -126,64 +126,66 @@ static clp_status write_hf_config(const clp_session *s, const char *dir)
 	return st;
 }
 
-clp_status sess_save(clp_session *s)
+/* The steps of sess_save, returning at the first failure: *w is the writer and *bufs the host
+ * copies of the tensors (both freed by the caller). */
+static clp_status save_steps(clp_session *s, const char *cfgtext, clp_ckpt_writer **w,
+			     float ***bufs, int *nbufs)
 {
-	clp_ckpt_writer *w = NULL;
-	float **bufs = NULL;
-	int nbufs = 0, nkv;
+	int nkv;
 	char vals[8][32], pos[256], num[64];
 	clp_ckpt_kv kv[8];
-	char *cfgtext = clp_cfg_to_string(&clp_train_schema, &s->cfg);
-	clp_status st;
 
-	if (!cfgtext)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, sess_rank(s),
-				    clp_comm_size(s->comm));
+	CLP_TRY(clp_ckpt_writer_create(w, s->cfg.ckpt.dir, s->step, sess_rank(s),
+				       clp_comm_size(s->comm)));
 	identity(s, vals, kv, &nkv);
-	for (int i = 0; st == CLP_OK && i < nkv; i++)
-		st = clp_ckpt_writer_identity(w, kv[i].key, kv[i].value);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "config", cfgtext);
+	for (int i = 0; i < nkv; i++)
+		CLP_TRY(clp_ckpt_writer_identity(*w, kv[i].key, kv[i].value));
+	CLP_TRY(clp_ckpt_writer_meta(*w, "config", cfgtext));
 	clp_dataset_pos_str(s->ds, pos, sizeof(pos));
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "data.pos", pos);
+	CLP_TRY(clp_ckpt_writer_meta(*w, "data.pos", pos));
 	snprintf(num, sizeof(num), "%ld", s->step);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "train.step", num);
+	CLP_TRY(clp_ckpt_writer_meta(*w, "train.step", num));
 	snprintf(num, sizeof(num), "%ld", s->applied);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "train.applied", num);
+	CLP_TRY(clp_ckpt_writer_meta(*w, "train.applied", num));
 	if (s->prec == CLP_F16) { /* the dynamic loss scale and its count of good steps */
 		float scale;
 		long good;
 
 		clp_exec_loss_scale(s->ex, &scale, &good);
 		snprintf(num, sizeof(num), "%.9g %ld", (double)scale, good);
-		if (st == CLP_OK)
-			st = clp_ckpt_writer_meta(w, "train.loss_scale", num);
+		CLP_TRY(clp_ckpt_writer_meta(*w, "train.loss_scale", num));
 	}
-	if (st == CLP_OK)
-		st = add_tensors(s, w, &bufs, &nbufs);
-	if (st == CLP_OK && sess_rank(s) == 0)
-		st = write_hf_config(s, clp_ckpt_writer_dir(w));
-	if (st == CLP_OK)
-		st = clp_exec_optim_save(s->ex, w);
-	if (st == CLP_OK)
-		st = sess_pf_save(s, w);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_write(w);
+	CLP_TRY(add_tensors(s, *w, bufs, nbufs));
+	if (sess_rank(s) == 0)
+		CLP_TRY(write_hf_config(s, clp_ckpt_writer_dir(*w)));
+	CLP_TRY(clp_exec_optim_save(s->ex, *w));
+	CLP_TRY(sess_pf_save(s, *w));
+	CLP_TRY(clp_ckpt_writer_write(*w));
 	/* every rank's files are durable before rank 0 writes the manifest */
-	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
-		st = clp_comm_barrier(s->comm, "checkpoint files written");
+	if (clp_comm_size(s->comm) > 1)
+		CLP_TRY(clp_comm_barrier(s->comm, "checkpoint files written"));
 	/* transformers reads several model files by their weight map */
-	if (st == CLP_OK && sess_rank(s) == 0 && clp_comm_size(s->comm) > 1)
-		st = clp_hf_write_index(clp_ckpt_writer_dir(w));
-	if (st == CLP_OK && sess_rank(s) == 0)
-		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
-	if (st == CLP_OK && sess_rank(s) == 0)
-		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
-	else if (st != CLP_OK)
+	if (sess_rank(s) == 0 && clp_comm_size(s->comm) > 1)
+		CLP_TRY(clp_hf_write_index(clp_ckpt_writer_dir(*w)));
+	if (sess_rank(s) == 0) {
+		CLP_TRY(clp_ckpt_writer_commit(*w, (int)s->cfg.ckpt.keep));
+		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(*w));
+	}
+	return CLP_OK;
+}
+
+clp_status sess_save(clp_session *s)
+{
+	clp_ckpt_writer *w = NULL;
+	float **bufs = NULL;
+	int nbufs = 0;
+	char *cfgtext = clp_cfg_to_string(&clp_train_schema, &s->cfg);
+	clp_status st;
+
+	if (!cfgtext)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
+	st = save_steps(s, cfgtext, &w, &bufs, &nbufs);
+	if (st != CLP_OK)
 		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", sess_rank(s), s->step);
 	for (int i = 0; i < nbufs; i++)
 		free(bufs[i]);
@@ -195,29 +197,35 @@ clp_status sess_save(clp_session *s)
 
 /* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name (under any of
  * the names transformers' layouts use: clp_hf_read). */
+static clp_status load_one(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim, int i,
+			   float *buf)
+{
+	const clp_tensor_desc *d = &clp_stage_table(stage)->tensors[i];
+	int64_t shape[2];
+
+	shape_of(d, shape);
+	CLP_TRY(clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape));
+	CLP_TRY(clp_stage_write(stage, CLP_ST_PARAM, i, buf));
+	for (int k = 1; optim && k < 3; k++) {
+		CLP_TRY(clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name, k == 1 ? ".exp_avg" : ".exp_avg_sq",
+				    buf, d->ndim, shape));
+		CLP_TRY(clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i, buf));
+	}
+	return CLP_OK;
+}
+
 static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim)
 {
 	const clp_param_table *t = clp_stage_table(stage);
 	clp_status st = CLP_OK;
 
 	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
-		const clp_tensor_desc *d = &t->tensors[i];
-		float *buf = malloc(d->numel * sizeof(float));
-		int64_t shape[2];
+		float *buf = malloc(t->tensors[i].numel * sizeof(float));
 
 		if (!buf)
-			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s", d->name);
-		shape_of(d, shape);
-		st = clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape);
-		if (st == CLP_OK)
-			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
-		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
-			st = clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name,
-					 k == 1 ? ".exp_avg" : ".exp_avg_sq", buf, d->ndim, shape);
-			if (st == CLP_OK)
-				st = clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
-						     buf);
-		}
+			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s",
+					 t->tensors[i].name);
+		st = load_one(stage, c, p, optim, i, buf);
 		free(buf);
 	}
 	return st;
@@ -252,11 +260,40 @@ clp_status sess_check_identity(clp_session *s, clp_ckpt *c)
 	return clp_ckpt_check_identity(c, kv, n, h);
 }
 
+/* Resume from the open checkpoint c: notes, identity, tensors, optimizer state, data position,
+ * step counts, fp16's loss scale. */
+static clp_status resume_from(clp_session *s, clp_ckpt *c)
+{
+	const char *v;
+
+	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
+		fprintf(s->out, "%s", clp_ckpt_notes(c));
+	CLP_TRY(sess_check_identity(s, c));
+	CLP_TRY(sess_load_tensors(s, c, 1));
+	CLP_TRY(clp_exec_optim_load(s->ex, c));
+	if ((v = clp_ckpt_meta(c, "data.pos")))
+		CLP_TRY(clp_dataset_restore(s->ds, v));
+	v = clp_ckpt_meta(c, "train.step");
+	s->step = v ? atol(v) : clp_ckpt_step(c);
+	v = clp_ckpt_meta(c, "train.applied");
+	s->applied = v ? atol(v) : s->step;
+	v = clp_ckpt_meta(c, "train.loss_scale");
+	if (v && s->prec == CLP_F16) {
+		double scale = 0;
+		long good = 0;
+
+		if (sscanf(v, "%lf %ld", &scale, &good) == 2)
+			clp_exec_restore_loss_scale(s->ex, (float)scale, good);
+	}
+	if (sess_rank(s) == 0)
+		fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
+	return sess_pf_resumed(s);
+}
+
 clp_status sess_resume(clp_session *s)
 {
 	clp_ckpt *c = NULL;
 	clp_status st = clp_ckpt_open_latest(&c, s->cfg.ckpt.dir);
-	const char *v;
 
 	if (st == CLP_ERR_NOT_FOUND) {
 		if (sess_rank(s) == 0)
@@ -267,32 +304,7 @@ clp_status sess_resume(clp_session *s)
 	}
 	if (st != CLP_OK)
 		return st;
-	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
-		fprintf(s->out, "%s", clp_ckpt_notes(c));
-	st = sess_check_identity(s, c);
-	if (st == CLP_OK)
-		st = sess_load_tensors(s, c, 1);
-	if (st == CLP_OK)
-		st = clp_exec_optim_load(s->ex, c);
-	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
-		st = clp_dataset_restore(s->ds, v);
-	if (st == CLP_OK) {
-		v = clp_ckpt_meta(c, "train.step");
-		s->step = v ? atol(v) : clp_ckpt_step(c);
-		v = clp_ckpt_meta(c, "train.applied");
-		s->applied = v ? atol(v) : s->step;
-		v = clp_ckpt_meta(c, "train.loss_scale");
-		if (v && s->prec == CLP_F16) {
-			double scale = 0;
-			long good = 0;
-
-			if (sscanf(v, "%lf %ld", &scale, &good) == 2)
-				clp_exec_restore_loss_scale(s->ex, (float)scale, good);
-		}
-		if (sess_rank(s) == 0)
-			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
-		st = sess_pf_resumed(s);
-	}
+	st = resume_from(s, c);
 	clp_ckpt_close(c);
 	return st;
 }
