@@ -314,22 +314,9 @@ static clp_status nodes_from_layout(const skip_cfg *c, skip_inputs *in)
 {
 	clp_layout *l = NULL;
 	clp_status st;
-	int S = in->env.rules.nstages;
 
 	CLP_TRY(clp_layout_load(c->layout, &l));
-	st = clp_skip_paths_create(&in->nodes, S, l->nranks, 0);
-	for (int r = 0; r < l->nranks && st == CLP_OK; r++) {
-		int s = S;
-
-		for (int k = 0; k < l->ranks[r].nstages; k++)
-			if (l->ranks[r].stages[k].stage < s)
-				s = l->ranks[r].stages[k].stage;
-		if (s >= S)
-			st = clp_error(CLP_ERR_INVALID, "%s: rank %d: no stage in [0, %d)", c->layout,
-				       r, S);
-		in->nodes->node_stage[r] = s;
-		snprintf(in->nodes->node_device[r], CLP_NAME_MAX, "%s", l->ranks[r].device_id);
-	}
+	st = clp_skip_from_layout(l, in->env.rules.nstages, c->layout, &in->nodes);
 	clp_layout_free(l);
 	return st;
 }
@@ -357,45 +344,6 @@ static clp_status nodes_from_paths(const skip_cfg *c, skip_inputs *in)
 	return st;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* A random allocation: stage_nodes' labels shuffled over the nodes (seeded), drawn again until
- * the configuration is valid on it. */
-static clp_status alloc_random(const skip_cfg *c, clp_skip_paths *p, const int *count,
-			       const clp_skip_rules *r)
-{
-	uint64_t rng = (uint64_t)c->alloc_random * 0x9e3779b97f4a7c15ULL + 77;
-	clp_status st = CLP_OK;
-
-	for (int draw = 0; draw < 100; draw++) {
-		for (int n = 0, s = 0, k = 0; n < p->nnodes; n++) {
-			while (s < p->nstages - 1 && k >= count[s]) {
-				s++;
-				k = 0;
-			}
-			p->node_stage[n] = s;
-			k++;
-		}
-		for (int i = p->nnodes - 1; i > 0; i--) {
-			int j = (int)(splitmix(&rng) % (uint64_t)(i + 1)), t = p->node_stage[i];
-
-			p->node_stage[i] = p->node_stage[j];
-			p->node_stage[j] = t;
-		}
-		st = clp_skip_set_origins(p, (int)c->microbatches);
-		if (st == CLP_OK && (st = clp_skip_check_config(r, p)) == CLP_OK)
-			return CLP_OK;
-	}
-	return st;
-}
-
 clp_status skip_load_nodes(const skip_cfg *c, skip_inputs *in, int verbose)
 {
 	int S = in->env.rules.nstages, count[CLP_CFG_MAX_INTS];
@@ -418,19 +366,14 @@ clp_status skip_load_nodes(const skip_cfg *c, skip_inputs *in, int verbose)
 	for (int s = 0; s < S; s++)
 		count[s] = (int)c->stage_nodes.v[s];
 	CLP_TRY(clp_skip_paths_create(&in->nodes, S, in->cluster->ndevices, 0));
-	for (int n = 0, s = 0, k = 0; n < in->cluster->ndevices; n++) {
+	for (int n = 0; n < in->cluster->ndevices; n++)
 		snprintf(in->nodes->node_device[n], CLP_NAME_MAX, "%s", in->cluster->devices[n].id);
-		while (s < S - 1 && k >= count[s]) { /* in order, to check the rules first */
-			s++;
-			k = 0;
-		}
-		in->nodes->node_stage[n] = s;
-		k++;
-	}
+	clp_skip_alloc_in_order(in->nodes, count); /* in order, to check the rules first */
 	if (clp_skip_set_origins(in->nodes, (int)c->microbatches) == CLP_OK)
 		CLP_TRY(clp_skip_check_config(&in->env.rules, in->nodes));
 	if (c->alloc_random > 0)
-		return alloc_random(c, in->nodes, count, &in->env.rules);
+		return clp_skip_alloc_random(in->nodes, count, (int)c->microbatches,
+					     (uint64_t)c->alloc_random, &in->env.rules);
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
 	o.iterations = (int)c->alloc_iterations;
@@ -467,43 +410,60 @@ void skip_print_nodes(const clp_skip_paths *p)
 	}
 }
 
+/* The path set's schedule IR (validated), its layout, its cost table: written to their files. */
+static clp_status write_schedule(const skip_cfg *c, const skip_inputs *in, const clp_skip_paths *p)
+{
+	clp_sched *s = NULL;
+	clp_status st = clp_skip_to_sched(p, &in->env.rules, 0, &s);
+
+	if (st == CLP_OK && (st = clp_sched_validate(s, 1)) == CLP_OK)
+		st = clp_sched_save(s, c->schedule_out);
+	clp_sched_free(s);
+	return st;
+}
+
+static clp_status write_layout(const skip_cfg *c, const skip_inputs *in, const clp_skip_paths *p)
+{
+	clp_layout *l = NULL;
+	clp_status st = clp_skip_layout(p, in->cluster, &l);
+
+	if (st == CLP_OK)
+		st = clp_layout_save(l, c->layout_out);
+	clp_layout_free(l);
+	return st;
+}
+
+static clp_status write_costs(const skip_cfg *c, const skip_inputs *in, const clp_skip_paths *p)
+{
+	clp_costs *k = NULL;
+	clp_status st = clp_skip_costs(in->costs, p->nstages, &k);
+
+	if (st == CLP_OK)
+		st = clp_costs_save(k, c->costs_out);
+	clp_costs_free(k);
+	return st;
+}
+
 /* Schedule, layout, costs and trace of a path set, as asked. */
 static clp_status write_outputs(const skip_cfg *c, const skip_inputs *in, const clp_skip_paths *p,
 				double iter_s)
 {
-	clp_sched *s = NULL;
-	clp_layout *l = NULL;
-	clp_costs *k = NULL;
-	clp_skip_result r;
-	clp_status st = CLP_OK;
-
 	if (c->paths_out[0])
-		st = clp_skip_save(p, &in->env.rules, iter_s, c->paths_out);
-	if (st == CLP_OK && c->schedule_out[0]) {
-		st = clp_skip_to_sched(p, &in->env.rules, 0, &s);
-		if (st == CLP_OK)
-			st = clp_sched_validate(s, 1);
-		if (st == CLP_OK)
-			st = clp_sched_save(s, c->schedule_out);
-	}
-	if (st == CLP_OK && c->layout_out[0]) {
-		st = clp_skip_layout(p, in->cluster, &l);
-		if (st == CLP_OK)
-			st = clp_layout_save(l, c->layout_out);
-	}
-	if (st == CLP_OK && c->costs_out[0]) {
-		st = clp_skip_costs(in->costs, p->nstages, &k);
-		if (st == CLP_OK)
-			st = clp_costs_save(k, c->costs_out);
-	}
-	if (st == CLP_OK && c->trace[0]) {
-		st = clp_skip_simulate(&in->env, p, 0, c->trace, &r);
+		CLP_TRY(clp_skip_save(p, &in->env.rules, iter_s, c->paths_out));
+	if (c->schedule_out[0])
+		CLP_TRY(write_schedule(c, in, p));
+	if (c->layout_out[0])
+		CLP_TRY(write_layout(c, in, p));
+	if (c->costs_out[0])
+		CLP_TRY(write_costs(c, in, p));
+	if (c->trace[0]) {
+		clp_skip_result r;
+		clp_status st = clp_skip_simulate(&in->env, p, 0, c->trace, &r);
+
 		clp_skip_result_free(&r);
+		return st;
 	}
-	clp_sched_free(s);
-	clp_layout_free(l);
-	clp_costs_free(k);
-	return st;
+	return CLP_OK;
 }
 
 static void usage_schedule(void)
