@@ -439,18 +439,89 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	return CLP_OK;
 }
 
+/* The phases --bench times. */
+typedef struct sim_times {
+	double gen, val, sim;
+} sim_times;
+
+/* The schedule (repeated --steps times; made again with a profile's layer count), its costs,
+ * cluster and layout into sc (which owns them, after a failure too), PipeFisher's cycle when
+ * asked, and the simulation into *r. */
+static clp_status sim_steps(const sim_cfg *c, clp_scenario *sc, clp_sim_opts *o,
+			    clp_sim_result *r, sim_times *tm)
+{
+	double t0 = clp_now();
+	clp_status st = make_schedule(c, &sc->sched, 0);
+
+	if (st == CLP_OK && c->steps > 1 && c->pipefisher)
+		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
+			       "--steps at 1");
+	if (st == CLP_OK && c->steps > 1)
+		st = clp_sched_repeat(sc->sched, (int)c->steps);
+	tm->gen = clp_now() - t0;
+	CLP_TRY(st);
+	if (c->validate) {
+		t0 = clp_now();
+		st = clp_sched_validate(sc->sched, 1);
+		tm->val = clp_now() - t0;
+		CLP_TRY(st);
+	}
+	CLP_TRY(make_costs(c, sc->sched, &sc->costs));
+	if (c->profile[0] && !c->layers && !c->schedule_file[0]) {
+		/* the profiled model's layers, so that the stage map and the costs agree */
+		int L = 0;
+
+		for (int i = 0; i < sc->costs->nstages; i++)
+			L += sc->costs->stages[i].nlayers;
+		if (L != sc->sched->nlayers) {
+			clp_sched_free(sc->sched);
+			sc->sched = NULL;
+			CLP_TRY(make_schedule(c, &sc->sched, L));
+			if (c->steps > 1)
+				CLP_TRY(clp_sched_repeat(sc->sched, (int)c->steps));
+		}
+	}
+	sc->eager_bytes = c->eager_bytes;
+	if (c->cluster[0])
+		CLP_TRY(clp_cluster_load(c->cluster, &sc->cluster));
+	CLP_TRY(clp_scenario_resolve(sc, c->layout));
+	if (c->pipefisher)
+		CLP_TRY(pipefisher(c, sc));
+	clp_scenario_sim_opts(sc, o);
+	o->recompute = c->recompute;
+	o->hop_s = c->hop_s;
+	o->task_gap_s = c->task_gap_s;
+	o->trace_limit = c->bench ? 0 : c->full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
+	t0 = clp_now();
+	st = clp_scenario_sim(sc, o, r);
+	tm->sim = clp_now() - t0;
+	return st;
+}
+
+static void print_bench(const sim_cfg *c, const clp_sched *s, const clp_sim_result *r,
+			const sim_times *tm)
+{
+	int64_t nops = clp_sched_nops(s);
+
+	printf("bench %s: %d ranks x %d micro-batches, %lld ops\n", s->name, s->nranks, s->nmb,
+	       (long long)nops);
+	printf("  generate  %8.3f s\n", tm->gen);
+	if (c->validate)
+		printf("  validate  %8.3f s (with a dry run)\n", tm->val);
+	printf("  simulate  %8.3f s: %lld events, %.3g events/s, %.3g ops/s\n", tm->sim,
+	       (long long)r->nevents, tm->sim > 0 ? (double)r->nevents / tm->sim : 0,
+	       tm->sim > 0 ? (double)nops / tm->sim : 0);
+	printf("  step time %.6g ms, bubble %.2f %%\n", r->step_s * 1e3, 100 * r->bubble);
+}
+
 int cmd_sim(int argc, char **argv)
 {
 	sim_cfg c;
 	clp_scenario sc;
-	clp_sched *s = NULL;
-	clp_costs *costs = NULL;
-	const clp_cluster *cluster = NULL;
-	const clp_layout *layout = NULL;
 	clp_sim_opts o;
 	clp_sim_result r = {0};
+	sim_times tm = {0, 0, 0};
 	clp_status st;
-	double t0, t_gen = 0, t_val = 0, t_sim = 0;
 	int rc = 0;
 
 	for (int i = 1; i < argc; i++)
@@ -464,75 +535,15 @@ int cmd_sim(int argc, char **argv)
 	if ((rc = parse_short(&c, argc, argv)) != 0)
 		return rc;
 	clp_scenario_init(&sc);
-	t0 = clp_now();
-	st = make_schedule(&c, &s, 0);
-	if (st == CLP_OK && c.steps > 1 && c.pipefisher)
-		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
-			       "--steps at 1");
-	if (st == CLP_OK && c.steps > 1)
-		st = clp_sched_repeat(s, (int)c.steps);
-	t_gen = clp_now() - t0;
-	if (st == CLP_OK && c.validate) {
-		t0 = clp_now();
-		st = clp_sched_validate(s, 1);
-		t_val = clp_now() - t0;
-	}
-	if (st == CLP_OK)
-		st = make_costs(&c, s, &costs);
-	if (st == CLP_OK && c.profile[0] && !c.layers && !c.schedule_file[0]) {
-		/* the profiled model's layers, so that the stage map and the costs agree */
-		int L = 0;
-
-		for (int i = 0; i < costs->nstages; i++)
-			L += costs->stages[i].nlayers;
-		if (L != s->nlayers) {
-			clp_sched_free(s);
-			s = NULL;
-			st = make_schedule(&c, &s, L);
-			if (st == CLP_OK && c.steps > 1)
-				st = clp_sched_repeat(s, (int)c.steps);
-		}
-	}
-	sc.sched = s; /* from here on the scenario owns them */
-	sc.costs = costs;
-	sc.eager_bytes = c.eager_bytes;
-	if (st == CLP_OK && c.cluster[0])
-		st = clp_cluster_load(c.cluster, &sc.cluster);
-	if (st == CLP_OK)
-		st = clp_scenario_resolve(&sc, c.layout);
-	if (st == CLP_OK && c.pipefisher)
-		st = pipefisher(&c, &sc);
-	s = sc.sched;
-	cluster = sc.cluster;
-	layout = sc.layout;
-	if (st == CLP_OK) {
-		clp_scenario_sim_opts(&sc, &o);
-		o.recompute = c.recompute;
-		o.hop_s = c.hop_s;
-		o.task_gap_s = c.task_gap_s;
-		o.trace_limit = c.bench ? 0 : c.full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
-		t0 = clp_now();
-		st = clp_scenario_sim(&sc, &o, &r);
-		t_sim = clp_now() - t0;
-	}
+	st = sim_steps(&c, &sc, &o, &r, &tm);
 	if (st == CLP_OK && c.bench) {
-		int64_t nops = clp_sched_nops(s);
-
-		printf("bench %s: %d ranks x %d micro-batches, %lld ops\n", s->name, s->nranks,
-		       s->nmb, (long long)nops);
-		printf("  generate  %8.3f s\n", t_gen);
-		if (c.validate)
-			printf("  validate  %8.3f s (with a dry run)\n", t_val);
-		printf("  simulate  %8.3f s: %lld events, %.3g events/s, %.3g ops/s\n", t_sim,
-		       (long long)r.nevents, t_sim > 0 ? (double)r.nevents / t_sim : 0,
-		       t_sim > 0 ? (double)nops / t_sim : 0);
-		printf("  step time %.6g ms, bubble %.2f %%\n", r.step_s * 1e3, 100 * r.bubble);
+		print_bench(&c, sc.sched, &r, &tm);
 	} else if (st == CLP_OK) {
 		if (c.json)
-			print_json(s, costs, &r);
+			print_json(sc.sched, sc.costs, &r);
 		else
-			print_text(s, costs, &c, &r);
-		st = write_outputs(&c, s, costs, layout, &r);
+			print_text(sc.sched, sc.costs, &c, &r);
+		st = write_outputs(&c, sc.sched, sc.costs, sc.layout, &r);
 	}
 	if (st == CLP_OK && r.over_memory) {
 		for (int i = 0; i < r.nranks; i++)
@@ -540,7 +551,7 @@ int cmd_sim(int argc, char **argv)
 				fprintf(stderr, "clpipe sim: %s: rank %d needs %lld bytes at its peak, "
 					"device %s has %lld\n", c.strict_memory ? "error" : "warning",
 					i, (long long)r.ranks[i].peak_bytes,
-					cluster->devices[r.ranks[i].device].id,
+					sc.cluster->devices[r.ranks[i].device].id,
 					(long long)r.ranks[i].memory_bytes);
 		if (c.strict_memory)
 			st = clp_error(CLP_ERR_NOMEM, "%d ranks exceed their device memory",
@@ -548,6 +559,6 @@ int cmd_sim(int argc, char **argv)
 	}
 	rc = st == CLP_OK ? 0 : cli_fail("sim", st);
 	clp_sim_result_free(&r);
-	clp_scenario_free(&sc); /* it owns s, costs, the cluster and the layout */
+	clp_scenario_free(&sc); /* it owns the schedule, costs, the cluster and the layout */
 	return rc;
 }

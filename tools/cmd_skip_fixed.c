@@ -102,6 +102,33 @@ static void alloc_name(const skip_cfg *c, char *buf, size_t cap)
 		snprintf(buf, cap, "clpipe's");
 }
 
+/* The inputs (the plain cost model: --authors is the second row), --paths checked, and both
+ * rows; *given is the caller's to free. */
+static clp_status fixed_steps(skip_cfg *c, skip_inputs *in, clp_skip_paths **given,
+			      fixed_row *rows)
+{
+	CLP_TRY(skip_load_env(c, skip_nstages(c), in));
+	in->env.hop_s = c->hop_s;
+	in->env.gap_s = c->gap_s;
+	CLP_TRY(skip_load_nodes(c, in, c->verbose));
+	if (c->paths[0]) {
+		clp_skip_rules r = in->env.rules;
+
+		CLP_TRY(clp_skip_load(c->paths, given, &r));
+		CLP_TRY(clp_skip_validate(&in->env.rules, *given));
+	}
+	for (int k = 0; k < 2; k++) {
+		clp_skip_env e = in->env;
+
+		if (k) {
+			e.hop_s = 0.35;
+			e.gap_s = 0.13;
+		}
+		CLP_TRY(one_model(c, in, &e, *given, &rows[k]));
+	}
+	return CLP_OK;
+}
+
 int cmd_skip_fixed(int argc, char **argv)
 {
 	skip_cfg c;
@@ -116,28 +143,7 @@ int cmd_skip_fixed(int argc, char **argv)
 		return rc;
 	memset(rows, 0, sizeof(rows));
 	c.authors = 0;
-	st = skip_load_env(&c, skip_nstages(&c), &in);
-	if (st == CLP_OK) {
-		in.env.hop_s = c.hop_s;
-		in.env.gap_s = c.gap_s;
-		st = skip_load_nodes(&c, &in, c.verbose);
-	}
-	if (st == CLP_OK && c.paths[0]) {
-		clp_skip_rules r = in.env.rules;
-
-		st = clp_skip_load(c.paths, &given, &r);
-		if (st == CLP_OK)
-			st = clp_skip_validate(&in.env.rules, given);
-	}
-	for (int k = 0; k < 2 && st == CLP_OK; k++) {
-		clp_skip_env e = in.env;
-
-		if (k) {
-			e.hop_s = 0.35;
-			e.gap_s = 0.13;
-		}
-		st = one_model(&c, &in, &e, given, &rows[k]);
-	}
+	st = fixed_steps(&c, &in, &given, rows);
 	alloc_name(&c, name, sizeof(name));
 	if (st == CLP_OK && c.json) {
 		json_t *j = json_array();

@@ -417,6 +417,24 @@ static clp_status finish(df *f, const void *set, float max_norm)
 	return exec_drain(e);
 }
 
+/* The step on the dataflow state f: gradients zeroed, the flow, the step's end, the loss (the
+ * mean over the origins). */
+static clp_status dataflow_steps(df *f, const void *set, float max_norm,
+				 clp_exec_result *r)
+{
+	clp_exec *e = f->e;
+
+	for (int i = 0; i < e->nls; i++)
+		CLP_TRY(clp_stage_zero_grads(e->ls[i].st));
+	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));
+	CLP_TRY(flow(f));
+	CLP_TRY(finish(f, set, max_norm));
+	CLP_TRY(exec_loss_total(e, &r->loss));
+	if (e->df_origins > 1)
+		r->loss /= e->df_origins;
+	return CLP_OK;
+}
+
 clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const void *set,
 			      float max_norm, clp_exec_result *r)
 {
@@ -436,18 +454,8 @@ clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const void *s
 		st = clp_error(CLP_ERR_NOMEM, "out of host memory for the dataflow step");
 	e->norm_done = 0;
 	e->df_peak = 0;
-	for (int i = 0; st == CLP_OK && i < e->nls; i++)
-		st = clp_stage_zero_grads(e->ls[i].st);
 	if (st == CLP_OK)
-		st = clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1);
-	if (st == CLP_OK)
-		st = flow(&f);
-	if (st == CLP_OK)
-		st = finish(&f, set, max_norm);
-	if (st == CLP_OK)
-		st = exec_loss_total(e, &r->loss);
-	if (st == CLP_OK && e->df_origins > 1)
-		r->loss /= e->df_origins;
+		st = dataflow_steps(&f, set, max_norm, r);
 	r->grad_norm = e->norm;
 	r->skipped = e->nonfinite;
 	exec_update_loss_scale(e, r);

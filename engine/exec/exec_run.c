@@ -146,12 +146,34 @@ static clp_status run_traced(clp_exec *e, int i, const clp_op *op, const clp_exe
 	return st;
 }
 
+/* This step's ops of the list in order (cs: the step of a K-step cycle), then the step's end:
+ * the optimizer's, the norm when no OPT_STEP took it, the loss. */
+static clp_status step_ops(clp_exec *e, const clp_exec_data *d, const void *set,
+			   float max_norm, int cs, clp_exec_result *r)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+
+		if (e->run_step[i] != cs || exec_optim_skips(e, op))
+			continue;
+		CLP_TRY(e->tracing ? run_traced(e, i, op, d, set, max_norm)
+				   : run_op(e, i, op, d, set, max_norm));
+	}
+	CLP_TRY(exec_finish_step(e, d->step));
+	CLP_TRY(exec_optim_step_end(e));
+	if (!e->norm_done) /* a schedule without optimizer steps */
+		CLP_TRY(exec_grad_norm(e, NULL, max_norm));
+	return exec_loss_total(e, &r->loss);
+}
+
 clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const void *set,
 			 float max_norm, clp_exec_result *r)
 {
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
 	int cs = (int)(d->step % (uint32_t)e->s->nsteps); /* the step of a K-step cycle */
-	clp_status st = CLP_OK;
+	clp_status st;
 
 	if (p->mode == CLP_RANK_DATAFLOW)
 		return exec_dataflow_step(e, d, set, max_norm, r);
@@ -160,53 +182,42 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const void *set,
 		CLP_TRY(clp_stage_zero_grads(e->ls[i].st));
 	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));
 	CLP_TRY(exec_optim_step_begin(e, d));
-	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
-		const clp_op *op = &p->ops[i];
-
-		if (e->run_step[i] != cs || exec_optim_skips(e, op))
-			continue;
-		st = e->tracing ? run_traced(e, i, op, d, set, max_norm)
-				: run_op(e, i, op, d, set, max_norm);
-	}
-	if (st == CLP_OK)
-		st = exec_finish_step(e, d->step);
-	if (st == CLP_OK)
-		st = exec_optim_step_end(e);
-	if (st == CLP_OK && !e->norm_done) /* a schedule without optimizer steps */
-		st = exec_grad_norm(e, NULL, max_norm);
-	if (st == CLP_OK)
-		st = exec_loss_total(e, &r->loss);
+	st = step_ops(e, d, set, max_norm, cs, r);
 	r->grad_norm = e->norm;
 	r->skipped = e->nonfinite;
 	exec_update_loss_scale(e, r);
 	return st;
 }
 
+/* The forward ops of a cycle's first step (every micro-batch once), then the loss. */
+static clp_status forward_ops(clp_exec *e, const clp_exec_data *d, double *loss)
+{
+	const clp_rank_prog *p = &e->s->ranks[e->rank];
+
+	for (int i = 0; i < p->nops; i++) {
+		const clp_op *op = &p->ops[i];
+
+		if (e->run_step[i] != 0) /* a cycle's first step passes every micro-batch once */
+			continue;
+		if (op->kind == CLP_OP_RECV_ACT)
+			CLP_TRY(exec_post_recv(e, i, op, d->step));
+		else if (op->kind == CLP_OP_SEND_ACT)
+			CLP_TRY(exec_post_send(e, i, op, d->step));
+		else if (op->kind == CLP_OP_FWD)
+			CLP_TRY(exec_run_fwd(e, i, op, d, 1));
+	}
+	CLP_TRY(exec_finish_step(e, d->step));
+	return exec_loss_total(e, loss);
+}
+
 clp_status clp_exec_forward(clp_exec *e, const clp_exec_data *d, double *loss)
 {
 	const clp_rank_prog *p = &e->s->ranks[e->rank];
-	clp_status st = CLP_OK;
 
 	if (p->mode == CLP_RANK_DATAFLOW)
 		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: a forward-only pass of a dataflow "
 				 "(SkipPipe) schedule is not run; evaluate the gathered model",
 				 e->rank);
 	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));
-	for (int i = 0; st == CLP_OK && i < p->nops; i++) {
-		const clp_op *op = &p->ops[i];
-
-		if (e->run_step[i] != 0) /* a cycle's first step passes every micro-batch once */
-			continue;
-		if (op->kind == CLP_OP_RECV_ACT)
-			st = exec_post_recv(e, i, op, d->step);
-		else if (op->kind == CLP_OP_SEND_ACT)
-			st = exec_post_send(e, i, op, d->step);
-		else if (op->kind == CLP_OP_FWD)
-			st = exec_run_fwd(e, i, op, d, 1);
-	}
-	if (st == CLP_OK)
-		st = exec_finish_step(e, d->step);
-	if (st == CLP_OK)
-		st = exec_loss_total(e, loss);
-	return st;
+	return forward_ops(e, d, loss);
 }

@@ -326,49 +326,55 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	return CLP_OK;
 }
 
+/* The steps of plan_eval: sc's schedule, costs and layout, the base step when PipeFisher
+ * replaces it, the simulated step into p; sc, r and base are the caller's to free. */
+static clp_status eval_steps(plan_ctx *x, clp_plan *p, clp_scenario *sc, clp_sim_result *r,
+			     clp_sim_result *base)
+{
+	clp_sim_opts so;
+	int kfac_serial = x->m->kfac && !p->pipefisher;
+	clp_status st;
+
+	CLP_TRY(plan_sched(p, x->m, &sc->sched));
+	CLP_TRY(clp_plan_stage_costs(x->blocks, x->m, sc->sched, p->kind == CLP_SCHED_ZBH1,
+				     p->recompute, kfac_serial, &sc->costs));
+	CLP_TRY(clp_plan_layout(p, x->c, sc->sched, &sc->layout));
+	clp_scenario_sim_opts(sc, &so);
+	so.trace_limit = 0;
+	if (p->pipefisher) {
+		st = clp_scenario_sim(sc, &so, base);
+		x->evals++;
+		CLP_TRY(st);
+		CLP_TRY(with_pipefisher(x, p, sc, base));
+	}
+	st = clp_scenario_sim(sc, &so, r);
+	x->evals++;
+	CLP_TRY(st);
+	p->step_s = r->step_s;
+	p->bubble = r->bubble;
+	p->util = r->util_mean;
+	p->over_memory = 0;
+	for (int i = 0; i < p->nranks; i++) {
+		p->peak_bytes[i] = r->ranks[i].peak_bytes;
+		p->usable_bytes[i] = x->usable[p->device[i]];
+		if (p->usable_bytes[i] > 0 && p->peak_bytes[i] > p->usable_bytes[i])
+			p->over_memory++;
+	}
+	p->evaluations = x->evals;
+	return CLP_OK;
+}
+
 clp_status plan_eval(plan_ctx *x, clp_plan *p)
 {
 	clp_scenario sc;
-	clp_sim_opts so;
 	clp_sim_result r = {0}, base = {0};
-	int kfac_serial = x->m->kfac && !p->pipefisher;
 	clp_status st;
 
 	clp_scenario_init(&sc);
 	sc.cluster = (clp_cluster *)x->c; /* borrowed: never written, not freed */
 	sc.borrowed = CLP_SCN_CLUSTER;
 	p->microbatches = x->m->micro_batches / p->replicas;
-	st = plan_sched(p, x->m, &sc.sched);
-	if (st == CLP_OK)
-		st = clp_plan_stage_costs(x->blocks, x->m, sc.sched, p->kind == CLP_SCHED_ZBH1,
-					  p->recompute, kfac_serial, &sc.costs);
-	if (st == CLP_OK)
-		st = clp_plan_layout(p, x->c, sc.sched, &sc.layout);
-	clp_scenario_sim_opts(&sc, &so);
-	so.trace_limit = 0;
-	if (st == CLP_OK && p->pipefisher) {
-		st = clp_scenario_sim(&sc, &so, &base);
-		x->evals++;
-		if (st == CLP_OK)
-			st = with_pipefisher(x, p, &sc, &base);
-	}
-	if (st == CLP_OK) {
-		st = clp_scenario_sim(&sc, &so, &r);
-		x->evals++;
-	}
-	if (st == CLP_OK) {
-		p->step_s = r.step_s;
-		p->bubble = r.bubble;
-		p->util = r.util_mean;
-		p->over_memory = 0;
-		for (int i = 0; i < p->nranks; i++) {
-			p->peak_bytes[i] = r.ranks[i].peak_bytes;
-			p->usable_bytes[i] = x->usable[p->device[i]];
-			if (p->usable_bytes[i] > 0 && p->peak_bytes[i] > p->usable_bytes[i])
-				p->over_memory++;
-		}
-		p->evaluations = x->evals;
-	}
+	st = eval_steps(x, p, &sc, &r, &base);
 	clp_sim_result_free(&r);
 	clp_sim_result_free(&base);
 	clp_scenario_free(&sc);

@@ -39,14 +39,40 @@ static clp_status skip_costs(const clp_costs *blocks, const clp_plan_model *m, i
 	return st;
 }
 
+/* The stage-0 nodes first (count[s] nodes of stage s, in device order), the allocation, the
+ * path schedule into out (the caller clears it after a failure). */
+static clp_status skip_steps(const clp_skip_env *e, const clp_cluster *c, const int *count,
+			     int iterations, clp_plan_skip *out)
+{
+	int S = out->nstages, n = c->ndevices, k = 0, s = 0;
+	clp_skip_opts o;
+	clp_skip_report rep;
+
+	CLP_TRY(clp_skip_paths_create(&out->paths, S, n, 0));
+	for (int d = 0; d < n; d++) {
+		while (s < S - 1 && k >= count[s])
+			s++, k = 0;
+		out->paths->node_stage[d] = s;
+		snprintf(out->paths->node_device[d], CLP_NAME_MAX, "%s", c->devices[d].id);
+		k++;
+	}
+	CLP_TRY(clp_skip_set_origins(out->paths, out->per_origin));
+	CLP_TRY(clp_skip_check_config(&out->rules, out->paths));
+	clp_skip_opts_default(&o);
+	o.iterations = iterations / 4;
+	CLP_TRY(clp_skip_allocate(e, out->paths, count, out->per_origin, &o));
+	o.iterations = iterations;
+	CLP_TRY(clp_skip_schedule(e, out->paths, &o, &rep));
+	out->iter_s = rep.iter_s;
+	return CLP_OK;
+}
+
 clp_status clp_plan_skippipe(const clp_cluster *c, const clp_costs *blocks,
 			     const clp_plan_model *m, int S, int P, int iterations,
 			     clp_plan_skip *out)
 {
-	int n = c->ndevices, count[4096], k = 0, s = 0;
+	int n = c->ndevices, count[4096];
 	clp_skip_env e;
-	clp_skip_opts o;
-	clp_skip_report rep;
 	clp_costs *costs = NULL;
 	clp_status st;
 
@@ -69,27 +95,7 @@ clp_status clp_plan_skippipe(const clp_cluster *c, const clp_costs *blocks,
 	CLP_TRY(skip_costs(blocks, m, S, &costs));
 	memset(&e, 0, sizeof(e));
 	e.cluster = c, e.costs = costs, e.rules = out->rules;
-	st = clp_skip_paths_create(&out->paths, S, n, 0);
-	for (int d = 0; st == CLP_OK && d < n; d++) {
-		while (s < S - 1 && k >= count[s])
-			s++, k = 0;
-		out->paths->node_stage[d] = s;
-		snprintf(out->paths->node_device[d], CLP_NAME_MAX, "%s", c->devices[d].id);
-		k++;
-	}
-	if (st == CLP_OK)
-		st = clp_skip_set_origins(out->paths, out->per_origin);
-	if (st == CLP_OK)
-		st = clp_skip_check_config(&out->rules, out->paths);
-	clp_skip_opts_default(&o);
-	o.iterations = iterations / 4;
-	if (st == CLP_OK)
-		st = clp_skip_allocate(&e, out->paths, count, out->per_origin, &o);
-	o.iterations = iterations;
-	if (st == CLP_OK)
-		st = clp_skip_schedule(&e, out->paths, &o, &rep);
-	if (st == CLP_OK)
-		out->iter_s = rep.iter_s;
+	st = skip_steps(&e, c, count, iterations, out);
 	clp_costs_free(costs);
 	if (st != CLP_OK)
 		clp_plan_skip_clear(out);

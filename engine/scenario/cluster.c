@@ -211,10 +211,20 @@ static clp_status read_links(const char *file, const json_t *root, clp_cluster *
 	return CLP_OK;
 }
 
-clp_status clp_cluster_load(const char *path, clp_cluster **out)
+/* A cluster file's root into c. */
+static clp_status read_cluster(const char *path, json_t *root, clp_cluster *c)
 {
 	static const char *const keys[] = {"format", "version", "name", "hosts", "links",
 					   "defaults", NULL};
+
+	CLP_TRY(clp_json_check_format(path, root, CLUSTER_FORMAT, 1));
+	CLP_TRY(clp_json_check_keys(path, "", root, keys));
+	CLP_TRY(read_hosts(path, root, c));
+	return read_links(path, root, c);
+}
+
+clp_status clp_cluster_load(const char *path, clp_cluster **out)
+{
 	json_t *root;
 	clp_cluster *c;
 	clp_status st;
@@ -226,13 +236,7 @@ clp_status clp_cluster_load(const char *path, clp_cluster **out)
 		json_decref(root);
 		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory", path);
 	}
-	st = clp_json_check_format(path, root, CLUSTER_FORMAT, 1);
-	if (st == CLP_OK)
-		st = clp_json_check_keys(path, "", root, keys);
-	if (st == CLP_OK)
-		st = read_hosts(path, root, c);
-	if (st == CLP_OK)
-		st = read_links(path, root, c);
+	st = read_cluster(path, root, c);
 	json_decref(root);
 	if (st == CLP_OK)
 		st = clp_cluster_index(c);

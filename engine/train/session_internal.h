@@ -1,5 +1,6 @@
-/* The session's state, shared by session.c (setup, checkpoints, sampling) and
- * session_train.c (the step loop, evaluation, logging). */
+/* The session's state, shared by the session_*.c files: session.c (opening, closing),
+ * session_ckpt.c (checkpoints), session_train.c (the step loop, evaluation, logging),
+ * session_sample.c (sampling), session_report.c, and the pieces named below. */
 #ifndef CLP_TRAIN_SESSION_INTERNAL_H
 #define CLP_TRAIN_SESSION_INTERNAL_H
 
@@ -52,12 +53,21 @@ struct clp_session {
 	/* pipeline.schedule = "skippipe" (session_skip.c) */
 	int skip;
 	int *mb_div;          /* [M] micro-batches of each micro-batch's origin */
-	float *inv_mb;        /* [M] this step's loss scales */
+	float *inv_mb;        /* [M] this step's loss weights (clp_exec_data.inv_mb) */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
 };
 
+/* session_ckpt.c: save a checkpoint of this step (every rank; rank 0 commits it); check a
+ * checkpoint's identity against the session's model; load every stage's parameters (and with
+ * optim, AdamW's moments); resume from the latest complete checkpoint under ckpt.dir (none:
+ * start fresh); for eval and sample, open sample.ckpt into *cp and take the model (and
+ * tokenizer, data, stage map) from its stored config. */
 clp_status sess_save(clp_session *s);
+clp_status sess_check_identity(clp_session *s, clp_ckpt *c);
+clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
+clp_status sess_resume(clp_session *s);
+clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 
@@ -82,7 +92,7 @@ int sess_rank(const clp_session *s);
 clp_status sess_check_memory(clp_session *s);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
- * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the
+ * step, s->R = 1); the step's per-micro-batch loss weights from its targets; evaluation of the
  * whole model, gathered on rank 0 (every rank gets the loss); freeing. */
 clp_status sess_skip_schedule(clp_session *s);
 void sess_skip_scales(clp_session *s);

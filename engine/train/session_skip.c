@@ -15,6 +15,28 @@
  * the step's messages are all done by then). */
 #define GATHER_TAG 30000
 
+/* p's origins, the rules checked on it, and the scheduler on unit costs (*costs, the caller's
+ * to free). */
+static clp_status schedule_unit(clp_session *s, clp_skip_paths *p, const clp_skip_rules *r,
+				clp_costs **costs)
+{
+	const clp_train_config *c = &s->cfg;
+	clp_skip_env env;
+	clp_skip_opts o;
+	clp_skip_report rep;
+
+	CLP_TRY(clp_skip_set_origins(p, (int)c->train.micro_batches));
+	CLP_TRY(clp_skip_check_config(r, p));
+	CLP_TRY(clp_costs_uniform(p->nstages, 1.0, 2.0, -1.0, costs));
+	memset(&env, 0, sizeof(env));
+	env.costs = *costs;
+	env.rules = *r;
+	clp_skip_opts_default(&o);
+	o.seed = (uint64_t)c->skip.seed;
+	o.iterations = (int)c->skip.iterations;
+	return clp_skip_schedule(&env, p, &o, &rep);
+}
+
 /* The path scheduler on unit costs (every stage's forward 1, backward 2, free links): balanced
  * paths that follow the rules; the same on every rank (deterministic move counts). */
 static clp_status make_paths(clp_session *s, clp_skip_paths **out, clp_skip_rules *r)
@@ -23,9 +45,6 @@ static clp_status make_paths(clp_session *s, clp_skip_paths **out, clp_skip_rule
 	const clp_cfg_ints *sn = &c->skip.stage_nodes;
 	int S = sn->n, nodes = 0;
 	clp_costs *costs = NULL;
-	clp_skip_env env;
-	clp_skip_opts o;
-	clp_skip_report rep;
 	clp_skip_paths *p = NULL;
 	clp_status st;
 
@@ -49,20 +68,7 @@ static clp_status make_paths(clp_session *s, clp_skip_paths **out, clp_skip_rule
 			left = (int)sn->v[++k];
 		p->node_stage[n] = k;
 	}
-	st = clp_skip_set_origins(p, (int)c->train.micro_batches);
-	if (st == CLP_OK)
-		st = clp_skip_check_config(r, p);
-	if (st == CLP_OK)
-		st = clp_costs_uniform(S, 1.0, 2.0, -1.0, &costs);
-	if (st == CLP_OK) {
-		memset(&env, 0, sizeof(env));
-		env.costs = costs;
-		env.rules = *r;
-		clp_skip_opts_default(&o);
-		o.seed = (uint64_t)c->skip.seed;
-		o.iterations = (int)c->skip.iterations;
-		st = clp_skip_schedule(&env, p, &o, &rep);
-	}
+	st = schedule_unit(s, p, r, &costs);
 	clp_costs_free(costs);
 	if (st != CLP_OK) {
 		clp_skip_paths_free(p);
@@ -273,47 +279,52 @@ static clp_status unpack(clp_session *s, const clp_param_table *t, const float *
 	return CLP_OK;
 }
 
+/* Stage k's tensors from its owner o to rank 0: the owner packs them (and, not rank 0, sends
+ * them); rank 0 receives them (unless it owns the stage) and puts them into the whole model.
+ * *t, *buf and *q are the caller's to free (or cancel). */
+static clp_status gather_steps(clp_session *s, int k, int o, const char *label,
+			       clp_param_table *t, float **buf, clp_comm_req **q)
+{
+	const clp_stage_info *si = &s->sched->stages[k];
+	int me = sess_rank(s), first, last;
+	size_t n = 0;
+
+	if (me == o)
+		CLP_TRY(pack(s, k, buf, &n));
+	if (me == o && me != 0) {
+		CLP_TRY(clp_comm_isend(s->comm, *buf, n * sizeof(float), 0, GATHER_TAG + k, label, q));
+		CLP_TRY(clp_comm_wait(s->comm, q, 0));
+	}
+	if (me != 0)
+		return CLP_OK;
+	clp_stage_info_blocks(si, s->m.n_layer, &first, &last);
+	CLP_TRY(clp_param_table_build(&s->m, first, last, t));
+	if (o != 0) {
+		for (int j = 0; j < t->ntensors; j++)
+			n += sent(&t->tensors[j]) ? t->tensors[j].numel : 0;
+		if (!(*buf = malloc((n ? n : 1) * sizeof(float))))
+			return clp_error(CLP_ERR_NOMEM, "out of host memory gathering the model");
+		CLP_TRY(clp_comm_irecv(s->comm, *buf, n * sizeof(float), o, GATHER_TAG + k, label,
+				       q));
+		CLP_TRY(clp_comm_wait(s->comm, q, 0));
+	}
+	return unpack(s, t, *buf);
+}
+
 /* Stage k of the schedule onto rank 0. */
 static clp_status gather_stage(clp_session *s, int k)
 {
-	const clp_stage_info *si = &s->sched->stages[k];
-	int me = sess_rank(s), o = owner_of(s->sched, k), L = s->m.n_layer;
+	int me = sess_rank(s), o = owner_of(s->sched, k);
 	clp_param_table t = {0};
 	clp_comm_req *q = NULL;
 	float *buf = NULL;
-	size_t n = 0;
 	char label[64];
-	clp_status st = CLP_OK;
+	clp_status st;
 
 	if (o < 0 || (me != o && me != 0))
 		return CLP_OK;
 	snprintf(label, sizeof(label), "parameters of stage %d for evaluation", k);
-	if (me == o)
-		st = pack(s, k, &buf, &n);
-	if (st == CLP_OK && me == o && me != 0) {
-		st = clp_comm_isend(s->comm, buf, n * sizeof(float), 0, GATHER_TAG + k, label, &q);
-		if (st == CLP_OK)
-			st = clp_comm_wait(s->comm, &q, 0);
-	}
-	if (st == CLP_OK && me == 0) {
-		int first, last;
-
-		clp_stage_info_blocks(si, L, &first, &last);
-		st = clp_param_table_build(&s->m, first, last, &t);
-	}
-	if (st == CLP_OK && me == 0 && o != 0) {
-		for (int j = 0; j < t.ntensors; j++)
-			n += sent(&t.tensors[j]) ? t.tensors[j].numel : 0;
-		if (!(buf = malloc((n ? n : 1) * sizeof(float))))
-			st = clp_error(CLP_ERR_NOMEM, "out of host memory gathering the model");
-		if (st == CLP_OK)
-			st = clp_comm_irecv(s->comm, buf, n * sizeof(float), o, GATHER_TAG + k, label,
-					    &q);
-		if (st == CLP_OK)
-			st = clp_comm_wait(s->comm, &q, 0);
-	}
-	if (st == CLP_OK && me == 0)
-		st = unpack(s, &t, buf);
+	st = gather_steps(s, k, o, label, &t, &buf, &q);
 	if (q)
 		clp_comm_cancel(s->comm, &q);
 	clp_param_table_free(&t);
