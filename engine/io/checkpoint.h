@@ -82,6 +82,17 @@ clp_status clp_ckpt_writer_commit(clp_ckpt_writer *w, int keep);
 const char *clp_ckpt_writer_dir(const clp_ckpt_writer *w);
 void clp_ckpt_writer_free(clp_ckpt_writer *w);
 
+/* A step directory under a root. */
+typedef struct clp_ckpt_entry {
+	char *dir; /* <root>/step-... */
+	long step;
+	int complete; /* has a manifest */
+} clp_ckpt_entry;
+
+/* List root's step-<digits> directories, newest step first. A missing root gives n = 0. */
+clp_status clp_ckpt_list(const char *root, clp_ckpt_entry **e, int *n);
+void clp_ckpt_list_free(clp_ckpt_entry *e, int n);
+
 /* ---- reading ---- */
 typedef struct clp_ckpt clp_ckpt;
 

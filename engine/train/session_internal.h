@@ -3,6 +3,7 @@
 #ifndef CLP_TRAIN_SESSION_INTERNAL_H
 #define CLP_TRAIN_SESSION_INTERNAL_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "engine/data/dataset.h"
@@ -52,6 +53,12 @@ struct clp_session {
 	float *inv_mb;        /* [M] this step's loss scales */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
+	/* stopping on a signal and saving by the clock (session_train.c) */
+	volatile sig_atomic_t *stop_flag; /* set by the caller's signal handler (NULL: none) */
+	int stopped;          /* the signal that stopped the run at a step boundary (0: none) */
+	int stop_rank;        /* the rank that saw it first */
+	double t_saved;       /* clp_now() of the last checkpoint (or the run's start) */
+	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
 };
 
 clp_status sess_save(clp_session *s);
