@@ -1,9 +1,14 @@
-/* Internals of the PipeFisher pass shared by pipefisher.c (items, placement, the entry point)
- * and pipefisher_build.c (schedules with items at their slots, their simulated bubbles). */
+/* Internals of the PipeFisher pass shared by its parts: pipefisher.c (the entry point, the
+ * rounds), pipefisher_items.c (work items and their times), _owners.c (split ownership, the
+ * packing bound), _place.c (a round of placement), _syncs.c (the collectives), _cap.c (the
+ * memory cap) and _build.c (schedules with items at their slots, their simulated bubbles). */
 #ifndef CLP_SCHED_PIPEFISHER_INTERNAL_H
 #define CLP_SCHED_PIPEFISHER_INTERNAL_H
 
 #include "engine/pass/pipefisher.h"
+
+/* Times (seconds) closer than this are equal. */
+#define PF_EPS 1e-12
 
 /* Order of the items sharing a slot (all before the slot's base op). */
 enum { PF_IMMEDIATE = 0, PF_GAP = 1, PF_SYNC = 2, PF_PRECOND = 3 };
@@ -70,5 +75,34 @@ clp_status pf_base_idle(pf *P);
 int pf_find_allreduce(const clp_sched *b, int r, int s, int *group);
 /* Simulate s with the pass's costs, cluster and layout: cycle time, utilisation. */
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util);
+
+/* pipefisher_items.c. Append an item (add_item) or a placed collective of stage s's layer l
+ * over group g on rank r at base index j of cycle step `step`, ordered by key (add_sync). */
+clp_status pf_add_item(pf *P, const pf_item *x);
+clp_status pf_add_sync(pf *P, clp_op_kind kind, int s, int l, int g, int r, int step, int j,
+		       int key);
+/* Duration of an item on rank r as the simulator charges it; preconditioning per step of stage
+ * s (layer -1: the whole stage, else one layer); inversion of every factor of one layer. */
+double pf_item_time(const pf *P, const clp_op *op, int r);
+double pf_precond_time(const pf *P, int s, int layer, int r);
+double pf_layer_inv_time(const pf *P, int s, int r);
+/* Curvature items for every forward of the base, and per layer and factor an inversion. */
+clp_status pf_make_items(pf *P);
+/* opts.split: inversions longer than their rank's shortest bubble split into three phases. */
+clp_status pf_split_phases(pf *P);
+/* pipefisher_owners.c: the owner of each layer (P->owner) and the report's packing bound. */
+clp_status pf_assign_owners(pf *P);
+void pf_packing_bound(const pf *P, clp_pf_report *rep);
+/* pipefisher_place.c: whether item a's slot comes before (step, j, key, seq); one round of
+ * placement at the current kmax (*K = the cycle length, 0: kmax steps were not enough). */
+int pf_before(const pf_item *a, int step, int j, int key, int seq);
+clp_status pf_round(pf *P, int *K);
+/* pipefisher_syncs.c: the factor all-reduces (*last = the latest step used) and the inverse
+ * exchanges of split stages (raise *K to include them). */
+clp_status pf_make_syncs(pf *P, int *last);
+clp_status pf_make_inv_syncs(pf *P, int *K);
+/* pipefisher_cap.c: mark the factors that would push a rank's kept data over opts.mem_cap
+ * immediate; returns how many, *peak the most kept. */
+int pf_apply_cap(pf *P, int64_t *peak);
 
 #endif

@@ -1,5 +1,6 @@
-/* A training session on one device (see session.h): setup, checkpoints and sampling. The step
- * loop and evaluation are in session_train.c. */
+/* Opening and closing a session (see session.h): tokenizer, model config, data, device,
+ * schedule, executor or sampling stage, and the checkpoint it starts from. Checkpoints are in
+ * session_ckpt.c, the step loop and evaluation in session_train.c. */
 #include "engine/train/session_internal.h"
 
 #include <inttypes.h>
@@ -152,52 +153,6 @@ static clp_status baseline(clp_session *s)
 	return CLP_OK;
 }
 
-/* ---- checkpoints ------------------------------------------------------------------------------ */
-
-static void identity(const clp_session *s, char vals[][32], clp_ckpt_kv *kv, int *n)
-{
-	const clp_model_config *m = &s->m;
-	long v[] = {m->n_layer, m->d_model, m->n_head, m->n_kv_head, m->d_ff, m->vocab, m->ctx};
-	static const char *const keys[] = {"n_layer", "d_model", "n_head", "n_kv_head", "d_ff",
-					   "vocab", "ctx"};
-
-	*n = 0;
-	kv[(*n)++] = (clp_ckpt_kv){"preset", clp_preset_name(m->preset)};
-	for (int i = 0; i < 7; i++) {
-		snprintf(vals[i], 32, "%ld", v[i]);
-		kv[(*n)++] = (clp_ckpt_kv){keys[i], vals[i]};
-	}
-}
-
-/* The hash of the names the checkpoint stores (saved: clp_hf_save_name; else the table's, as
- * clpipe wrote GPT-2 before it used GPT2LMHeadModel's names). */
-static uint64_t params_hash(const clp_session *s, int saved)
-{
-	clp_param_table t;
-	clp_ckpt_param *p;
-	char (*names)[CLP_HF_NAME] = NULL;
-	uint64_t h = 0;
-
-	if (clp_param_table_build(&s->m, 0, clp_model_nblocks(&s->m) - 1, &t) != CLP_OK)
-		return 0;
-	p = calloc((size_t)t.ntensors, sizeof(*p));
-	names = calloc((size_t)t.ntensors, sizeof(*names));
-	if (p && names) {
-		for (int i = 0; i < t.ntensors; i++) {
-			clp_hf_save_name(s->m.preset, t.tensors[i].name, names[i], CLP_HF_NAME);
-			p[i].name = saved ? names[i] : t.tensors[i].name;
-			p[i].ndim = t.tensors[i].ndim;
-			p[i].shape[0] = (int64_t)t.tensors[i].shape[0];
-			p[i].shape[1] = (int64_t)t.tensors[i].shape[1];
-		}
-		h = clp_ckpt_params_hash(p, t.ntensors);
-	}
-	free(p);
-	free(names);
-	clp_param_table_free(&t);
-	return h;
-}
-
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call)
 {
 	static const char *const names[] = {"training", "evaluation", "sampling"};
@@ -220,301 +175,6 @@ clp_dtype sess_precision(const clp_train_config *c)
 int sess_rank(const clp_session *s)
 {
 	return s->comm ? clp_comm_rank(s->comm) : 0;
-}
-
-static void shape_of(const clp_tensor_desc *d, int64_t *shape)
-{
-	shape[0] = (int64_t)d->shape[0];
-	shape[1] = (int64_t)d->shape[1];
-}
-
-/* Add the tensors this rank saves (host copies kept in *bufs until the write). */
-static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs, int *nbufs)
-{
-	int cap = 0;
-
-	*bufs = NULL;
-	*nbufs = 0;
-	for (int i = 0; i < clp_exec_nstages(s->ex); i++) {
-		clp_stage *st = clp_exec_stage(s->ex, i, NULL);
-		const clp_param_table *t = clp_stage_table(st);
-
-		for (int k = 0; k < t->ntensors; k++) {
-			const clp_tensor_desc *d = &t->tensors[k];
-			static const clp_stage_what what[3] = {CLP_ST_PARAM, CLP_ST_ADAM_M,
-							       CLP_ST_ADAM_V};
-			static const char *const suffix[3] = {"", ".exp_avg", ".exp_avg_sq"};
-			int64_t shape[2] = {(int64_t)d->shape[0], (int64_t)d->shape[1]};
-
-			if (!clp_exec_owns(s->ex, i, k))
-				continue;
-			if (*nbufs + 3 > cap) {
-				float **nb = realloc(*bufs, (size_t)(cap = 2 * cap + 48) * sizeof(*nb));
-
-				if (!nb)
-					return clp_error(CLP_ERR_NOMEM, "out of host memory saving");
-				*bufs = nb;
-			}
-			for (int j = 0; j < 3; j++) {
-				char name[CLP_HF_NAME + 16];
-				float *h = malloc(d->numel * sizeof(float));
-
-				if (!h)
-					return clp_error(CLP_ERR_NOMEM, "out of host memory saving %s",
-							 d->name);
-				(*bufs)[(*nbufs)++] = h;
-				CLP_TRY(clp_stage_read(st, what[j], k, h));
-				clp_hf_save_name(s->m.preset, d->name, name, sizeof(name));
-				strncat(name, suffix[j], sizeof(name) - strlen(name) - 1);
-				CLP_TRY(clp_ckpt_writer_add(w, j ? CLP_CKPT_OPTIM : CLP_CKPT_MODEL, name,
-							    h, d->ndim, shape));
-			}
-		}
-	}
-	return CLP_OK;
-}
-
-/* config.json beside the model file, for transformers' from_pretrained (fsynced with the
- * directory by the checkpoint writer, before the manifest makes the checkpoint complete). */
-static clp_status write_hf_config(const clp_session *s, const char *dir)
-{
-	int32_t eos = s->bert ? -1 : clp_tok_special_id(s->tok, "<|endoftext|>");
-	int32_t pad = s->bert ? clp_tok_special_id(s->tok, "[PAD]") : -1;
-	char *text = clp_hf_config_json(&s->m, s->cfg.model.norm_eps, s->cfg.model.rope_theta,
-					 s->cfg.model.dropout, eos, pad);
-	char path[1200];
-	clp_status st;
-
-	if (!text)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	snprintf(path, sizeof(path), "%s/%s", dir, CLP_HF_CONFIG);
-	st = clp_io_write_file(path, text, strlen(text));
-	free(text);
-	return st;
-}
-
-clp_status sess_save(clp_session *s)
-{
-	clp_ckpt_writer *w = NULL;
-	float **bufs = NULL;
-	int nbufs = 0, nkv;
-	char vals[8][32], pos[256], num[64];
-	clp_ckpt_kv kv[8];
-	char *cfgtext = clp_cfg_to_string(&clp_train_schema, &s->cfg);
-	clp_status st;
-
-	if (!cfgtext)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory saving a checkpoint");
-	st = clp_ckpt_writer_create(&w, s->cfg.ckpt.dir, s->step, sess_rank(s),
-				    clp_comm_size(s->comm));
-	identity(s, vals, kv, &nkv);
-	for (int i = 0; st == CLP_OK && i < nkv; i++)
-		st = clp_ckpt_writer_identity(w, kv[i].key, kv[i].value);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "config", cfgtext);
-	clp_dataset_pos_str(s->ds, pos, sizeof(pos));
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "data.pos", pos);
-	snprintf(num, sizeof(num), "%ld", s->step);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "train.step", num);
-	snprintf(num, sizeof(num), "%ld", s->applied);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_meta(w, "train.applied", num);
-	if (s->prec == CLP_F16) { /* the dynamic loss scale and its count of good steps */
-		float scale;
-		long good;
-
-		clp_exec_loss_scale(s->ex, &scale, &good);
-		snprintf(num, sizeof(num), "%.9g %ld", (double)scale, good);
-		if (st == CLP_OK)
-			st = clp_ckpt_writer_meta(w, "train.loss_scale", num);
-	}
-	if (st == CLP_OK)
-		st = add_tensors(s, w, &bufs, &nbufs);
-	if (st == CLP_OK && sess_rank(s) == 0)
-		st = write_hf_config(s, clp_ckpt_writer_dir(w));
-	if (st == CLP_OK)
-		st = clp_exec_optim_save(s->ex, w);
-	if (st == CLP_OK)
-		st = sess_pf_save(s, w);
-	if (st == CLP_OK)
-		st = clp_ckpt_writer_write(w);
-	/* every rank's files are durable before rank 0 writes the manifest */
-	if (st == CLP_OK && clp_comm_size(s->comm) > 1)
-		st = clp_comm_barrier(s->comm, "checkpoint files written");
-	/* transformers reads several model files by their weight map */
-	if (st == CLP_OK && sess_rank(s) == 0 && clp_comm_size(s->comm) > 1)
-		st = clp_hf_write_index(clp_ckpt_writer_dir(w));
-	if (st == CLP_OK && sess_rank(s) == 0)
-		st = clp_ckpt_writer_commit(w, (int)s->cfg.ckpt.keep);
-	if (st == CLP_OK && sess_rank(s) == 0)
-		fprintf(s->out, "checkpoint: %s\n", clp_ckpt_writer_dir(w));
-	else if (st != CLP_OK)
-		clp_error_context(st, "rank %d saving checkpoint of step %ld: ", sess_rank(s), s->step);
-	for (int i = 0; i < nbufs; i++)
-		free(bufs[i]);
-	free(bufs);
-	free(cfgtext);
-	clp_ckpt_writer_free(w);
-	return st;
-}
-
-/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name (under any of
- * the names transformers' layouts use: clp_hf_read). */
-static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim)
-{
-	const clp_param_table *t = clp_stage_table(stage);
-	clp_status st = CLP_OK;
-
-	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
-		const clp_tensor_desc *d = &t->tensors[i];
-		float *buf = malloc(d->numel * sizeof(float));
-		int64_t shape[2];
-
-		if (!buf)
-			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s", d->name);
-		shape_of(d, shape);
-		st = clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape);
-		if (st == CLP_OK)
-			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
-		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
-			st = clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name,
-					 k == 1 ? ".exp_avg" : ".exp_avg_sq", buf, d->ndim, shape);
-			if (st == CLP_OK)
-				st = clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
-						     buf);
-		}
-		free(buf);
-	}
-	return st;
-}
-
-/* Every stage this process holds. */
-static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
-{
-	if (s->st)
-		return load_stage(s->st, c, s->m.preset, optim);
-	for (int i = 0; i < clp_exec_nstages(s->ex); i++)
-		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, s->m.preset, optim));
-	return CLP_OK;
-}
-
-static clp_status check_identity(clp_session *s, clp_ckpt *c)
-{
-	char vals[8][32];
-	clp_ckpt_kv kv[8];
-	int n;
-
-	uint64_t h = params_hash(s, 1), old = params_hash(s, 0);
-	const char *have = clp_ckpt_identity(c, "params");
-	char hex[32];
-
-	snprintf(hex, sizeof(hex), "%016" PRIx64, old);
-	if (have && !strcmp(have, hex)) /* written before GPT-2 got GPT2LMHeadModel's names */
-		h = old;
-	if (!have) /* a model file copied out without its hash: the tensors' shapes still count */
-		h = 0;
-	identity(s, vals, kv, &n);
-	return clp_ckpt_check_identity(c, kv, n, h);
-}
-
-static clp_status resume(clp_session *s)
-{
-	clp_ckpt *c = NULL;
-	clp_status st = clp_ckpt_open_latest(&c, s->cfg.ckpt.dir);
-	const char *v;
-
-	if (st == CLP_ERR_NOT_FOUND) {
-		if (sess_rank(s) == 0)
-			fprintf(s->out, "resume: no complete checkpoint under %s; starting fresh\n",
-				s->cfg.ckpt.dir);
-		clp_error_clear();
-		return CLP_OK;
-	}
-	if (st != CLP_OK)
-		return st;
-	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
-		fprintf(s->out, "%s", clp_ckpt_notes(c));
-	st = check_identity(s, c);
-	if (st == CLP_OK)
-		st = load_tensors(s, c, 1);
-	if (st == CLP_OK)
-		st = clp_exec_optim_load(s->ex, c);
-	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
-		st = clp_dataset_restore(s->ds, v);
-	if (st == CLP_OK) {
-		v = clp_ckpt_meta(c, "train.step");
-		s->step = v ? atol(v) : clp_ckpt_step(c);
-		v = clp_ckpt_meta(c, "train.applied");
-		s->applied = v ? atol(v) : s->step;
-		v = clp_ckpt_meta(c, "train.loss_scale");
-		if (v && s->prec == CLP_F16) {
-			double scale = 0;
-			long good = 0;
-
-			if (sscanf(v, "%lf %ld", &scale, &good) == 2)
-				clp_exec_restore_loss_scale(s->ex, (float)scale, good);
-		}
-		if (sess_rank(s) == 0)
-			fprintf(s->out, "resumed from %s at step %ld\n", clp_ckpt_path(c), s->step);
-		st = sess_pf_resumed(s);
-	}
-	clp_ckpt_close(c);
-	return st;
-}
-
-/* For eval and sample: the checkpoint's stored config gives the model (and tokenizer). */
-static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
-{
-	const char *text;
-	clp_train_config base;
-	char origin[CLP_CFG_ORIGIN_LEN];
-	clp_status st;
-
-	if (!s->cfg.sample.ckpt[0])
-		return clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
-				 "--sample.ckpt=DIR)");
-	CLP_TRY(clp_ckpt_open(cp, s->cfg.sample.ckpt));
-	text = clp_ckpt_meta(*cp, "config");
-	if (!text) { /* a foreign file: its config.json, else the command line, gives the model */
-		int found;
-
-		return clp_hf_config_apply(clp_ckpt_path(*cp), &s->cfg, &found);
-	}
-	CLP_TRY(clp_cfg_defaults(&clp_train_schema, &base));
-	st = clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(*cp));
-	if (st != CLP_OK)
-		return clp_error_context(st, "the config stored in the checkpoint: ");
-	snprintf(origin, sizeof(origin), "%s (stored config)", clp_ckpt_path(*cp));
-	for (int i = 0; i < clp_train_schema.nfields; i++) {
-		const char *key = clp_train_schema.fields[i].key;
-		char v[256];
-
-		if (strncmp(key, "model.", 6))
-			continue;
-		clp_cfg_get(&clp_train_schema, &base, key, v, sizeof(v));
-		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
-	}
-	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
-	if (!s->cfg.data.bpe_vocab[0])
-		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));
-	if (!s->cfg.data.bpe_merges[0])
-		memcpy(s->cfg.data.bpe_merges, base.data.bpe_merges, sizeof(base.data.bpe_merges));
-	if (!s->cfg.data.path[0]) {
-		memcpy(s->cfg.data.path, base.data.path, sizeof(base.data.path));
-		memcpy(s->cfg.data.format, base.data.format, sizeof(base.data.format));
-		memcpy(s->cfg.data.val_path, base.data.val_path, sizeof(base.data.val_path));
-		s->cfg.data.val_fraction = base.data.val_fraction;
-	}
-	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
-		s->cfg.train.seq = base.train.seq;
-	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
-		/* the stage map the model was trained with, for sample.skip_stages */
-		s->cfg.pipeline.stages = base.pipeline.stages;
-		s->cfg.pipeline.layers = base.pipeline.layers;
-	}
-	return CLP_OK;
 }
 
 /* ---- open and close --------------------------------------------------------------------------- */
@@ -724,12 +384,81 @@ static clp_status open_model(clp_session *s)
 	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
+/* The steps of clp_session_open, each returning at the first failure; *ck is the checkpoint an
+ * eval or sample run starts from (closed by the caller). */
+static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
+{
+	enum clp_session_mode mode = s->mode;
+
+	if (!s->comm || mode != CLP_SESSION_TRAIN) {
+		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
+			return clp_error(CLP_ERR_UNSUPPORTED, "eval and sample run on one device; "
+					 "start them without mpirun");
+		s->own_comm = 1;
+		s->comm = NULL;
+		CLP_TRY(clp_comm_self(&s->comm));
+	}
+	/* until every rank has built its kernels, waits may be long: the deadline is armed after
+	 * the start-up barrier below */
+	clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
+					       ? 3600.0 : s->cfg.pipeline.deadline);
+	if (mode != CLP_SESSION_TRAIN)
+		CLP_TRY(sess_config_from_ckpt(s, ck));
+	s->bert = !strcmp(s->cfg.model.preset, "bert");
+	s->prec = sess_precision(&s->cfg);
+	if (mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
+	    !strcmp(s->cfg.optim.name, "kfac"))
+		return clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
+				 "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
+				 "scaling) or AdamW");
+	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
+	if (mode == CLP_SESSION_SAMPLE && s->bert)
+		return clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
+				 "generate text; use clpipe eval");
+	CLP_TRY(open_tokenizer(s));
+	CLP_TRY(model_config(s));
+	if (mode != CLP_SESSION_SAMPLE) {
+		CLP_TRY(open_data(s));
+		CLP_TRY(baseline(s));
+	}
+	CLP_TRY(open_device(s));
+	s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
+	s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
+	s->N = s->B * s->T;
+	s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
+	s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
+	CLP_TRY(open_model(s));
+	if (*ck) {
+		CLP_TRY(sess_check_identity(s, *ck));
+		CLP_TRY(sess_load_tensors(s, *ck, 0));
+	}
+	if (mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
+		if (!s->cfg.ckpt.dir[0])
+			return clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
+		CLP_TRY(sess_resume(s));
+	}
+	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
+	if (mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
+		CLP_TRY(clp_cl_warmup(s->ctx, NULL));
+		CLP_TRY(clp_nn_warmup(s->ctx, NULL));
+		CLP_TRY(clp_comm_barrier(s->comm, "kernels built on every rank"));
+	}
+	clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
+	if (mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
+		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
+		if (!s->log)
+			return clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
+					 s->cfg.train.log);
+	}
+	return CLP_OK;
+}
+
 clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
 {
 	clp_session *s = calloc(1, sizeof(*s));
 	clp_ckpt *ck = NULL;
-	clp_status st = CLP_OK;
+	clp_status st;
 
 	*out = NULL;
 	if (!s)
@@ -739,77 +468,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	s->out = fout;
 	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
-	if (!s->comm || mode != CLP_SESSION_TRAIN) {
-		if (mode != CLP_SESSION_TRAIN && comm && clp_comm_size(comm) > 1)
-			st = clp_error(CLP_ERR_UNSUPPORTED, "eval and sample run on one device; start "
-				       "them without mpirun");
-		if (st == CLP_OK)
-			st = clp_comm_self(&s->comm);
-		s->own_comm = 1;
-	}
-	/* until every rank has built its kernels, waits may be long: the deadline is armed after
-	 * the start-up barrier below */
-	if (st == CLP_OK)
-		clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
-						       ? 3600.0 : s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
-		st = config_from_ckpt(s, &ck);
-	s->bert = !strcmp(s->cfg.model.preset, "bert");
-	s->prec = sess_precision(&s->cfg);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->prec == CLP_F16 &&
-	    !strcmp(s->cfg.optim.name, "kfac"))
-		st = clp_error(CLP_ERR_UNSUPPORTED, "train.precision = \"fp16\" with optim.name = "
-			       "\"kfac\": K-FAC's factors would see the loss scale; use bf16 (no "
-			       "scaling) or AdamW");
-	s->skip = mode == CLP_SESSION_TRAIN && !strcmp(s->cfg.pipeline.schedule, "skippipe");
-	if (st == CLP_OK && mode == CLP_SESSION_SAMPLE && s->bert)
-		st = clp_error(CLP_ERR_UNSUPPORTED, "bert is an encoder (masked-LM): it does not "
-			       "generate text; use clpipe eval");
-	if (st == CLP_OK)
-		st = open_tokenizer(s);
-	if (st == CLP_OK)
-		st = model_config(s);
-	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
-		st = open_data(s);
-	if (st == CLP_OK && mode != CLP_SESSION_SAMPLE)
-		st = baseline(s);
-	if (st == CLP_OK)
-		st = open_device(s);
-	if (st == CLP_OK) {
-		s->B = mode == CLP_SESSION_SAMPLE ? 1 : (size_t)s->cfg.train.batch;
-		s->T = mode == CLP_SESSION_SAMPLE ? (size_t)s->m.ctx : (size_t)s->cfg.train.seq;
-		s->N = s->B * s->T;
-		s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
-		s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
-		st = open_model(s);
-	}
-	if (st == CLP_OK && ck) {
-		st = check_identity(s, ck);
-		if (st == CLP_OK)
-			st = load_tensors(s, ck, 0);
-	}
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
-		if (!s->cfg.ckpt.dir[0])
-			st = clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
-		else
-			st = resume(s);
-	}
-	/* build every kernel now (PoCL takes seconds each), then start the clock on waits */
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && clp_comm_size(s->comm) > 1) {
-		st = clp_cl_warmup(s->ctx, NULL);
-		if (st == CLP_OK)
-			st = clp_nn_warmup(s->ctx, NULL);
-		if (st == CLP_OK)
-			st = clp_comm_barrier(s->comm, "kernels built on every rank");
-	}
-	if (st == CLP_OK)
-		clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
-		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
-		if (!s->log)
-			st = clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
-				       s->cfg.train.log);
-	}
+	st = open_steps(s, comm, &ck);
 	clp_ckpt_close(ck);
 	if (st != CLP_OK) {
 		clp_session_close(s);

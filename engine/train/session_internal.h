@@ -1,5 +1,6 @@
-/* The session's state, shared by session.c (setup, checkpoints, sampling) and
- * session_train.c (the step loop, evaluation, logging). */
+/* The session's state, shared by the session_*.c files: session.c (opening, closing),
+ * session_ckpt.c (checkpoints), session_train.c (the step loop, evaluation, logging),
+ * session_sample.c (sampling), session_report.c, and the pieces named below. */
 #ifndef CLP_TRAIN_SESSION_INTERNAL_H
 #define CLP_TRAIN_SESSION_INTERNAL_H
 
@@ -61,7 +62,16 @@ struct clp_session {
 	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
 };
 
+/* session_ckpt.c: save a checkpoint of this step (every rank; rank 0 commits it); check a
+ * checkpoint's identity against the session's model; load every stage's parameters (and with
+ * optim, AdamW's moments); resume from the latest complete checkpoint under ckpt.dir (none:
+ * start fresh); for eval and sample, open sample.ckpt into *cp and take the model (and
+ * tokenizer, data, stage map) from its stored config. */
 clp_status sess_save(clp_session *s);
+clp_status sess_check_identity(clp_session *s, clp_ckpt *c);
+clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
+clp_status sess_resume(clp_session *s);
+clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 
