@@ -237,16 +237,18 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 
 /* CLPIPE_FAULT="KIND:RANK:STEP" makes that rank act after that step, to test how the job handles
  * it: die (SIGKILL), stop (SIGSTOP: stops answering), int or term (raises SIGINT or SIGTERM, as
- * Ctrl-C or a scheduler would: the run stops at the next step's end with a checkpoint). */
+ * Ctrl-C or a scheduler would: the run stops at the next step's end with a checkpoint), intint
+ * (two SIGINTs: the second stops at once). */
 struct fault {
-	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term */
+	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint */
 	long step;
 };
 
 static void fault_hook(void *ud, long step)
 {
-	static const int sigs[] = {0, SIGKILL, SIGSTOP, SIGINT, SIGTERM};
-	static const char *const what[] = {"", "dies", "stops", "raises SIGINT", "raises SIGTERM"};
+	static const int sigs[] = {0, SIGKILL, SIGSTOP, SIGINT, SIGTERM, SIGINT};
+	static const char *const what[] = {"", "dies", "stops", "raises SIGINT", "raises SIGTERM",
+					   "raises SIGINT twice"};
 	const struct fault *f = ud;
 
 	lost_update(step); /* what a signal would now report */
@@ -256,6 +258,8 @@ static void fault_hook(void *ud, long step)
 		step);
 	fflush(stderr);
 	raise(sigs[f->kind]);
+	if (f->kind == 5) /* a second Ctrl-C: at once */
+		raise(SIGINT);
 }
 
 static void install_fault(clp_session *s, int rank, struct fault *f)
@@ -267,7 +271,7 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
 		return;
 	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : !strcmp(kind, "int") ? 3
-		  : !strcmp(kind, "term") ? 4 : 0;
+		  : !strcmp(kind, "term") ? 4 : !strcmp(kind, "intint") ? 5 : 0;
 }
 
 /* The newest entry of runs/ (for the message of --resume without a directory). */
@@ -478,8 +482,13 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 			say_stopped(s, rank, nranks);
 		if (st == CLP_OK && rank == 0)
 			summary(s, nargs, args);
-		if (st == CLP_OK && clp_session_stopped(s, NULL))
+		if (st == CLP_OK && clp_session_stopped(s, NULL)) {
 			rc = 128 + clp_session_stopped(s, NULL);
+			lost_uninstall();
+			/* no rank exits (mpirun then ends the others) before rank 0 has said all */
+			if (nranks > 1)
+				st = clp_comm_barrier(comm, "the end of a stopped run");
+		}
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 

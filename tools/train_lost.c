@@ -95,3 +95,9 @@ void lost_install(clp_session *s, int rank, int nranks, long done)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 }
+
+void lost_uninstall(void)
+{
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+}

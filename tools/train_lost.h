@@ -11,5 +11,7 @@
 void lost_install(clp_session *s, int rank, int nranks, long done);
 /* After each completed step (done of them), compose the lines a signal would print. */
 void lost_update(long done);
+/* The default action again (after a stopped run, while it ends). */
+void lost_uninstall(void);
 
 #endif

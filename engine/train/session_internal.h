@@ -60,6 +60,7 @@ struct clp_session {
 	int stop_rank;        /* the rank that saw it first */
 	double t_saved;       /* clp_now() of the last checkpoint (or the run's start) */
 	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
+	double build_s;       /* seconds of kernel builds during the run (a cold cache) */
 };
 
 /* session_ckpt.c: save a checkpoint of this step (every rank; rank 0 commits it); check a

@@ -114,6 +114,7 @@ void sess_report_end(clp_session *s)
 		clp_error_clear();
 	clp_ckpt_close(ck);
 	m->ranks = clp_comm_size(s->comm);
+	m->build_s = s->build_s;
 	m->stopped = s->stopped;
 	snprintf(m->curve, sizeof(m->curve), "%s", r->curve && !r->curve_failed ? r->curve_path : "");
 	snprintf(m->log, sizeof(m->log), "%s", s->cfg.train.log);

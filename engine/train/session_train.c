@@ -453,6 +453,21 @@ static void log_step(void *ud, const clp_session_step *r)
 	log_json(s, rec);
 }
 
+/* Seconds spent building (not loading) kernel programs since build record `from`: a cold
+ * cache's first step, which the throughput and ETA leave out. */
+static double kernel_builds(const clp_session *s, int from)
+{
+	double t = 0;
+
+	for (int i = from; i < clp_cl_ctx_nbuilds(s->ctx); i++) {
+		const clp_cl_build_info *b = clp_cl_ctx_build(s->ctx, i);
+
+		if (b && !b->cached && !b->remembered)
+			t += b->seconds;
+	}
+	return t;
+}
+
 /* The evaluations of a run: the last one's loss and metric, and when it ran. */
 struct evals {
 	double val, metric;
@@ -537,6 +552,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	const clp_train_config *c;
 	long first, tr_first, tr_last;
 	double t_start = clp_now();
+	int nb0;
 	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
 	size_t tokens;
 
@@ -547,6 +563,8 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	first = s->step;
 	s->stopped = 0;
 	s->t_saved = clp_now();
+	s->build_s = 0;
+	nb0 = clp_cl_ctx_nbuilds(s->ctx);
 	tokens = (size_t)s->R * (size_t)s->M * s->N;
 	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
@@ -559,11 +577,23 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		double t0 = clp_now();
 		clp_session_step rec;
 		int stop, sig, clock;
+		double built;
+		int nbs;
 
+		s->build_s = kernel_builds(s, nb0); /* so far, evaluations' included */
+		nbs = clp_cl_ctx_nbuilds(s->ctx);
 		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
-		rec.ms = (clp_now() - t0) * 1e3;
+		built = kernel_builds(s, nbs);
+		if (built > 0.5 && sess_rank(s) == 0) {
+			clp_progress_clear(s->out, sess_tty(s));
+			fprintf(s->out, "building kernels (first run on this device): %.1f s in step %ld "
+				"(cached for later runs; not counted in tok/s and ETA)\n", built,
+				step + 1);
+		}
+		s->build_s += built;
+		rec.ms = (clp_now() - t0 - built) * 1e3;
 		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
-		rec.eta_s = (clp_now() - t_start) / (double)(step - first + 1) *
+		rec.eta_s = (clp_now() - t_start - s->build_s) / (double)(step - first + 1) *
 			    (double)(c->train.steps - step - 1);
 		if (sess_rank(s) == 0)
 			s->logger(s->logger_ud, &rec);
@@ -586,6 +616,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			clp_cl_profile_start(s->ctx);
 	}
 	CLP_TRY(finish_run(s, first, &ev));
+	s->build_s = kernel_builds(s, nb0);
 	sess_report_end(s);
 	if (val_loss)
 		*val_loss = ev.val;

@@ -69,10 +69,6 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps, const c
 		fputs(" <this run's arguments>", out);
 	for (int i = 0; i < argc; i++)
 		has_dir |= starts(argv[i], "--ckpt.dir");
-	if (argc >= 0 && !has_dir && dir[0]) {
-		fputs(" --ckpt.dir=", out);
-		shell_word(out, dir);
-	}
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -86,6 +82,10 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps, const c
 			continue;
 		fputc(' ', out);
 		shell_word(out, a);
+	}
+	if (argc >= 0 && !has_dir && dir[0]) { /* a default run directory, or the file's */
+		fputs(" --ckpt.dir=", out);
+		shell_word(out, dir);
 	}
 }
 
@@ -110,7 +110,11 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 			s->target_ratio);
 	fprintf(out, "\ntokens:      %s in this run\n", tok);
 	fprintf(out, "wall time:   %s, %.0f tokens/s on average (evaluations and checkpoints "
-		"included)\n", wall, s->wall_s > 0 ? s->tokens / s->wall_s : 0.0);
+		"included", wall, s->wall_s - s->build_s > 0 ? s->tokens / (s->wall_s - s->build_s)
+		: 0.0);
+	if (s->build_s >= 0.05)
+		fprintf(out, "; %.1f s of first-run kernel builds not", s->build_s);
+	fprintf(out, ")\n");
 	if (s->precision[0]) {
 		fprintf(out, "precision:   %s", s->precision);
 		if (strcmp(s->precision, "fp32"))

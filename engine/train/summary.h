@@ -28,6 +28,7 @@ typedef struct clp_train_summary {
 	long skipped;         /* steps skipped for a non-finite gradient, in this run */
 	int ranks;            /* the job's ranks: > 1, the commands that train start with mpirun */
 	int stopped;          /* the signal that stopped the run (0: none) */
+	double build_s;       /* of wall_s, kernel builds of a cold cache (left out of tokens/s) */
 } clp_train_summary;
 
 /* Print it. program is how to call clpipe (see clp_train_summary_program); argv (argc entries,
