@@ -7,7 +7,7 @@
 # model or foreign files is refused before anything is written (--ckpt.overwrite=true replaces
 # a run's checkpoints; its summary names its own); (4) checkpoints by default (runs/...) and by
 # the clock; (5) flags of another command, misspellings, --resume without a checkpoint and past
-# the end. Usage: test_safe_runs.sh CLPIPE WORKDIR HF_FIXTURE_DIR
+# the end; (6) an llm.c shard, safetensors or binary file given as text. Usage: test_safe_runs.sh CLPIPE WORKDIR HF_FIXTURE_DIR
 set -u
 clpipe=$1
 work=$2/safe-runs
@@ -123,5 +123,17 @@ check "[ $? -eq 0 ] && [ -f auto/step-00000002/manifest.json ]" "--resume=auto s
 "$clpipe" train "${small[@]}" --model.n_layer=3 --steps 2 --ckpt.dir=own --resume >f7.out 2>&1
 check "[ $? -eq 0 ] && grep -q 'nothing to train: the checkpoint is at step 3 and train.steps = 2' f7.out && ! grep -q 'train.steps=' f7.out" \
 	"--resume past the end says so and exits 0"
+# 6. data by content (issue 26, case 5: a shard trained as text)
+"$clpipe" tokenize --out shard.bin corpus.txt >/dev/null
+"$clpipe" train "${small[@]/corpus.txt/shard.bin}" --steps 1 --no-ckpt >d1.out 2>&1
+check "[ $? -ne 0 ] && grep -q 'shard.bin is an llm.c token shard (magic 20240520, version 1, 142232 tokens' d1.out && grep -q 'data.format = \"shards\"' d1.out" \
+	"an llm.c shard given as text is refused by name, with the setting that reads it"
+"$clpipe" train "${small[@]/corpus.txt/shard.bin}" --data.format=shards --steps 1 --no-ckpt >d2.out 2>&1
+check "[ $? -eq 0 ]" "and trains with data.format = shards"
+"$clpipe" train "${small[@]/corpus.txt/$fx/gpt2/model.safetensors}" --steps 1 --no-ckpt >d3.out 2>&1
+check "[ $? -ne 0 ] && grep -q 'is a safetensors file' d3.out" "a safetensors file given as text is refused by name"
+printf 'text\0more' > nul.txt
+"$clpipe" train "${small[@]/corpus.txt/nul.txt}" --steps 1 --no-ckpt >d4.out 2>&1
+check "[ $? -ne 0 ] && grep -q 'looks binary, not text (a NUL byte at offset 4)' d4.out" "other binary data is refused"
 [ $fail -ne 0 ] && for f in *.out; do echo "--- $f"; cat "$f"; done
 exit $fail
