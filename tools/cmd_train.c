@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/train/run_dir.h"
 #include "engine/train/session.h"
@@ -335,6 +336,25 @@ static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int res
 	return CLP_OK;
 }
 
+/* The run's file settings as absolute paths, so that the config stored in its checkpoints
+ * works from any directory (clpipe eval --ckpt ... elsewhere). */
+static void absolute_paths(clp_train_config *cfg)
+{
+	char *paths[] = {cfg->data.path, cfg->data.val_path, cfg->data.bpe_vocab,
+			 cfg->data.bpe_merges};
+	char cwd[2048], buf[4096];
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		return;
+	for (int i = 0; i < 4; i++) {
+		if (!paths[i][0] || paths[i][0] == '/')
+			continue;
+		snprintf(buf, sizeof(buf), "%s/%s", cwd, paths[i]);
+		if (strlen(buf) < sizeof(cfg->data.path))
+			snprintf(paths[i], sizeof(cfg->data.path), "%s", buf);
+	}
+}
+
 /* The first lines of a run: where its checkpoints go, and the settings not at their defaults. */
 static void announce(const clp_train_config *cfg)
 {
@@ -444,6 +464,8 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		nranks = clp_comm_size(comm);
 		if (!print_only && (st = resolve_run_dir(&cfg, comm, resume_auto)) != CLP_OK)
 			return fail(cmd, comm, st);
+		if (!print_only)
+			absolute_paths(&cfg);
 		if (!print_only && rank == 0) {
 			announce(&cfg);
 			fflush(stdout);
@@ -492,7 +514,17 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 
-		st = clp_session_eval(s, clp_session_config(s)->eval.batches, &loss, &bpb);
+		const clp_train_config *c = clp_session_config(s);
+
+		if (!json && c->eval.batches > 0)
+			printf("eval of %s on %s: %ld batches x %ld sequences of %ld tokens, %s\n",
+			       c->sample.ckpt, c->data.path, c->eval.batches, c->train.batch,
+			       c->train.seq, c->train.precision);
+		else if (!json)
+			printf("eval of %s on %s: the whole validation split, batches of %ld "
+			       "sequences of %ld tokens, %s\n", c->sample.ckpt, c->data.path,
+			       c->train.batch, c->train.seq, c->train.precision);
+		st = clp_session_eval(s, c->eval.batches, &loss, &bpb);
 		if (st == CLP_OK && json) {
 			print_json(s, loss, bpb);
 		} else if (st == CLP_OK) {

@@ -73,6 +73,11 @@ clp_status sess_check_identity(clp_session *s, clp_ckpt *c);
 clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
 clp_status sess_resume(clp_session *s);
 clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp);
+/* ckpt_config.c: eval and sample take the tokenizer, data, batch, sequence length, precision
+ * and evaluation size of the run from base (the checkpoint's stored config) unless given, its
+ * relative paths found from the checkpoint ckpt's directory or its parents; origin names it. */
+clp_status sess_inherit_run(clp_session *s, const clp_train_config *base, const char *ckpt,
+			    const char *origin);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

@@ -7,7 +7,8 @@
 # model or foreign files is refused before anything is written (--ckpt.overwrite=true replaces
 # a run's checkpoints; its summary names its own); (4) checkpoints by default (runs/...) and by
 # the clock; (5) flags of another command, misspellings, --resume without a checkpoint and past
-# the end; (6) an llm.c shard, safetensors or binary file given as text. Usage: test_safe_runs.sh CLPIPE WORKDIR HF_FIXTURE_DIR
+# the end; (6) an llm.c shard, safetensors or binary file given as text; (7) eval of a checkpoint
+# from elsewhere reproduces the run's figure. Usage: test_safe_runs.sh CLPIPE WORKDIR HF_FIXTURE_DIR
 set -u
 clpipe=$1
 work=$2/safe-runs
@@ -135,5 +136,20 @@ check "[ $? -ne 0 ] && grep -q 'is a safetensors file' d3.out" "a safetensors fi
 printf 'text\0more' > nul.txt
 "$clpipe" train "${small[@]/corpus.txt/nul.txt}" --steps 1 --no-ckpt >d4.out 2>&1
 check "[ $? -ne 0 ] && grep -q 'looks binary, not text (a NUL byte at offset 4)' d4.out" "other binary data is refused"
+# 7. eval reproduces the run (issue 26, case 4): its batch and evaluation size, its data found
+# from any directory (stored absolute; a moved tree from the checkpoint's parents), a missing
+# file names the flag that replaces it
+mkdir -p tree && cp corpus.txt tree/tree-corpus.txt
+(cd tree && "$clpipe" train "${small[@]/corpus.txt/tree-corpus.txt}" --train.batch=4 --eval.batches=3 \
+	--steps 3 --ckpt.dir=ck >../e0.out 2>&1)
+mv tree moved && mkdir -p elsewhere
+want=$(sed -n 's/^eval at step 3: val loss \([0-9.]*\),.*/\1/p' e0.out)
+(cd elsewhere && "$clpipe" eval --ckpt ../moved/ck >../e1.out 2>&1)
+check "[ -n '$want' ] && grep -q \"^val loss $want \" e1.out && grep -q 'on .*/moved/tree-corpus.txt: 3 batches x 4 sequences of 16 tokens, fp32' e1.out" \
+	"eval from another directory, after the tree moved, gives the run's own $want and names data and batch"
+rm moved/tree-corpus.txt
+(cd elsewhere && "$clpipe" eval --ckpt ../moved/ck >../e2.out 2>&1)
+check "[ $? -ne 0 ] && grep -q 'is not there, .*give the data with --data FILE' e2.out" \
+	"a missing data file says which flag replaces it"
 [ $fail -ne 0 ] && for f in *.out; do echo "--- $f"; cat "$f"; done
 exit $fail
