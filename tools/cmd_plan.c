@@ -438,9 +438,9 @@ int cmd_plan(int argc, char **argv)
 			       naive.step_s * 1e3, naive.over_memory ? " (naive over memory)" : "",
 			       best.step_s > 0 ? naive.step_s / best.step_s : 0);
 		}
-		if (best.pipefisher)
-			printf("note: clpipe train runs K-FAC's cycle rule serially (the executor does "
-			       "not run PipeFisher's K-FAC items yet)\n");
+		if (best.pipefisher > 0)
+			printf("note: the written config sets pipeline.pipefisher = true: clpipe train "
+			       "runs K-FAC's work in the schedule's bubbles (docs/KFAC.md)\n");
 	}
 	if (st == CLP_OK && a.out)
 		st = write_outputs(&a, &best, naive_ok ? &naive : NULL, c, blocks, &m, &cfg,

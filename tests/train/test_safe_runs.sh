@@ -79,6 +79,11 @@ check "[ $? -eq 0 ] && [ \"\$(ls own)\" = \"\$(printf 'step-00000001\nstep-00000
 	"--ckpt.overwrite=true replaces them; keep = 3 keeps this run's own"
 check "grep -q '^checkpoint:  own/step-00000003' own3.out && grep -q 'sample --ckpt own/step-00000003' own3.out" \
 	"the summary names the run's own checkpoint"
+"$clpipe" export own own >x1.out 2>&1
+rc1=$?
+"$clpipe" export own/step-00000003 own >x2.out 2>&1
+check "[ $rc1 -ne 0 ] && [ $? -ne 0 ] && grep -q \"own is a run's directory of checkpoints\" x1.out x2.out && [ ! -e own/model.safetensors ]" \
+	"clpipe export into a run's directory is refused"
 mkdir hf && cp -r "$fx"/gpt2/. hf/
 before=$(ls -lR hf | md5sum)
 "$clpipe" train "${small[@]}" --steps 2 --ckpt.dir=hf --resume >hf1.out 2>&1
