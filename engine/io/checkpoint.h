@@ -75,7 +75,8 @@ clp_status clp_ckpt_writer_meta(clp_ckpt_writer *w, const char *key, const char 
 /* Write this rank's files and part-rank<R>.json durably. */
 clp_status clp_ckpt_writer_write(clp_ckpt_writer *w);
 /* Rank 0, after every rank's write: check all parts, write manifest.json, fsync, then delete
- * all but the newest `keep` complete checkpoints (keep <= 0: delete none) and incomplete
+ * all but the newest `keep` complete checkpoints (this one is never deleted, even when newer
+ * steps of another run are there) (keep <= 0: delete none) and incomplete
  * leftovers older than this step. */
 clp_status clp_ckpt_writer_commit(clp_ckpt_writer *w, int keep);
 /* The directory of this checkpoint (<root>/step-XXXXXXXX). */
