@@ -278,16 +278,18 @@ static int save_due_clock(const clp_session *s, long done)
 	return clp_now() - s->t_saved >= s->cfg.ckpt.minutes * 60.0;
 }
 
-/* After each step: whether the run stops (a signal on any rank) and whether a checkpoint is due
- * by the clock; one small all-gather on a job of several ranks, so that every rank decides the
+/* After each step: whether the run stops (a signal on any rank; with PipeFisher at the cycle's
+ * end) and whether a checkpoint is due by the clock; one small all-gather on a job of several ranks, so that every rank decides the
  * same at the same step. */
 static clp_status step_decisions(clp_session *s, long done, int *stop, int *clock)
 {
 	int mine[2] = {s->stop_flag ? (int)*s->stop_flag : 0, save_due_clock(s, done)};
-	int n = clp_comm_size(s->comm), *all;
+	int n = clp_comm_size(s->comm), *all, K = st_pf_K(s);
 	clp_status st;
 
 	*stop = *clock = 0;
+	if (K > 1 && done % K) /* PipeFisher resumes at a cycle's end: the flag waits for it */
+		mine[0] = 0;
 	if (n == 1) {
 		*stop = mine[0];
 		*clock = mine[1];
