@@ -44,10 +44,22 @@ clp_status clp_data_sniff_text(const char *path)
 	if (n >= 4 && !memcmp(b, "\x28\xb5\x2f\xfd", 4))
 		return clp_error(CLP_ERR_FORMAT, "%s is zstd-compressed, not text: decompress it "
 				 "first (unzstd)", path);
-	for (size_t i = 0; i < n; i++)
-		if (b[i] == 0)
-			return clp_error(CLP_ERR_FORMAT, "%s looks binary, not text (a NUL byte at "
-					 "offset %zu): give a text file, or token shards with "
-					 "data.format = \"shards\"", path, i);
+	/* other binary data: many control characters (text has tabs and newlines; a stray NUL or
+	 * invalid byte in text is the byte tokenizer's to keep) */
+	if (n >= 256) {
+		size_t ctl = 0, first = n;
+
+		for (size_t i = 0; i < n; i++)
+			if (b[i] < 0x20 && (!b[i] || !strchr("\t\n\r\f\v", b[i]))) {
+				ctl++;
+				if (first == n)
+					first = i;
+			}
+		if (ctl * 10 > n)
+			return clp_error(CLP_ERR_FORMAT, "%s looks binary, not text (%zu of its first "
+					 "%zu bytes are control characters, the first at offset "
+					 "%zu): give a text file, or token shards with data.format = "
+					 "\"shards\"", path, ctl, n, first);
+	}
 	return CLP_OK;
 }

@@ -1,5 +1,6 @@
 /* What a file given as text really is: an llm.c token shard, a safetensors file, a compressed
- * archive or other binary data are refused by name (with the setting that reads them), instead
+ * archive or other binary data (over a tenth of the first 4 KiB control characters) are refused
+ * by name (with the setting that reads them), instead
  * of training on their bytes. */
 #ifndef CLP_DATA_SNIFF_H
 #define CLP_DATA_SNIFF_H
