@@ -279,8 +279,8 @@ static int save_due_clock(const clp_session *s, long done)
 }
 
 /* After each step: whether the run stops (a signal on any rank; with PipeFisher at the cycle's
- * end) and whether a checkpoint is due by the clock; one small all-gather on a job of several ranks, so that every rank decides the
- * same at the same step. */
+ * end) and whether a checkpoint is due by the clock; one small all-gather on a job of several
+ * ranks, so that every rank decides the same at the same step. */
 static clp_status step_decisions(clp_session *s, long done, int *stop, int *clock)
 {
 	int mine[2] = {s->stop_flag ? (int)*s->stop_flag : 0, save_due_clock(s, done)};

@@ -35,8 +35,8 @@ typedef struct clp_train_summary {
  * without the program and the "train" word) are the arguments of the run, repeated with
  * --resume in the resume command (quoted for a POSIX shell; --resume/--ckpt.resume dropped;
  * --ckpt.dir added when the run's directory was not among them; under "mpirun -np N" when the
- * run had N > 1 ranks; argc < 0: not known, a placeholder stands for them). Timing goes in as given: the output
- * depends only on s. */
+ * run had N > 1 ranks; argc < 0: not known, a placeholder stands for them). Timing goes in as
+ * given: the output depends only on s. */
 void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *program,
 			     int argc, char *const *argv);
 
