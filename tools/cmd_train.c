@@ -60,7 +60,7 @@ static void help(const char *cmd)
 		       "checkpoint's stored config unless given here, or from a Hugging Face model\n"
 		       "directory's config.json; eval.batches 0 = the whole split). --json prints one\n"
 		       "JSON object: loss (nats/token, full precision), perplexity, bits_per_byte,\n"
-		       "tokens (targets evaluated), sequences.\n");
+		       "tokens (targets evaluated), seq, batch and data (what was evaluated).\n");
 	else
 		printf("usage: clpipe sample --ckpt DIR [--prompt TEXT] [--length N]\n"
 		       "                     [--temperature T] [--top-k K]\n\n"
@@ -395,12 +395,13 @@ static int fail(const char *cmd, clp_comm *comm, clp_status st)
 static void print_json(const clp_session *s, double loss, double bpb)
 {
 	const clp_train_config *c = clp_session_config(s);
-	json_t *o = json_pack("{s:f,s:f,s:o,s:o,s:I,s:s,s:I}", "loss", loss, "perplexity",
+	json_t *o = json_pack("{s:f,s:f,s:o,s:o,s:I,s:s,s:I,s:I,s:s}", "loss", loss, "perplexity",
 			      exp(loss), "bits_per_byte", bpb == bpb ? json_real(bpb) : json_null(),
 			      "baseline_bits_per_byte", bpb == bpb
 			      ? json_real(clp_session_baseline_bpb(s)) : json_null(), "tokens",
 			      (json_int_t)clp_session_eval_tokens(s), "preset", c->model.preset,
-			      "seq", (json_int_t)c->train.seq);
+			      "seq", (json_int_t)c->train.seq, "batch", (json_int_t)c->train.batch,
+			      "data", c->data.path);
 
 	if (o) {
 		json_dumpf(o, stdout, JSON_REAL_PRECISION(17));

@@ -66,8 +66,11 @@ void lost_update(long done)
 	else
 		snprintf(ck, sizeof(ck), "no checkpoint was saved%s", c->ckpt.dir[0] ? " yet" :
 			 " (checkpoints are off: --no-ckpt)");
-	snprintf(heads[next], sizeof(heads[next]), "clpipe train: rank %d of %d, holding %s, ",
-		 rank_, nranks_, role);
+	if (nranks_ > 1)
+		snprintf(heads[next], sizeof(heads[next]), "clpipe train: rank %d of %d, holding "
+			 "%s, ", rank_, nranks_, role);
+	else
+		snprintf(heads[next], sizeof(heads[next]), "clpipe train: ");
 	snprintf(first_tails[next], sizeof(first_tails[next]), " during step %ld (%ld steps "
 		 "done): %s at the end of this step (a second signal stops at once; if the job "
 		 "ends first, %s)\n", done + 1, done, c->ckpt.dir[0] ? "saving a checkpoint and "
