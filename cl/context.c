@@ -254,13 +254,23 @@ const char *clp_cl_ctx_defines(const clp_cl_ctx *ctx)
 	return ctx->defines;
 }
 
-clp_status clp_cl_args(clp_cl_ctx *ctx, cl_kernel k, int n, ...)
+/* The context's entry of kernel k (NULL: not made by clp_cl_kernel). */
+static struct clp_kernel_entry *kernel_entry(clp_cl_ctx *ctx, cl_kernel k)
 {
-	va_list ap;
-	clp_status s = CLP_OK;
+	for (int i = 0; i < ctx->nkernels; i++)
+		if (ctx->kernels[i].kernel == k)
+			return &ctx->kernels[i];
+	return NULL;
+}
 
-	va_start(ap, n);
-	for (int i = 0; i < n; i++) {
+static clp_status set_args(clp_cl_ctx *ctx, cl_kernel k, int first, int n, va_list ap)
+{
+	struct clp_kernel_entry *ke = kernel_entry(ctx, k);
+
+	if (ke && ke->nargs >= 0 && first + n > ke->nargs)
+		return clp_error(CLP_ERR_INVALID, "kernel %s takes %d arguments; the host sets "
+				 "arguments %d .. %d", ke->name, ke->nargs, first, first + n - 1);
+	for (int i = first; i < first + n; i++) {
 		size_t size = va_arg(ap, size_t);
 		const void *ptr = va_arg(ap, const void *);
 		cl_int err = clSetKernelArg(k, (cl_uint)i, size, ptr);
@@ -269,12 +279,48 @@ clp_status clp_cl_args(clp_cl_ctx *ctx, cl_kernel k, int n, ...)
 			char name[128] = "?";
 
 			clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, sizeof(name), name, NULL);
-			s = clp_cl_fail(ctx, err, "setting argument %d of kernel %s", i, name);
-			break;
+			return clp_cl_fail(ctx, err, "setting argument %d of kernel %s", i, name);
 		}
 	}
+	if (ke && first + n > ke->nset)
+		ke->nset = first + n;
+	return CLP_OK;
+}
+
+clp_status clp_cl_args(clp_cl_ctx *ctx, cl_kernel k, int n, ...)
+{
+	va_list ap;
+	clp_status s;
+
+	va_start(ap, n);
+	s = set_args(ctx, k, 0, n, ap);
 	va_end(ap);
 	return s;
+}
+
+clp_status clp_cl_args_at(clp_cl_ctx *ctx, cl_kernel k, int first, int n, ...)
+{
+	va_list ap;
+	clp_status s;
+
+	va_start(ap, n);
+	s = set_args(ctx, k, first, n, ap);
+	va_end(ap);
+	return s;
+}
+
+/* At a kernel's first launch: every argument it takes was set. */
+static clp_status check_launch(clp_cl_ctx *ctx, cl_kernel k)
+{
+	struct clp_kernel_entry *ke = kernel_entry(ctx, k);
+
+	if (!ke || ke->checked)
+		return CLP_OK;
+	if (ke->nargs >= 0 && ke->nset != ke->nargs)
+		return clp_error(CLP_ERR_INVALID, "kernel %s takes %d arguments; the host set %d "
+				 "before its first launch", ke->name, ke->nargs, ke->nset);
+	ke->checked = 1;
+	return CLP_OK;
 }
 
 clp_status clp_cl_run(clp_cl_ctx *ctx, cl_kernel k, const char *label, cl_uint dims,
@@ -285,6 +331,7 @@ clp_status clp_cl_run(clp_cl_ctx *ctx, cl_kernel k, const char *label, cl_uint d
 	cl_int err;
 	double host_ms = 0;
 
+	CLP_TRY(check_launch(ctx, k));
 	for (cl_uint i = 0; i < dims; i++) {
 		g[i] = (global[i] + local[i] - 1) / local[i] * local[i];
 		if (g[i] == 0)

@@ -154,16 +154,11 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 		cl_mem b = pr[r]->buf;
 		cl_long off = (cl_long)pr[r]->off;
 		cl_int rows = b ? pr[r]->rows : 0, len = pr[r]->len, ld = pr[r]->ld;
-		cl_int err = clSetKernelArg(k, (cl_uint)(19 + 5 * r), sizeof(cl_mem), b ? &b : NULL);
 
-		if (err != CL_SUCCESS)
-			return clp_cl_fail(p->ctx, err, "setting the prefetch region of gemm");
-		err = clSetKernelArg(k, (cl_uint)(20 + 5 * r), sizeof(off), &off);
-		err |= clSetKernelArg(k, (cl_uint)(21 + 5 * r), sizeof(rows), &rows);
-		err |= clSetKernelArg(k, (cl_uint)(22 + 5 * r), sizeof(len), &len);
-		err |= clSetKernelArg(k, (cl_uint)(23 + 5 * r), sizeof(ld), &ld);
-		if (err != CL_SUCCESS)
-			return clp_cl_fail(p->ctx, CL_INVALID_ARG_VALUE, "setting gemm prefetch sizes");
+		const void *bp = b ? (const void *)&b : NULL; /* no region: a NULL buffer */
+
+		CLP_TRY(clp_cl_args_at(p->ctx, k, 19 + 5 * r, 5, sizeof(cl_mem), bp, CLP_ARG(off),
+				       CLP_ARG(rows), CLP_ARG(len), CLP_ARG(ld)));
 	}
 	gs[0] = cdiv(N, (size_t)nc);
 	gs[1] = cdiv(M, (size_t)mc);

@@ -559,6 +559,15 @@ clp_status clp_cl_program_source(clp_cl_ctx *ctx, const char *label, const char 
 	return CLP_OK;
 }
 
+/* The number of arguments kernel k takes (-1 if the driver does not say). */
+static int kernel_nargs(cl_kernel k)
+{
+	cl_uint n = 0;
+
+	return clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof(n), &n, NULL) == CL_SUCCESS ? (int)n
+											  : -1;
+}
+
 clp_status clp_cl_kernel(clp_cl_ctx *ctx, const char *file, const char *defines, const char *name,
 			 cl_kernel *out)
 {
@@ -591,6 +600,9 @@ clp_status clp_cl_kernel(clp_cl_ctx *ctx, const char *file, const char *defines,
 	ctx->kernels[ctx->nkernels].program = pi;
 	ctx->kernels[ctx->nkernels].name = dupstr(name);
 	ctx->kernels[ctx->nkernels].kernel = k;
+	ctx->kernels[ctx->nkernels].nargs = kernel_nargs(k);
+	ctx->kernels[ctx->nkernels].nset = 0;
+	ctx->kernels[ctx->nkernels].checked = 0;
 	ctx->nkernels++;
 	*out = k;
 	return CLP_OK;

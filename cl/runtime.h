@@ -173,9 +173,14 @@ const char *clp_cl_ctx_warnings(const clp_cl_ctx *ctx);
  * ~/.cache/clpipe). Created on first use. */
 const char *clp_cl_cache_dir(void);
 
-/* Set kernel arguments: n pairs of (size_t size, const void *ptr). Use CLP_ARG(x). */
+/* Set kernel arguments: n pairs of (size_t size, const void *ptr). Use CLP_ARG(x). clp_cl_args
+ * sets arguments 0 .. n-1, clp_cl_args_at first .. first + n - 1. The counts are checked against
+ * the kernel's own (CL_KERNEL_NUM_ARGS, read once when clp_cl_kernel creates it): setting an
+ * argument past its last is refused, and so is its first clp_cl_run before every argument was
+ * set (CLP_ERR_INVALID naming the kernel and both counts). */
 #define CLP_ARG(x) sizeof(x), (const void *)&(x)
 clp_status clp_cl_args(clp_cl_ctx *ctx, cl_kernel k, int n, ...);
+clp_status clp_cl_args_at(clp_cl_ctx *ctx, cl_kernel k, int first, int n, ...);
 
 /* Enqueue a kernel. The label (a string that outlives the profile, e.g. a literal) names it in
  * errors and in the profile. Global sizes are rounded

@@ -26,6 +26,9 @@ struct clp_kernel_entry {
 	int program; /* index into programs */
 	char *name;
 	cl_kernel kernel;
+	int nargs;   /* CL_KERNEL_NUM_ARGS (-1: the driver did not say) */
+	int nset;    /* arguments set so far through clp_cl_args: 1 + the highest index */
+	int checked; /* launched once with every argument set */
 };
 
 struct clp_profile_rec {

@@ -97,6 +97,25 @@ static double gemm_ms(const struct bench *b, const clp_cl_timing *t, int nt, int
 	return ms > 0 ? ms : b->gemm_host_ms;
 }
 
+/* N token ids (i * 2654435761 mod V) into id, and their index for the embedding backward; the
+ * host copy lives only here. */
+static clp_status bench_tokens(struct bench *b, clp_buf id, size_t N, size_t V,
+			       clp_nn_index **idx)
+{
+	int32_t *tok = malloc(N * sizeof(*tok));
+	clp_status s;
+
+	if (!tok)
+		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
+	for (size_t i = 0; i < N; i++)
+		tok[i] = (int32_t)((i * 2654435761u) % V);
+	s = clp_cl_write(b->ctx, id.mem, 0, N * 4, tok);
+	if (s == CLP_OK)
+		s = clp_nn_index_build(b->ctx, idx, tok, N, V, "bench tokens");
+	free(tok);
+	return s;
+}
+
 /* One iteration of every kernel, value tensors (activations, weights, the embedding tables) of
  * type dt, gradients and statistics fp32. Attention and the forward GEMMs read fp32 tensors of
  * their own (qkv, att, x32, y32, h32, wte32): their 16-bit variants are not timed here. */
@@ -109,7 +128,6 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	clp_buf z, dy, dx, gw, gb, dh4, dh4b, dwte; /* gradients */
 	clp_buf x32, y32, h32, wte32, m, rs, qkv, dqkv, att, lse, id;
 	clp_nn_index *idx = NULL;
-	int32_t *tok = malloc(N * sizeof(*tok));
 	clp_rng_stream rng;
 	clp_nn_attn a = {B, T, H, H, hd, 3 * C, 3 * C, 3 * C, C, 1, 0.0f, CLP_BUF_NONE};
 	clp_nn_adamw_hp hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
@@ -119,8 +137,6 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	double causal_pairs = (double)B * H * (double)T * (T + 1) / 2;
 	clp_status s = CLP_OK;
 
-	if (!tok)
-		return clp_error(CLP_ERR_NOMEM, "bench: out of host memory");
 	CLP_TRY(clp_rng_stream_init(&rng, 1, 0, 0, 0, CLP_RNG_DROPOUT));
 	CLP_TRY(buf_typed(b, N * C, dt, &x));
 	CLP_TRY(buf_typed(b, N * C, dt, &y));
@@ -157,10 +173,7 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 	pv = clp_buf_at(pm.mem, np);
 	pg = clp_buf_at(pm.mem, 2 * np);
 	CLP_TRY(buf(b, N, &id));
-	for (size_t i = 0; i < N; i++)
-		tok[i] = (int32_t)((i * 2654435761u) % V);
-	CLP_TRY(clp_cl_write(b->ctx, id.mem, 0, N * 4, tok));
-	CLP_TRY(clp_nn_index_build(b->ctx, &idx, tok, N, V, "bench tokens"));
+	CLP_TRY(bench_tokens(b, id, N, V, &idx));
 	clp_nn_set_shape(gpu_attn ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_AUTO);
 
 	/* flops per element: add, bias, dropout, residual, embeddings 1; layernorm 8 forward,
@@ -271,7 +284,6 @@ static clp_status run(struct bench *b, size_t B, size_t T, size_t C, size_t H, i
 #undef T_
 	clp_nn_set_shape(CLP_NN_SHAPE_AUTO);
 	clp_nn_index_free(idx);
-	free(tok);
 	return s;
 }
 

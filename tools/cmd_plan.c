@@ -167,54 +167,61 @@ static int parse_args(int argc, char **argv, plan_args *a)
 	return 0;
 }
 
+/* --topology with --devices: the described machine; --hosts N: N copies of it, named
+ * <host>-<i>. */
+static clp_status described_hosts(const plan_args *a, clp_topo_host *host, clp_topo_cluster *inv)
+{
+	clp_topo_cldev *devs = NULL;
+	int n = 0, nh = a->hosts > 0 ? a->hosts : 1;
+	clp_status st = clp_topo_cldevs_read(a->devices, &devs, &n);
+
+	if (st == CLP_OK)
+		st = clp_topo_discover(a->topology, devs, n, host);
+	free(devs);
+	CLP_TRY(st);
+	inv->hosts = calloc((size_t)nh, sizeof(*inv->hosts));
+	if (!inv->hosts)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int h = 0; h < nh; h++) {
+		CLP_TRY(clp_topo_host_copy(&inv->hosts[h], host));
+		inv->nhosts++;
+		if (nh > 1) {
+			char name[256];
+
+			snprintf(name, sizeof(name), "%.40s-%d", host->name, h);
+			snprintf(inv->hosts[h].name, sizeof(inv->hosts[h].name), "%s", name);
+		}
+	}
+	return CLP_OK;
+}
+
+/* The hosts: an inventory file, this job's ranks (--live), or a described machine. */
+static clp_status read_inventory(const plan_args *a, clp_comm *world, clp_topo_host *host,
+				 clp_topo_cluster *inv)
+{
+	if (a->inventory)
+		return clp_topo_cluster_read(a->inventory, inv);
+	if (a->live) {
+		CLP_TRY(clp_topo_discover_live(host));
+		return clp_topo_gather(world, host, 0, inv);
+	}
+	return described_hosts(a, host, inv);
+}
+
 /* The cluster the plan places on; *derived when it did not come from a cluster file. */
 static clp_status load_cluster(const plan_args *a, clp_comm *world, const clp_costs *blocks,
 			       clp_cluster **out, int *derived)
 {
 	clp_topo_cluster inv = {0};
 	clp_topo_host host = {0};
-	clp_status st = CLP_OK;
+	clp_status st;
 
 	*derived = 1;
 	if (a->cluster) {
 		*derived = 0;
 		return clp_cluster_load(a->cluster, out);
 	}
-	if (a->inventory) {
-		st = clp_topo_cluster_read(a->inventory, &inv);
-	} else if (a->live) {
-		st = clp_topo_discover_live(&host);
-		if (st == CLP_OK)
-			st = clp_topo_gather(world, &host, 0, &inv);
-	} else {
-		clp_topo_cldev *devs = NULL;
-		int n = 0;
-
-		st = clp_topo_cldevs_read(a->devices, &devs, &n);
-		if (st == CLP_OK)
-			st = clp_topo_discover(a->topology, devs, n, &host);
-		free(devs);
-		/* --hosts N: N copies of the described machine, named <host>-<i> */
-		if (st == CLP_OK) {
-			int nh = a->hosts > 0 ? a->hosts : 1;
-
-			inv.hosts = calloc((size_t)nh, sizeof(*inv.hosts));
-			if (!inv.hosts)
-				st = clp_error(CLP_ERR_NOMEM, "out of host memory");
-			for (int h = 0; st == CLP_OK && h < nh; h++) {
-				st = clp_topo_host_copy(&inv.hosts[h], &host);
-				if (st == CLP_OK)
-					inv.nhosts++;
-				if (st == CLP_OK && nh > 1) {
-					char name[256];
-
-					snprintf(name, sizeof(name), "%.40s-%d", host.name, h);
-					snprintf(inv.hosts[h].name, sizeof(inv.hosts[h].name), "%s",
-						 name);
-				}
-			}
-		}
-	}
+	st = read_inventory(a, world, &host, &inv);
 	if (st == CLP_OK)
 		st = clp_plan_cluster_from_inventory(&inv, blocks, NULL, a->include_cpu, out);
 	clp_topo_cluster_clear(&inv);
@@ -275,6 +282,43 @@ static void print_plan(const char *title, const clp_plan *p, const clp_cluster *
 	}
 }
 
+/* The files of write_outputs, each step returning at the first failure; *s, *costs and *l are
+ * the caller's to free. */
+static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_plan *naive,
+			      const clp_cluster *c, const clp_costs *blocks, const clp_plan_model *m,
+			      clp_train_config *cfg, int derived, const char *lay, clp_sched **s,
+			      clp_costs **costs, clp_layout **l)
+{
+	char path[1100];
+	clp_afile toml;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.plan.json", a->out);
+	CLP_TRY(clp_plan_save(p, c, m, naive, path));
+	CLP_TRY(clp_plan_schedule(p, m, s));
+	CLP_TRY(clp_plan_stage_costs(blocks, m, *s, p->kind == CLP_SCHED_ZBH1, p->recompute,
+				     m->kfac && !p->pipefisher, costs));
+	CLP_TRY(clp_plan_layout(p, c, *s, l));
+	CLP_TRY(clp_layout_save(*l, lay));
+	snprintf(path, sizeof(path), "%s.schedule.json", a->out);
+	CLP_TRY(clp_sched_save(*s, path));
+	snprintf(path, sizeof(path), "%s.costs.json", a->out);
+	CLP_TRY(clp_costs_save(*costs, path));
+	snprintf(path, sizeof(path), "%s.cluster.json", a->out);
+	if (derived)
+		CLP_TRY(clp_cluster_save(c, path));
+	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
+	snprintf(path, sizeof(path), "%s.toml", a->out);
+	CLP_TRY(clp_afile_open(&toml, path));
+	f = toml.f;
+	fprintf(f, "# clpipe plan: %s, %d x %d ranks, predicted step %.6g ms\n"
+		   "# run: mpirun -np %d clpipe train --config %s\n",
+		clp_sched_kind_name(p->kind), p->depth, p->replicas, p->step_s * 1e3, p->nranks,
+		path);
+	clp_cfg_write(&clp_train_schema, cfg, f, 0);
+	return clp_afile_commit(&toml);
+}
+
 /* PREFIX.plan.json, .layout.json, .schedule.json, .costs.json, .toml (and .cluster.json). */
 static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp_plan *naive,
 				const clp_cluster *c, const clp_costs *blocks,
@@ -285,44 +329,9 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 	clp_costs *costs = NULL;
 	clp_layout *l = NULL;
 	clp_status st;
-	clp_afile toml;
-	FILE *f;
 
-	snprintf(path, sizeof(path), "%s.plan.json", a->out);
-	st = clp_plan_save(p, c, m, naive, path);
-	if (st == CLP_OK)
-		st = clp_plan_schedule(p, m, &s);
-	if (st == CLP_OK)
-		st = clp_plan_stage_costs(blocks, m, s, p->kind == CLP_SCHED_ZBH1, p->recompute,
-					  m->kfac && !p->pipefisher, &costs);
-	if (st == CLP_OK)
-		st = clp_plan_layout(p, c, s, &l);
 	snprintf(lay, sizeof(lay), "%s.layout.json", a->out);
-	if (st == CLP_OK)
-		st = clp_layout_save(l, lay);
-	snprintf(path, sizeof(path), "%s.schedule.json", a->out);
-	if (st == CLP_OK)
-		st = clp_sched_save(s, path);
-	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	if (st == CLP_OK)
-		st = clp_costs_save(costs, path);
-	snprintf(path, sizeof(path), "%s.cluster.json", a->out);
-	if (st == CLP_OK && derived)
-		st = clp_cluster_save(c, path);
-	if (st == CLP_OK)
-		st = clp_plan_apply_config(p, lay, cfg);
-	snprintf(path, sizeof(path), "%s.toml", a->out);
-	if (st == CLP_OK)
-		st = clp_afile_open(&toml, path);
-	if (st == CLP_OK) {
-		f = toml.f;
-		fprintf(f, "# clpipe plan: %s, %d x %d ranks, predicted step %.6g ms\n"
-			   "# run: mpirun -np %d clpipe train --config %s\n",
-			clp_sched_kind_name(p->kind), p->depth, p->replicas, p->step_s * 1e3,
-			p->nranks, path);
-		clp_cfg_write(&clp_train_schema, cfg, f, 0);
-		st = clp_afile_commit(&toml);
-	}
+	st = write_files(a, p, naive, c, blocks, m, cfg, derived, lay, &s, &costs, &l);
 	if (st == CLP_OK)
 		printf("\nwrote %s.{plan.json,layout.json,schedule.json,costs.json,toml%s}\n"
 		       "check: clpipe sim --schedule-file %s.schedule.json --costs %s.costs.json "
@@ -368,6 +377,59 @@ static clp_status skippipe(const plan_args *a, const clp_plan *best, const clp_c
 	return st;
 }
 
+/* The cluster line, the plan, the naive split beside it, and the notes. */
+static void print_summary(const clp_cluster *c, const clp_costs *blocks, const clp_plan_model *m,
+			  const clp_plan *best, const clp_plan *naive, int naive_ok)
+{
+	printf("cluster  %d device%s on %d host%s; model %s, %d layers, micro-batch %zu x %zu, "
+	       "%d micro-batches per step, %s; %d simulations\n", c->ndevices,
+	       c->ndevices > 1 ? "s" : "", c->nhosts, c->nhosts > 1 ? "s" : "",
+	       clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch, m->seq,
+	       m->micro_batches, clp_dtype_name(m->precision), best->evaluations);
+	if (blocks->precision != m->precision)
+		printf("note: the block table was measured in %s: its times are used as "
+		       "they are; memory and messages are %s's\n",
+		       clp_dtype_name(blocks->precision), clp_dtype_name(m->precision));
+	printf("\n");
+	print_plan("plan", best, c, 1);
+	if (naive_ok) {
+		printf("\n");
+		print_plan("naive", naive, c, 0);
+		printf("\nplan vs naive: %.6g ms vs %.6g ms%s (%.2fx)\n", best->step_s * 1e3,
+		       naive->step_s * 1e3, naive->over_memory ? " (naive over memory)" : "",
+		       best->step_s > 0 ? naive->step_s / best->step_s : 0);
+	}
+	if (best->pipefisher > 0)
+		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
+		       "K-FAC's work in the schedule's bubbles (docs/KFAC.md)\n");
+}
+
+/* The model, its block table and the cluster (every rank: --live gathers the inventory). */
+static clp_status plan_inputs(const plan_args *a, clp_comm *world, const clp_train_config *cfg,
+			      clp_plan_model *m, clp_costs **blocks, clp_cluster **c, int *derived)
+{
+	CLP_TRY(clp_plan_model_from_config(cfg, m));
+	CLP_TRY(load_blocks(a, m, blocks));
+	return load_cluster(a, world, *blocks, c, derived);
+}
+
+/* Rank 0: search, print, write the files, SkipPipe beside the plan. */
+static clp_status plan_steps(const plan_args *a, clp_train_config *cfg, const clp_plan_model *m,
+			     const clp_costs *blocks, const clp_cluster *c, int derived,
+			     clp_plan *best, clp_plan *naive)
+{
+	int naive_ok;
+
+	CLP_TRY(clp_plan_search(c, blocks, m, &a->o, best));
+	naive_ok = clp_plan_naive(c, blocks, m, &a->o, naive) == CLP_OK;
+	print_summary(c, blocks, m, best, naive, naive_ok);
+	if (a->out)
+		CLP_TRY(write_outputs(a, best, naive_ok ? naive : NULL, c, blocks, m, cfg, derived));
+	if (a->skip)
+		CLP_TRY(skippipe(a, best, c, blocks, m));
+	return CLP_OK;
+}
+
 int cmd_plan(int argc, char **argv)
 {
 	plan_args a;
@@ -378,7 +440,7 @@ int cmd_plan(int argc, char **argv)
 	clp_plan best = {0}, naive = {0};
 	clp_comm *world = NULL;
 	clp_status st;
-	int rc = 0, derived = 0, naive_ok;
+	int rc = 0, derived = 0;
 
 	memset(&a, 0, sizeof(a));
 	clp_plan_opts_default(&a.o);
@@ -409,45 +471,9 @@ int cmd_plan(int argc, char **argv)
 		return cli_usage_error("plan", "%s", clp_last_error());
 	if (a.live && (st = clp_comm_world(&argc, &argv, &world)) != CLP_OK)
 		return cli_fail("plan", st);
-	st = clp_plan_model_from_config(&cfg, &m);
-	if (st == CLP_OK)
-		st = load_blocks(&a, &m, &blocks);
-	if (st == CLP_OK)
-		st = load_cluster(&a, world, blocks, &c, &derived);
-	if (world && clp_comm_rank(world) != 0)
-		goto out; /* rank 0 plans */
-	if (st == CLP_OK)
-		st = clp_plan_search(c, blocks, &m, &a.o, &best);
-	naive_ok = st == CLP_OK && clp_plan_naive(c, blocks, &m, &a.o, &naive) == CLP_OK;
-	if (st == CLP_OK) {
-		printf("cluster  %d device%s on %d host%s; model %s, %d layers, micro-batch %zu x %zu, "
-		       "%d micro-batches per step, %s; %d simulations\n", c->ndevices,
-		       c->ndevices > 1 ? "s" : "", c->nhosts, c->nhosts > 1 ? "s" : "",
-		       clp_preset_name(m.cfg.preset), m.cfg.n_layer, m.batch, m.seq,
-		       m.micro_batches, clp_dtype_name(m.precision), best.evaluations);
-		if (blocks->precision != m.precision)
-			printf("note: the block table was measured in %s: its times are used as "
-			       "they are; memory and messages are %s's\n",
-			       clp_dtype_name(blocks->precision), clp_dtype_name(m.precision));
-		printf("\n");
-		print_plan("plan", &best, c, 1);
-		if (naive_ok) {
-			printf("\n");
-			print_plan("naive", &naive, c, 0);
-			printf("\nplan vs naive: %.6g ms vs %.6g ms%s (%.2fx)\n", best.step_s * 1e3,
-			       naive.step_s * 1e3, naive.over_memory ? " (naive over memory)" : "",
-			       best.step_s > 0 ? naive.step_s / best.step_s : 0);
-		}
-		if (best.pipefisher > 0)
-			printf("note: the written config sets pipeline.pipefisher = true: clpipe train "
-			       "runs K-FAC's work in the schedule's bubbles (docs/KFAC.md)\n");
-	}
-	if (st == CLP_OK && a.out)
-		st = write_outputs(&a, &best, naive_ok ? &naive : NULL, c, blocks, &m, &cfg,
-				   derived);
-	if (st == CLP_OK && a.skip)
-		st = skippipe(&a, &best, c, blocks, &m);
-out:
+	st = plan_inputs(&a, world, &cfg, &m, &blocks, &c, &derived);
+	if (st == CLP_OK && (!world || clp_comm_rank(world) == 0)) /* rank 0 plans */
+		st = plan_steps(&a, &cfg, &m, blocks, c, derived, &best, &naive);
 	if (st != CLP_OK)
 		rc = cli_fail("plan", st);
 	clp_plan_clear(&best);

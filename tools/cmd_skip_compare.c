@@ -75,67 +75,92 @@ static double slow_threshold(const clp_skip_env *e, const clp_skip_paths *p)
 	return 10 * med;
 }
 
-static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_skip_env *e,
-			    row *rw, double slow)
+/* One set of random valid paths on in's nodes: its iteration time and whether it uses a slow
+ * link; *p is the caller's to free. */
+static clp_status random_steps(const skip_inputs *in, const clp_skip_env *e, uint64_t seed,
+			       double slow, clp_skip_paths **p, double *iter, int *uses)
+{
+	clp_skip_result r;
+
+	CLP_TRY(clp_skip_paths_copy(in->nodes, p));
+	CLP_TRY(clp_skip_random(e, *p, seed));
+	CLP_TRY(clp_skip_simulate(e, *p, 0, NULL, &r));
+	*iter = r.iter_s;
+	*uses = uses_slow(e, *p, slow);
+	return CLP_OK;
+}
+
+static clp_status one_random(const skip_inputs *in, const clp_skip_env *e, uint64_t seed,
+			     double slow, double *iter, int *uses)
 {
 	clp_skip_paths *p = NULL;
+	clp_status st = random_steps(in, e, seed, slow, &p, iter, uses);
+
+	clp_skip_paths_free(p);
+	return st;
+}
+
+/* The steps of one_model; *p (the path set of the step running) is the caller's to free. */
+static clp_status model_steps(const skip_cfg *c, const skip_inputs *in, const clp_skip_env *e,
+			      row *rw, double slow, clp_skip_paths **p)
+{
 	clp_skip_opts o;
 	clp_skip_report rep;
 	clp_status st;
 	double t0;
 	int fast = 0;
 
-	memset(rw, 0, sizeof(*rw));
 	clp_skip_opts_default(&o);
 	o.seed = (uint64_t)c->seed;
 	o.iterations = (int)c->baseline_iterations;
-	CLP_TRY(clp_skip_paths_copy(in->nodes, &p));
-	st = clp_skip_full_pipeline(e, p, (int)c->pipelines, in->nodes->nmb, &o, &rw->base);
-	if (st == CLP_OK)
-		rw->base_slow = uses_slow(e, p, slow);
-	for (int i = 0; i < c->random && st == CLP_OK; i++) {
-		clp_skip_result r;
+	CLP_TRY(clp_skip_paths_copy(in->nodes, p));
+	CLP_TRY(clp_skip_full_pipeline(e, *p, (int)c->pipelines, in->nodes->nmb, &o, &rw->base));
+	rw->base_slow = uses_slow(e, *p, slow);
+	for (int i = 0; i < c->random; i++) {
+		double it;
+		int su;
 
-		clp_skip_paths_free(p);
-		p = NULL;
-		st = clp_skip_paths_copy(in->nodes, &p);
-		if (st == CLP_OK)
-			st = clp_skip_random(e, p, (uint64_t)(c->seed * 1000 + i));
-		if (st == CLP_OK)
-			st = clp_skip_simulate(e, p, 0, NULL, &r);
-		if (st != CLP_OK)
-			break;
-		rw->rnd_mean += r.iter_s / c->random;
-		rw->rnd_min = i == 0 || r.iter_s < rw->rnd_min ? r.iter_s : rw->rnd_min;
-		rw->rnd_max = i == 0 || r.iter_s > rw->rnd_max ? r.iter_s : rw->rnd_max;
-		if (uses_slow(e, p, slow)) {
+		CLP_TRY(one_random(in, e, (uint64_t)(c->seed * 1000 + i), slow, &it, &su));
+		rw->rnd_mean += it / c->random;
+		rw->rnd_min = i == 0 || it < rw->rnd_min ? it : rw->rnd_min;
+		rw->rnd_max = i == 0 || it > rw->rnd_max ? it : rw->rnd_max;
+		if (su) {
 			rw->rnd_slow++;
-			rw->rnd_slow_mean += r.iter_s;
+			rw->rnd_slow_mean += it;
 		} else {
 			fast++;
-			rw->rnd_fast_mean += r.iter_s;
+			rw->rnd_fast_mean += it;
 		}
 	}
 	rw->rnd_slow_mean = rw->rnd_slow ? rw->rnd_slow_mean / rw->rnd_slow : NAN;
 	rw->rnd_fast_mean = fast ? rw->rnd_fast_mean / fast : NAN;
-	clp_skip_paths_free(p);
-	p = NULL;
-	if (st == CLP_OK)
-		st = clp_skip_paths_copy(in->nodes, &p);
+	clp_skip_paths_free(*p);
+	*p = NULL;
+	CLP_TRY(clp_skip_paths_copy(in->nodes, p));
 	o.iterations = (int)c->iterations;
 	o.restarts = (int)c->restarts;
 	o.time_limit_s = c->time_limit;
 	o.verbose = c->verbose;
 	t0 = clp_now();
-	if (st == CLP_OK)
-		st = clp_skip_schedule(e, p, &o, &rep);
+	st = clp_skip_schedule(e, *p, &o, &rep);
 	rw->run_s = clp_now() - t0;
+	CLP_TRY(st);
 	rw->sched = rep.iter_s;
 	rw->construct = rep.construct_iter_s;
-	if (st == CLP_OK)
-		rw->sched_slow = uses_slow(e, p, slow);
-	if (st == CLP_OK && c->paths_out[0] && e->hop_s == 0)
-		st = clp_skip_save(p, &e->rules, rep.iter_s, c->paths_out);
+	rw->sched_slow = uses_slow(e, *p, slow);
+	if (c->paths_out[0] && e->hop_s == 0)
+		CLP_TRY(clp_skip_save(*p, &e->rules, rep.iter_s, c->paths_out));
+	return CLP_OK;
+}
+
+static clp_status one_model(const skip_cfg *c, const skip_inputs *in, const clp_skip_env *e,
+			    row *rw, double slow)
+{
+	clp_skip_paths *p = NULL;
+	clp_status st;
+
+	memset(rw, 0, sizeof(*rw));
+	st = model_steps(c, in, e, rw, slow, &p);
 	clp_skip_paths_free(p);
 	return st;
 }
@@ -271,108 +296,132 @@ static clp_status paper_costs(int S, clp_costs **out)
 	return CLP_OK;
 }
 
+/* The synthetic cluster of `skip bench` and what was measured on it. */
+#define BENCH_S 19
+typedef struct bench_run {
+	clp_cluster *cl;
+	clp_costs *costs;
+	clp_skip_paths *p, *q; /* the scheduled path set, the random one */
+	clp_skip_env e;
+	clp_skip_report rep;
+	clp_skip_result r;     /* the random set's */
+	int n, count[BENCH_S];
+	double t_alloc, last;
+} bench_run;
+
+/* n nodes over the table's 12 regions at random speeds (a fixed generator), the paper's costs
+ * in the configured precision, the rules of the benchmark. */
+static clp_status bench_cluster(const skip_cfg *c, bench_run *b)
+{
+	const char *regions[12] = {"Belgium", "Canada", "Germany", "Iowa", "Japan", "LA",
+				   "NL", "Oregon", "Singapore", "Taiwan", "London", "Australia"};
+	int S = BENCH_S, n = b->n;
+	uint64_t rng = 7;
+
+	CLP_TRY(clp_skip_cluster_from_table(c->table, regions, 12, n,
+					    (clp_link_spec){1e-3, 2147483648.0}, &b->cl));
+	for (int d = 0; d < n; d++) {
+		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+		b->cl->devices[d].speed = 0.7 + 0.6 * (double)(rng >> 11) / 9007199254740992.0;
+	}
+	CLP_TRY(paper_costs(S, &b->costs));
+	if (strcmp(c->precision, "table")) {
+		clp_dtype prec = CLP_F16;
+
+		CLP_TRY(clp_costs_precision_parse(c->precision, "skip.precision", &prec));
+		clp_costs_set_precision(b->costs, prec);
+	}
+	clp_skip_rules_default(&b->e.rules, S);
+	b->e.rules.path_len = 13;
+	b->e.rules.memory = 3;
+	b->e.cluster = b->cl;
+	b->e.costs = b->costs;
+	return CLP_OK;
+}
+
+/* Allocate, score one random path set, schedule, and find the last backward. */
+static clp_status bench_steps(const skip_cfg *c, bench_run *b)
+{
+	clp_skip_opts o;
+	clp_skip_result d;
+	clp_status st;
+	double t0;
+
+	CLP_TRY(bench_cluster(c, b));
+	CLP_TRY(clp_skip_paths_create(&b->p, BENCH_S, b->n, 0));
+	for (int i = 0; i < b->n; i++)
+		snprintf(b->p->node_device[i], CLP_NAME_MAX, "%s", b->cl->devices[i].id);
+	clp_skip_opts_default(&o);
+	o.seed = (uint64_t)c->seed;
+	o.iterations = (int)c->alloc_iterations;
+	t0 = clp_now();
+	st = clp_skip_allocate(&b->e, b->p, b->count, 6, &o);
+	b->t_alloc = clp_now() - t0;
+	CLP_TRY(st);
+	CLP_TRY(clp_skip_paths_copy(b->p, &b->q));
+	CLP_TRY(clp_skip_random(&b->e, b->q, 1));
+	CLP_TRY(clp_skip_simulate(&b->e, b->q, 0, NULL, &b->r));
+	o.iterations = (int)c->iterations;
+	o.restarts = (int)c->restarts;
+	o.time_limit_s = c->time_limit;
+	o.verbose = c->verbose;
+	CLP_TRY(clp_skip_schedule(&b->e, b->p, &o, &b->rep));
+	if (c->paths_out[0])
+		CLP_TRY(clp_skip_save(b->p, &b->e.rules, b->rep.iter_s, c->paths_out));
+	/* the last backward: the rest is the stages' gradient all-reduces */
+	CLP_TRY(clp_skip_simulate(&b->e, b->p, 1, c->trace[0] ? c->trace : NULL, &d));
+	for (int m = 0; m < b->p->nmb; m++)
+		b->last = d.mb_end_s[m] > b->last ? d.mb_end_s[m] : b->last;
+	clp_skip_result_free(&d);
+	return CLP_OK;
+}
+
+static void print_bench(const skip_cfg *c, const bench_run *b)
+{
+	const clp_skip_report *rep = &b->rep;
+
+	printf("bench skip: %d nodes (%d on stage 0, %d stages), %d micro-batches, P = %d\n",
+	       b->n, b->count[0], BENCH_S, b->p->nmb, b->e.rules.path_len);
+	printf("  allocation    %8.2f s (%ld swaps tried)\n", b->t_alloc, c->alloc_iterations);
+	printf("  starts        %8.2f s -> iteration %.4g s\n", rep->construct_s,
+	       rep->construct_iter_s);
+	printf("  search        %8.2f s, %d simulations (%.1f / s), %d accepted -> "
+	       "iteration %.4g s\n", rep->search_s, rep->evaluations,
+	       rep->search_s > 0 ? rep->evaluations / rep->search_s : 0, rep->accepted,
+	       rep->iter_s);
+	printf("                last backward at %.4g s (then the gradient all-reduces, "
+	       "rings of up to %d nodes)\n", b->last, b->count[0]);
+	printf("  random paths  iteration %.4g s (one set)\n", b->r.iter_s);
+}
+
 int cmd_skip_bench(int argc, char **argv)
 {
 	skip_cfg c;
-	const char *regions[12] = {"Belgium", "Canada", "Germany", "Iowa", "Japan", "LA",
-				   "NL", "Oregon", "Singapore", "Taiwan", "London", "Australia"};
-	clp_cluster *cl = NULL;
-	clp_costs *costs = NULL;
-	clp_skip_paths *p = NULL, *q = NULL;
-	clp_skip_env e = {0};
-	clp_skip_opts o;
-	clp_skip_report rep;
-	clp_skip_result r = {0};
-	int S = 19, n, count[19], rc = skip_parse("skip bench", argc, argv, &c, usage_bench);
-	uint64_t rng = 7;
-	double t0, t_alloc = 0, last = 0;
+	bench_run b = {0};
+	int S = BENCH_S, n, rc = skip_parse("skip bench", argc, argv, &c, usage_bench);
 	clp_status st;
 
 	if (rc >= 0)
 		return rc;
-	n = (int)c.nodes;
+	n = b.n = (int)c.nodes;
 	if (n < 2 * S)
 		return cli_usage_error("skip bench", "--nodes must be at least %d", 2 * S);
 	if (!c.table[0])
 		return cli_usage_error("skip bench", "--table (a network table, e.g. "
 				       "../shared/networks/gcp-12-regions.tsv) is required");
-	count[0] = n / 10;
+	b.count[0] = n / 10;
 	for (int s = 1; s < S; s++)
-		count[s] = (n - n / 10) / (S - 1);
-	for (int s = 1, left = n - count[0] - (S - 1) * count[1]; left > 0; s++, left--)
-		count[s]++; /* any remainder: one more on the first stages */
-	st = clp_skip_cluster_from_table(c.table, regions, 12, n, (clp_link_spec){1e-3, 2147483648.0},
-					 &cl);
-	for (int d = 0; st == CLP_OK && d < n; d++) {
-		rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
-		cl->devices[d].speed = 0.7 + 0.6 * (double)(rng >> 11) / 9007199254740992.0;
-	}
+		b.count[s] = (n - n / 10) / (S - 1);
+	for (int s = 1, left = n - b.count[0] - (S - 1) * b.count[1]; left > 0; s++, left--)
+		b.count[s]++; /* any remainder: one more on the first stages */
+	st = bench_steps(&c, &b);
 	if (st == CLP_OK)
-		st = paper_costs(S, &costs);
-	if (st == CLP_OK && strcmp(c.precision, "table")) {
-		clp_dtype prec = CLP_F16;
-
-		st = clp_costs_precision_parse(c.precision, "skip.precision", &prec);
-		if (st == CLP_OK)
-			clp_costs_set_precision(costs, prec);
-	}
-	clp_skip_rules_default(&e.rules, S);
-	e.rules.path_len = 13;
-	e.rules.memory = 3;
-	e.cluster = cl;
-	e.costs = costs;
-	if (st == CLP_OK)
-		st = clp_skip_paths_create(&p, S, n, 0);
-	for (int d = 0; st == CLP_OK && d < n; d++)
-		snprintf(p->node_device[d], CLP_NAME_MAX, "%s", cl->devices[d].id);
-	clp_skip_opts_default(&o);
-	o.seed = (uint64_t)c.seed;
-	o.iterations = (int)c.alloc_iterations;
-	t0 = clp_now();
-	if (st == CLP_OK)
-		st = clp_skip_allocate(&e, p, count, 6, &o);
-	t_alloc = clp_now() - t0;
-	if (st == CLP_OK)
-		st = clp_skip_paths_copy(p, &q);
-	if (st == CLP_OK)
-		st = clp_skip_random(&e, q, 1);
-	if (st == CLP_OK)
-		st = clp_skip_simulate(&e, q, 0, NULL, &r);
-	o.iterations = (int)c.iterations;
-	o.restarts = (int)c.restarts;
-	o.time_limit_s = c.time_limit;
-	o.verbose = c.verbose;
-	if (st == CLP_OK)
-		st = clp_skip_schedule(&e, p, &o, &rep);
-	if (st == CLP_OK && c.paths_out[0])
-		st = clp_skip_save(p, &e.rules, rep.iter_s, c.paths_out);
-	if (st == CLP_OK) { /* the last backward: the rest is the stages' gradient all-reduces */
-		clp_skip_result d;
-
-		st = clp_skip_simulate(&e, p, 1, c.trace[0] ? c.trace : NULL, &d);
-		for (int m = 0; st == CLP_OK && m < p->nmb; m++)
-			last = d.mb_end_s[m] > last ? d.mb_end_s[m] : last;
-		clp_skip_result_free(&d);
-	}
-	if (st == CLP_OK) {
-		printf("bench skip: %d nodes (%d on stage 0, %d stages), %d micro-batches, P = %d\n",
-		       n, count[0], S, p->nmb, e.rules.path_len);
-		printf("  allocation    %8.2f s (%ld swaps tried)\n", t_alloc, c.alloc_iterations);
-		printf("  starts        %8.2f s -> iteration %.4g s\n", rep.construct_s,
-		       rep.construct_iter_s);
-		printf("  search        %8.2f s, %d simulations (%.1f / s), %d accepted -> "
-		       "iteration %.4g s\n", rep.search_s, rep.evaluations,
-		       rep.search_s > 0 ? rep.evaluations / rep.search_s : 0, rep.accepted,
-		       rep.iter_s);
-		printf("                last backward at %.4g s (then the gradient all-reduces, "
-		       "rings of up to %d nodes)\n", last, count[0]);
-		printf("  random paths  iteration %.4g s (one set)\n", r.iter_s);
-	}
+		print_bench(&c, &b);
 	rc = st == CLP_OK ? 0 : cli_fail("skip bench", st);
-	clp_skip_result_free(&r);
-	clp_skip_paths_free(p);
-	clp_skip_paths_free(q);
-	clp_costs_free(costs);
-	clp_cluster_free(cl);
+	clp_skip_result_free(&b.r);
+	clp_skip_paths_free(b.p);
+	clp_skip_paths_free(b.q);
+	clp_costs_free(b.costs);
+	clp_cluster_free(b.cl);
 	return rc;
 }

@@ -1,5 +1,6 @@
-/* clpipe skip: the [skip] config shared by its subcommands (cmd_skip.c: schedule, simulate,
- * validate, cluster; cmd_skip_compare.c: compare, bench). */
+/* clpipe skip: the [skip] config shared by its subcommands (skip_cli.c reads it; cmd_skip.c:
+ * schedule, simulate, validate, cluster; cmd_skip_compare.c: compare, bench; cmd_skip_fixed.c:
+ * fixed). */
 #ifndef CLP_TOOLS_SKIP_CLI_H
 #define CLP_TOOLS_SKIP_CLI_H
 

@@ -57,7 +57,7 @@ clp_status clp_exec_init_params(clp_exec *e, uint64_t seed);
 /* One step's data for this rank's replica: micro-batch m's ids at tokens[m * B * T ...]
  * (types: bert; targets: -1 = no loss). inv_count = 1 / the number of targets of the whole step
  * over all replicas. inv_mb (optional, NULL: inv_count for all): per micro-batch its own loss
- * scale, e.g. SkipPipe's 1 / (targets of m x micro-batches of m's origin). */
+ * weight, e.g. SkipPipe's 1 / (targets of m x micro-batches of m's origin). */
 typedef struct clp_exec_data {
 	const int32_t *tokens, *types, *targets;
 	float inv_count;

@@ -100,13 +100,15 @@ static inline int exec_tied_copy(const clp_tensor_desc *t)
 	return t->role == CLP_R_TOK_EMB && t->block != 0;
 }
 
-/* The loss scale of micro-batch mb. */
+/* The weight of micro-batch mb's loss in the step's mean: 1 / the step's targets (inv_count),
+ * or its own inv_mb entry (SkipPipe); not the fp16 loss scale, which exec_bwd_scale adds. */
 static inline float exec_inv(const clp_exec_data *d, int mb)
 {
 	return d->inv_mb ? d->inv_mb[mb] : d->inv_count;
 }
 
-/* The scale of micro-batch mb's loss gradient: exec_inv times the dynamic loss scale. */
+/* The scale of micro-batch mb's loss gradient: exec_inv times the dynamic loss scale (1 unless
+ * fp16). */
 static inline float exec_bwd_scale(const clp_exec *e, const clp_exec_data *d, int mb)
 {
 	return exec_inv(d, mb) * e->loss_scale;

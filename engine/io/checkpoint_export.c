@@ -107,12 +107,79 @@ static clp_status check_out(const char *src_dir, const char *out_dir)
 	return CLP_OK;
 }
 
+/* Model tensor i of c in dt, added to w; its buffer goes to bufs[(*nb)++] (freed by the
+ * caller once w is written). */
+static clp_status export_tensor(clp_ckpt *c, clp_st_writer *w, clp_dtype dt, int i, void **bufs,
+				int *nb)
+{
+	const clp_st_tensor *t = clp_ckpt_tensor(c, CLP_CKPT_MODEL, i);
+	size_t numel = (size_t)t->numel;
+	float *f = malloc((numel ? numel : 1) * sizeof(float));
+	uint16_t *h;
+	clp_status st;
+
+	if (!f)
+		return clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\" (%zu "
+				 "elements)", t->name, numel);
+	st = clp_ckpt_read(c, CLP_CKPT_MODEL, t->name, f, t->ndim, t->shape);
+	if (st != CLP_OK) {
+		free(f);
+		return st;
+	}
+	if (dt == CLP_F32) {
+		bufs[(*nb)++] = f;
+		return clp_st_writer_add(w, t->name, f, t->ndim, t->shape);
+	}
+	h = malloc((numel ? numel : 1) * sizeof(uint16_t));
+	if (!h) {
+		free(f);
+		return clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\"", t->name);
+	}
+	clp_dtype_pack(dt, h, f, numel);
+	free(f);
+	bufs[(*nb)++] = h;
+	return clp_st_writer_add16(w, t->name, dt == CLP_BF16 ? CLP_ST_BF16 : CLP_ST_F16, h,
+				   t->ndim, t->shape);
+}
+
+/* The steps of clp_ckpt_export from the checkpoint c in dir: *w, *bufs (nb of them) are the
+ * caller's to free; *n the tensors exported. */
+static clp_status export_steps(clp_ckpt *c, const char *dir, const char *out_dir, clp_dtype dt,
+			       clp_st_writer **w, void ***bufs, int *nb, int *n)
+{
+	char path[PATH_MAX + 32], note[PATH_MAX + 64];
+
+	CLP_TRY(clp_io_mkdirs(out_dir));
+	CLP_TRY(check_out(dir, out_dir));
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	if (access(path, F_OK) != 0) /* before anything is written */
+		return clp_error(CLP_ERR_NOT_FOUND, "%s: not found (transformers needs the model's "
+				 "config.json beside its weights; a clpipe checkpoint has one from "
+				 "rank 0)", path);
+	snprintf(path, sizeof(path), "%s/model.safetensors", out_dir);
+	CLP_TRY(clp_st_writer_create(w, path));
+	*n = clp_ckpt_count(c, CLP_CKPT_MODEL);
+	if (*n == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: no model tensors to export", clp_ckpt_path(c));
+	if (!(*bufs = calloc((size_t)*n, sizeof(**bufs))))
+		return clp_error(CLP_ERR_NOMEM, "export: out of host memory");
+	for (int i = 0; i < *n; i++)
+		CLP_TRY(export_tensor(c, *w, dt, i, *bufs, nb));
+	snprintf(note, sizeof(note), "%s of %s", clp_dtype_name(dt), clp_ckpt_path(c));
+	CLP_TRY(clp_st_writer_meta(*w, "format", "pt"));
+	CLP_TRY(clp_st_writer_meta(*w, "clpipe.export", note));
+	CLP_TRY(clp_st_writer_finish(*w, NULL, NULL));
+	CLP_TRY(export_config(dir, out_dir, dt));
+	CLP_TRY(copy_tokenizer(dir, out_dir));
+	return clp_io_fsync_dir(out_dir);
+}
+
 clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors)
 {
 	clp_ckpt *c = NULL;
 	clp_st_writer *w = NULL;
 	void **bufs = NULL;
-	char dir[PATH_MAX], path[PATH_MAX + 32], note[PATH_MAX + 64];
+	char dir[PATH_MAX];
 	int n = 0, nb = 0;
 	clp_status st;
 
@@ -122,65 +189,7 @@ clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, 
 		return clp_error(CLP_ERR_INVALID, "export: unknown dtype %d", (int)dt);
 	CLP_TRY(clp_ckpt_open(&c, ckpt));
 	ckpt_dir(clp_ckpt_path(c), dir, sizeof(dir));
-	st = clp_io_mkdirs(out_dir);
-	if (st == CLP_OK)
-		st = check_out(dir, out_dir);
-	snprintf(path, sizeof(path), "%s/config.json", dir);
-	if (st == CLP_OK && access(path, F_OK) != 0) /* before anything is written */
-		st = clp_error(CLP_ERR_NOT_FOUND, "%s: not found (transformers needs the model's "
-			       "config.json beside its weights; a clpipe checkpoint has one from "
-			       "rank 0)", path);
-	snprintf(path, sizeof(path), "%s/model.safetensors", out_dir);
-	if (st == CLP_OK)
-		st = clp_st_writer_create(&w, path);
-	n = clp_ckpt_count(c, CLP_CKPT_MODEL);
-	if (st == CLP_OK && n == 0)
-		st = clp_error(CLP_ERR_FORMAT, "%s: no model tensors to export", clp_ckpt_path(c));
-	if (st == CLP_OK && !(bufs = calloc((size_t)n, sizeof(*bufs))))
-		st = clp_error(CLP_ERR_NOMEM, "export: out of host memory");
-	for (int i = 0; st == CLP_OK && i < n; i++) {
-		const clp_st_tensor *t = clp_ckpt_tensor(c, CLP_CKPT_MODEL, i);
-		size_t numel = (size_t)t->numel;
-		float *f = malloc((numel ? numel : 1) * sizeof(float));
-		uint16_t *h = NULL;
-
-		if (!f) {
-			st = clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\" (%zu "
-				       "elements)", t->name, numel);
-			break;
-		}
-		st = clp_ckpt_read(c, CLP_CKPT_MODEL, t->name, f, t->ndim, t->shape);
-		if (st == CLP_OK && dt == CLP_F32) {
-			bufs[nb++] = f;
-			st = clp_st_writer_add(w, t->name, f, t->ndim, t->shape);
-			continue;
-		}
-		if (st == CLP_OK && !(h = malloc((numel ? numel : 1) * sizeof(uint16_t))))
-			st = clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\"",
-				       t->name);
-		if (st == CLP_OK) {
-			clp_dtype_pack(dt, h, f, numel);
-			bufs[nb++] = h;
-			st = clp_st_writer_add16(w, t->name, dt == CLP_BF16 ? CLP_ST_BF16 : CLP_ST_F16,
-						 h, t->ndim, t->shape);
-		} else {
-			free(h);
-		}
-		free(f);
-	}
-	snprintf(note, sizeof(note), "%s of %s", clp_dtype_name(dt), clp_ckpt_path(c));
-	if (st == CLP_OK)
-		st = clp_st_writer_meta(w, "format", "pt");
-	if (st == CLP_OK)
-		st = clp_st_writer_meta(w, "clpipe.export", note);
-	if (st == CLP_OK)
-		st = clp_st_writer_finish(w, NULL, NULL);
-	if (st == CLP_OK)
-		st = export_config(dir, out_dir, dt);
-	if (st == CLP_OK)
-		st = copy_tokenizer(dir, out_dir);
-	if (st == CLP_OK)
-		st = clp_io_fsync_dir(out_dir);
+	st = export_steps(c, dir, out_dir, dt, &w, &bufs, &nb, &n);
 	if (st == CLP_OK && ntensors)
 		*ntensors = n;
 	for (int i = 0; i < nb; i++)

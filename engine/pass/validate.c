@@ -507,6 +507,18 @@ static clp_status check_kfac_split(const vctx *v)
 	return CLP_OK;
 }
 
+/* The checks in turn, returning at the first failure (v->ix is the caller's to free). */
+static clp_status validate_steps(vctx *v, int dry)
+{
+	CLP_TRY(clp_sched_index_build(v->s, &v->ix));
+	CLP_TRY(fill_records(v));
+	CLP_TRY(check_matching(v));
+	CLP_TRY(check_paths(v));
+	CLP_TRY(check_collectives(v));
+	CLP_TRY(check_kfac_split(v));
+	return dry ? dry_run(v) : CLP_OK;
+}
+
 clp_status clp_sched_validate(const clp_sched *s, int dry)
 {
 	size_t nrec = (size_t)s->nreplicas * (size_t)s->nsteps * (size_t)s->npipes *
@@ -522,19 +534,7 @@ clp_status clp_sched_validate(const clp_sched *s, int dry)
 	if (!v.recs)
 		return clp_error(CLP_ERR_NOMEM, "validator: out of host memory");
 	memset(v.recs, 0xff, nrec * sizeof(*v.recs)); /* rank and every index -1 */
-	st = clp_sched_index_build(s, &v.ix);
-	if (st == CLP_OK)
-		st = fill_records(&v);
-	if (st == CLP_OK)
-		st = check_matching(&v);
-	if (st == CLP_OK)
-		st = check_paths(&v);
-	if (st == CLP_OK)
-		st = check_collectives(&v);
-	if (st == CLP_OK)
-		st = check_kfac_split(&v);
-	if (st == CLP_OK && dry)
-		st = dry_run(&v);
+	st = validate_steps(&v, dry);
 	clp_sched_index_free(&v.ix);
 	free(v.recs);
 	return st;

@@ -308,48 +308,50 @@ clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n)
 	return CLP_OK;
 }
 
-clp_status clp_costs_load(const char *path, clp_costs **out)
+/* The fields of a cost table's root into *cp (created here, freed by the caller). */
+static clp_status read_costs(const char *path, json_t *root, clp_costs **cp)
 {
 	static const char *const keys[] = {"format", "version", "source", "device_kind",
 					   "micro_batch_size", "precision", "kfac_factor_shares",
 					   "stages", NULL};
-	json_t *root, *stages, *shares = NULL;
+	json_t *stages, *shares = NULL;
 	char prec[16] = "fp32";
+	clp_costs *c;
+
+	CLP_TRY(clp_json_check_format(path, root, COSTS_FORMAT, 1));
+	CLP_TRY(clp_json_check_keys(path, "", root, keys));
+	CLP_TRY(clp_json_arr(path, "", root, "stages", 1, &stages));
+	if (json_array_size(stages) == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: stages: needs at least one stage", path);
+	CLP_TRY(clp_costs_create((int)json_array_size(stages), cp));
+	c = *cp;
+	CLP_TRY(clp_json_str(path, "", root, "source", 0, c->source, sizeof(c->source)));
+	CLP_TRY(clp_json_str(path, "", root, "device_kind", 0, c->device_kind,
+			     sizeof(c->device_kind)));
+	CLP_TRY(clp_json_int(path, "", root, "micro_batch_size", 0, 0, 1 << 30,
+			     &c->micro_batch_size));
+	CLP_TRY(clp_json_str(path, "", root, "precision", 0, prec, sizeof(prec)));
+	if (dtype_of(prec) < 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: precision: \"%s\" is not a precision (fp32, "
+				 "bf16 or fp16)", path, prec);
+	c->precision = (clp_dtype)dtype_of(prec);
+	for (int s = 0; s < c->nstages; s++)
+		CLP_TRY(read_stage(path, json_array_get(stages, (size_t)s), c, s));
+	CLP_TRY(clp_json_arr(path, "", root, "kfac_factor_shares", 0, &shares));
+	if (shares)
+		CLP_TRY(read_shares(path, shares, c));
+	return CLP_OK;
+}
+
+clp_status clp_costs_load(const char *path, clp_costs **out)
+{
+	json_t *root;
 	clp_costs *c = NULL;
 	clp_status st;
 
 	*out = NULL;
 	CLP_TRY(clp_json_load(path, &root));
-	st = clp_json_check_format(path, root, COSTS_FORMAT, 1);
-	if (st == CLP_OK)
-		st = clp_json_check_keys(path, "", root, keys);
-	if (st == CLP_OK)
-		st = clp_json_arr(path, "", root, "stages", 1, &stages);
-	if (st == CLP_OK && json_array_size(stages) == 0)
-		st = clp_error(CLP_ERR_FORMAT, "%s: stages: needs at least one stage", path);
-	if (st == CLP_OK)
-		st = clp_costs_create((int)json_array_size(stages), &c);
-	if (st == CLP_OK)
-		st = clp_json_str(path, "", root, "source", 0, c->source, sizeof(c->source));
-	if (st == CLP_OK)
-		st = clp_json_str(path, "", root, "device_kind", 0, c->device_kind,
-				  sizeof(c->device_kind));
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "micro_batch_size", 0, 0, 1 << 30,
-				  &c->micro_batch_size);
-	if (st == CLP_OK)
-		st = clp_json_str(path, "", root, "precision", 0, prec, sizeof(prec));
-	if (st == CLP_OK && dtype_of(prec) < 0)
-		st = clp_error(CLP_ERR_FORMAT, "%s: precision: \"%s\" is not a precision (fp32, "
-			       "bf16 or fp16)", path, prec);
-	if (st == CLP_OK)
-		c->precision = (clp_dtype)dtype_of(prec);
-	for (int s = 0; st == CLP_OK && s < c->nstages; s++)
-		st = read_stage(path, json_array_get(stages, (size_t)s), c, s);
-	if (st == CLP_OK)
-		st = clp_json_arr(path, "", root, "kfac_factor_shares", 0, &shares);
-	if (st == CLP_OK && shares)
-		st = read_shares(path, shares, c);
+	st = read_costs(path, root, &c);
 	json_decref(root);
 	if (st != CLP_OK) {
 		clp_costs_free(c);

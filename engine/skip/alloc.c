@@ -4,7 +4,8 @@
  * chain over round-trip message times), deal the stage labels along that order so that every
  * stretch of the chain holds about one node of each stage (so paths can stay among close
  * nodes), then improve by swapping the stages of two nodes while the simulated iteration time
- * of the constructed paths falls. */
+ * of the constructed paths falls. Also the two simple allocations: stage labels dealt in node
+ * order, and shuffled at random until the rules hold. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,5 +216,38 @@ out:
 	free(order);
 	free(label);
 	free(d);
+	return st;
+}
+
+void clp_skip_alloc_in_order(clp_skip_paths *p, const int *count)
+{
+	for (int n = 0, s = 0, k = 0; n < p->nnodes; n++) {
+		while (s < p->nstages - 1 && k >= count[s]) {
+			s++;
+			k = 0;
+		}
+		p->node_stage[n] = s;
+		k++;
+	}
+}
+
+clp_status clp_skip_alloc_random(clp_skip_paths *p, const int *count, int per_origin,
+				 uint64_t seed, const clp_skip_rules *r)
+{
+	uint64_t rng = seed * 0x9e3779b97f4a7c15ULL + 77;
+	clp_status st = CLP_OK;
+
+	for (int draw = 0; draw < 100; draw++) {
+		clp_skip_alloc_in_order(p, count);
+		for (int i = p->nnodes - 1; i > 0; i--) {
+			int j = (int)(skip_rand(&rng) % (uint64_t)(i + 1)), t = p->node_stage[i];
+
+			p->node_stage[i] = p->node_stage[j];
+			p->node_stage[j] = t;
+		}
+		st = clp_skip_set_origins(p, per_origin);
+		if (st == CLP_OK && (st = clp_skip_check_config(r, p)) == CLP_OK)
+			return CLP_OK;
+	}
 	return st;
 }

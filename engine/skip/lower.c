@@ -1,7 +1,7 @@
-/* A path set as the engine's schedule IR, its layout, and its simulation (docs/SKIPPIPE.md,
- * "The schedule"). IR stage S is the head and loss of stage 0: it runs on the micro-batch's
- * origin, so every IR path is 0, hops..., S and every IR stage appears at most once on it, which
- * is what the IR validator and both interpreters expect. */
+/* A path set as the engine's schedule IR, its layout (and a layout's nodes), and its simulation
+ * (docs/SKIPPIPE.md, "The schedule"). IR stage S is the head and loss of stage 0: it runs on the
+ * micro-batch's origin, so every IR path is 0, hops..., S and every IR stage appears at most
+ * once on it, which is what the IR validator and both interpreters expect. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -291,6 +291,30 @@ clp_status clp_skip_layout(const clp_skip_paths *p, const clp_cluster *c, clp_la
 		return st;
 	}
 	*out = l;
+	return CLP_OK;
+}
+
+clp_status clp_skip_from_layout(const clp_layout *l, int nstages, const char *what,
+				clp_skip_paths **out)
+{
+	int S = nstages;
+
+	CLP_TRY(clp_skip_paths_create(out, S, l->nranks, 0));
+	for (int r = 0; r < l->nranks; r++) {
+		int s = S;
+
+		for (int k = 0; k < l->ranks[r].nstages; k++)
+			if (l->ranks[r].stages[k].stage < s)
+				s = l->ranks[r].stages[k].stage;
+		if (s >= S) {
+			clp_skip_paths_free(*out);
+			*out = NULL;
+			return clp_error(CLP_ERR_INVALID, "%s: rank %d: no stage in [0, %d)", what, r,
+					 S);
+		}
+		(*out)->node_stage[r] = s;
+		snprintf((*out)->node_device[r], CLP_NAME_MAX, "%s", l->ranks[r].device_id);
+	}
 	return CLP_OK;
 }
 

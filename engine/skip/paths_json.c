@@ -200,39 +200,41 @@ static clp_status read_mbs(const char *file, const json_t *mbs, clp_skip_paths *
 	return st;
 }
 
-clp_status clp_skip_load(const char *path, clp_skip_paths **out, clp_skip_rules *r)
+/* A path file's root into *pp (created here, freed by the caller) and, when r, its rules. */
+static clp_status read_paths(const char *path, json_t *root, clp_skip_paths **pp,
+			     clp_skip_rules *r)
 {
 	static const char *const keys[] = {"format", "version", "stages", "rules", "iteration_s",
 					   "nodes", "microbatches", NULL};
-	json_t *root, *nodes = NULL, *mbs = NULL;
-	clp_skip_paths *p = NULL;
+	json_t *nodes = NULL, *mbs = NULL;
 	int nstages = 0;
+
+	CLP_TRY(clp_json_check_format(path, root, CLP_SKIP_FORMAT, 1));
+	CLP_TRY(clp_json_check_keys(path, "", root, keys));
+	CLP_TRY(clp_json_int(path, "", root, "stages", 1, 1, CLP_SKIP_MAX_STAGES, &nstages));
+	CLP_TRY(clp_json_arr(path, "", root, "nodes", 1, &nodes));
+	CLP_TRY(clp_json_arr(path, "", root, "microbatches", 1, &mbs));
+	if (json_array_size(nodes) == 0)
+		return clp_error(CLP_ERR_FORMAT, "%s: nodes: empty", path);
+	CLP_TRY(clp_skip_paths_create(pp, nstages, (int)json_array_size(nodes),
+				      (int)json_array_size(mbs)));
+	if (r) {
+		r->nstages = nstages;
+		CLP_TRY(read_rules(path, root, r));
+	}
+	CLP_TRY(read_nodes(path, nodes, *pp));
+	return read_mbs(path, mbs, *pp);
+}
+
+clp_status clp_skip_load(const char *path, clp_skip_paths **out, clp_skip_rules *r)
+{
+	json_t *root;
+	clp_skip_paths *p = NULL;
 	clp_status st;
 
 	*out = NULL;
 	CLP_TRY(clp_json_load(path, &root));
-	st = clp_json_check_format(path, root, CLP_SKIP_FORMAT, 1);
-	if (st == CLP_OK)
-		st = clp_json_check_keys(path, "", root, keys);
-	if (st == CLP_OK)
-		st = clp_json_int(path, "", root, "stages", 1, 1, CLP_SKIP_MAX_STAGES, &nstages);
-	if (st == CLP_OK)
-		st = clp_json_arr(path, "", root, "nodes", 1, &nodes);
-	if (st == CLP_OK)
-		st = clp_json_arr(path, "", root, "microbatches", 1, &mbs);
-	if (st == CLP_OK && json_array_size(nodes) == 0)
-		st = clp_error(CLP_ERR_FORMAT, "%s: nodes: empty", path);
-	if (st == CLP_OK)
-		st = clp_skip_paths_create(&p, nstages, (int)json_array_size(nodes),
-					   (int)json_array_size(mbs));
-	if (st == CLP_OK && r) {
-		r->nstages = nstages;
-		st = read_rules(path, root, r);
-	}
-	if (st == CLP_OK)
-		st = read_nodes(path, nodes, p);
-	if (st == CLP_OK)
-		st = read_mbs(path, mbs, p);
+	st = read_paths(path, root, &p, r);
 	json_decref(root);
 	if (st != CLP_OK) {
 		clp_skip_paths_free(p);

@@ -121,6 +121,12 @@ clp_status clp_skip_costs(const clp_costs *c, int nstages, clp_costs **out);
 /* The layout of that schedule: rank i on node i's device with its stage (and S on stage 0). */
 clp_status clp_skip_layout(const clp_skip_paths *p, const clp_cluster *c, clp_layout **out);
 
+/* The nodes of a layout (the inverse of clp_skip_layout): node i is rank i, on its device, with
+ * the lowest stage it holds; CLP_ERR_INVALID naming `what` (the file) and the rank where a rank
+ * holds no stage in [0, nstages). */
+clp_status clp_skip_from_layout(const clp_layout *l, int nstages, const char *what,
+				clp_skip_paths **out);
+
 typedef struct clp_skip_result {
 	double iter_s;      /* simulated iteration time */
 	double *mb_end_s;   /* [nmb] end of each micro-batch's last backward (NULL if not asked) */
@@ -186,6 +192,15 @@ clp_status clp_skip_full_pipeline(const clp_skip_env *e, clp_skip_paths *p, int 
  * (docs/SKIPPIPE.md). Sets p->node_stage. */
 clp_status clp_skip_allocate(const clp_skip_env *e, clp_skip_paths *p, const int *stage_nodes,
 			     int per_origin, const clp_skip_opts *o);
+
+/* The nodes in order take stage_nodes[0] labels of stage 0, then stage_nodes[1] of stage 1, ...
+ * (nodes past the sum stay on the last stage). Sets p->node_stage. */
+void clp_skip_alloc_in_order(clp_skip_paths *p, const int *stage_nodes);
+/* A random allocation: the labels of clp_skip_alloc_in_order shuffled over the nodes (a
+ * generator seeded by seed), drawn again (up to 100 times) until the origins of per_origin
+ * micro-batches each and the configuration rules r hold; the last draw's error otherwise. */
+clp_status clp_skip_alloc_random(clp_skip_paths *p, const int *stage_nodes, int per_origin,
+				 uint64_t seed, const clp_skip_rules *r);
 
 /* A cluster from a network table (the tables in ../shared/networks: region_a, region_b, latency_ms,
  * bandwidth_GiBps): node i in region regions[i mod nregions], links between every two nodes of

@@ -51,7 +51,7 @@ struct clp_session {
 	/* pipeline.schedule = "skippipe" (session_skip.c) */
 	int skip;
 	int *mb_div;          /* [M] micro-batches of each micro-batch's origin */
-	float *inv_mb;        /* [M] this step's loss scales */
+	float *inv_mb;        /* [M] this step's loss weights (clp_exec_data.inv_mb) */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
 	/* stopping on a signal and saving by the clock (session_train.c) */
@@ -100,7 +100,7 @@ int sess_rank(const clp_session *s);
 clp_status sess_check_memory(clp_session *s);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
- * step, s->R = 1); the step's per-micro-batch loss scales from its targets; evaluation of the
+ * step, s->R = 1); the step's per-micro-batch loss weights from its targets; evaluation of the
  * whole model, gathered on rank 0 (every rank gets the loss); freeing. */
 clp_status sess_skip_schedule(clp_session *s);
 void sess_skip_scales(clp_session *s);

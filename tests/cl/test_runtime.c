@@ -1,5 +1,5 @@
 /* The OpenCL runtime: device selection (as data), contexts, builds and their errors, the binary
- * cache, memory limits and blocks, profiling. */
+ * cache, memory limits and blocks, profiling, kernel argument counts. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,6 +253,35 @@ static void test_profile(void)
 	clReleaseMemObject(m);
 }
 
+/* Argument counts are checked against the kernel's own (CL_KERNEL_NUM_ARGS): too many are
+ * refused when set, too few at the first launch, both naming the kernel and the counts; with
+ * every argument set it runs. Its own defines give this test a kernel no one launched yet. */
+static void test_arg_counts(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	cl_kernel k;
+	cl_mem y, x;
+	cl_uint n = 4;
+	size_t g = 4, l = 1;
+
+	if (!ctx)
+		return;
+	CHECK_OK(clp_cl_kernel(ctx, "probe.cl", "#define CLP_TEST_ARG_COUNTS 1\n",
+			       "clp_probe_axpy_wide", &k));
+	CHECK_OK(clp_cl_buffer(ctx, 16 * sizeof(float), "y", &y));
+	CHECK_OK(clp_cl_buffer(ctx, 16 * sizeof(float), "x", &x));
+	CHECK_ERR(clp_cl_args(ctx, k, 4, CLP_ARG(y), CLP_ARG(x), CLP_ARG(n), CLP_ARG(n)),
+		  CLP_ERR_INVALID, "clp_probe_axpy_wide", "takes 3 arguments", "0 .. 3");
+	CHECK_OK(clp_cl_args(ctx, k, 2, CLP_ARG(y), CLP_ARG(x)));
+	CHECK_ERR(clp_cl_run(ctx, k, "probe", 1, &g, &l), CLP_ERR_INVALID, "clp_probe_axpy_wide",
+		  "takes 3 arguments", "set 2");
+	CHECK_OK(clp_cl_args_at(ctx, k, 2, 1, CLP_ARG(n)));
+	CHECK_OK(clp_cl_run(ctx, k, "probe", 1, &g, &l));
+	CHECK_OK(clp_cl_finish(ctx));
+	clReleaseMemObject(y);
+	clReleaseMemObject(x);
+}
+
 TH_MAIN(TH_TEST(test_select), TH_TEST(test_context), TH_TEST(test_subdevice),
 	TH_TEST(test_build_error), TH_TEST(test_cache), TH_TEST(test_memory_limits),
-	TH_TEST(test_profile))
+	TH_TEST(test_profile), TH_TEST(test_arg_counts))

@@ -150,8 +150,17 @@ static void mpi_destroy(clp_comm *c)
 }
 
 static const struct clp_comm_ops mpi_ops = {
-	mpi_isend,	mpi_irecv,	mpi_test,  mpi_cancel,	   mpi_ibarrier, mpi_iallgather,
-	mpi_iallreduce, mpi_split, mpi_split_host, mpi_abort, mpi_destroy,
+	.isend = mpi_isend,
+	.irecv = mpi_irecv,
+	.test = mpi_test,
+	.cancel = mpi_cancel,
+	.ibarrier = mpi_ibarrier,
+	.iallgather = mpi_iallgather,
+	.iallreduce = mpi_iallreduce,
+	.split = mpi_split,
+	.split_host = mpi_split_host,
+	.abort_job = mpi_abort,
+	.destroy = mpi_destroy,
 };
 
 static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out)

@@ -179,9 +179,17 @@ static void self_destroy(clp_comm *c)
 }
 
 static const struct clp_comm_ops self_ops = {
-	self_isend,     self_irecv, self_test,	     self_cancel,     self_ibarrier,
-	self_iallgather, self_iallreduce, self_split, self_split_host, self_abort,
-	self_destroy,
+	.isend = self_isend,
+	.irecv = self_irecv,
+	.test = self_test,
+	.cancel = self_cancel,
+	.ibarrier = self_ibarrier,
+	.iallgather = self_iallgather,
+	.iallreduce = self_iallreduce,
+	.split = self_split,
+	.split_host = self_split_host,
+	.abort_job = self_abort,
+	.destroy = self_destroy,
 };
 
 clp_status clp_comm_self(clp_comm **out)
