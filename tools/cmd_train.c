@@ -291,7 +291,8 @@ static void newest_run(char *out, size_t n)
 
 /* The run's directory: "none" (no checkpoints), the one given, or a new runs/<date>-<time>
  * (rank 0 names it for the job), checked before anything is written (run_dir.h). */
-static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int resume_auto)
+static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int resume_auto,
+				  int *made)
 {
 	int rank = clp_comm_rank(comm), n = clp_comm_size(comm), resume = 0;
 	enum clp_run_mode mode;
@@ -313,8 +314,10 @@ static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int res
 					 "--ckpt.dir DIR%s%s%s", name[0] ? " (the newest under runs/ is "
 					 "runs/" : "", name, name[0] ? ")" : "");
 		}
-		if (rank == 0)
+		if (rank == 0) {
 			clp_run_dir_default("runs", name, sizeof(name));
+			*made = 1;
+		}
 		if (n > 1) { /* every rank writes into rank 0's choice */
 			all = calloc((size_t)n, sizeof(name));
 			if (!all)
@@ -448,7 +451,7 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 	clp_train_config cfg;
 	clp_session *s = NULL;
 	clp_comm *comm = NULL;
-	int print_only = 0, json = 0, rc, rank = 0, nranks = 1, resume_auto = 0;
+	int print_only = 0, json = 0, rc, rank = 0, nranks = 1, resume_auto = 0, made_dir = 0;
 	int nargs = argc <= 512 ? argc : -1;
 	char *args[512]; /* the arguments as given: parse() consumes argv */
 	clp_status st;
@@ -463,7 +466,8 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 			return cli_fail(cmd, st);
 		rank = clp_comm_rank(comm);
 		nranks = clp_comm_size(comm);
-		if (!print_only && (st = resolve_run_dir(&cfg, comm, resume_auto)) != CLP_OK)
+		if (!print_only &&
+		    (st = resolve_run_dir(&cfg, comm, resume_auto, &made_dir)) != CLP_OK)
 			return fail(cmd, comm, st);
 		if (!print_only)
 			absolute_paths(&cfg);
@@ -473,8 +477,11 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		}
 	}
 	st = clp_session_open(&s, &cfg, mode, comm, stdout);
-	if (st != CLP_OK)
+	if (st != CLP_OK) {
+		if (made_dir && !rmdir(cfg.ckpt.dir)) /* the new run directory, still empty */
+			rmdir("runs");
 		return fail(cmd, comm, st);
+	}
 	if (print_only && rank == 0) {
 		printf("# effective config (clpipe %s)\n", cmd);
 		clp_cfg_write(&clp_train_schema, clp_session_config(s), stdout, CLP_CFG_ORIGINS);

@@ -174,11 +174,15 @@ void clp_run_dir_default(const char *root, char *out, size_t n)
 	time_t t = time(NULL);
 	struct tm tm;
 	char stamp[32];
-	struct stat st;
 
 	localtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%d-%H%M%S", &tm);
 	snprintf(out, n, "%s/%s", root, stamp);
-	for (int k = 2; stat(out, &st) == 0 && k < 1000; k++)
+	if (clp_io_mkdirs(root) != CLP_OK) { /* the run's first save will say why */
+		clp_error_clear();
+		return;
+	}
+	/* claimed by mkdir: two runs started in the same second get different names */
+	for (int k = 2; mkdir(out, 0777) != 0 && errno == EEXIST && k < 1000; k++)
 		snprintf(out, n, "%s/%s-%d", root, stamp, k);
 }

@@ -35,7 +35,8 @@ enum clp_run_mode {
 clp_status clp_run_dir_check(const char *dir, enum clp_run_mode mode, int overwrite,
 			     int may_delete, int *resume);
 
-/* A new run directory name under root: root/YYYYMMDD-HHMMSS (with -2, -3, ... when taken). */
+/* A new run directory under root, created (empty): root/YYYYMMDD-HHMMSS (with -2, -3, ... when
+ * taken). */
 void clp_run_dir_default(const char *root, char *out, size_t n);
 
 #endif
