@@ -72,7 +72,7 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps, const c
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "--resume") || starts(a, "--ckpt.resume"))
+		if (!strcmp(a, "--resume") || starts(a, "--resume=") || starts(a, "--ckpt.resume"))
 			continue;
 		if (drop_steps && (!strcmp(a, "--steps") || !strcmp(a, "--train.steps"))) {
 			i++; /* and its value */

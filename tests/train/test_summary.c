@@ -153,13 +153,13 @@ static void test_encoder_and_unknown_args(void)
 static void test_pipeline_stopped(void)
 {
 	clp_train_summary s = quickstart();
-	char *argv[] = {"--pipeline.stages=2", "--ckpt.dir", "ck"};
+	char *argv[] = {"--pipeline.stages=2", "--ckpt.dir", "ck", "--resume=auto"};
 	char *t;
 
 	s.ranks = 2;
 	s.stopped = 2;
 	s.target_ratio = 0;
-	t = print(&s, 3, argv);
+	t = print(&s, 4, argv);
 	has(t, "steps:       400 of 1500, stopped by signal 2\n");
 	has(t, "resume:      mpirun -np 2 build/tools/clpipe train --pipeline.stages=2 --ckpt.dir ck "
 	       "--resume\n");
