@@ -377,7 +377,8 @@ static void announce(const clp_train_config *cfg)
 		changed += strcmp(clp_cfg_origin_of(&clp_train_schema, cfg,
 						    clp_train_schema.fields[i].key), "default") != 0;
 	printf("config: %d setting%s not at the default (--print-config shows the effective "
-	       "config; every checkpoint stores it)\n", changed, changed == 1 ? "" : "s");
+	       "config; %severy checkpoint store%s it)\n", changed, changed == 1 ? "" : "s",
+	       cfg->train.log[0] ? "train.log and " : "", cfg->train.log[0] ? "" : "s");
 }
 
 /* A fatal error on one rank ends the whole job (Open MPI has no way to carry on without it). */

@@ -597,6 +597,14 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	t_start = clp_now();
 	nb0 = clp_cl_ctx_nbuilds(s->ctx);
 	tokens = (size_t)s->R * (size_t)s->M * s->N;
+	if (s->log) { /* the effective config goes into the log, not onto the screen */
+		char *text = clp_cfg_to_string(&clp_train_schema, &s->cfg);
+
+		if (text)
+			log_json(s, json_pack("{s:s, s:I, s:s}", "event", "config", "step",
+					      (json_int_t)first, "config", text));
+		free(text);
+	}
 	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	CLP_TRY(sess_report_begin(s));
