@@ -72,7 +72,7 @@ EOF
 		tr=$out/$sched-$mbit.json
 		echo "== $mbit Mbit/s, $sched: measured (trace of step 4)"
 		timeout -k 10 600 "$netlab" mpirun "$lab" -np 2 "$clpipe" train --data "$corpus" \
-			"${model[@]}" --steps 4 --pipeline.schedule=$sched --train.trace="$tr" |
+			"${model[@]}" --steps 4 --pipeline.schedule=$sched --train.trace="$tr" --no-ckpt |
 			grep -E '^trace of' | tee "$out/$sched-$mbit.txt"
 		meas=$(sed -E 's/.*; ([0-9.]+) ms per step.*/\1/' "$out/$sched-$mbit.txt")
 		links "$tr" "$out/measured-$mbit.json" "$mbit Mbit/s, $sched"
@@ -125,7 +125,7 @@ for p in full skip; do
 	timeout -k 10 600 "$netlab" mpirun "$lab" -np 4 "$clpipe" train --data "$corpus" \
 		--model.preset=llama --model.n_layer=4 --model.d_model=$W --model.n_head=4 \
 		--model.ctx=$T --train.batch=$B --train.micro_batches=6 --eval.every=0 \
-		--eval.batches=1 --pipeline.bind=none --optim.warmup=1 --steps 3 \
+		--eval.batches=1 --pipeline.bind=none --optim.warmup=1 --steps 3 --no-ckpt \
 		--pipeline.schedule=skippipe --skip.paths="$out/${p}_paths.json" --train.trace="$tr" |
 		grep -E '^trace of' | tee "$out/skippipe-$p.txt"
 	calibrated "$tr" 5 "$out/costs-skippipe-$p.json"

@@ -20,7 +20,7 @@ mkdir -p "$out"
 echo "== measured: 2 ranks, 1F1B, $N micro-batches, each rank on its own core"
 POCL_MAX_PTHREAD_COUNT=1 mpirun --allow-run-as-root --bind-to core -np 2 "$clpipe" train \
   --data "$corpus" --model.n_layer=4 --model.d_model=192 --model.n_head=6 --model.ctx=128 \
-  --train.batch=8 --train.micro_batches="$N" --steps 6 --eval.every=0 --eval.batches=1 \
+  --train.batch=8 --train.micro_batches="$N" --steps 6 --eval.every=0 --eval.batches=1 --no-ckpt \
   --pipeline.stages=2 --pipeline.schedule=1f1b --pipeline.bind=none \
   --train.trace="$out/measured.json" "$@" | grep -E "^trace of|^step 6"
 echo "== simulated: the same schedule, compute times calibrated from that trace"

@@ -77,7 +77,7 @@ clpipe_run() { # label log [clpipe train args]
   if ! POCL_MAX_PTHREAD_COUNT=$threads POCL_MEMORY_LIMIT=${POCL_MEMORY_LIMIT:-16} \
     build/tools/clpipe train "${model[@]}" --data "$corpus" --train.batch="$batch" \
     --train.seq=$T --steps $((steps + 1)) --optim.warmup=1 --eval.every=0 --eval.batches=1 \
-    --train.log="$log" --train.profile=true "$@" | grep -v '^[a-z_0-9]* = \|^\[\|^#\|^$' >&2
+    --train.log="$log" --train.profile=true --no-ckpt "$@" | grep -v '^[a-z_0-9]* = \|^\[\|^#\|^$' >&2
   then
     echo ""
     return 0

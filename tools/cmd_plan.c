@@ -399,9 +399,9 @@ static void print_summary(const clp_cluster *c, const clp_costs *blocks, const c
 		       naive->step_s * 1e3, naive->over_memory ? " (naive over memory)" : "",
 		       best->step_s > 0 ? naive->step_s / best->step_s : 0);
 	}
-	if (best->pipefisher)
-		printf("note: clpipe train runs K-FAC's cycle rule serially (the executor does "
-		       "not run PipeFisher's K-FAC items yet)\n");
+	if (best->pipefisher > 0)
+		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
+		       "K-FAC's work in the schedule's bubbles (docs/KFAC.md)\n");
 }
 
 /* The model, its block table and the cluster (every rank: --live gathers the inventory). */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "engine/data/sniff.h"
 #include "engine/data/shard.h"
 #include "engine/data/tokenizer.h"
 #include "cl/base/durable.h"
@@ -175,6 +176,7 @@ static clp_status encode_files(clp_tok *t, const struct tok_args *a, clp_ids *id
 
 		if (a->eot)
 			CLP_TRY(clp_ids_push(ids, eot));
+		CLP_TRY(clp_data_sniff_text(a->files[f]));
 		CLP_TRY(clp_tok_encode_file(t, a->files[f], ids));
 		if (!stat(a->files[f], &st))
 			*bytes += (size_t)st.st_size;

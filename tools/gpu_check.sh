@@ -89,7 +89,7 @@ else
 fi
 step train 100 "$clpipe" train "${model[@]}" --data "$corpus" --train.device="$device" \
   --steps 6 --optim.warmup=1 --eval.every=0 --eval.batches=1 --train.log="$out/train.jsonl" \
-  --train.profile=true
+  --train.profile=true --no-ckpt
 
 python3 - "$out" "$device" "$dry" "$(( $(date +%s) - start ))" "${steps[@]}" <<'PY'
 import json, os, re, statistics, sys, xml.etree.ElementTree as ET

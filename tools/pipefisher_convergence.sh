@@ -28,7 +28,7 @@ common=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=64 --model.n_head=
         --model.ctx=64 --data.path="$corpus" --train.batch=4 --train.micro_batches=4
         --train.steps="$steps" --optim.lr=3e-3 --optim.min_lr=3e-4 --optim.warmup=20
         --kfac.lr=0.05 --kfac.damping=0.03 --eval.every=20
-        --eval.batches=8 --pipeline.deadline=600)
+        --eval.batches=8 --pipeline.deadline=600 --no-ckpt)
 one() { # one device, one thread per core left to PoCL
   local name=$1; shift
   "$clpipe" train "${common[@]}" --train.log="$out/$name.jsonl" "$@" > "$out/$name.log" 2>&1 ||

@@ -8,7 +8,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 clpipe=${1:-$root/build/tools/clpipe}
-prof=${2:-$root/../shared/profiles/pipefisher}
+# the profiles: the directory given, else PipeFisher's published set beside the repo, else the
+# copies a clone has (tests/plan/data, tests/sim/data: bert-large on all three GPUs, bert-base
+# on P100); rows without a profile are left out
+dirs=(${2:-$root/../shared/profiles/pipefisher $root/tests/plan/data $root/tests/sim/data})
+profile_of() { for d in "${dirs[@]}"; do [ -f "$d/$1" ] && { echo "$d/$1"; return; }; done; }
 bs=${3:-32}
 field() { sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" <<<"$2"; }
 # one half of a row: "bound | K | added | utilisation"
@@ -24,9 +28,11 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for model in bert-base bert-large; do
   for gpu in p100 v100; do
     for d in 4 8; do
+      prof=$(profile_of "${model}_time_memory_${gpu}.csv")
+      [ -n "$prof" ] || continue
       for sched in gpipe 1f1b chimera; do
         args=(sim --schedule "$sched" --stages "$d" --microbatches "$d"
-              --profile "$prof/${model}_time_memory_${gpu}.csv" --batch "$bs" --pipefisher --json)
+              --profile "$prof" --batch "$bs" --pipefisher --json)
         old=$("$clpipe" "${args[@]}" | head -1)
         new=$("$clpipe" "${args[@]}" --kfac-split | head -1)
         awk -v m="$model" -v g="${gpu^^}" -v d="$d" -v s="$sched" \

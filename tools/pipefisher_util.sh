@@ -46,7 +46,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe "${bind[@]}" -np "$np"
 # run NAME ARGS...: train, keep the output, print "utilisation ms_per_step"
 run() {
   local name=$1; shift
-  "${mpi[@]}" "$clpipe" train "${model[@]}" --train.trace="$out/$name.json" "$@" \
+  "${mpi[@]}" "$clpipe" train "${model[@]}" --train.trace="$out/$name.json" --no-ckpt "$@" \
     > "$out/$name.log" 2>&1 || { tail -20 "$out/$name.log" >&2; exit 1; }
   sed -n 's/.*trace of steps* \([0-9-]*\):.*; \([0-9.]*\) ms per step, compute utilisation \([0-9.]*\) %.*/\3 \2 \1/p' \
     "$out/$name.log" | tail -1

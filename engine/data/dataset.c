@@ -1,6 +1,7 @@
 /* Datasets: token segments, the train/validation split, shuffled batches, positions
  * (see dataset.h and docs/DATA.md). */
 #include "engine/data/dataset.h"
+#include "engine/data/sniff.h"
 
 #include <glob.h>
 #include <inttypes.h>
@@ -155,6 +156,7 @@ clp_status clp_dataset_open_text(clp_dataset **out, const char *path, clp_tok *t
 
 	if (oo.vocab_size <= 0)
 		oo.vocab_size = clp_tok_vocab_size(tok);
+	CLP_TRY(clp_data_sniff_text(path)); /* a shard or a model given as text: say what it is */
 	CLP_TRY(new_ds(&ds, &oo, path));
 	s = clp_tok_encode_file(tok, path, &ids);
 	if (s == CLP_OK)

@@ -75,12 +75,24 @@ clp_status clp_ckpt_writer_meta(clp_ckpt_writer *w, const char *key, const char 
 /* Write this rank's files and part-rank<R>.json durably. */
 clp_status clp_ckpt_writer_write(clp_ckpt_writer *w);
 /* Rank 0, after every rank's write: check all parts, write manifest.json, fsync, then delete
- * all but the newest `keep` complete checkpoints (keep <= 0: delete none) and incomplete
+ * all but the newest `keep` complete checkpoints (this one is never deleted, even when newer
+ * steps of another run are there) (keep <= 0: delete none) and incomplete
  * leftovers older than this step. */
 clp_status clp_ckpt_writer_commit(clp_ckpt_writer *w, int keep);
 /* The directory of this checkpoint (<root>/step-XXXXXXXX). */
 const char *clp_ckpt_writer_dir(const clp_ckpt_writer *w);
 void clp_ckpt_writer_free(clp_ckpt_writer *w);
+
+/* A step directory under a root. */
+typedef struct clp_ckpt_entry {
+	char *dir; /* <root>/step-... */
+	long step;
+	int complete; /* has a manifest */
+} clp_ckpt_entry;
+
+/* List root's step-<digits> directories, newest step first. A missing root gives n = 0. */
+clp_status clp_ckpt_list(const char *root, clp_ckpt_entry **e, int *n);
+void clp_ckpt_list_free(clp_ckpt_entry *e, int n);
 
 /* ---- reading ---- */
 typedef struct clp_ckpt clp_ckpt;

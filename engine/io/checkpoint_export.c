@@ -89,11 +89,18 @@ static clp_status copy_tokenizer(const char *src_dir, const char *out_dir)
 static clp_status check_out(const char *src_dir, const char *out_dir)
 {
 	char a[PATH_MAX], b[PATH_MAX], m[PATH_MAX + 32];
+	clp_ckpt *c = NULL;
 
 	snprintf(m, sizeof(m), "%s/manifest.json", out_dir);
 	if (access(m, F_OK) == 0)
 		return clp_error(CLP_ERR_INVALID, "%s holds a checkpoint (manifest.json): export "
 				 "into another directory", out_dir);
+	if (clp_ckpt_open_latest(&c, out_dir) == CLP_OK) { /* a run's directory of them */
+		clp_ckpt_close(c);
+		return clp_error(CLP_ERR_INVALID, "%s is a run's directory of checkpoints (it holds "
+				 "step-* checkpoints): export into another directory", out_dir);
+	}
+	clp_error_clear();
 	if (realpath(src_dir, a) && realpath(out_dir, b) && !strcmp(a, b))
 		return clp_error(CLP_ERR_INVALID, "%s is the checkpoint's own directory: export "
 				 "into another one", out_dir);

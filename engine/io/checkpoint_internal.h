@@ -8,17 +8,6 @@
 #define CLP_CKPT_FORMAT "clpipe-checkpoint"
 #define CLP_CKPT_VERSION 1
 
-/* A step directory under a root. */
-typedef struct clp_ckpt_entry {
-	char *dir; /* <root>/step-... */
-	long step;
-	int complete; /* has a manifest */
-} clp_ckpt_entry;
-
-/* List root's step-<digits> directories, newest step first. A missing root gives n = 0. */
-clp_status clp_ckpt_list(const char *root, clp_ckpt_entry **e, int *n);
-void clp_ckpt_list_free(clp_ckpt_entry *e, int n);
-
 /* "model.safetensors" or "model-rank<R>.safetensors" (and optimizer). */
 void clp_ckpt_file_name(char *buf, size_t cap, clp_ckpt_kind kind, int rank, int nranks);
 const char *clp_ckpt_kind_name(clp_ckpt_kind kind);

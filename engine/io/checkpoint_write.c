@@ -420,6 +420,10 @@ static clp_status prune(const char *root, int keep, long step)
 
 	CLP_TRY(clp_ckpt_list(root, &e, &n));
 	for (int i = 0; i < n && s == CLP_OK; i++) {
+		if (e[i].step == step) { /* the one just written: never (another run's may be newer) */
+			kept += e[i].complete;
+			continue;
+		}
 		if (e[i].complete && (keep <= 0 || ++kept <= keep))
 			continue;
 		if (!e[i].complete && e[i].step >= step)

@@ -132,6 +132,59 @@ const char *clp_cfg_origin_of(const clp_cfg_schema *s, const void *obj, const ch
 static clp_status parse_value(const clp_cfg_schema *s, const clp_cfg_field *f, void *obj,
 			      const char *buf, const char *origin, int raw);
 
+int clp_cfg_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	int row[3][130];
+
+	if (la > 128 || lb > 128)
+		return 1 << 20;
+	/* optimal string alignment: insertions, deletions, substitutions, adjacent swaps */
+	for (size_t j = 0; j <= lb; j++)
+		row[1][j] = (int)j;
+	for (size_t i = 1; i <= la; i++) {
+		int *cur = row[(i + 1) % 3], *prev = row[i % 3], *pp = row[(i + 2) % 3];
+
+		cur[0] = (int)i;
+		for (size_t j = 1; j <= lb; j++) {
+			int cost = a[i - 1] != b[j - 1], v = prev[j - 1] + cost;
+
+			if (prev[j] + 1 < v)
+				v = prev[j] + 1;
+			if (cur[j - 1] + 1 < v)
+				v = cur[j - 1] + 1;
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    pp[j - 2] + 1 < v)
+				v = pp[j - 2] + 1;
+			cur[j] = v;
+		}
+	}
+	return row[(la + 1) % 3][lb];
+}
+
+const char *clp_cfg_nearest(const clp_cfg_schema *s, const char *key)
+{
+	const char *best = NULL, *dot = strchr(key, '.');
+	int bd = (int)strlen(key) / 4 + 1; /* close: about one edit in four letters */
+
+	if (bd > 3)
+		bd = 3;
+	for (int i = 0; i < s->nfields; i++) {
+		const char *k = s->fields[i].key, *kd = strchr(k, '.');
+		int d = clp_cfg_distance(key, k);
+
+		/* "batch" for "train.batch": the key without its section */
+		if (!dot && kd && !strcmp(kd + 1, key))
+			d = 0;
+		if (d <= bd && (!best || d < clp_cfg_distance(key, best) ||
+				(!dot && kd && !strcmp(kd + 1, key)))) {
+			best = k;
+			bd = d;
+		}
+	}
+	return best;
+}
+
 /* raw: a command-line value, whose string is taken as it is unless quoted as a whole */
 static clp_status set_field(const clp_cfg_schema *s, void *obj, const char *key,
 			    const char *value, const char *origin, int raw)
@@ -140,9 +193,15 @@ static clp_status set_field(const clp_cfg_schema *s, void *obj, const char *key,
 	char buf[4096];
 	size_t len = strlen(value);
 
-	if (!f)
+	if (!f) {
+		const char *near = clp_cfg_nearest(s, key);
+
+		if (near)
+			return clp_error(CLP_ERR_INVALID, "%s: unknown %s setting '%s': did you mean "
+					 "'%s'?", origin, s->name, key, near);
 		return clp_error(CLP_ERR_INVALID, "%s: unknown %s setting '%s' (see --help for the "
 				 "list)", origin, s->name, key);
+	}
 	if (len >= sizeof(buf))
 		return clp_error(CLP_ERR_INVALID, "%s: %s: the value is longer than %zu characters",
 				 origin, f->key, sizeof(buf) - 1);

@@ -85,6 +85,10 @@ void clp_cfg_get(const clp_cfg_schema *s, const void *obj, const char *key, char
 /* Record an origin for a field set directly in the struct. */
 void clp_cfg_set_origin(const clp_cfg_schema *s, void *obj, const char *key, const char *origin);
 const clp_cfg_field *clp_cfg_find(const clp_cfg_schema *s, const char *key);
+/* The key of s closest to a misspelt one (a few edits, or "batch" for "train.batch"), or NULL;
+ * and the edit distance it uses (insertions, deletions, substitutions, adjacent swaps). */
+const char *clp_cfg_nearest(const clp_cfg_schema *s, const char *key);
+int clp_cfg_distance(const char *a, const char *b);
 /* For checks that run after reading (one field against another): append to the last error where
  * each field of s that it names was set, as recorded in obj's origins, "model.d_model = 64 is not
  * a multiple of model.n_head = 3 (model.d_model from a.toml:3; model.n_head from command line

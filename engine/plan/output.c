@@ -91,6 +91,7 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 		 layout_path ? layout_path : "");
 	cfg->train.micro_batches = p->microbatches;
 	cfg->train.recompute = p->recompute;
+	cfg->pipeline.pipefisher = p->pipefisher > 0; /* the executor runs the plan's cycle */
 	if (p->pipefisher && p->kfac_K > 0)
 		cfg->kfac.interval = p->kfac_K;
 	return CLP_OK;

@@ -8,6 +8,7 @@
 #ifndef CLP_TRAIN_SESSION_H
 #define CLP_TRAIN_SESSION_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -74,6 +75,17 @@ typedef struct clp_session_step {
  * restores the default. */
 void clp_session_set_logger(clp_session *s, void (*fn)(void *ud, const clp_session_step *rec),
 			    void *ud);
+
+/* Stopping on a signal: the caller's handler stores the signal number in *flag (the session
+ * installs no handler). The session reads it after every step; when any rank of the job has it
+ * set, every rank ends the run at that same step boundary and, with ckpt.dir set, saves a
+ * checkpoint of it (resume continues at the next step); no final evaluation runs. NULL: none. */
+void clp_session_set_stop_flag(clp_session *s, volatile sig_atomic_t *flag);
+/* After clp_session_train: the signal that stopped the run (0: it ran to its end), the rank that
+ * saw it first, and the checkpoint of the step it stopped at ("" when none was saved). */
+int clp_session_stopped(const clp_session *s, int *rank);
+/* The checkpoint this run saved last ("": none yet), on every rank. */
+const char *clp_session_last_ckpt(const clp_session *s);
 
 /* Called after every completed step (1-based count) with ud; for tests of failure handling. */
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);

@@ -341,19 +341,8 @@ clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp)
 		clp_cfg_get(&clp_train_schema, &base, key, v, sizeof(v));
 		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
 	}
-	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
-	if (!s->cfg.data.bpe_vocab[0])
-		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));
-	if (!s->cfg.data.bpe_merges[0])
-		memcpy(s->cfg.data.bpe_merges, base.data.bpe_merges, sizeof(base.data.bpe_merges));
-	if (!s->cfg.data.path[0]) {
-		memcpy(s->cfg.data.path, base.data.path, sizeof(base.data.path));
-		memcpy(s->cfg.data.format, base.data.format, sizeof(base.data.format));
-		memcpy(s->cfg.data.val_path, base.data.val_path, sizeof(base.data.val_path));
-		s->cfg.data.val_fraction = base.data.val_fraction;
-	}
-	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
-		s->cfg.train.seq = base.train.seq;
+	/* the run's tokenizer, data, batch, precision (ckpt_config.c) */
+	CLP_TRY(sess_inherit_run(s, &base, clp_ckpt_path(*cp), origin));
 	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
 		/* the stage map the model was trained with, for sample.skip_stages */
 		s->cfg.pipeline.stages = base.pipeline.stages;

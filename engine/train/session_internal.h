@@ -4,6 +4,7 @@
 #ifndef CLP_TRAIN_SESSION_INTERNAL_H
 #define CLP_TRAIN_SESSION_INTERNAL_H
 
+#include <signal.h>
 #include <stdint.h>
 
 #include "engine/data/dataset.h"
@@ -56,6 +57,13 @@ struct clp_session {
 	float *inv_mb;        /* [M] this step's loss weights (clp_exec_data.inv_mb) */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
+	/* stopping on a signal and saving by the clock (session_train.c) */
+	volatile sig_atomic_t *stop_flag; /* set by the caller's signal handler (NULL: none) */
+	int stopped;          /* the signal that stopped the run at a step boundary (0: none) */
+	int stop_rank;        /* the rank that saw it first */
+	double t_saved;       /* clp_now() of the last checkpoint (or the run's start) */
+	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
+	double build_s;       /* seconds of kernel builds during the run (a cold cache) */
 };
 
 /* session_ckpt.c: save a checkpoint of this step (every rank; rank 0 commits it); check a
@@ -68,6 +76,11 @@ clp_status sess_check_identity(clp_session *s, clp_ckpt *c);
 clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
 clp_status sess_resume(clp_session *s);
 clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp);
+/* ckpt_config.c: eval and sample take the tokenizer, data, batch, sequence length, precision
+ * and evaluation size of the run from base (the checkpoint's stored config) unless given, its
+ * relative paths found from the checkpoint ckpt's directory or its parents; origin names it. */
+clp_status sess_inherit_run(clp_session *s, const clp_train_config *base, const char *ckpt,
+			    const char *origin);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

@@ -107,9 +107,15 @@ void sess_report_end(clp_session *s)
 	m->target_ratio = s->bert ? 0 : s->cfg.eval.target_ratio;
 	m->can_sample = !s->bert;
 	snprintf(m->ckpt_dir, sizeof(m->ckpt_dir), "%s", s->cfg.ckpt.dir);
-	if (s->cfg.ckpt.dir[0] && clp_ckpt_open_latest(&ck, s->cfg.ckpt.dir) == CLP_OK)
-		snprintf(m->ckpt, sizeof(m->ckpt), "%s", clp_ckpt_path(ck));
+	/* this run's own last checkpoint, never another run's newer one in the same directory */
+	if (s->last_ckpt[0] && clp_ckpt_open(&ck, s->last_ckpt) == CLP_OK)
+		snprintf(m->ckpt, sizeof(m->ckpt), "%s", s->last_ckpt);
+	else
+		clp_error_clear();
 	clp_ckpt_close(ck);
+	m->ranks = clp_comm_size(s->comm);
+	m->build_s = s->build_s;
+	m->stopped = s->stopped;
 	snprintf(m->curve, sizeof(m->curve), "%s", r->curve && !r->curve_failed ? r->curve_path : "");
 	snprintf(m->log, sizeof(m->log), "%s", s->cfg.train.log);
 	snprintf(m->prompt, sizeof(m->prompt), "%s", s->cfg.sample.prompt);

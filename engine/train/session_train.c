@@ -10,7 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cl/nn.h"
 #include "cl/ops.h"
+#include "cl/warmup.h"
 #include "engine/scenario/trace.h"
 #include "cl/base/clock.h"
 #include "cl/base/durable.h"
@@ -254,17 +256,63 @@ static void trace_window(const clp_session *s, long *first, long *last)
 	*first = end - n + 1 > 1 ? end - n + 1 : 1;
 }
 
-/* Whether to write a checkpoint after `done` steps: every ckpt.every steps; with PipeFisher at
- * the end of the cycle holding such a step (a cycle's kept data is not saved). */
-static int save_now(const clp_session *s, long done)
+/* Whether a checkpoint after `done` steps is due by ckpt.every: every ckpt.every steps; with
+ * PipeFisher at the end of the cycle holding such a step (a cycle's kept data is not saved). */
+static int save_due_steps(const clp_session *s, long done)
 {
 	long every = s->cfg.ckpt.every, K = st_pf_K(s);
 
-	if (!s->cfg.ckpt.dir[0] || every <= 0 || done >= s->cfg.train.steps)
+	if (every <= 0)
 		return 0;
 	if (K <= 1)
 		return done % every == 0;
 	return done % K == 0 && done / every != (done - K) / every;
+}
+
+/* By ckpt.minutes since the last checkpoint (rank 0's clock decides for the whole job), at a
+ * PipeFisher cycle's end. */
+static int save_due_clock(const clp_session *s, long done)
+{
+	long K = st_pf_K(s);
+
+	if (s->cfg.ckpt.minutes <= 0 || (K > 1 && done % K) || sess_rank(s) != 0)
+		return 0;
+	return clp_now() - s->t_saved >= s->cfg.ckpt.minutes * 60.0;
+}
+
+/* After each step: whether the run stops (a signal on any rank; with PipeFisher at the cycle's
+ * end) and whether a checkpoint is due by the clock; one small all-gather on a job of several
+ * ranks, so that every rank decides the same at the same step. */
+static clp_status step_decisions(clp_session *s, long done, int *stop, int *clock)
+{
+	int mine[2] = {s->stop_flag ? (int)*s->stop_flag : 0, save_due_clock(s, done)};
+	int n = clp_comm_size(s->comm), *all, K = st_pf_K(s);
+	clp_status st;
+
+	*stop = *clock = 0;
+	if (K > 1 && done % K) /* PipeFisher resumes at a cycle's end: the flag waits for it */
+		mine[0] = 0;
+	if (n == 1) {
+		*stop = mine[0];
+		*clock = mine[1];
+		s->stop_rank = 0;
+		return CLP_OK;
+	}
+	if (!s->stop_flag && s->cfg.ckpt.minutes <= 0)
+		return CLP_OK;
+	all = calloc((size_t)n * 2, sizeof(int));
+	if (!all)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	st = clp_comm_allgather(s->comm, mine, sizeof(mine), all, "stop and save decisions");
+	for (int r = 0; st == CLP_OK && r < n; r++) {
+		if (all[2 * r] && !*stop) {
+			*stop = all[2 * r];
+			s->stop_rank = r;
+		}
+		*clock |= all[2 * r + 1];
+	}
+	free(all);
+	return st;
 }
 
 /* Gather the traced steps on rank 0, write them as Chrome JSON and SVG, print the utilisation. */
@@ -403,6 +451,46 @@ static void log_step(void *ud, const clp_session_step *r)
 	log_json(s, rec);
 }
 
+/* Seconds spent building (not loading) kernel programs since build record `from`: a cold
+ * cache's first step, which the throughput and ETA leave out. */
+static double kernel_builds(const clp_session *s, int from)
+{
+	double t = 0;
+
+	for (int i = from; i < clp_cl_ctx_nbuilds(s->ctx); i++) {
+		const clp_cl_build_info *b = clp_cl_ctx_build(s->ctx, i);
+
+		if (b && !b->cached && !b->remembered)
+			t += b->seconds;
+	}
+	return t;
+}
+
+/* One process: build the common kernels before the clock starts, saying so when the cache is
+ * cold (the small set first tells; a failure here is left to the step to report). */
+static void warm_kernels(clp_session *s)
+{
+	int nb = clp_cl_ctx_nbuilds(s->ctx), cold;
+	double t0 = clp_now();
+
+	if (clp_comm_size(s->comm) > 1)
+		return;
+	if (clp_cl_warmup(s->ctx, NULL) != CLP_OK) {
+		clp_error_clear();
+		return;
+	}
+	cold = kernel_builds(s, nb) > 0;
+	if (cold && sess_rank(s) == 0) {
+		fprintf(s->out, "building kernels (first run on this device; cached for later "
+			"runs) ...\n");
+		fflush(s->out);
+	}
+	if (clp_nn_warmup(s->ctx, NULL) != CLP_OK)
+		clp_error_clear();
+	if (cold && sess_rank(s) == 0)
+		fprintf(s->out, "built kernels in %.1f s\n", clp_now() - t0);
+}
+
 /* The evaluations of a run: the last one's loss and metric, and when it ran. */
 struct evals {
 	double val, metric;
@@ -430,39 +518,55 @@ static clp_status periodic_eval(clp_session *s, long done, struct evals *ev, int
 	return CLP_OK;
 }
 
-static clp_status periodic_save(clp_session *s, long done)
+/* A checkpoint of the state after `done` steps (s->step is the step just run). */
+static clp_status save_after(clp_session *s, long done)
 {
 	clp_status st;
 
-	if (!save_now(s, done))
-		return CLP_OK;
 	clp_progress_clear(s->out, sess_tty(s));
-	s->step++; /* the checkpoint holds the next step to run */
+	s->step = done; /* the checkpoint holds the next step to run */
 	st = sess_save(s);
-	s->step--;
+	s->step = done - 1;
+	if (st == CLP_OK) {
+		snprintf(s->last_ckpt, sizeof(s->last_ckpt), "%s/step-%08ld", s->cfg.ckpt.dir, done);
+		s->t_saved = clp_now();
+	}
 	return st;
 }
 
-/* The end of a run: the profile, the last evaluation and checkpoint. */
+static clp_status periodic_save(clp_session *s, long done, int clock)
+{
+	if (!s->cfg.ckpt.dir[0] || done >= s->cfg.train.steps ||
+	    !(clock || save_due_steps(s, done)))
+		return CLP_OK;
+	return save_after(s, done);
+}
+
+/* The end of a run: the profile, the last evaluation and checkpoint (a run stopped by a signal
+ * skips the evaluation, and saves unless its last periodic checkpoint is of this step). */
 static clp_status finish_run(clp_session *s, long first, struct evals *ev)
 {
 	const clp_train_config *c = &s->cfg;
+	char path[1100];
 
 	clp_progress_clear(s->out, sess_tty(s));
 	if (c->train.profile && s->step > first + 1)
 		CLP_TRY(print_profile(s));
-	if (ev->at != s->step)
+	if (ev->at != s->step && !s->stopped)
 		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
 	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && sess_rank(s) == 0 &&
-	    ev->metric > c->eval.target_ratio * s->baseline_bpb)
+	    !s->stopped && ev->metric > c->eval.target_ratio * s->baseline_bpb)
 		fprintf(s->out, "the %ld steps ended at %.3f x the unigram baseline (the early stop "
 			"at %.3f was not reached)\n", s->step, ev->metric / s->baseline_bpb,
 			c->eval.target_ratio);
 	if (c->ckpt.dir[0] && st_pf_K(s) > 1 && s->step % st_pf_K(s) && sess_rank(s) == 0)
 		fprintf(s->out, "note: step %ld is inside a PipeFisher cycle (K = %d): a run can "
 			"resume from this checkpoint only at a cycle's end\n", s->step, st_pf_K(s));
-	if (c->ckpt.dir[0])
+	snprintf(path, sizeof(path), "%s/step-%08ld", c->ckpt.dir, s->step);
+	if (c->ckpt.dir[0] && strcmp(path, s->last_ckpt) != 0) {
 		CLP_TRY(sess_save(s));
+		snprintf(s->last_ckpt, sizeof(s->last_ckpt), "%s", path);
+	}
 	return CLP_OK;
 }
 
@@ -471,13 +575,30 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 	const clp_train_config *c;
 	long first, tr_first, tr_last;
 	double t_start = clp_now();
+	int nb0;
 	struct evals ev = {.val = NAN, .metric = NAN, .at = -1};
 	size_t tokens;
 
 	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_train"));
 	c = &s->cfg;
+	if (!strcmp(s->cfg.ckpt.dir, "none")) /* clpipe train's --no-ckpt */
+		s->cfg.ckpt.dir[0] = '\0';
 	first = s->step;
+	s->stopped = 0;
+	s->t_saved = clp_now();
+	s->build_s = 0;
+	warm_kernels(s); /* a job of several ranks did this before its start-up barrier */
+	t_start = clp_now();
+	nb0 = clp_cl_ctx_nbuilds(s->ctx);
 	tokens = (size_t)s->R * (size_t)s->M * s->N;
+	if (s->log) { /* the effective config goes into the log, not onto the screen */
+		char *text = clp_cfg_to_string(&clp_train_schema, &s->cfg);
+
+		if (text)
+			log_json(s, json_pack("{s:s, s:I, s:s}", "event", "config", "step",
+					      (json_int_t)first, "config", text));
+		free(text);
+	}
 	if (s->byte_level && !s->bert && sess_rank(s) == 0)
 		fprintf(s->out, "unigram baseline: %.3f bits per byte\n", s->baseline_bpb);
 	CLP_TRY(sess_report_begin(s));
@@ -488,12 +609,24 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		long step = s->step;
 		double t0 = clp_now();
 		clp_session_step rec;
-		int stop;
+		int stop, sig, clock;
+		double built;
+		int nbs;
 
+		s->build_s = kernel_builds(s, nb0); /* so far, evaluations' included */
+		nbs = clp_cl_ctx_nbuilds(s->ctx);
 		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
-		rec.ms = (clp_now() - t0) * 1e3;
+		built = kernel_builds(s, nbs);
+		if (built > 0.5 && sess_rank(s) == 0) {
+			clp_progress_clear(s->out, sess_tty(s));
+			fprintf(s->out, "building kernels (first run on this device): %.1f s in step %ld "
+				"(cached for later runs; not counted in tok/s and ETA)\n", built,
+				step + 1);
+		}
+		s->build_s += built;
+		rec.ms = (clp_now() - t0 - built) * 1e3;
 		rec.tok_s = (double)tokens / (rec.ms * 1e-3);
-		rec.eta_s = (clp_now() - t_start) / (double)(step - first + 1) *
+		rec.eta_s = (clp_now() - t_start - s->build_s) / (double)(step - first + 1) *
 			    (double)(c->train.steps - step - 1);
 		if (sess_rank(s) == 0)
 			s->logger(s->logger_ud, &rec);
@@ -503,13 +636,20 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 			s->step++;
 			break;
 		}
-		CLP_TRY(periodic_save(s, step + 1));
+		CLP_TRY(step_decisions(s, step + 1, &sig, &clock));
+		CLP_TRY(periodic_save(s, step + 1, clock && !sig));
 		if (s->hook)
 			s->hook(s->hook_ud, step + 1);
+		if (sig) {
+			s->stopped = sig;
+			s->step++;
+			break;
+		}
 		if (c->train.profile && step == first) /* the first step builds kernels */
 			clp_cl_profile_start(s->ctx);
 	}
 	CLP_TRY(finish_run(s, first, &ev));
+	s->build_s = kernel_builds(s, nb0);
 	sess_report_end(s);
 	if (val_loss)
 		*val_loss = ev.val;
@@ -521,6 +661,23 @@ void clp_session_set_logger(clp_session *s, void (*fn)(void *ud, const clp_sessi
 {
 	s->logger = fn ? fn : log_step;
 	s->logger_ud = fn ? ud : s;
+}
+
+void clp_session_set_stop_flag(clp_session *s, volatile sig_atomic_t *flag)
+{
+	s->stop_flag = flag;
+}
+
+int clp_session_stopped(const clp_session *s, int *rank)
+{
+	if (rank)
+		*rank = s->stop_rank;
+	return s->stopped;
+}
+
+const char *clp_session_last_ckpt(const clp_session *s)
+{
+	return s->last_ckpt;
 }
 
 void clp_session_set_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)

@@ -60,15 +60,19 @@ static int starts(const char *a, const char *prefix)
 	return !strncmp(a, prefix, strlen(prefix));
 }
 
-/* The run's arguments less those the resume command sets itself. */
-static void args(FILE *out, int argc, char *const *argv, int drop_steps)
+/* The run's arguments less those the resume command sets itself, with the run's directory. */
+static void args(FILE *out, int argc, char *const *argv, int drop_steps, const char *dir)
 {
+	int has_dir = 0;
+
 	if (argc < 0)
 		fputs(" <this run's arguments>", out);
+	for (int i = 0; i < argc; i++)
+		has_dir |= starts(argv[i], "--ckpt.dir");
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 
-		if (!strcmp(a, "--resume") || starts(a, "--ckpt.resume"))
+		if (!strcmp(a, "--resume") || starts(a, "--resume=") || starts(a, "--ckpt.resume"))
 			continue;
 		if (drop_steps && (!strcmp(a, "--steps") || !strcmp(a, "--train.steps"))) {
 			i++; /* and its value */
@@ -79,26 +83,38 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps)
 		fputc(' ', out);
 		shell_word(out, a);
 	}
+	if (argc >= 0 && !has_dir && dir[0]) { /* a default run directory, or the file's */
+		fputs(" --ckpt.dir=", out);
+		shell_word(out, dir);
+	}
 }
 
 void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *program,
 			     int argc, char *const *argv)
 {
-	char wall[32], tok[32];
+	char wall[32], tok[32], mpi[48] = "";
 	long run = s->steps - s->first_step;
 
+	if (s->ranks > 1)
+		snprintf(mpi, sizeof(mpi), "mpirun -np %d ", s->ranks);
 	fmt_duration(s->wall_s, wall, sizeof(wall));
 	fmt_count(s->tokens, tok, sizeof(tok));
 	fprintf(out, "== run summary\n");
 	fprintf(out, "steps:       %ld of %ld", s->steps, s->planned);
 	if (s->first_step > 0)
 		fprintf(out, " (%ld in this run, resumed at step %ld)", run, s->first_step);
-	if (s->steps < s->planned && s->target_ratio > 0)
+	if (s->stopped)
+		fprintf(out, ", stopped by signal %d", s->stopped);
+	else if (s->steps < s->planned && s->target_ratio > 0)
 		fprintf(out, ", stopped at the target (%.3g x the unigram baseline)",
 			s->target_ratio);
 	fprintf(out, "\ntokens:      %s in this run\n", tok);
 	fprintf(out, "wall time:   %s, %.0f tokens/s on average (evaluations and checkpoints "
-		"included)\n", wall, s->wall_s > 0 ? s->tokens / s->wall_s : 0.0);
+		"included", wall, s->wall_s - s->build_s > 0 ? s->tokens / (s->wall_s - s->build_s)
+		: 0.0);
+	if (s->build_s >= 0.05)
+		fprintf(out, "; %.1f s of first-run kernel builds not", s->build_s);
+	fprintf(out, ")\n");
 	if (s->precision[0]) {
 		fprintf(out, "precision:   %s", s->precision);
 		if (strcmp(s->precision, "fp32"))
@@ -121,7 +137,7 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 	} else {
 		fprintf(out, "best val:    no evaluation ran\n");
 	}
-	fprintf(out, "checkpoint:  %s\n", s->ckpt[0] ? s->ckpt : "none (ckpt.dir is not set)");
+	fprintf(out, "checkpoint:  %s\n", s->ckpt[0] ? s->ckpt : "none (--no-ckpt)");
 	if (s->curve[0])
 		fprintf(out, "loss curve:  %s\n", s->curve);
 	if (s->log[0])
@@ -130,22 +146,22 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 		return;
 	if (s->can_sample) {
 		fprintf(out, "sample:      %s sample --ckpt ", program);
-		shell_word(out, s->ckpt_dir);
+		shell_word(out, s->ckpt);
 		fputs(" --prompt ", out);
 		shell_word(out, s->prompt[0] ? s->prompt : "The ");
 		fputc('\n', out);
 	} else {
 		fprintf(out, "evaluate:    %s eval --ckpt ", program);
-		shell_word(out, s->ckpt_dir);
+		shell_word(out, s->ckpt);
 		fputc('\n', out);
 	}
 	if (s->steps < s->planned) { /* stopped early: go on with the same schedule */
-		fprintf(out, "resume:      %s train", program);
-		args(out, argc, argv, 0);
+		fprintf(out, "resume:      %s%s train", mpi, program);
+		args(out, argc, argv, 0, s->ckpt_dir);
 		fprintf(out, " --resume%s\n", s->target_ratio > 0 ? " --eval.target_ratio=0" : "");
 	} else { /* the schedule is done: train further on a longer one */
-		fprintf(out, "train on:    %s train", program);
-		args(out, argc, argv, 1);
+		fprintf(out, "train on:    %s%s train", mpi, program);
+		args(out, argc, argv, 1, s->ckpt_dir);
 		fprintf(out, " --resume --train.steps=%ld   (the learning rate follows the longer "
 			"schedule)\n", 2 * s->planned);
 	}

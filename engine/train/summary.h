@@ -26,13 +26,17 @@ typedef struct clp_train_summary {
 	char precision[8];    /* train.precision ("": not shown) */
 	double loss_scale;    /* fp16: the dynamic loss scale at the end (0: none) */
 	long skipped;         /* steps skipped for a non-finite gradient, in this run */
+	int ranks;            /* the job's ranks: > 1, the commands that train start with mpirun */
+	int stopped;          /* the signal that stopped the run (0: none) */
+	double build_s;       /* of wall_s, kernel builds of a cold cache (left out of tokens/s) */
 } clp_train_summary;
 
 /* Print it. program is how to call clpipe (see clp_train_summary_program); argv (argc entries,
  * without the program and the "train" word) are the arguments of the run, repeated with
  * --resume in the resume command (quoted for a POSIX shell; --resume/--ckpt.resume dropped;
- * argc < 0: not known, a placeholder stands for them). Timing goes in as given: the output
- * depends only on s. */
+ * --ckpt.dir added when the run's directory was not among them; under "mpirun -np N" when the
+ * run had N > 1 ranks; argc < 0: not known, a placeholder stands for them). Timing goes in as
+ * given: the output depends only on s. */
 void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *program,
 			     int argc, char *const *argv);
 

@@ -175,13 +175,22 @@ static const clp_cfg_field fields[] = {
 	  "clpipe eval: write the evaluated inputs and targets to this JSON file (to check the "
 	  "loss elsewhere)", 0, 0, NULL),
 
-	F(ckpt.dir, "ckpt.dir", CLP_CFG_STRING, "\"\"", "checkpoint root (\"\": no checkpoints)", 0,
-	  0, NULL),
-	F(ckpt.every, "ckpt.every", CLP_CFG_INT, "0", "steps between checkpoints (0: only at the "
-	  "end)", 0, 1L << 40, NULL),
-	F(ckpt.keep, "ckpt.keep", CLP_CFG_INT, "3", "checkpoints kept (0: all)", 0, 1 << 20, NULL),
+	F(ckpt.dir, "ckpt.dir", CLP_CFG_STRING, "\"\"",
+	  "the run's directory of checkpoints (\"\": clpipe train makes runs/<date>-<time>; "
+	  "\"none\" or --no-ckpt: no checkpoints)", 0, 0, NULL),
+	F(ckpt.every, "ckpt.every", CLP_CFG_INT, "0", "steps between checkpoints (0: by "
+	  "ckpt.minutes and at the end)", 0, 1L << 40, NULL),
+	F(ckpt.minutes, "ckpt.minutes", CLP_CFG_FLOAT, "10",
+	  "also save when this many minutes of training passed since the last checkpoint (0: "
+	  "never by the clock)", 0, 1e9, NULL),
+	F(ckpt.keep, "ckpt.keep", CLP_CFG_INT, "3", "checkpoints kept (0: all; the newest is never "
+	  "deleted)", 0, 1 << 20, NULL),
 	F(ckpt.resume, "ckpt.resume", CLP_CFG_BOOL, "false",
-	  "continue from the latest checkpoint in ckpt.dir", 0, 0, NULL),
+	  "continue from the latest checkpoint in ckpt.dir (--resume; --resume=auto starts fresh "
+	  "when there is none)", 0, 0, NULL),
+	F(ckpt.overwrite, "ckpt.overwrite", CLP_CFG_BOOL, "false",
+	  "a fresh run may delete the checkpoints of another run in ckpt.dir (else it is refused)",
+	  0, 0, NULL),
 
 	F(sample.prompt, "sample.prompt", CLP_CFG_STRING, "\"\"", "text to continue", 0, 0, NULL),
 	F(sample.length, "sample.length", CLP_CFG_INT, "200", "tokens to generate", 0, 1 << 24,

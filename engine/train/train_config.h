@@ -88,9 +88,11 @@ typedef struct clp_train_config {
 		char dump[1024];     /* clpipe eval: the evaluated batches as JSON ("": none) */
 	} eval;
 	struct {
-		char dir[1024];
+		char dir[1024];      /* "": none (clpipe train makes runs/<date>-<time>); "none" */
 		long every, keep;
+		double minutes;      /* also save when this many minutes passed since the last */
 		int resume;
+		int overwrite;       /* a fresh run may replace another run's checkpoints in dir */
 	} ckpt;
 	struct {
 		char prompt[1024];

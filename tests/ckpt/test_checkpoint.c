@@ -311,5 +311,23 @@ static void test_hf_index(void)
 	clp_ckpt_close(c);
 }
 
+/* Issue 26, case 1: a run saving step 15 into a root holding another run's steps 80..120 must
+ * not prune its own checkpoint (keep counts it; the newer ones stay). */
+static void test_prune_keeps_own(void)
+{
+	const char *root = tu_path("own");
+
+	for (long s = 80; s <= 120; s += 20)
+		save(root, s, 1, "gpt2", 3, 1);
+	save(root, 15, 1, "gpt2", 3, 1);
+	CHECK(access(tu_path("own/step-00000015/manifest.json"), F_OK) == 0,
+	      "the checkpoint just written survives its own pruning");
+	CHECK(access(tu_path("own/step-00000080"), F_OK) == 0 &&
+	      access(tu_path("own/step-00000120"), F_OK) == 0, "the newer ones stay");
+	save(root, 16, 1, "gpt2", 3, 1);
+	CHECK(access(tu_path("own/step-00000016"), F_OK) == 0 &&
+	      access(tu_path("own/step-00000015"), F_OK) != 0, "older than keep allows: pruned");
+}
+
 TH_MAIN(TH_TEST(test_round_trip), TH_TEST(test_crash_and_damage), TH_TEST(test_ranks_and_pruning),
-	TH_TEST(test_hf_index))
+	TH_TEST(test_hf_index), TH_TEST(test_prune_keeps_own))

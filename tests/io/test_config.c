@@ -115,6 +115,18 @@ static void test_errors(void)
 	CHECK_OK(clp_cfg_defaults(&schema, &d));
 	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layers = 3\n", "c.toml"),
 		  CLP_ERR_INVALID, "c.toml:2", "model.n_layers", "unknown");
+	/* a close misspelling names the key meant (issue 26); a far one does not guess */
+	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layers = 3\n", "c.toml"),
+		  CLP_ERR_INVALID, "did you mean 'model.n_layer'?");
+	CHECK(clp_cfg_nearest(&schema, "model.nlayer") &&
+	      !strcmp(clp_cfg_nearest(&schema, "model.nlayer"), "model.n_layer"), "one deletion");
+	CHECK(clp_cfg_nearest(&schema, "n_layer") &&
+	      !strcmp(clp_cfg_nearest(&schema, "n_layer"), "model.n_layer"), "the key without "
+	      "its section");
+	CHECK(clp_cfg_nearest(&schema, "zzzzzz.qqqq") == NULL, "nothing close: no guess");
+	CHECK(clp_cfg_distance("ckpt.evry", "ckpt.every") == 1 &&
+	      clp_cfg_distance("stpes", "steps") == 1 && clp_cfg_distance("", "abc") == 3,
+	      "edit distance with adjacent swaps");
 	CHECK_ERR(clp_cfg_load_string(&schema, &d, "[model]\nn_layer = three\n", "c.toml"),
 		  CLP_ERR_INVALID, "c.toml:2", "model.n_layer", "integer");
 	CHECK_ERR(clp_cfg_load_string(&schema, &d, "\n\n[model]\nn_layer = 0\n", "c.toml"),

@@ -18,7 +18,7 @@ cat > "$work/blocks.json" <<JSON
   {"fwd_s": 0.004, "bwd_s": 0.008, "blocks": "layer"},
   {"fwd_s": 0.002, "bwd_s": 0.004, "blocks": "head"}]}
 JSON
-run=(--data.path="$work/corpus.txt" --train.steps=2 --eval.every=0 --eval.batches=1)
+run=(--data.path="$work/corpus.txt" --train.steps=2 --eval.every=0 --eval.batches=1 --no-ckpt)
 
 # 1. plan this machine, train the plan's config
 "$clpipe" plan --model "$data/tiny.toml" --live --blocks "$work/blocks.json" \

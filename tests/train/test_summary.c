@@ -74,11 +74,14 @@ static void test_stopped_at_target(void)
 	has(t, "checkpoint:  .cache/q-ckpt/step-00000400\n");
 	has(t, "loss curve:  .cache/q.svg\n");
 	has(t, "log:         .cache/q.jsonl\n");
-	has(t, "sample:      build/tools/clpipe sample --ckpt .cache/q-ckpt --prompt "
+	/* the run's own checkpoint, not the directory's newest (another run's, maybe) */
+	has(t, "sample:      build/tools/clpipe sample --ckpt .cache/q-ckpt/step-00000400 --prompt "
 	       "'The meaning of life is'\n");
-	/* the run's arguments, quoted, its --resume forms dropped, the target lifted */
+	/* the run's arguments, quoted, its --resume forms dropped, the target lifted, the run's
+	 * directory named (it was not among them) */
 	has(t, "resume:      build/tools/clpipe train --config tools/quickstart.toml --data "
-	       "'my file.txt' --prompt 'it'\\''s' --resume --eval.target_ratio=0\n");
+	       "'my file.txt' --prompt 'it'\\''s' --ckpt.dir=.cache/q-ckpt --resume "
+	       "--eval.target_ratio=0\n");
 	lacks(t, "ckpt.resume");
 	lacks(t, "resumed at");
 	free(t);
@@ -102,7 +105,8 @@ static void test_schedule_done(void)
 	lacks(t, "stopped at the target");
 	has(t, "--prompt 'The '\n");
 	/* a longer schedule: the old step counts are dropped, not contradicted */
-	has(t, "train on:    build/tools/clpipe train --log x.jsonl --resume --train.steps=3000");
+	has(t, "train on:    build/tools/clpipe train --log x.jsonl --ckpt.dir=.cache/q-ckpt "
+	       "--resume --train.steps=3000");
 	lacks(t, "--steps");
 	lacks(t, "1500 --");
 	free(t);
@@ -118,7 +122,7 @@ static void test_no_checkpoint_no_eval(void)
 	s.wall_s = 12.34;
 	t = print(&s, 0, NULL);
 	has(t, "best val:    no evaluation ran\n");
-	has(t, "checkpoint:  none (ckpt.dir is not set)\n");
+	has(t, "checkpoint:  none (--no-ckpt)\n");
 	has(t, "wall time:   12.3 s");
 	lacks(t, "loss curve:");
 	lacks(t, "sample:");
@@ -138,9 +142,33 @@ static void test_encoder_and_unknown_args(void)
 	has(t, "best val:    1.5000 nats/token at step 400\n");
 	lacks(t, "bits/byte");
 	lacks(t, "nan");
-	has(t, "evaluate:    build/tools/clpipe eval --ckpt .cache/q-ckpt\n");
+	has(t, "evaluate:    build/tools/clpipe eval --ckpt .cache/q-ckpt/step-00000400\n");
 	lacks(t, "sample:");
 	has(t, "train <this run's arguments> --resume");
+	free(t);
+}
+
+/* A pipeline's commands start with mpirun (issue 26: "need 2 ranks; this job has 1"); a run
+ * stopped by Ctrl-C says so and offers to resume; a directory given keeps its flag. */
+static void test_pipeline_stopped(void)
+{
+	clp_train_summary s = quickstart();
+	char *argv[] = {"--pipeline.stages=2", "--ckpt.dir", "ck", "--resume=auto"};
+	char *t;
+
+	s.ranks = 2;
+	s.stopped = 2;
+	s.target_ratio = 0;
+	t = print(&s, 4, argv);
+	has(t, "steps:       400 of 1500, stopped by signal 2\n");
+	has(t, "resume:      mpirun -np 2 build/tools/clpipe train --pipeline.stages=2 --ckpt.dir ck "
+	       "--resume\n");
+	lacks(t, "--ckpt.dir=");
+	s.steps = s.planned;
+	s.stopped = 0;
+	free(t);
+	t = print(&s, 3, argv);
+	has(t, "train on:    mpirun -np 2 build/tools/clpipe train");
 	free(t);
 }
 
@@ -155,4 +183,4 @@ static void test_program(void)
 
 TH_MAIN(TH_TEST(test_stopped_at_target), TH_TEST(test_schedule_done),
 	TH_TEST(test_no_checkpoint_no_eval), TH_TEST(test_encoder_and_unknown_args),
-	TH_TEST(test_program))
+	TH_TEST(test_pipeline_stopped), TH_TEST(test_program))
