@@ -4,10 +4,14 @@ run by hand when the Unicode version should change):
 
   python3 engine/data/gen_unicode.py > engine/data/unicode_tables.c
       letters (general category L*) and numbers (N*): GPT-2's pre-tokeniser's \\p{L} and \\p{N}
-  python3 engine/data/gen_unicode.py bert > engine/data/unicode_bert.c
-      what BERT's normaliser and pre-tokeniser ask of a character: nonspacing marks (Mn, removed
-      by strip_accents), punctuation (P*), "other" (C*: control, format, unassigned, private use,
-      surrogate; removed by clean_text) and the one-character lowercase mappings
+  /work/cache/tok-venv/bin/python engine/data/gen_unicode.py bert > engine/data/unicode_bert.c
+      what BERT's normaliser and pre-tokeniser ask of a character, probed from Hugging Face
+      `tokenizers` itself (pip install tokenizers) for every code point: the nonspacing marks
+      strip_accents removes, the punctuation BertPreTokenizer isolates, the characters
+      clean_text removes, and the one-character lowercase mappings. `tokenizers` classifies by
+      the unicode_categories crate's tables, which predate Unicode 14 (unassigned code points
+      are kept, marks and format characters assigned since are not recognised), so
+      unicodedata's categories would not give its ids.
   python3 engine/data/gen_unicode.py nfd > engine/data/unicode_nfd.c
       canonical decompositions (one level; applied recursively) and combining classes, for NFD"""
 import sys
@@ -52,11 +56,11 @@ def table(name, rs):
     return t.replace(f"uint32_t {name}[]", f"uint32_t {name}[][2]", 1)
 
 
-def lower_runs():
+def lower_runs(lower):
     """(first, last, step, delta): cp in first..last by step lowercases to cp + delta."""
     maps = []
     for cp in range(0x110000):
-        low = chr(cp).lower()
+        low = lower(cp)
         if len(low) == 1 and ord(low) != cp:
             maps.append((cp, ord(low) - cp))
     runs = []
@@ -83,15 +87,34 @@ if mode == "classes":
     print()
     print(table("clp_uni_numbers", ranges(cat("N"))))
 elif mode == "bert":
-    print(table("clp_uni_marks", ranges(lambda cp: unicodedata.category(chr(cp)) == "Mn")))
+    import tokenizers
+    from tokenizers import normalizers, pre_tokenizers
+
+    def bn(**kw):
+        o = dict(clean_text=False, handle_chinese_chars=False, strip_accents=False,
+                 lowercase=False)
+        o.update(kw)
+        return normalizers.BertNormalizer(**o)
+
+    clean, strip, low = bn(clean_text=True), bn(strip_accents=True), bn(lowercase=True)
+    nfd, pre = normalizers.NFD(), pre_tokenizers.BertPreTokenizer()
+    ok = [cp for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF]
+    marks = {cp for cp in ok if nfd.normalize_str(chr(cp)) == chr(cp)
+             and strip.normalize_str(chr(cp)) == ""}
+    removed = {cp for cp in ok if clean.normalize_str("a" + chr(cp) + "a") == "aa"}
+    punct = {cp for cp in ok
+             if [w for w, _ in pre.pre_tokenize_str("a" + chr(cp) + "a")] == ["a", chr(cp), "a"]}
+    lower = {cp: low.normalize_str(chr(cp)) for cp in ok}
+    multi = [cp for cp, v in lower.items() if len(v) > 1]
+    assert multi == [0x130] and lower[0x130] == "i\u0307", multi  # handled in unicode.c
+    print(f"/* BERT's classes as tokenizers {tokenizers.__version__} sees them (probed). */")
+    print(table("clp_uni_marks", ranges(lambda cp: cp in marks)))
     print()
-    print(table("clp_uni_punct", ranges(cat("P"))))
+    print(table("clp_uni_punct", ranges(lambda cp: cp in punct)))
     print()
-    print(table("clp_uni_other", ranges(cat("C"))))
+    print(table("clp_uni_other", ranges(lambda cp: cp in removed)))
     print()
-    multi = [cp for cp in range(0x110000) if len(chr(cp).lower()) > 1]
-    assert multi == [0x130], multi  # U+0130 -> "i\u0307", handled in unicode.c
-    print(rows("clp_uni_lower_tab", "int32_t", lower_runs(), 3,
+    print(rows("clp_uni_lower_tab", "int32_t", lower_runs(lambda cp: lower.get(cp, chr(cp))), 3,
                lambda r: f"0x{r[0]:x}, 0x{r[1]:x}, {r[2]}, {r[3]},"))
 elif mode == "nfd":
     dec = []

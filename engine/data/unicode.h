@@ -17,8 +17,10 @@ int clp_uni_is_number(int32_t cp);
 /* Unicode White_Space (what \s matches in the regex module). */
 int clp_uni_is_space(int32_t cp);
 
-/* BERT's character classes (engine/data/unicode_bert.c): nonspacing marks (Mn), punctuation
- * (P*), "other" (C*: control, format, unassigned, private use, surrogate). */
+/* BERT's character classes (engine/data/unicode_bert.c) as Hugging Face `tokenizers` sees them
+ * (probed from it, see gen_unicode.py: its tables are older than Unicode 14): the nonspacing
+ * marks strip_accents removes, the punctuation BertPreTokenizer isolates, and the characters
+ * clean_text removes (control, format, private use; NUL and U+FFFD; not unassigned ones). */
 int clp_uni_is_mark(int32_t cp);
 int clp_uni_is_punct(int32_t cp);
 int clp_uni_is_other(int32_t cp);

