@@ -344,12 +344,12 @@ static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int res
 static void absolute_paths(clp_train_config *cfg)
 {
 	char *paths[] = {cfg->data.path, cfg->data.val_path, cfg->data.bpe_vocab,
-			 cfg->data.bpe_merges};
+			 cfg->data.bpe_merges, cfg->data.tokenizer_path};
 	char cwd[2048], buf[4096];
 
 	if (!getcwd(cwd, sizeof(cwd)))
 		return;
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		if (!paths[i][0] || paths[i][0] == '/')
 			continue;
 		snprintf(buf, sizeof(buf), "%s/%s", cwd, paths[i]);

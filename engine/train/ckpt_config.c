@@ -84,6 +84,16 @@ clp_status sess_inherit_run(clp_session *s, const clp_train_config *base, const 
 	int found;
 
 	memcpy(c->data.tokenizer, base->data.tokenizer, sizeof(base->data.tokenizer));
+	if (!c->data.tokenizer_path[0]) {
+		memcpy(c->data.tokenizer_path, base->data.tokenizer_path,
+		       sizeof(base->data.tokenizer_path));
+		resolve(c->data.tokenizer_path, sizeof(c->data.tokenizer_path), ckpt, &found);
+		if (!found)
+			return clp_error(CLP_ERR_NOT_FOUND, "the checkpoint's tokenizer "
+					 "data.tokenizer_path = \"%s\" (its stored config) is not "
+					 "there, from here or from %s and its parents: give it with "
+					 "--data.tokenizer_path PATH", c->data.tokenizer_path, ckpt);
+	}
 	if (!c->data.bpe_vocab[0])
 		memcpy(c->data.bpe_vocab, base->data.bpe_vocab, sizeof(base->data.bpe_vocab));
 	if (!c->data.bpe_merges[0])

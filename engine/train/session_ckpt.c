@@ -111,8 +111,8 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
  * directory by the checkpoint writer, before the manifest makes the checkpoint complete). */
 static clp_status write_hf_config(const clp_session *s, const char *dir)
 {
-	int32_t eos = s->bert ? -1 : clp_tok_special_id(s->tok, "<|endoftext|>");
-	int32_t pad = s->bert ? clp_tok_special_id(s->tok, "[PAD]") : -1;
+	int32_t eos = s->bert ? -1 : clp_tok_role_id(s->tok, CLP_TOK_EOS);
+	int32_t pad = s->bert ? clp_tok_role_id(s->tok, CLP_TOK_PAD) : -1;
 	char *text = clp_hf_config_json(&s->m, s->cfg.model.norm_eps, s->cfg.model.rope_theta,
 					 s->cfg.model.dropout, eos, pad);
 	char path[1200];
