@@ -7,6 +7,7 @@
 #define CLP_TRAIN_OPTIM_KIND_H
 
 #include "cl/nn.h"
+#include "engine/exec/exec_muon.h"
 #include "engine/train/session.h"
 #include "engine/train/train_config.h"
 
@@ -14,6 +15,7 @@
  * member per kind of settings. */
 typedef union clp_optim_step {
 	clp_nn_adamw_hp adamw; /* AdamW, and K-FAC's base optimizer */
+	clp_exec_muon_step muon; /* Muon: its matrices' rate, AdamW's settings for the rest */
 } clp_optim_step;
 
 typedef struct clp_optim_info {
