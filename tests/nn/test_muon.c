@@ -95,9 +95,9 @@ static void test_newton_schulz(void)
 		tn_get(res.mem, res.off, got, n);
 		clp_ref_muon_orthogonalize(ref, rows, cols, 5);
 		snprintf(what, sizeof(what), "newton-schulz %zux%zu", rows, cols);
-		/* entries are O(1 / sqrt(min dim)); fp32 GEMMs, 5 steps of a polynomial whose slope
-		 * is up to a = 3.4 per step */
-		th_close(what, got, ref, n, 2e-5, 1e-4);
+		/* entries 0.1..0.7; fp32 GEMMs, 5 steps of a polynomial whose slope is up to a = 3.4
+		 * per step: worst measured 5.3e-7 (33 x 33), tolerance 3e-6 */
+		th_close(what, got, ref, n, 3e-6, 0);
 		release(m, 5);
 		free(x), free(got), free(ref);
 	}
@@ -144,7 +144,7 @@ static void test_update(void)
 						  step == 2 ? 0.375 : 0.75);
 			}
 			tn_get(mp, 0, got, n);
-			th_close(what, got, rp, n, 1e-5, 1e-5);
+			th_close(what, got, rp, n, 1e-6, 0);
 			tn_get(mb, 0, got, n);
 			th_close(what, got, rb, n, 1e-7, 1e-5);
 			/* the non-finite flag: neither the parameters nor the momentum move */
