@@ -3,7 +3,7 @@
 # model and global batch, AdamW and Muon, each on one device and on the 2-rank 1F1B pipeline
 # (mpirun --bind-to core), each over a small learning-rate grid:
 #   AdamW  optim.lr in ADAMW_LRS (default 1e-3 3e-3 1e-2)
-#   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05; its AdamW tensors at optim.lr = 3e-3)
+#   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05 0.1; its AdamW tensors at optim.lr = 3e-3)
 # Prints the Markdown table of tools/pipefisher_plot.py (steps and training seconds to the
 # target, the summed step times: start-up and evaluations left out) and writes
 # $OUT/convergence.svg. Usage: [OPT_OUT=DIR] tools/optim_convergence.sh [--steps N]
@@ -48,7 +48,7 @@ for where in one pipe; do
   for lr in ${ADAMW_LRS:-1e-3 3e-3 1e-2}; do
     train "adamw-$where-lr$lr" --optim.name=adamw --optim.lr="$lr" "$@"
   done
-  for lr in ${MUON_LRS:-0.01 0.02 0.05}; do
+  for lr in ${MUON_LRS:-0.01 0.02 0.05 0.1}; do
     train "muon-$where-lr$lr" --optim.name=muon --optim.lr=3e-3 --muon.lr="$lr" "$@"
   done
 done
