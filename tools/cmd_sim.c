@@ -469,6 +469,9 @@ int cmd_sim(int argc, char **argv)
 	if (st == CLP_OK && c.steps > 1 && c.pipefisher)
 		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
 			       "--steps at 1");
+	if (st == CLP_OK && (c.kfac_split || c.kfac_split_bits) && !c.pipefisher)
+		st = clp_error(CLP_ERR_INVALID, "--kfac-split%s splits PipeFisher's work between a "
+			       "stage's holders: add --pipefisher", c.kfac_split ? "" : "-bits");
 	if (st == CLP_OK && c.steps > 1)
 		st = clp_sched_repeat(s, (int)c.steps);
 	t_gen = clp_now() - t0;
