@@ -20,10 +20,12 @@ static json_t *ints(const int *v, int n)
 
 static json_t *summary(const clp_plan *p)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, s:s}",
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, "
+			 "s:s}",
 			 "schedule", clp_sched_kind_name(p->kind), "stages", p->depth, "replicas",
 			 p->replicas, "chunks", p->chunks, "micro_batches", p->microbatches,
-			 "recompute", p->recompute, "pipefisher", p->pipefisher, "kfac_interval",
+			 "recompute", p->recompute, "pipefisher", p->pipefisher,
+			 "pipefisher_split", p->pipefisher && p->pf_split, "kfac_interval",
 			 p->kfac_K, "layers", ints(p->layers, p->nstages), "step_s", p->step_s,
 			 "bubble", p->bubble, "utilisation", p->util, "fits", p->over_memory == 0,
 			 "note", p->note);
@@ -93,6 +95,8 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 	cfg->train.recompute = p->recompute;
 	if (p->pipefisher && p->kfac_K > 0)
 		cfg->kfac.interval = p->kfac_K;
+	if (p->pipefisher && p->pf_split)
+		cfg->pipeline.pipefisher = cfg->pipeline.pipefisher_split = 1;
 	return CLP_OK;
 }
 

@@ -118,6 +118,8 @@ typedef struct clp_plan {
 	int kind;            /* clp_sched_kind */
 	int depth, replicas, chunks, microbatches; /* D, R, v, N per replica */
 	int recompute, pipefisher;
+	int pf_split;        /* PipeFisher's work split between a stage's holders
+			      * (pipeline.pipefisher_split; Chimera, replicas) */
 	int kfac_K;          /* PipeFisher's cycle (refresh interval); 0 without */
 	int nstages;         /* D x v */
 	int *layers;         /* [nstages] layers per global stage */
