@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The optimizers to a validation target (docs/OPTIMIZERS.md): pipefisher_convergence.sh's corpus,
-# model and global batch, AdamW and Muon, each on one device and on the 2-rank 1F1B pipeline
+# model and global batch, AdamW, Muon and K-FAC, each on one device and on the 2-rank 1F1B pipeline
 # (mpirun --bind-to core), each over a small learning-rate grid:
 #   AdamW  optim.lr in ADAMW_LRS (default 1e-3 3e-3 1e-2)
 #   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05 0.1; its AdamW tensors at optim.lr = 3e-3)
+#   K-FAC  kfac.lr in KFAC_LRS (default 1e-3 3e-3 1e-2; AdamW base, damping 0.03, optim.lr =
+#          3e-3; PipeFisher on the pipeline, its K on one device)
+# (a list of one blank, e.g. KFAC_LRS=" ", leaves that optimizer out)
 # Prints the Markdown table of tools/pipefisher_plot.py (steps and training seconds to the
 # target, the summed step times: start-up and evaluations left out) and writes
 # $OUT/convergence.svg. Usage: [OPT_OUT=DIR] tools/optim_convergence.sh [--steps N]
@@ -44,6 +47,15 @@ train() { # name, then clpipe train args; "pipe" in the name: the 2-rank 1F1B pi
   fi
   runs+=("$name=$out/$name.jsonl")
 }
+# K-FAC with AdamW as its base (docs/KFAC.md's better variant here): PipeFisher on the pipeline
+# first, its K then the one-device K-FAC's refresh interval (the same training, as the tests say)
+for lr in ${KFAC_LRS:-1e-3 3e-3 1e-2}; do
+  train "kfac-pipe-lr$lr" --optim.name=kfac --kfac.base=adamw --optim.lr=3e-3 --kfac.lr="$lr" \
+    --kfac.damping=0.03 --pipeline.pipefisher=true "$@"
+  K=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/kfac-pipe-lr$lr.log" | head -1)
+  train "kfac-one-lr$lr" --optim.name=kfac --kfac.base=adamw --optim.lr=3e-3 --kfac.lr="$lr" \
+    --kfac.damping=0.03 --kfac.interval="$K" "$@"
+done
 for where in one pipe; do
   for lr in ${ADAMW_LRS:-1e-3 3e-3 1e-2}; do
     train "adamw-$where-lr$lr" --optim.name=adamw --optim.lr="$lr" "$@"
