@@ -25,8 +25,9 @@
  * masters (fp16: with dynamic loss scaling), under the same rules as fp32 (the backward rounds
  * the residual gradient at every block boundary, where a pipeline sends it in 16 bits).
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
- * checkpoints tensor by tensor. "muon" and "muonresume": "exact" and "resume" with
- * optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints hold). */
+ * checkpoints tensor by tensor. "muon", "muonresume", "muonclose": "exact", "resume" and
+ * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
+ * hold). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -120,7 +121,7 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	}
 	if (!strcmp(mode, "mixed") && pipelined) /* rank 0 on PoCL, rank 1 on Mesa's rusticl */
 		mixed_devices(c->train.device, sizeof(c->train.device));
-	if (!strncmp(mode, "muon", 4)) /* "muon": as exact, "muonresume": as resume */
+	if (!strncmp(mode, "muon", 4)) /* muon, muonresume, muonclose: exact, resume, close */
 		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
