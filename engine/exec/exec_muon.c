@@ -86,6 +86,7 @@ static void muon_free(clp_exec *e, void *state)
 
 static const clp_exec_optim exec_muon_optim = {
 	.name = "Muon",
+	.dataflow = 1,
 	.stage_step = muon_stage_step,
 	.free = muon_free,
 };

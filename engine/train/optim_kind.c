@@ -71,6 +71,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.open = muon_open,
 		.step = muon_step,
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
+		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},
 };

@@ -104,8 +104,9 @@ static void test_what_each_provides(void)
 	      "K-FAC says why not fp16");
 }
 
-/* Muon: installed at opening, every precision (fp32 masters; its update is scale-free), its
- * matrices' rate muon.lr / optim.lr times the scheduled one, its momentum in AdamW's m */
+/* Muon: installed at opening, every precision (fp32 masters; its update is scale-free),
+ * SkipPipe, its matrices' rate muon.lr / optim.lr times the scheduled one, its momentum in
+ * AdamW's m */
 static void test_muon_entry(void)
 {
 	const clp_optim_info *m = clp_optim_info_of(CLP_OPTIM_MUON);
@@ -117,10 +118,10 @@ static void test_muon_entry(void)
 		CHECK(0, "the Muon entry exists");
 		return;
 	}
-	CHECK(m->open && !m->curvature && !m->pipefisher && !m->skippipe &&
+	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe &&
 	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
-	      m->state_bytes == 8, "Muon: installed at opening, every precision, no PipeFisher or "
-	      "SkipPipe, two fp32 moments a parameter");
+	      m->state_bytes == 8, "Muon: installed at opening, every precision, SkipPipe, no "
+	      "PipeFisher, two fp32 moments a parameter");
 	c.optim.lr = 1e-3;
 	c.muon.lr = 0.02;
 	m->step(&c, 5e-4, 3, &st);
