@@ -31,6 +31,27 @@ int clp_exec_muon_takes(const clp_tensor_desc *t)
 	}
 }
 
+double clp_exec_muon_layer_work(const clp_model_config *m, size_t tokens, int ns_steps)
+{
+	clp_param_table t;
+	double ns = 0, w = 0;
+
+	if (!tokens || m->n_layer < 1 || clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors; i++) {
+		const clp_tensor_desc *d = &t.tensors[i];
+		double a = (double)d->shape[0], b = (double)d->shape[1];
+		double lo = a < b ? a : b, hi = a < b ? b : a;
+
+		if (d->ndim == 2)
+			w += a * b;
+		if (clp_exec_muon_takes(d))
+			ns += ns_steps * (4 * lo * lo * hi + 2 * lo * lo * lo);
+	}
+	clp_param_table_free(&t);
+	return w > 0 ? ns / (6 * w * (double)tokens) : 0;
+}
+
 static clp_status muon_stage_step(clp_exec *e, void *state, int stage, const void *settings)
 {
 	const mst *m = state;

@@ -27,6 +27,12 @@ typedef struct clp_exec_muon_step {
 /* 1 when tensor t of a stage's table takes Muon steps. */
 int clp_exec_muon_takes(const clp_tensor_desc *t);
 
+/* The Newton-Schulz work of one layer of model m per step (ns_steps iterations on each of its
+ * Muon matrices: 4 m^2 n + 2 m^3 flops an iteration for m x n, m <= n), as a multiple of the
+ * layer's matrix products in the forward and backward of one micro-batch of `tokens` tokens
+ * (6 flops a weight and token): for the planner's cost of an optimizer step. 0 on failure. */
+double clp_exec_muon_layer_work(const clp_model_config *m, size_t tokens, int ns_steps);
+
 /* Muon instead of AdamW. Before the first step. */
 clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o);
 

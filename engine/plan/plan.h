@@ -67,6 +67,8 @@ typedef struct clp_plan_model {
 	int micro_batches;    /* M: micro-batches per step over all replicas */
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
+	double opt_layer_work; /* the optimizer's extra work per layer and step, in forward +
+				* backwards of one micro-batch of the layer (Muon; 0: none) */
 	clp_dtype precision;  /* train.precision: activations and messages in 2 bytes an element
 			       * for bf16 / fp16, plus the 16-bit weight copy (CLP_F32 when zero) */
 } clp_plan_model;

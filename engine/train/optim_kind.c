@@ -42,6 +42,12 @@ static clp_status muon_open(clp_session *s)
 	return clp_exec_muon(s->ex, &o);
 }
 
+static double muon_layer_work(const clp_train_config *c, const clp_model_config *m,
+			      size_t tokens)
+{
+	return clp_exec_muon_layer_work(m, tokens, (int)c->muon.ns_steps);
+}
+
 #define ALL_PRECISIONS (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16)
 
 static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
@@ -70,6 +76,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.label = "Muon",
 		.open = muon_open,
 		.step = muon_step,
+		.layer_work = muon_layer_work,
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,

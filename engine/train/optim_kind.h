@@ -33,6 +33,10 @@ typedef struct clp_optim_info {
 	/* Also the K-FAC factors and inverses of its layers (clp_model_mem.kfac_bytes), and the
 	 * factor and inversion work the planner's costs and the serial cycle rule count. */
 	int curvature;
+	/* Extra work of its step per layer, as a multiple of the layer's forward and backward
+	 * of one micro-batch of `tokens` tokens (the planner's optimizer-step cost; NULL: none
+	 * beyond the elementwise update the block tables time). */
+	double (*layer_work)(const clp_train_config *c, const clp_model_config *m, size_t tokens);
 	int pipefisher;       /* its work can go into the bubbles (pipeline.pipefisher) */
 	int skippipe;         /* runs pipeline.schedule = "skippipe" (dataflow ranks) */
 	unsigned precisions;  /* the train.precision values it runs with: 1u << clp_dtype */

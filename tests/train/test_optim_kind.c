@@ -122,6 +122,8 @@ static void test_muon_entry(void)
 	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
 	      m->state_bytes == 8, "Muon: installed at opening, every precision, SkipPipe, no "
 	      "PipeFisher, two fp32 moments a parameter");
+	CHECK(m->layer_work && !clp_optim_info_of(CLP_OPTIM_ADAMW)->layer_work &&
+	      !clp_optim_info_of(CLP_OPTIM_KFAC)->layer_work, "only Muon adds work per layer");
 	c.optim.lr = 1e-3;
 	c.muon.lr = 0.02;
 	m->step(&c, 5e-4, 3, &st);
