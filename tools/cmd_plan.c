@@ -261,7 +261,8 @@ static void print_plan(const char *title, const clp_plan *p, const clp_cluster *
 		printf(" (%d chunks per rank)", p->chunks);
 	printf(", %d micro-batches per replica%s%s: step %.6g ms, bubble %.1f %%%s\n",
 	       p->microbatches, p->recompute ? ", recomputation" : "",
-	       p->pipefisher ? ", PipeFisher" : "", p->step_s * 1e3, 100 * p->bubble,
+	       p->pipefisher ? p->pf_split ? ", PipeFisher (split)" : ", PipeFisher" : "",
+	       p->step_s * 1e3, 100 * p->bubble,
 	       p->over_memory ? "  OVER MEMORY" : "");
 	printf("       layers per stage [");
 	for (int s = 0; s < p->nstages; s++)

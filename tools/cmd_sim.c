@@ -456,6 +456,9 @@ static clp_status sim_steps(const sim_cfg *c, clp_scenario *sc, clp_sim_opts *o,
 	if (st == CLP_OK && c->steps > 1 && c->pipefisher)
 		st = clp_error(CLP_ERR_INVALID, "--pipefisher makes its own cycle of steps; leave "
 			       "--steps at 1");
+	if (st == CLP_OK && (c->kfac_split || c->kfac_split_bits) && !c->pipefisher)
+		st = clp_error(CLP_ERR_INVALID, "--kfac-split%s splits PipeFisher's work between a "
+			       "stage's holders: add --pipefisher", c->kfac_split ? "" : "-bits");
 	if (st == CLP_OK && c->steps > 1)
 		st = clp_sched_repeat(sc->sched, (int)c->steps);
 	tm->gen = clp_now() - t0;

@@ -10,7 +10,9 @@
 # --scheds "chimera" and --np 4 measure other pipelines (extra args such as
 # --pipeline.replicas=2 go to every run); --split adds a PipeFisher run with
 # pipeline.pipefisher_split (each layer inverted and preconditioned by one holder of its stage).
-# Usage: tools/pipefisher_util.sh [--steps N] [--scheds "gpipe 1f1b"] [--np 2] [--split]
+# --costs FILE gives both PipeFisher runs the same cost table (pipeline.pipefisher_costs), so
+# split and unsplit get their K from the same numbers.
+# Usage: tools/pipefisher_util.sh [--steps N] [--scheds "gpipe 1f1b"] [--np 2] [--split] [--costs F]
 #        [extra clpipe train args, e.g. --model.d_model=128]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,12 +20,14 @@ steps=30
 scheds="gpipe 1f1b"
 np=2
 split=0
+pfc=() # --costs FILE: both PipeFisher runs on this cost table instead of measuring their own
 while :; do
   case "${1:-}" in
     --steps) steps=$2; shift 2 ;;
     --scheds) scheds=$2; shift 2 ;;
     --np) np=$2; shift 2 ;;
     --split) split=1; shift ;;
+    --costs) pfc=(--pipeline.pipefisher_costs="$2"); shift 2 ;;
     *) break ;;
   esac
 done
@@ -58,7 +62,7 @@ for sched in $scheds; do
   n=$steps
   while :; do
     read -r u ms win < <(run "$sched-pipefisher" --pipeline.schedule=$sched --optim.name=kfac \
-      --pipeline.pipefisher=true --train.steps=$n "$@")
+      --pipeline.pipefisher=true --train.steps=$n "${pfc[@]}" "$@")
     K=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/$sched-pipefisher.log" | head -1)
     # the traced cycle must not be the first (its items are skipped)
     if [ $((n / K)) -ge 2 ]; then break; fi
@@ -71,7 +75,7 @@ for sched in $scheds; do
     while :; do # its own K (costs measured again): trace a cycle after the first
       read -r u ms win < <(run "$sched-pipefisher-split" --pipeline.schedule=$sched \
         --optim.name=kfac --pipeline.pipefisher=true --pipeline.pipefisher_split=true \
-        --train.steps=$ns "$@")
+        --train.steps=$ns "${pfc[@]}" "$@")
       Ks=$(sed -n 's/^pipefisher: K = \([0-9]*\).*/\1/p' "$out/$sched-pipefisher-split.log" | head -1)
       if [ $((ns / Ks)) -ge 2 ]; then break; fi
       ns=$((2 * Ks))

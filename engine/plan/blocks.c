@@ -101,7 +101,7 @@ clp_status clp_plan_blocks_from_profiles(const char *const *csv, int n, int batc
 /* Time t of a stage made of the given blocks on kind k (-1: the table's kind); NAN if a block
  * lacks it on that kind. Recomputation reruns the layers' forward in the backward (B). */
 static double stage_time(const clp_costs *b, int k, int t, int embed, int nl, int head,
-			 int recompute, const clp_plan_model *m, int nmb)
+			 int recompute, const clp_plan_model *m, int nmb, double opt_work)
 {
 	double v = 0;
 	const int which[3] = {embed, nl, head};
@@ -112,6 +112,9 @@ static double stage_time(const clp_costs *b, int k, int t, int embed, int nl, in
 			v += which[blk] * BT(blk, t);
 	if (recompute && nl && (t == CLP_COST_BWD || t == CLP_COST_BWD_B))
 		v += nl * BT(CLP_PLAN_LAYER, CLP_COST_FWD);
+	if (opt_work > 0 && nl && t == CLP_COST_OPT) /* Muon's Newton-Schulz */
+		v += nl * opt_work *
+		     (BT(CLP_PLAN_LAYER, CLP_COST_FWD) + BT(CLP_PLAN_LAYER, CLP_COST_BWD));
 	if (m && nl && t == CLP_COST_OPT) /* K-FAC's serial cycle rule, per step on average */
 		v += nl * (BT(CLP_PLAN_LAYER, CLP_COST_KFAC_PRECOND) +
 			   (nmb * (BT(CLP_PLAN_LAYER, CLP_COST_KFAC_CURV_A) +
@@ -153,7 +156,8 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 		for (int k = -1; k < blocks->nkinds; k++)
 			for (int t = 0; t < CLP_COST_NTIMES; t++) {
 				double v = stage_time(blocks, k, t, si->embed, si->nlayers, si->head,
-						      recompute, kfac_serial ? m : NULL, s->nmb);
+						      recompute, kfac_serial ? m : NULL, s->nmb,
+						      m->opt_layer_work);
 
 				if (k < 0)
 					sc->t[t] = isnan(v) ? 0 : v;

@@ -321,6 +321,7 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	pf.model = &x->m->cfg;
 	pf.tokens = x->m->batch * x->m->seq;
 	pf.mem_cap = room;
+	pf.split = p->pf_split ? CLP_PF_SPLIT_RUN : 0; /* what clpipe train runs */
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	p->kfac_K = rep.K;
 	return CLP_OK;

@@ -21,10 +21,12 @@ static json_t *ints(const int *v, int n)
 
 static json_t *summary(const clp_plan *p)
 {
-	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, s:s}",
+	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, "
+			 "s:s}",
 			 "schedule", clp_sched_kind_name(p->kind), "stages", p->depth, "replicas",
 			 p->replicas, "chunks", p->chunks, "micro_batches", p->microbatches,
-			 "recompute", p->recompute, "pipefisher", p->pipefisher, "kfac_interval",
+			 "recompute", p->recompute, "pipefisher", p->pipefisher,
+			 "pipefisher_split", p->pipefisher && p->pf_split, "kfac_interval",
 			 p->kfac_K, "layers", ints(p->layers, p->nstages), "step_s", p->step_s,
 			 "bubble", p->bubble, "utilisation", p->util, "fits", p->over_memory == 0,
 			 "note", p->note);
@@ -95,6 +97,8 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 	cfg->pipeline.pipefisher = p->pipefisher > 0; /* the executor runs the plan's cycle */
 	if (p->pipefisher && p->kfac_K > 0)
 		cfg->kfac.interval = p->kfac_K;
+	if (p->pipefisher && p->pf_split)
+		cfg->pipeline.pipefisher = cfg->pipeline.pipefisher_split = 1;
 	return CLP_OK;
 }
 
@@ -134,6 +138,8 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	CLP_TRY(clp_train_optim_kind(c, &kind));
 	m->kfac = clp_optim_info_of(kind)->curvature; /* K-FAC's work: its memory, PipeFisher */
 	m->kfac_interval = (int)c->kfac.interval;
+	if (clp_optim_info_of(kind)->layer_work)
+		m->opt_layer_work = clp_optim_info_of(kind)->layer_work(c, mc, m->batch * m->seq);
 	CLP_TRY(clp_costs_precision_parse(c->train.precision, "train.precision", &m->precision));
 	return CLP_OK;
 }

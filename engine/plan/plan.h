@@ -67,6 +67,8 @@ typedef struct clp_plan_model {
 	int micro_batches;    /* M: micro-batches per step over all replicas */
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
+	double opt_layer_work; /* the optimizer's extra work per layer and step, in forward +
+				* backwards of one micro-batch of the layer (Muon; 0: none) */
 	clp_dtype precision;  /* train.precision: activations and messages in 2 bytes an element
 			       * for bf16 / fp16, plus the 16-bit weight copy (CLP_F32 when zero) */
 } clp_plan_model;
@@ -118,6 +120,8 @@ typedef struct clp_plan {
 	int kind;            /* clp_sched_kind */
 	int depth, replicas, chunks, microbatches; /* D, R, v, N per replica */
 	int recompute, pipefisher;
+	int pf_split;        /* PipeFisher's work split between a stage's holders
+			      * (pipeline.pipefisher_split; Chimera, replicas) */
 	int kfac_K;          /* PipeFisher's cycle (refresh interval); 0 without */
 	int nstages;         /* D x v */
 	int *layers;         /* [nstages] layers per global stage */

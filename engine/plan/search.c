@@ -206,7 +206,8 @@ static clp_status try_structure(plan_ctx *x, clp_plan *p, cands *out, clp_status
 		if (x->o.verbose && e == CLP_OK)
 			fprintf(stderr, "plan: %-11s D %d R %d%s%s: %.6g s%s\n",
 				clp_sched_kind_name(p->kind), p->depth, p->replicas,
-				p->recompute ? " recompute" : "", p->pipefisher ? " pipefisher" : "",
+				p->recompute ? " recompute" : "",
+				p->pipefisher ? p->pf_split ? " pipefisher split" : " pipefisher" : "",
 				p->step_s, fits(p) ? "" : " (over memory)");
 		if (e == CLP_OK)
 			st = cands_push(out, p);
@@ -351,7 +352,7 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 				if (dup)
 					continue;
 				for (int k = 0; st == CLP_OK && k < CLP_SCHED_KIND_COUNT; k++) {
-					int pfs[2], npf = 0;
+					int pfs[3], npf = 0;
 
 					if (!(x.o.kinds & (1u << k)) ||
 					    (k == CLP_SCHED_INTERLEAVED && (D < 2 || x.o.chunks < 2)))
@@ -360,12 +361,17 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 						pfs[npf++] = 0, pfs[npf++] = 1;
 					else
 						pfs[npf++] = m->kfac && x.o.pipefisher > 0;
+					/* 2: PipeFisher with its work split between a stage's
+					 * holders, where a stage has several */
+					if (pfs[npf - 1] == 1 && (R > 1 || k == CLP_SCHED_CHIMERA))
+						pfs[npf++] = 2;
 					for (int f = 0; st == CLP_OK && f < npf; f++) {
 						clp_plan p = {0};
 
 						p.kind = k, p.depth = D, p.replicas = R;
 						p.chunks = k == CLP_SCHED_INTERLEAVED ? x.o.chunks : 1;
-						p.pipefisher = pfs[f];
+						p.pipefisher = pfs[f] > 0;
+						p.pf_split = pfs[f] == 2;
 						p.microbatches = m->micro_batches / R;
 						st = plan_alloc(&p);
 						if (st == CLP_OK) {

@@ -16,6 +16,38 @@ static void adamw_step(const clp_train_config *c, double lr, long t, clp_optim_s
 	};
 }
 
+/* Muon: AdamW's settings for the other tensors, and its matrices' rate on the same schedule
+ * (muon.lr / optim.lr times the scheduled rate). */
+static void muon_step(const clp_train_config *c, double lr, long t, clp_optim_step *out)
+{
+	clp_nn_adamw_hp a;
+
+	adamw_step(c, lr, t, out);
+	a = out->adamw;
+	out->muon = (clp_exec_muon_step){
+		.adamw = a,
+		.lr = (float)(c->muon.lr > 0 && c->optim.lr > 0 ? lr * (c->muon.lr / c->optim.lr)
+								   : lr),
+	};
+}
+
+static clp_status muon_open(clp_session *s)
+{
+	const clp_exec_muon_opts o = {
+		.momentum = (float)s->cfg.muon.momentum,
+		.nesterov = s->cfg.muon.nesterov,
+		.ns_steps = (int)s->cfg.muon.ns_steps,
+	};
+
+	return clp_exec_muon(s->ex, &o);
+}
+
+static double muon_layer_work(const clp_train_config *c, const clp_model_config *m,
+			      size_t tokens)
+{
+	return clp_exec_muon_layer_work(m, tokens, (int)c->muon.ns_steps);
+}
+
 #define ALL_PRECISIONS (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16)
 
 static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
@@ -38,6 +70,16 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.precisions = 1u << CLP_F32 | 1u << CLP_BF16,
 		.precision_why = "K-FAC's factors would see the loss scale; use bf16 (no scaling) or "
 				 "AdamW",
+	},
+	[CLP_OPTIM_MUON] = {
+		.kind = CLP_OPTIM_MUON,
+		.label = "Muon",
+		.open = muon_open,
+		.step = muon_step,
+		.layer_work = muon_layer_work,
+		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
+		.skippipe = 1,
+		.precisions = ALL_PRECISIONS,
 	},
 };
 

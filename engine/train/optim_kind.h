@@ -7,6 +7,7 @@
 #define CLP_TRAIN_OPTIM_KIND_H
 
 #include "cl/nn.h"
+#include "engine/exec/exec_muon.h"
 #include "engine/train/session.h"
 #include "engine/train/train_config.h"
 
@@ -14,6 +15,7 @@
  * member per kind of settings. */
 typedef union clp_optim_step {
 	clp_nn_adamw_hp adamw; /* AdamW, and K-FAC's base optimizer */
+	clp_exec_muon_step muon; /* Muon: its matrices' rate, AdamW's settings for the rest */
 } clp_optim_step;
 
 typedef struct clp_optim_info {
@@ -31,6 +33,10 @@ typedef struct clp_optim_info {
 	/* Also the K-FAC factors and inverses of its layers (clp_model_mem.kfac_bytes), and the
 	 * factor and inversion work the planner's costs and the serial cycle rule count. */
 	int curvature;
+	/* Extra work of its step per layer, as a multiple of the layer's forward and backward
+	 * of one micro-batch of `tokens` tokens (the planner's optimizer-step cost; NULL: none
+	 * beyond the elementwise update the block tables time). */
+	double (*layer_work)(const clp_train_config *c, const clp_model_config *m, size_t tokens);
 	int pipefisher;       /* its work can go into the bubbles (pipeline.pipefisher) */
 	int skippipe;         /* runs pipeline.schedule = "skippipe" (dataflow ranks) */
 	unsigned precisions;  /* the train.precision values it runs with: 1u << clp_dtype */

@@ -137,7 +137,8 @@ static const clp_cfg_field fields[] = {
 	F(pipeline.pipefisher_schedule, "pipeline.pipefisher_schedule", CLP_CFG_STRING, "\"\"",
 	  "PipeFisher: run this saved K-step cycle (JSON) instead of running the pass", 0, 0,
 	  NULL),
-	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0, "adamw|kfac"),
+	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0,
+	  "adamw|kfac|muon"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
 	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,
 	  NULL),
@@ -166,6 +167,15 @@ static const clp_cfg_field fields[] = {
 	  0.999999, NULL),
 	F(kfac.kl_clip, "kfac.kl_clip", CLP_CFG_FLOAT, "1e-3", "K-FAC sgd: KL clipping (0: none)",
 	  0, 1e6, NULL),
+	F(muon.lr, "muon.lr", CLP_CFG_FLOAT, "0.02",
+	  "Muon: peak learning rate of the layers' weight matrices, same schedule (0: optim.lr)",
+	  0, 100, NULL),
+	F(muon.momentum, "muon.momentum", CLP_CFG_FLOAT, "0.95", "Muon: momentum", 0, 0.999999,
+	  NULL),
+	F(muon.nesterov, "muon.nesterov", CLP_CFG_BOOL, "true", "Muon: Nesterov momentum", 0, 0,
+	  NULL),
+	F(muon.ns_steps, "muon.ns_steps", CLP_CFG_INT, "5", "Muon: Newton-Schulz iterations", 0,
+	  99, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),
@@ -221,6 +231,7 @@ const clp_cfg_schema clp_train_schema = {"training", fields, sizeof(fields) / si
 static const char *const optim_names[CLP_OPTIM_NKINDS] = {
 	[CLP_OPTIM_ADAMW] = "adamw",
 	[CLP_OPTIM_KFAC] = "kfac",
+	[CLP_OPTIM_MUON] = "muon",
 };
 
 clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
@@ -230,6 +241,6 @@ clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
 			*out = (clp_optim_kind)k;
 			return CLP_OK;
 		}
-	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer (adamw|kfac)",
+	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer (adamw|kfac|muon)",
 			 c->optim.name);
 }

@@ -60,7 +60,7 @@ typedef struct clp_train_config {
 		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;
 	struct {
-		char name[16];       /* adamw | kfac (clp_train_optim_kind) */
+		char name[16];       /* adamw | kfac | muon (clp_train_optim_kind) */
 		double lr, min_lr;
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
@@ -83,6 +83,12 @@ typedef struct clp_train_config {
 		double momentum;     /* sgd */
 		double kl_clip;      /* sgd: KL clipping bound (0: none) */
 	} kfac;
+	struct {                     /* optim.name = "muon" (docs/OPTIMIZERS.md) */
+		double lr;           /* peak learning rate of the Muon matrices (0: optim.lr) */
+		double momentum;
+		int nesterov;
+		long ns_steps;       /* Newton-Schulz iterations */
+	} muon;
 	struct {
 		long every, batches;
 		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */
@@ -115,6 +121,7 @@ extern const clp_cfg_schema clp_train_schema;
 typedef enum clp_optim_kind {
 	CLP_OPTIM_ADAMW,
 	CLP_OPTIM_KFAC,
+	CLP_OPTIM_MUON,
 	CLP_OPTIM_NKINDS
 } clp_optim_kind;
 /* The kind of c->optim.name; CLP_ERR_INVALID naming the value and the kinds otherwise. */

@@ -25,7 +25,9 @@
  * masters (fp16: with dynamic loss scaling), under the same rules as fp32 (the backward rounds
  * the residual gradient at every block boundary, where a pipeline sends it in 16 bits).
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
- * checkpoints tensor by tensor. */
+ * checkpoints tensor by tensor. "muon", "muonresume", "muonclose": "exact", "resume" and
+ * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
+ * hold). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -119,6 +121,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	}
 	if (!strcmp(mode, "mixed") && pipelined) /* rank 0 on PoCL, rank 1 on Mesa's rusticl */
 		mixed_devices(c->train.device, sizeof(c->train.device));
+	if (!strncmp(mode, "muon", 4)) /* muon, muonresume, muonclose: exact, resume, close */
+		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
 		c->kfac.interval = 2;
@@ -273,7 +277,7 @@ static void test_equivalence(void)
 			compare("pipe1", "pipe2", 0, 0);
 		return;
 	}
-	if (!strcmp(mode, "resume")) {
+	if (!strcmp(mode, "resume") || !strcmp(mode, "muonresume")) {
 		run("pipe", 1, 3, NULL); /* checkpoints at steps 3 and 5; step 5's is removed */
 		if (clp_comm_rank(world) == 0) {
 			char cmd[700];
@@ -315,7 +319,7 @@ static void test_equivalence(void)
 	}
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0) {
-		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") ||
+		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;

@@ -398,6 +398,95 @@ out:
 	clp_costs_free(b);
 }
 
+/* Muon's Newton-Schulz in OPT's cost: a BERT-Large layer (4 C x C, F x C, C x F, F = 4C) takes
+ * 5 x 60 C^3 flops a step, its forward and backward 6 x 12 C^2 a token: 300 C / (72 tokens) */
+static void test_muon_opt_cost(void)
+{
+	clp_costs *b = profiles(PD "bert-large_time_memory_v100.csv",
+				PD "bert-large_time_memory_p100.csv", 8);
+	clp_plan_model ma, mm;
+	clp_plan p = {0};
+	clp_sched *s = NULL;
+	clp_costs *ca = NULL, *cm = NULL;
+	const double want = 300.0 * 1024 / (72.0 * 8 * 128);
+
+	model(&ma, 8, 8, "adamw");
+	model(&mm, 8, 8, "muon");
+	CHECK(ma.opt_layer_work == 0 && fabs(mm.opt_layer_work / want - 1) < 1e-12,
+	      "Muon's work per layer %.9g (want %.9g), AdamW's %g", mm.opt_layer_work, want,
+	      ma.opt_layer_work);
+	if (!b)
+		return;
+	CHECK_OK(clp_plan_init(&p, CLP_SCHED_1F1B, 4, 1, 1, 8));
+	for (int i = 0; i < 4; i++)
+		p.layers[i] = 6;
+	CHECK_OK(clp_plan_schedule(&p, &mm, &s));
+	if (s) {
+		CHECK_OK(clp_plan_stage_costs(b, &ma, s, 0, 0, 0, &ca));
+		CHECK_OK(clp_plan_stage_costs(b, &mm, s, 0, 0, 0, &cm));
+	}
+	if (ca && cm) {
+		const double *l = b->stages[CLP_PLAN_LAYER].t;
+		double extra = 6 * want * (l[CLP_COST_FWD] + l[CLP_COST_BWD]);
+		double got = cm->stages[1].t[CLP_COST_OPT] - ca->stages[1].t[CLP_COST_OPT];
+
+		CHECK(fabs(got - extra) <= 1e-12 + 1e-9 * extra && extra > 0,
+		      "stage 1's OPT time grows by %.9g s (want %.9g)", got, extra);
+	}
+	clp_costs_free(ca);
+	clp_costs_free(cm);
+	clp_sched_free(s);
+	clp_plan_clear(&p);
+	clp_costs_free(b);
+}
+
+/* Chimera (every stage has two holders): the planner tries PipeFisher with its work split between
+ * them (pipeline.pipefisher_split) and keeps the better of split and unsplit for a placement */
+static void test_kfac_pipefisher_split(void)
+{
+	clp_cluster *c = NULL;
+	clp_costs *b = profiles(PD "bert-large_time_memory_v100.csv",
+				PD "bert-large_time_memory_p100.csv", 8);
+	clp_plan_model m;
+	clp_plan_opts o;
+	clp_plan p = {0}, whole = {0}, split = {0};
+	double ratio;
+	clp_train_config cfg;
+
+	model(&m, 8, 8, "kfac");
+	opts(&o);
+	o.kinds = 1u << CLP_SCHED_CHIMERA;
+	o.fixed_replicas = 1, o.fixed_depth = 4, o.pipefisher = 1;
+	o.refine_top = 2, o.refine_evals = 40;
+	CHECK_OK(clp_cluster_load(PD "mix_2fast2slow.json", &c));
+	if (!c || !b)
+		goto out;
+	check_plan(c, b, &m, &o, &p, &ratio);
+	CHECK(p.pipefisher && p.kfac_K >= 1, "a PipeFisher plan (K %d)", p.kfac_K);
+	CHECK_OK(clp_plan_copy(&whole, &p));
+	CHECK_OK(clp_plan_copy(&split, &p));
+	whole.pf_split = 0, split.pf_split = 1;
+	CHECK_OK(clp_plan_evaluate(c, b, &m, &o, &whole));
+	CHECK_OK(clp_plan_evaluate(c, b, &m, &o, &split));
+	CHECK(split.kfac_K != whole.kfac_K || split.step_s != whole.step_s,
+	      "the split changes the cycle (K %d / %d, %g / %g s)", split.kfac_K, whole.kfac_K,
+	      split.step_s, whole.step_s);
+	CHECK(p.step_s <= whole.step_s * (1 + 1e-12) && p.step_s <= split.step_s * (1 + 1e-12),
+	      "the plan (%g s, split %d) is not the better of split (%g s, K %d) and unsplit "
+	      "(%g s, K %d)", p.step_s, p.pf_split, split.step_s, split.kfac_K, whole.step_s,
+	      whole.kfac_K);
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &cfg));
+	CHECK_OK(clp_plan_apply_config(&split, "layout.json", &cfg));
+	CHECK(cfg.pipeline.pipefisher && cfg.pipeline.pipefisher_split,
+	      "a split plan's config turns on pipeline.pipefisher and pipefisher_split");
+out:
+	clp_plan_clear(&p);
+	clp_plan_clear(&whole);
+	clp_plan_clear(&split);
+	clp_cluster_free(c);
+	clp_costs_free(b);
+}
+
 static void test_kfac_pipefisher(void)
 {
 	clp_cluster *c = NULL;
@@ -707,5 +796,5 @@ out:
 
 TH_MAIN(TH_TEST(test_two_fast_two_slow), TH_TEST(test_fast_small_memory),
 	TH_TEST(test_two_sockets_and_hosts), TH_TEST(test_xml_topologies),
-	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_balance_exact),
+	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_kfac_pipefisher_split), TH_TEST(test_muon_opt_cost), TH_TEST(test_balance_exact),
 	TH_TEST(test_stage_costs), TH_TEST(test_precision_memory), TH_TEST(test_bad_input))

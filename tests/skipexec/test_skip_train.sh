@@ -5,7 +5,8 @@
 # evaluates it with a stage removed; (2) a path file with a swap trains and resumes (with
 # recomputation: the head stage holds no layer); (3) a path file for 5 nodes on 4 ranks is
 # refused with a message; (4) a rank that stops makes its peers' dataflow stall past the
-# deadline with a message naming the wait, and the job ends non-zero.
+# deadline with a message naming the wait, and the job ends non-zero; (1b) Muon on the paths of
+# (1): its job's validation loss is its checkpoint's.
 # Usage: test_skip_train.sh CLPIPE DATADIR WORKDIR
 set -u
 clpipe=$1
@@ -38,6 +39,17 @@ check "[ -n '$train_val' ] && [ '$train_val' = '$eval_val' ]" \
 "$clpipe" eval --ckpt "$work/ck-a" --eval.batches=4 --train.batch=2 --sample.skip_stages=[1] >"$work/a-skip.out" 2>&1
 check "[ $? -eq 0 ] && grep -q 'skipping 1 of 3 layers: 1' '$work/a-skip.out' && grep -q 'val loss' '$work/a-skip.out'" \
 	"the checkpoint evaluates with stage 1 removed"
+
+# 1b. the same paths with Muon (optim.name = "muon", a dataflow optimizer like AdamW)
+timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 3 --optim.name=muon \
+	--skip.stage_nodes=[2,1,2] --skip.path_len=2 --skip.memory=1 --train.micro_batches=2 \
+	--ckpt.dir="$work/ck-m" >"$work/m.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'step 3/3 | loss' '$work/m.out'" "Muon trains with paths"
+muon_val=$(sed -n 's/^eval at step 3: val loss \([0-9.]*\),.*/\1/p' "$work/m.out")
+"$clpipe" eval --ckpt "$work/ck-m" --eval.batches=4 --train.batch=2 >"$work/m-eval.out" 2>&1
+muon_eval=$(sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p' "$work/m-eval.out")
+check "[ -n '$muon_val' ] && [ '$muon_val' = '$muon_eval' ] && [ '$muon_val' != '$train_val' ]" \
+	"Muon's validation loss ($muon_val) is its checkpoint's ($muon_eval), not AdamW's ($train_val)"
 
 # 2. a path file (a swap, forward-first node, cap 2): 2 steps, then resumed to 3
 timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 2 --skip.paths="$paths" \

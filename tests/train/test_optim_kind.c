@@ -104,5 +104,42 @@ static void test_what_each_provides(void)
 	      "K-FAC says why not fp16");
 }
 
+/* Muon: installed at opening, every precision (fp32 masters; its update is scale-free),
+ * SkipPipe, its matrices' rate muon.lr / optim.lr times the scheduled one, its momentum in
+ * AdamW's m */
+static void test_muon_entry(void)
+{
+	const clp_optim_info *m = clp_optim_info_of(CLP_OPTIM_MUON);
+	clp_train_config c;
+	clp_optim_step st;
+
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
+	if (!m) {
+		CHECK(0, "the Muon entry exists");
+		return;
+	}
+	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe &&
+	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
+	      m->state_bytes == 8, "Muon: installed at opening, every precision, SkipPipe, no "
+	      "PipeFisher, two fp32 moments a parameter");
+	CHECK(m->layer_work && !clp_optim_info_of(CLP_OPTIM_ADAMW)->layer_work &&
+	      !clp_optim_info_of(CLP_OPTIM_KFAC)->layer_work, "only Muon adds work per layer");
+	c.optim.lr = 1e-3;
+	c.muon.lr = 0.02;
+	m->step(&c, 5e-4, 3, &st);
+	CHECK(st.muon.lr == (float)(5e-4 * 20) && st.muon.adamw.lr == 5e-4f &&
+	      st.muon.adamw.step == 3, "Muon's rate follows the schedule: %g", st.muon.lr);
+	c.muon.lr = 0;
+	m->step(&c, 5e-4, 3, &st);
+	CHECK(st.muon.lr == 5e-4f, "muon.lr = 0: optim.lr's schedule (%g)", st.muon.lr);
+	snprintf(c.optim.name, sizeof(c.optim.name), "muon");
+	{
+		clp_optim_kind k = CLP_OPTIM_ADAMW;
+
+		CHECK_OK(clp_train_optim_kind(&c, &k));
+		CHECK(k == CLP_OPTIM_MUON, "\"muon\" is CLP_OPTIM_MUON (got %d)", (int)k);
+	}
+}
+
 TH_MAIN(TH_TEST(test_choices_are_the_kinds), TH_TEST(test_entries_complete),
-	TH_TEST(test_what_each_provides))
+	TH_TEST(test_what_each_provides), TH_TEST(test_muon_entry))

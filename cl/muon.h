@@ -1,0 +1,58 @@
+/* Muon (MomentUm Orthogonalized by Newton-Schulz) on one 2-D tensor, as torch.optim.Muon
+ * (torch 2.9, torch/optim/_muon.py) computes it, in fp32 on the device:
+ *   buf = lerp(buf, g, 1 - mu);  u = nesterov ? lerp(g, buf, mu) : buf
+ *   X = u (transposed when rows > cols), X /= max(||X||_F, eps)
+ *   ns_steps times: A = X X^T;  B = b A + c A A;  X = a X + B X      (a, b, c = 3.4445,
+ *                                                                      -4.7750, 2.0315)
+ *   p *= 1 - lr wd;  p -= lr sqrt(max(1, rows / cols)) X             (adjust_lr_fn "original",
+ *                                                                      torch's default)
+ * Differences from torch, on purpose: the iteration runs in fp32 (torch casts to bf16), and a
+ * tall matrix is not transposed but iterated as X^T X and X B (the same products, no copy).
+ * tools/check_muon.sh compares this with torch itself (docs/OPTIMIZERS.md).
+ * The gradient is multiplied by gscale and, with stats (clp_nn_grad_stats), by the clip
+ * factor; a set non-finite flag skips the step on the device, as AdamW does. */
+#ifndef CLP_CL_MUON_H
+#define CLP_CL_MUON_H
+
+#include "cl/runtime.h"
+
+#define CLP_MUON_A 3.4445
+#define CLP_MUON_B (-4.7750)
+#define CLP_MUON_C 2.0315
+#define CLP_MUON_EPS 1e-7
+
+typedef struct clp_muon_hp {
+	float lr;           /* this step's learning rate, before the shape's scale */
+	float weight_decay; /* decoupled: p *= 1 - lr wd */
+	float momentum;     /* mu, 0.95 */
+	int nesterov;       /* 1: the Nesterov look-ahead (torch's default) */
+	int ns_steps;       /* 5 */
+} clp_muon_hp;
+
+/* Device scratch for tensors up to rows x cols (the largest a caller updates): x and x2 of
+ * rows x cols floats, ga and gb of min(rows, cols)^2, nrm of 1 float. */
+typedef struct clp_muon_work {
+	clp_buf x, x2, ga, gb, nrm;
+} clp_muon_work;
+
+/* lr x sqrt(max(1, rows / cols)) */
+double clp_muon_scaled_lr(double lr, size_t rows, size_t cols);
+
+/* The three elementwise kernels (cl/kernels/muon.cl); n elements. */
+clp_status clp_muon_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u, size_t n,
+			     float mu, int nesterov, float gscale, clp_buf stats);
+clp_status clp_muon_normalize(clp_cl_ctx *ctx, clp_buf x, size_t n, clp_buf nrm, float eps);
+clp_status clp_muon_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf u, size_t n, float decay_mul,
+			  float lr, clp_buf stats);
+
+/* Newton-Schulz on x (rows x cols, row-major, normalised already) with work's ga, gb and x2;
+ * *out is the buffer holding the result (x or x2). */
+clp_status clp_muon_newton_schulz(clp_cl_ctx *ctx, clp_buf x, clp_buf x2, clp_buf ga, clp_buf gb,
+				  size_t rows, size_t cols, int steps, clp_buf *out);
+
+/* One Muon step of param (rows x cols) with momentum buffer buf and gradient grad. */
+clp_status clp_muon_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+			   size_t rows, size_t cols, const clp_muon_hp *hp, clp_buf stats,
+			   float gscale, const clp_muon_work *w);
+
+#endif

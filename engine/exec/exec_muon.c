@@ -1,0 +1,157 @@
+/* Muon in the executor (exec_muon.h), an optimizer of the executor's interface (exec_optim.h)
+ * on its services (exec_env.h). Its state is one scratch set sized for the largest Muon matrix
+ * of the rank's stages (the stages run their updates one after another on the rank's queue);
+ * the momentum lives in the stages' AdamW first moments. Each OPT_STEP updates every local copy
+ * of its stage tensor by tensor, in the table's order: Muon for the layers' weight matrices,
+ * AdamW for the rest, then refreshes the stage's 16-bit value copy. The order and the kernels
+ * are those of one device, so a pipeline with the same gradients computes the same bits. */
+#include <stdlib.h>
+
+#include "engine/exec/exec_env.h"
+#include "engine/exec/exec_muon.h"
+
+typedef struct mst {
+	clp_exec_muon_opts o;
+	cl_mem mem[5]; /* x, x2, ga, gb, nrm */
+	clp_muon_work w;
+} mst;
+
+int clp_exec_muon_takes(const clp_tensor_desc *t)
+{
+	if (t->ndim != 2)
+		return 0;
+	switch (t->role) {
+	case CLP_R_QKV_W:
+	case CLP_R_ATT_O_W:
+	case CLP_R_FC_W:
+	case CLP_R_PROJ_W:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+double clp_exec_muon_layer_work(const clp_model_config *m, size_t tokens, int ns_steps)
+{
+	clp_param_table t;
+	double ns = 0, w = 0;
+
+	if (!tokens || m->n_layer < 1 || clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors; i++) {
+		const clp_tensor_desc *d = &t.tensors[i];
+		double a = (double)d->shape[0], b = (double)d->shape[1];
+		double lo = a < b ? a : b, hi = a < b ? b : a;
+
+		if (d->ndim == 2)
+			w += a * b;
+		if (clp_exec_muon_takes(d))
+			ns += ns_steps * (4 * lo * lo * hi + 2 * lo * lo * lo);
+	}
+	clp_param_table_free(&t);
+	return w > 0 ? ns / (6 * w * (double)tokens) : 0;
+}
+
+static clp_status muon_stage_step(clp_exec *e, void *state, int stage, const void *settings)
+{
+	const mst *m = state;
+	const clp_exec_muon_step *set = settings;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	clp_exec_counts c;
+
+	clp_exec_step_counts(e, &c);
+	for (int k = 0; k < clp_exec_nstages(e); k++) {
+		clp_stage *st;
+		const clp_param_table *tab;
+		clp_buf stats;
+		clp_muon_hp hp = {set->lr, set->adamw.weight_decay, m->o.momentum, m->o.nesterov,
+				  m->o.ns_steps};
+
+		if (clp_exec_stage_id(e, k) != stage)
+			continue;
+		st = clp_exec_stage(e, k, NULL);
+		tab = clp_stage_table(st);
+		stats = clp_stage_stats(st);
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+			clp_buf p = clp_stage_tensor(st, CLP_ST_PARAM, i);
+			clp_buf mom = clp_stage_tensor(st, CLP_ST_ADAM_M, i);
+			clp_buf g = clp_stage_tensor(st, CLP_ST_GRAD, i);
+
+			if (clp_exec_muon_takes(t))
+				CLP_TRY(clp_muon_update(ctx, p, mom, g, t->shape[0], t->shape[1], &hp,
+							stats, 1.0f / c.loss_scale, &m->w));
+			else
+				CLP_TRY(clp_nn_adamw_update(ctx, p, mom,
+							    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
+							    t->numel, &set->adamw, t->decay, stats,
+							    1.0f / c.loss_scale));
+		}
+		CLP_TRY(clp_stage_refresh_values(st));
+	}
+	return CLP_OK;
+}
+
+static void muon_free(clp_exec *e, void *state)
+{
+	mst *m = state;
+
+	(void)e;
+	if (!m)
+		return;
+	for (int i = 0; i < 5; i++)
+		if (m->mem[i])
+			clReleaseMemObject(m->mem[i]);
+	free(m);
+}
+
+static const clp_exec_optim exec_muon_optim = {
+	.name = "Muon",
+	.dataflow = 1,
+	.stage_step = muon_stage_step,
+	.free = muon_free,
+};
+
+clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
+{
+	static const char *const names[5] = {"muon x", "muon x2", "muon gram", "muon poly",
+					     "muon norm"};
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	size_t big = 1, gram = 1, n[5];
+	mst *m;
+
+	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || o->ns_steps < 0 || o->ns_steps >= 100)
+		return clp_error(CLP_ERR_INVALID, "muon: momentum %g must be in [0, 1) and "
+				 "ns_steps %d in 0..99", o->momentum, o->ns_steps);
+	for (int k = 0; k < clp_exec_nstages(e); k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+			size_t s = t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1];
+
+			if (!clp_exec_muon_takes(t))
+				continue;
+			if (t->numel > big)
+				big = t->numel;
+			if (s * s > gram)
+				gram = s * s;
+		}
+	}
+	if (!(m = calloc(1, sizeof(*m))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	m->o = *o;
+	n[0] = n[1] = big, n[2] = n[3] = gram, n[4] = 1;
+	for (int i = 0; i < 5; i++) {
+		clp_status s = clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]);
+
+		if (s != CLP_OK) {
+			muon_free(e, m);
+			return s;
+		}
+	}
+	m->w = (clp_muon_work){clp_buf_at(m->mem[0], 0), clp_buf_at(m->mem[1], 0),
+			       clp_buf_at(m->mem[2], 0), clp_buf_at(m->mem[3], 0),
+			       clp_buf_at(m->mem[4], 0)};
+	return clp_exec_set_optim(e, &exec_muon_optim, m);
+}
