@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 
 COMMAND = re.compile(r"(\$ |clpipe [a-z]+(?![a-z:])|build/|tools/|mpirun |srun |cat >|cd |export |"
-                     r"#SBATCH|cmake |ctest |python3 |git |[A-Z][A-Z0-9_]*=\S*\s)")
+                     r"#SBATCH|cmake |ctest |python3 |git |echo |grep |true$|ls |cp |mkdir |rm |sed |head |tail |"
+                     r"lstopo |[A-Z][A-Z0-9_]*=\S*\s)")
 SHELL_FENCES = {"sh", "bash", "shell", "console"}
 BLOCK_TIMEOUT = 300
 
@@ -146,7 +147,7 @@ def make_scratch(root, build, base):
             (scratch / name).symlink_to(root / name)
     (scratch / "build").symlink_to(build)
     for name in ("my.toml", "train.toml", "cfg.toml", "run.toml"):
-        shutil.copy(root / "tests/docs/fixture/tiny.toml", scratch / name)
+        shutil.copy(Path(__file__).resolve().parent / "fixture" / "tiny.toml", scratch / name)
     with open(scratch / "text.txt", "w") as f:
         for doc in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
             f.write(doc.read_text())
@@ -215,7 +216,7 @@ def main():
                 mk = parse_marker(marker_text or "", f"{rel}:{mline}")
             except ValueError as e:
                 problems.append(str(e))
-                print(f"FAIL  {where}  {e}")
+                print(f"FAIL  {e}")
                 continue
             if mk["skip"]:
                 counts["skipped"] += 1
