@@ -9,7 +9,8 @@ block runs its `$ ` lines and treats the rest as their output.
 
 Each document's command blocks run in order, as one user would type them, in a fresh scratch
 directory that looks like a clean clone: the tracked top-level files and folders of the
-repository as symlinks, `build` -> the build tree whose clpipe is tested (also first on PATH),
+repository as symlinks, `build/tools/clpipe` -> the clpipe under test (its folder is also
+first on PATH),
 and the small example inputs the docs take for granted (my.toml, train.toml, cfg.toml,
 run.toml: the tiny config in tests/docs/fixture/tiny.toml; text.txt: the docs' own text).
 A block runs under `bash -e`; the first failing line fails the test with its file:line and the
@@ -145,7 +146,10 @@ def make_scratch(root, build, base):
     for name in sorted(tops - {"build"}):
         if (root / name).exists():
             (scratch / name).symlink_to(root / name)
-    (scratch / "build").symlink_to(build)
+    # build/tools/clpipe only: a block that configured build/ through a link to the real tree
+    # would rewrite that tree's source directory to the scratch one
+    (scratch / "build" / "tools").mkdir(parents=True)
+    (scratch / "build" / "tools" / "clpipe").symlink_to(build / "tools" / "clpipe")
     for name in ("my.toml", "train.toml", "cfg.toml", "run.toml"):
         shutil.copy(Path(__file__).resolve().parent / "fixture" / "tiny.toml", scratch / name)
     with open(scratch / "text.txt", "w") as f:
