@@ -30,6 +30,7 @@ Directives are separated by `;` and may repeat; `skip (...)` stands alone. Usage
     doctest.py CLPIPE_BUILD_DIR REPO_ROOT [--only FILE[:LINE]] [--list] [--keep]
 Exit 0 when every command block ran or is skipped with a reason, and README.md names Open MPI's
 root settings beside the first mpirun; 1 otherwise."""
+import atexit
 import os
 import re
 import shlex
@@ -200,6 +201,8 @@ def main():
     if mpi:
         problems.append(mpi)
     base = tempfile.mkdtemp(prefix="clpipe-doctest-")
+    if not keep:  # also when a block's output or a marker raises
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
     t0 = time.time()
     docs = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
     for doc in docs:
@@ -268,9 +271,7 @@ def main():
             problems.append(f"{rel}:{line}: block at line {start}: {why}")
             print(f"FAIL  {rel}:{line}  (block at line {start}, {tag}, {dt:.1f} s): {why}; output:")
             print("\n".join("    | " + l for l in output.splitlines()[-40:]))
-    if not keep:
-        shutil.rmtree(base, ignore_errors=True)
-    else:
+    if keep:
         print(f"scratch directories kept under {base}")
     total = counts["run"] + counts["shrunk"] + counts["skipped"]
     print(f"\n{total} command blocks: {counts['run']} run, {counts['shrunk']} shrunk, "
