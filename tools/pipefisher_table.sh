@@ -12,7 +12,7 @@ clpipe=${1:-$root/build/tools/clpipe}
 # copies a clone has (tests/plan/data, tests/sim/data: bert-large on all three GPUs, bert-base
 # on P100); rows without a profile are left out
 dirs=(${2:-$root/../shared/profiles/pipefisher $root/tests/plan/data $root/tests/sim/data})
-profile_of() { for d in "${dirs[@]}"; do [ -f "$d/$1" ] && { echo "$d/$1"; return; }; done; }
+profile_of() { for d in "${dirs[@]}"; do [ -f "$d/$1" ] && { echo "$d/$1"; return; }; done; return 0; }
 bs=${3:-32}
 field() { sed -n "s/.*\"$1\": \([-0-9.e+]*\).*/\1/p" <<<"$2"; }
 # one half of a row: "bound | K | added | utilisation"
