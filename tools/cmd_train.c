@@ -350,11 +350,14 @@ static void absolute_paths(clp_train_config *cfg)
 	if (!getcwd(cwd, sizeof(cwd)))
 		return;
 	for (int i = 0; i < 5; i++) {
+		size_t len;
+
 		if (!paths[i][0] || paths[i][0] == '/')
 			continue;
 		snprintf(buf, sizeof(buf), "%s/%s", cwd, paths[i]);
-		if (strlen(buf) < sizeof(cfg->data.path))
-			snprintf(paths[i], sizeof(cfg->data.path), "%s", buf);
+		len = strlen(buf);
+		if (len < sizeof(cfg->data.path)) /* every path field has data.path's size */
+			memcpy(paths[i], buf, len + 1);
 	}
 }
 
