@@ -9,6 +9,7 @@
 
 #include "engine/train/session.h"
 #include "tools/cli.h"
+#include "tools/train_ft.h"
 #include "tools/train_lost.h"
 
 /* Shortcuts for the most used fields: "--resume" is "--ckpt.resume=true", ... */
@@ -141,6 +142,7 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 struct fault {
 	int kind, rank; /* kind 1 die, 2 stop */
 	long step;
+	struct ft *ft; /* ULFM: what a recovery goes on from (train_ft.h) */
 };
 
 static void fault_hook(void *ud, long step)
@@ -148,6 +150,7 @@ static void fault_hook(void *ud, long step)
 	const struct fault *f = ud;
 
 	lost_update(step); /* what a signal would now report */
+	ft_mark(f->ft, step);
 	if (!f->kind || step != f->step)
 		return;
 	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank,
@@ -244,13 +247,28 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		return 0;
 	}
 	if (mode == CLP_SESSION_TRAIN) {
-		struct fault f = {0, -1, 0};
+		struct ft ft = {0};
+		struct fault f = {0, -1, 0, &ft};
+		int idle = 0;
 
 		lost_install(s, rank, comm ? clp_comm_size(comm) : 1, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
+		ft_follow(&ft, s);
 		st = clp_session_train(s, NULL);
-		if (st == CLP_OK && rank == 0)
+		while (st == CLP_ERR_PEER_LOST && clp_comm_ft(comm) && !idle) { /* ULFM: go on */
+			st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+			if (st == CLP_OK && !idle) {
+				clp_session_set_hook(s, fault_hook, &f);
+				st = clp_session_train(s, NULL);
+			}
+		}
+		if (st == CLP_OK && !idle && clp_comm_rank(ft.cont ? ft.cont : comm) == 0) {
 			summary(s, nargs, args);
+			ft_summary(&ft, stdout);
+		}
+		clp_session_close(s);
+		s = NULL;
+		ft_free(&ft);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 

@@ -181,7 +181,7 @@ static void self_destroy(clp_comm *c)
 static const struct clp_comm_ops self_ops = {
 	self_isend,     self_irecv, self_test,	     self_cancel,     self_ibarrier,
 	self_iallgather, self_iallreduce, self_split, self_split_host, self_abort,
-	self_destroy,
+	self_destroy,	NULL,
 };
 
 clp_status clp_comm_self(clp_comm **out)
