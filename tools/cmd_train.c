@@ -153,8 +153,8 @@ static void fault_hook(void *ud, long step)
 	ft_mark(f->ft, step);
 	if (!f->kind || step != f->step)
 		return;
-	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank,
-		f->kind == 1 ? "dies" : "stops", step);
+	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld (at %.3f s since the epoch)\n",
+		f->rank, f->kind == 1 ? "dies" : "stops", step, ft_wall());
 	fflush(stderr);
 	raise(f->kind == 1 ? SIGKILL : SIGSTOP);
 }

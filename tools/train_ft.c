@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/train/session_ft.h"
 
@@ -18,6 +19,14 @@ struct ft_info {
 	int64_t done, applied;
 	char pos[256];
 };
+
+double ft_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 void ft_follow(struct ft *ft, clp_session *s)
 {
@@ -40,7 +49,7 @@ void ft_mark(struct ft *ft, long done)
 		e->seconds = clp_comm_now() - ft->t_detect;
 		ft->t_detect = 0;
 		printf("ft: step %ld, the first after the failure, completed %.2f s after it was "
-		       "detected\n", done, e->seconds);
+		       "detected (at %.3f s since the epoch)\n", done, e->seconds, ft_wall());
 		fflush(stdout);
 	}
 }

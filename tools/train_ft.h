@@ -38,5 +38,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 /* "failures survived: ..." (rank 0 of the final layout, after the summary). */
 void ft_summary(const struct ft *ft, FILE *out);
 void ft_free(struct ft *ft);
+/* Wall-clock seconds since the epoch (for the kill-to-step time across processes). */
+double ft_wall(void);
 
 #endif
