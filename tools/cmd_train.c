@@ -257,10 +257,10 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		st = clp_session_train(s, NULL);
 		while (st == CLP_ERR_PEER_LOST && clp_comm_ft(comm) && !idle) { /* ULFM: go on */
 			st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
-			if (st == CLP_OK && !idle) {
-				clp_session_set_hook(s, fault_hook, &f);
-				st = clp_session_train(s, NULL);
-			}
+			if (st != CLP_OK || idle)
+				break; /* a recovery that failed is not tried again */
+			clp_session_set_hook(s, fault_hook, &f);
+			st = clp_session_train(s, NULL);
 		}
 		if (st == CLP_OK && !idle && clp_comm_rank(ft.cont ? ft.cont : comm) == 0) {
 			summary(s, nargs, args);

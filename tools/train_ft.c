@@ -84,6 +84,15 @@ static void whole_replicas(const clp_session *s, const unsigned char *alive, int
 		*nwhole += whole[p];
 }
 
+static clp_status no_replica(const char *lost, int left, const clp_train_config *cfg)
+{
+	return clp_error(CLP_ERR_PEER_LOST, "lost %s: no replica holds every stage any more "
+			 "(re-planning the layout over the %d left is not done); the last "
+			 "checkpoint under %s stays intact: resume from it (tools/supervise.sh "
+			 "does)", lost, left, cfg->ckpt.dir[0] ? cfg->ckpt.dir
+			 : "ckpt.dir (unset: none)");
+}
+
 clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cfg, clp_comm *cur,
 		      FILE *out, int *idle)
 {
@@ -96,7 +105,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	clp_train_config c2;
 	clp_session *nsess = NULL;
 	long agreed = -1;
-	clp_status st;
+	clp_status st = CLP_OK;
 
 	*idle = 0;
 	snprintf(why, sizeof(why), "%s", clp_last_error());
@@ -105,7 +114,24 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		free(whole);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
 	}
-	st = clp_comm_shrink(cur, &nc);
+	/* what this rank already knows: with no replica left whole there is nothing to agree
+	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
+	{
+		int failed[64], nf = clp_comm_failed_ranks(cur, failed, 64);
+
+		memset(alive, 1, (size_t)n);
+		for (int i = 0; i < nf; i++)
+			if (failed[i] >= 0 && failed[i] < n)
+				alive[failed[i]] = 0;
+		whole_replicas(*s, alive, n, whole, &nwhole);
+		if (nf > 0 && nwhole == 0) {
+			lost_list(cur, alive, lost, sizeof(lost));
+			st = no_replica(lost, n - nf, cfg);
+		}
+		memset(alive, 0, (size_t)n);
+	}
+	if (st == CLP_OK)
+		st = clp_comm_shrink(cur, &nc);
 	if (st == CLP_OK)
 		all = calloc((size_t)clp_comm_size(nc), sizeof(*all));
 	mine.old_rank = me;
@@ -127,11 +153,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		lost_list(cur, alive, lost, sizeof(lost));
 		whole_replicas(*s, alive, n, whole, &nwhole);
 		if (nwhole == 0)
-			st = clp_error(CLP_ERR_PEER_LOST, "lost %s: no replica holds every stage any "
-				       "more (re-planning the layout over %d survivors is not done); "
-				       "the last checkpoint under %s stays intact: resume from it "
-				       "(tools/supervise.sh does)", lost, ns_, cfg->ckpt.dir[0]
-				       ? cfg->ckpt.dir : "ckpt.dir (unset: none)");
+			st = no_replica(lost, ns_, cfg);
 	}
 	if (st == CLP_OK) {
 		int mine_whole = whole[clp_session_replica(*s, me)];

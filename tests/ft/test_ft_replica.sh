@@ -30,16 +30,16 @@ CLPIPE_FAULT=die:3:2 timeout 300 "${mpi[@]}" -np 4 "$clpipe" train "${common[@]}
 	--pipeline.replicas=2 --steps 6 --ckpt.dir="$work/ck" >"$work/ft.out" 2>&1
 rc=$?
 check "[ $rc -eq 0 ]" "the run with rank 3 killed after step 2 ends with exit 0 (got $rc)"
-check "grep -q '^step 6/6 ' '$work/ft.out'" "it reaches its planned step count"
-check "[ \$(grep -c 'ft: rank [0-9] (host .*lost rank 3 (host .*3 survivors agreed on step 2' '$work/ft.out') -eq 3 ]" \
+check "grep -aq '^step 6/6 ' '$work/ft.out'" "it reaches its planned step count"
+check "[ \$(grep -ac 'ft: rank [0-9] (host .*lost rank 3 (host .*3 survivors agreed on step 2' '$work/ft.out') -eq 3 ]" \
 	"every survivor logs the lost rank, its host and the agreed step"
-check "grep -q 'new layout 2 stages x 1 replica over 2 ranks; recovered in' '$work/ft.out'" \
+check "grep -aq 'new layout 2 stages x 1 replica over 2 ranks; recovered in' '$work/ft.out'" \
 	"the new layout is logged with the time it took"
-check "grep -q 'rank 2 .*leaves the run' '$work/ft.out'" "the rank whose replica lost a stage leaves"
-check "grep -q '^failures survived: 1' '$work/ft.out'" "the summary counts the failure"
+check "grep -aq 'rank 2 .*leaves the run' '$work/ft.out'" "the rank whose replica lost a stage leaves"
+check "grep -aq '^failures survived: 1' '$work/ft.out'" "the summary counts the failure"
 check "[ -f '$work/ck/step-00000006/manifest.json' ]" "the checkpoint of step 6 is complete"
 "$clpipe" eval --ckpt "$work/ck" --eval.batches=1 >"$work/eval.out" 2>&1
-check "[ $? -eq 0 ] && grep -q 'val loss' '$work/eval.out'" "the checkpoint loads and evaluates"
+check "[ $? -eq 0 ] && grep -aq 'val loss' '$work/eval.out'" "the checkpoint loads and evaluates"
 
 # the same survivors without a failure: DP2 x PP2 to step 2, then PP2 on 2 ranks
 timeout 300 "${mpi[@]}" -np 4 "$clpipe" train "${common[@]}" --pipeline.replicas=2 --steps 2 \
@@ -48,7 +48,7 @@ check "[ $? -eq 0 ]" "the reference's first part runs"
 timeout 300 "${mpi[@]}" -np 2 "$clpipe" train "${common[@]}" --pipeline.replicas=1 --steps 6 \
 	--ckpt.dir="$work/ref" --resume >"$work/ref2.out" 2>&1
 check "[ $? -eq 0 ]" "the reference resumed over the survivors runs"
-losses() { grep -hE '^step [0-9]+/[0-9]+ \|' "$@" | sed -E 's/^step ([0-9]+)\/[0-9]+ /step \1 /; s/ \| [0-9]+ tok\/s.*//'; }
+losses() { grep -ahE '^step [0-9]+/[0-9]+ \|' "$@" | sed -E 's/^step ([0-9]+)\/[0-9]+ /step \1 /; s/ \| [0-9]+ tok\/s.*//'; }
 losses "$work/ft.out" >"$work/ft.loss"
 losses "$work/ref1.out" "$work/ref2.out" >"$work/ref.loss"
 check "[ \$(wc -l <'$work/ft.loss') -eq 6 ] && diff '$work/ft.loss' '$work/ref.loss'" \

@@ -419,6 +419,17 @@ int clp_comm_failure_seen(void)
 #endif
 }
 
+int clp_comm_failed_ranks(const clp_comm *c, int *ranks, int max)
+{
+#ifdef CLPIPE_HAVE_MPI
+	if (!strcmp(c->kind, "mpi"))
+		return clp_comm_mpi_failed(c, ranks, max);
+#endif
+	(void)ranks;
+	(void)max;
+	return 0;
+}
+
 const char *clp_comm_peer_host(const clp_comm *c, int r)
 {
 #ifdef CLPIPE_HAVE_MPI

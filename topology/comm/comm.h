@@ -91,6 +91,8 @@ clp_status clp_comm_shrink(clp_comm *c, clp_comm **out);
 /* 1 once this process has seen a lost peer (freeing the world then skips MPI_Finalize, which
  * would wait for the dead rank). */
 int clp_comm_failure_seen(void);
+/* The ranks of c this process already knows to have failed, at most max (ULFM; else 0). */
+int clp_comm_failed_ranks(const clp_comm *c, int *ranks, int max);
 /* The host of c's rank r as the job started ("?" when unknown; this host for self). */
 const char *clp_comm_peer_host(const clp_comm *c, int r);
 
@@ -98,7 +100,8 @@ const char *clp_comm_peer_host(const clp_comm *c, int r);
 double clp_comm_now(void);
 
 /* End the whole job (MPI_Abort). For the command line only, after a fatal error on one rank;
- * the self communicator returns and the caller exits. */
+ * the self communicator returns and the caller exits, as MPI does after a lost peer (ULFM:
+ * every survivor's calls end and it exits non-zero by itself). */
 void clp_comm_abort(clp_comm *c, int code);
 
 #endif

@@ -61,6 +61,33 @@ void clp_comm_mpi_describe_lost(const clp_comm *c, int peer, char *buf, size_t n
 #endif
 }
 
+int clp_comm_mpi_failed(const clp_comm *c, int *ranks, int max)
+{
+	int nf = 0;
+#ifdef CLP_HAVE_ULFM
+	MPI_Group failed = MPI_GROUP_NULL, g = MPI_GROUP_NULL;
+
+	if (MPIX_Comm_get_failed(clp_comm_mpi_handle(c), &failed) != MPI_SUCCESS)
+		return 0;
+	MPI_Group_size(failed, &nf);
+	if (nf > 0 && MPI_Comm_group(clp_comm_mpi_handle(c), &g) == MPI_SUCCESS) {
+		for (int i = 0; i < nf && i < max; i++) {
+			int r = MPI_UNDEFINED;
+
+			MPI_Group_translate_ranks(failed, 1, &i, g, &r);
+			ranks[i] = r;
+		}
+		MPI_Group_free(&g);
+	}
+	MPI_Group_free(&failed);
+#else
+	(void)c;
+	(void)ranks;
+	(void)max;
+#endif
+	return nf < max ? nf : max;
+}
+
 clp_status clp_comm_mpi_shrink(clp_comm *c, clp_comm **out)
 {
 #ifdef CLP_HAVE_ULFM

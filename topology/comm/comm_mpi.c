@@ -194,6 +194,11 @@ static clp_status mpi_split_host(clp_comm *c, clp_comm **out)
 
 static void mpi_abort(clp_comm *c, int code)
 {
+	/* after a lost peer (ULFM) every communicator is revoked, so every survivor's calls end
+	 * and each exits by itself; MPI_Abort would make `mpirun --with-ft ulfm` exit 0
+	 * (Open MPI 5.0.11), hiding the failure from a supervisor. The caller exits. */
+	if (failure_seen)
+		return;
 	MPI_Abort(comm_of(c), code);
 }
 

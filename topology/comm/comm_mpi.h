@@ -24,6 +24,8 @@ int clp_comm_mpi_lost_class(int cls);
 /* "rank 3 (host h, world rank 3)" for peer >= 0 when it is the lost one, else the ranks c
  * knows to have failed ("a rank" when none is known yet: a revoke from another survivor). */
 void clp_comm_mpi_describe_lost(const clp_comm *c, int peer, char *buf, size_t n);
+/* The ranks of c this process knows to have failed (at most max of them); their count. */
+int clp_comm_mpi_failed(const clp_comm *c, int *ranks, int max);
 /* ops->shrink: revoke c and make the communicator of its live ranks. */
 clp_status clp_comm_mpi_shrink(clp_comm *c, clp_comm **out);
 
