@@ -18,6 +18,24 @@ int clp_comm_mpi_lost_class(int cls)
 #endif
 }
 
+int clp_comm_mpi_lost_now(const clp_comm *c)
+{
+#ifdef CLP_HAVE_ULFM
+	MPI_Group failed = MPI_GROUP_NULL;
+	int flag = 0, nf = 0;
+
+	MPIX_Comm_is_revoked(clp_comm_mpi_handle(c), &flag);
+	if (!flag && MPIX_Comm_get_failed(MPI_COMM_WORLD, &failed) == MPI_SUCCESS) {
+		MPI_Group_size(failed, &nf);
+		MPI_Group_free(&failed);
+	}
+	return flag || nf > 0;
+#else
+	(void)c;
+	return 0;
+#endif
+}
+
 static void name_rank(const clp_comm *c, int r, char *buf, size_t n)
 {
 	int w = clp_comm_mpi_world_rank(c, r);

@@ -74,7 +74,7 @@ static clp_status mpi_fail_peer(const clp_comm *c, int err, const char *what, co
 
 	MPI_Error_string(err, msg, &len);
 	MPI_Error_class(err, &cls);
-	if (clp_comm_mpi_lost_class(cls)) {
+	if (clp_comm_mpi_lost_class(cls) || clp_comm_mpi_lost_now(c)) {
 		char who[160];
 
 		clp_comm_mpi_revoke_all();

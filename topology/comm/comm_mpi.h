@@ -21,6 +21,10 @@ int clp_comm_mpi_failure_seen(void);
 
 /* 1 for MPIX_ERR_PROC_FAILED, _PENDING and MPIX_ERR_REVOKED (always 0 without ULFM). */
 int clp_comm_mpi_lost_class(int cls);
+/* 1 when c is revoked or a rank of the job is known to have failed: another error class then
+ * is a consequence (Open MPI 5.0.11's nonblocking collectives end with MPI_ERR_OTHER when a
+ * later round meets the failure). */
+int clp_comm_mpi_lost_now(const clp_comm *c);
 /* "rank 3 (host h, world rank 3)" for peer >= 0 when it is the lost one, else the ranks c
  * knows to have failed ("a rank" when none is known yet: a revoke from another survivor). */
 void clp_comm_mpi_describe_lost(const clp_comm *c, int peer, char *buf, size_t n);
