@@ -137,8 +137,8 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
 
-/* CLPIPE_FAULT="die|stop:RANK:STEP" makes that rank kill or stop itself after that step, to
- * test how the job handles a rank that dies or stops answering. */
+/* CLPIPE_FAULT="die|stop:RANK:STEP[,...]" makes that rank (of the job as started) kill or stop
+ * itself after that step, to test how the job handles a rank that dies or stops answering. */
 struct fault {
 	int kind, rank; /* kind 1 die, 2 stop */
 	long step;
@@ -165,9 +165,11 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 	char kind[8];
 
 	clp_session_set_hook(s, fault_hook, f);
-	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
-		return;
-	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : 0;
+	for (; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : "") /* this rank's entry */
+		if (sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) == 3 && f->rank == rank) {
+			f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : 0;
+			return;
+		}
 }
 
 /* A fatal error on one rank ends the whole job (Open MPI has no way to carry on without it). */
