@@ -114,6 +114,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		free(whole);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
 	}
+	st = clp_session_can_take_over(*s); /* refused before anything is built */
 	/* what this rank already knows: with no replica left whole there is nothing to agree
 	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
 	{
@@ -124,7 +125,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 			if (failed[i] >= 0 && failed[i] < n)
 				alive[failed[i]] = 0;
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (nf > 0 && nwhole == 0) {
+		if (st == CLP_OK && nf > 0 && nwhole == 0) {
 			lost_list(cur, alive, lost, sizeof(lost));
 			st = no_replica(lost, n - nf, cfg);
 		}

@@ -64,16 +64,24 @@ static clp_status copy_stage(clp_stage *to, clp_stage *from)
 	return st;
 }
 
+clp_status clp_session_can_take_over(const clp_session *s)
+{
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_can_take_over"));
+	if (s->skip || clp_exec_optim_ops(s->ex)->save || st_pf_K(s) > 0)
+		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers AdamW "
+				 "on the pipeline schedules with replicas (not %s%s): resume from "
+				 "the last checkpoint", s->skip ? "SkipPipe" : "",
+				 s->skip ? "" : clp_exec_optim_ops(s->ex)->name);
+	return CLP_OK;
+}
+
 clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, long applied,
 				 const char *data_pos)
 {
 	CLP_TRY(sess_check_mode(dst, CLP_SESSION_TRAIN, -1, "clp_session_take_over"));
-	CLP_TRY(sess_check_mode(src, CLP_SESSION_TRAIN, -1, "clp_session_take_over"));
-	if (src->skip || dst->skip || clp_exec_optim_ops(src->ex)->save || st_pf_K(src) > 0)
-		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers AdamW "
-				 "on the pipeline schedules with replicas (not %s%s): resume from "
-				 "the last checkpoint", src->skip ? "SkipPipe" : "",
-				 src->skip ? "" : clp_exec_optim_ops(src->ex)->name);
+	CLP_TRY(clp_session_can_take_over(src));
+	if (dst->skip)
+		return clp_session_can_take_over(dst);
 	for (int i = 0; i < clp_exec_nstages(dst->ex); i++) {
 		int id = clp_exec_stage_id(dst->ex, i), j = find_stage(src->ex, id);
 

@@ -19,6 +19,9 @@ int clp_session_replica(const clp_session *s, int rank);
 /* Optimizer steps taken (skipped ones excluded). */
 long clp_session_applied(const clp_session *s);
 
+/* CLP_OK when a session's state can be taken over: AdamW (state in the stages' tensors) on a
+ * schedule with replicas; CLP_ERR_UNSUPPORTED for K-FAC, PipeFisher and SkipPipe. */
+clp_status clp_session_can_take_over(const clp_session *s);
 /* dst (a new training session whose rank holds the same stages as src's rank) takes over
  * src's state as of the end of step `step` (steps done) with `applied` optimizer steps and the
  * data position data_pos. CLP_ERR_UNSUPPORTED for an optimizer with state beyond the stages'
