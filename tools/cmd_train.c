@@ -12,6 +12,7 @@
 #include "engine/train/run_dir.h"
 #include "engine/train/session.h"
 #include "tools/cli.h"
+#include "tools/train_ft.h"
 #include "tools/train_lost.h"
 
 /* Shortcuts for the most used fields: "--resume" is "--ckpt.resume=true", ... Each belongs to
@@ -236,13 +237,14 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 	return s == CLP_OK ? 0 : cli_fail(cmd, s);
 }
 
-/* CLPIPE_FAULT="KIND:RANK:STEP" makes that rank act after that step, to test how the job handles
- * it: die (SIGKILL), stop (SIGSTOP: stops answering), int or term (raises SIGINT or SIGTERM, as
- * Ctrl-C or a scheduler would: the run stops at the next step's end with a checkpoint), intint
- * (two SIGINTs: the second stops at once). */
+/* CLPIPE_FAULT="KIND:RANK:STEP[,...]" makes that rank (of the job as started) act after that
+ * step, to test how the job handles it: die (SIGKILL), stop (SIGSTOP: stops answering), int or
+ * term (raises SIGINT or SIGTERM, as Ctrl-C or a scheduler would: the run stops at the next
+ * step's end with a checkpoint), intint (two SIGINTs: the second stops at once). */
 struct fault {
 	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint */
 	long step;
+	struct ft *ft; /* ULFM: what a recovery goes on from (train_ft.h) */
 };
 
 static void fault_hook(void *ud, long step)
@@ -253,10 +255,11 @@ static void fault_hook(void *ud, long step)
 	const struct fault *f = ud;
 
 	lost_update(step); /* what a signal would now report */
+	ft_mark(f->ft, step);
 	if (!f->kind || step != f->step)
 		return;
-	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld\n", f->rank, what[f->kind],
-		step);
+	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld (at %.3f s since the epoch)\n",
+		f->rank, what[f->kind], step, ft_wall());
 	fflush(stderr);
 	raise(sigs[f->kind]);
 	if (f->kind == 5) /* a second Ctrl-C: at once */
@@ -269,10 +272,13 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 	char kind[8];
 
 	clp_session_set_hook(s, fault_hook, f);
-	if (!e || sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) != 3 || f->rank != rank)
-		return;
-	f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2 : !strcmp(kind, "int") ? 3
-		  : !strcmp(kind, "term") ? 4 : !strcmp(kind, "intint") ? 5 : 0;
+	for (; e && *e; e = strchr(e, ',') ? strchr(e, ',') + 1 : "") /* this rank's entry */
+		if (sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) == 3 && f->rank == rank) {
+			f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2
+				  : !strcmp(kind, "int") ? 3 : !strcmp(kind, "term") ? 4
+				  : !strcmp(kind, "intint") ? 5 : 0;
+			return;
+		}
 }
 
 /* The newest entry of runs/ (for the message of --resume without a directory). */
@@ -507,22 +513,42 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 		return 0;
 	}
 	if (mode == CLP_SESSION_TRAIN) {
-		struct fault f = {0, -1, 0};
+		struct ft ft = {0};
+		struct fault f = {0, -1, 0, &ft};
+		int idle = 0;
 
 		lost_install(s, rank, nranks, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
+		ft_follow(&ft, s);
 		st = clp_session_train(s, NULL);
-		if (st == CLP_OK && clp_session_stopped(s, NULL))
-			say_stopped(s, rank, nranks);
-		if (st == CLP_OK && rank == 0)
-			summary(s, nargs, args);
-		if (st == CLP_OK && clp_session_stopped(s, NULL)) {
-			rc = 128 + clp_session_stopped(s, NULL);
-			lost_uninstall();
-			/* no rank exits (mpirun then ends the others) before rank 0 has said all */
-			if (nranks > 1)
-				st = clp_comm_barrier(comm, "the end of a stopped run");
+		while (st == CLP_ERR_PEER_LOST && clp_comm_ft(comm) && !idle) { /* ULFM: go on */
+			st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+			if (st != CLP_OK || idle)
+				break; /* a recovery that failed is not tried again */
+			clp_session_set_hook(s, fault_hook, &f);
+			st = clp_session_train(s, NULL);
 		}
+		if (st == CLP_OK && !idle) {
+			clp_comm *live = ft.cont ? ft.cont : comm; /* the survivors' after a recovery */
+			int lrank = clp_comm_rank(live), lsize = clp_comm_size(live);
+
+			if (clp_session_stopped(s, NULL))
+				say_stopped(s, lrank, lsize);
+			if (lrank == 0) {
+				summary(s, nargs, args);
+				ft_summary(&ft, stdout);
+			}
+			if (clp_session_stopped(s, NULL)) {
+				rc = 128 + clp_session_stopped(s, NULL);
+				lost_uninstall();
+				/* no rank exits (mpirun then ends the others) before rank 0 has said all */
+				if (lsize > 1)
+					st = clp_comm_barrier(live, "the end of a stopped run");
+			}
+		}
+		clp_session_close(s);
+		s = NULL;
+		ft_free(&ft);
 	} else if (mode == CLP_SESSION_EVAL) {
 		double loss, bpb;
 

@@ -3,6 +3,8 @@
 # Run as root (CI) or with sudo available. Benchmark-only packages (clpeak, PyTorch) are
 # installed by the benchmarks that use them, not here.
 set -euo pipefail
+# --ulfm: the test setup's Open MPI 5 with ULFM instead (tools/setup_ulfm.sh; prints its prefix)
+[ "${1:-}" = --ulfm ] && exec "$(dirname "$0")/setup_ulfm.sh"
 
 pkgs=(
   cmake gcc make pkg-config           # build

@@ -19,6 +19,18 @@ build_tree "$root/build-release" -DCMAKE_BUILD_TYPE=Release
 echo "== tests"
 (cd "$root/build" && ctest --output-on-failure -j"$jobs" --timeout 1200 "$@")
 
+# the fault-tolerance tests (label ft) against PyPI's Open MPI 5 with ULFM: the command and the
+# tests only (the 4.1 tree above ran the rest, and its own ft test, the supervisor's)
+echo "== build (Open MPI 5 with ULFM: clpipe and test_ft_comm only) and ft tests"
+if ulfm=$("$root/tools/setup.sh" --ulfm); then
+  cmake -S "$root" -B "$root/build-ulfm" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCLPIPE_WERROR=ON \
+    -DCLPIPE_MPI_HOME="$ulfm" >/dev/null
+  cmake --build "$root/build-ulfm" -j"$jobs" --target clpipe test_ft_comm >/dev/null
+  (cd "$root/build-ulfm" && ctest --output-on-failure -j"$jobs" --timeout 600 -L ft)
+else
+  echo "== ft tests under ULFM skipped: no Open MPI 5 with ULFM (tools/setup.sh --ulfm said why)"
+fi
+
 echo "== build (address + undefined sanitizers)"
 build_tree "$root/build-asan" -DCLPIPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== sanitizer tests (unit, smoke)"

@@ -22,6 +22,7 @@ static const char *const names[CLP_STATUS_COUNT] = {
 	[CLP_ERR_TIMEOUT] = "CLP_ERR_TIMEOUT",
 	[CLP_ERR_NUMERIC] = "CLP_ERR_NUMERIC",
 	[CLP_ERR_STATE] = "CLP_ERR_STATE",
+	[CLP_ERR_PEER_LOST] = "CLP_ERR_PEER_LOST",
 };
 
 const char *clp_status_str(clp_status s)

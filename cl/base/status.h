@@ -22,6 +22,7 @@ typedef enum clp_status {
 	CLP_ERR_TIMEOUT,     /* a deadline expired */
 	CLP_ERR_NUMERIC,     /* a non-finite value or failed factorisation */
 	CLP_ERR_STATE,       /* call made in the wrong lifecycle state */
+	CLP_ERR_PEER_LOST,   /* a peer rank failed (ULFM): the survivors may go on without it */
 	CLP_STATUS_COUNT
 } clp_status;
 

@@ -2,6 +2,9 @@
  * ranks, and collectives derived from the primitives (allgatherv, the rank-ordered allreduce). */
 #include "topology/comm/comm_internal.h"
 #include "cl/base/clock.h"
+#ifdef CLPIPE_HAVE_MPI
+#include "topology/comm/comm_mpi.h"
+#endif
 
 #include <limits.h>
 #include <sched.h>
@@ -384,6 +387,56 @@ clp_status clp_comm_split_host(clp_comm *c, clp_comm **out)
 {
 	*out = NULL;
 	return c->ops->split_host(c, out);
+}
+
+int clp_comm_ft(const clp_comm *c)
+{
+#ifdef CLP_HAVE_ULFM
+	const char *e = getenv("OMPI_MCA_mpi_ft_enable");
+
+	return c && c->ops->shrink && !strcmp(c->kind, "mpi") && e && !strcmp(e, "1");
+#else
+	(void)c;
+	return 0;
+#endif
+}
+
+clp_status clp_comm_shrink(clp_comm *c, clp_comm **out)
+{
+	*out = NULL;
+	if (!c->ops->shrink)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: the %s transport cannot shrink",
+				 c->rank, c->kind);
+	return c->ops->shrink(c, out);
+}
+
+int clp_comm_failure_seen(void)
+{
+#ifdef CLPIPE_HAVE_MPI
+	return clp_comm_mpi_failure_seen();
+#else
+	return 0;
+#endif
+}
+
+int clp_comm_failed_ranks(const clp_comm *c, int *ranks, int max)
+{
+#ifdef CLPIPE_HAVE_MPI
+	if (!strcmp(c->kind, "mpi"))
+		return clp_comm_mpi_failed(c, ranks, max);
+#endif
+	(void)ranks;
+	(void)max;
+	return 0;
+}
+
+const char *clp_comm_peer_host(const clp_comm *c, int r)
+{
+#ifdef CLPIPE_HAVE_MPI
+	if (!strcmp(c->kind, "mpi"))
+		return clp_comm_mpi_host(clp_comm_mpi_world_rank(c, r));
+#endif
+	return r == c->rank ? c->host : "?";
 }
 
 void clp_comm_abort(clp_comm *c, int code)

@@ -79,11 +79,29 @@ clp_status clp_comm_allreduce_sum(clp_comm *c, clp_comm_type t, void *inout, siz
 clp_status clp_comm_split(clp_comm *c, int color, int key, clp_comm **out);
 clp_status clp_comm_split_host(clp_comm *c, clp_comm **out);
 
+/* Fault tolerance (ULFM: Open MPI 5 built with it, started by `mpirun --with-ft ulfm`). A lost
+ * peer makes every pending and later call on this process's communicators return
+ * CLP_ERR_PEER_LOST naming the rank and its host (this process revokes them all, so every
+ * survivor learns it). clp_comm_ft: 1 when the survivors can go on (built with ULFM and the job
+ * started with it), else a lost rank ends the job as before. clp_comm_shrink: the communicator
+ * of c's live ranks, in c's order (a collective over the survivors; CLP_ERR_UNSUPPORTED
+ * without ULFM). */
+int clp_comm_ft(const clp_comm *c);
+clp_status clp_comm_shrink(clp_comm *c, clp_comm **out);
+/* 1 once this process has seen a lost peer (freeing the world then skips MPI_Finalize, which
+ * would wait for the dead rank). */
+int clp_comm_failure_seen(void);
+/* The ranks of c this process already knows to have failed, at most max (ULFM; else 0). */
+int clp_comm_failed_ranks(const clp_comm *c, int *ranks, int max);
+/* The host of c's rank r as the job started ("?" when unknown; this host for self). */
+const char *clp_comm_peer_host(const clp_comm *c, int r);
+
 /* Monotonic time in seconds (what deadlines are measured in). */
 double clp_comm_now(void);
 
 /* End the whole job (MPI_Abort). For the command line only, after a fatal error on one rank;
- * the self communicator returns and the caller exits. */
+ * the self communicator returns and the caller exits, as MPI does after a lost peer (ULFM:
+ * every survivor's calls end and it exits non-zero by itself). */
 void clp_comm_abort(clp_comm *c, int code);
 
 #endif

@@ -31,6 +31,8 @@ struct clp_comm_ops {
 	clp_status (*split_host)(clp_comm *c, clp_comm **out);
 	void (*abort_job)(clp_comm *c, int code); /* MPI_Abort: for the command line only */
 	void (*destroy)(clp_comm *c);
+	/* NULL: unsupported. Revoke c; *out: the communicator of its live ranks. */
+	clp_status (*shrink)(clp_comm *c, clp_comm **out);
 };
 
 struct clp_comm {

@@ -1,30 +1,94 @@
-/* The MPI transport (Open MPI 4.1): nonblocking point to point and MPI-3 nonblocking
- * collectives, polled by comm.c until their deadline. Errors return (MPI_ERRORS_RETURN) and
- * carry MPI's error string. */
+/* The MPI transport (Open MPI 4.1, or 5 with ULFM): nonblocking point to point and MPI-3
+ * nonblocking collectives, polled by comm.c until their deadline. Errors return
+ * (MPI_ERRORS_RETURN) and carry MPI's error string. Built with ULFM (CLP_HAVE_ULFM), a failed
+ * peer is CLP_ERR_PEER_LOST naming the rank and its host, and this process revokes every
+ * communicator it holds, so every survivor's pending call ends too (comm_ft.c: shrink). */
 #include "topology/comm/comm_internal.h"
+#include "topology/comm/comm_mpi.h"
 
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct mpi_state {
 	MPI_Comm comm;
 	int is_world; /* freeing it finalises MPI */
+	struct mpi_state *next; /* every live communicator of this process (revoked together) */
 };
+
+static struct mpi_state *live;
+static char (*hosts)[64]; /* world rank -> host name */
+static int nworld;
+static int failure_seen; /* a peer was lost: MPI_Finalize may wait on it, so it is skipped */
+
+MPI_Comm clp_comm_mpi_handle(const clp_comm *c)
+{
+	return ((const struct mpi_state *)c->impl)->comm;
+}
+
+int clp_comm_mpi_world_rank(const clp_comm *c, int rank)
+{
+	MPI_Group g, w;
+	int out = rank;
+
+	if (MPI_Comm_group(clp_comm_mpi_handle(c), &g) != MPI_SUCCESS)
+		return rank;
+	MPI_Comm_group(MPI_COMM_WORLD, &w);
+	MPI_Group_translate_ranks(g, 1, &rank, w, &out);
+	MPI_Group_free(&g);
+	MPI_Group_free(&w);
+	return out == MPI_UNDEFINED ? rank : out;
+}
+
+const char *clp_comm_mpi_host(int world_rank)
+{
+	return hosts && world_rank >= 0 && world_rank < nworld ? hosts[world_rank] : "?";
+}
+
+void clp_comm_mpi_revoke_all(void)
+{
+	failure_seen = 1;
+#ifdef CLP_HAVE_ULFM
+	for (struct mpi_state *m = live; m; m = m->next)
+		MPIX_Comm_revoke(m->comm);
+#endif
+}
+
+int clp_comm_mpi_failure_seen(void)
+{
+	return failure_seen;
+}
 
 static MPI_Request *req_of(clp_comm_req *r)
 {
 	return (MPI_Request *)&r->impl[0];
 }
 
-static clp_status mpi_fail(const clp_comm *c, int err, const char *what, const char *label)
+static clp_status mpi_fail_peer(const clp_comm *c, int err, const char *what, const char *label,
+				int peer)
 {
 	char msg[MPI_MAX_ERROR_STRING] = "";
-	int len = 0;
+	int len = 0, cls = err;
 
 	MPI_Error_string(err, msg, &len);
+	MPI_Error_class(err, &cls);
+	if (clp_comm_mpi_lost_class(cls) || clp_comm_mpi_lost_now(c)) {
+		char who[160];
+
+		clp_comm_mpi_revoke_all();
+		clp_comm_mpi_describe_lost(c, peer, who, sizeof(who));
+		return clp_error(CLP_ERR_PEER_LOST, "rank %d: %s '%s': %s lost (%s)", c->rank, what,
+				 label ? label : "", who, msg);
+	}
 	return clp_error(CLP_ERR_MPI, "rank %d: %s '%s': %s", c->rank, what, label ? label : "",
 			 msg);
+}
+
+static clp_status mpi_fail(const clp_comm *c, int err, const char *what, const char *label)
+{
+	return mpi_fail_peer(c, err, what, label, -1);
 }
 
 static MPI_Comm comm_of(const clp_comm *c)
@@ -54,7 +118,7 @@ static clp_status mpi_test(clp_comm *c, clp_comm_req *r)
 
 	if (e != MPI_SUCCESS) {
 		r->done = 1;
-		r->status = mpi_fail(c, e, r->op, r->label);
+		r->status = mpi_fail_peer(c, e, r->op, r->label, r->peer);
 		return CLP_OK;
 	}
 	if (flag) {
@@ -100,7 +164,6 @@ static clp_status mpi_iallreduce(clp_comm *c, clp_comm_type t, void *inout, size
 	return e == MPI_SUCCESS ? CLP_OK : mpi_fail(c, e, "MPI_Iallreduce", r->label);
 }
 
-static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out);
 
 /* MPI's split calls block; a barrier with a deadline first makes sure every rank has arrived. */
 static clp_status mpi_split(clp_comm *c, int color, int key, clp_comm **out)
@@ -114,7 +177,7 @@ static clp_status mpi_split(clp_comm *c, int color, int key, clp_comm **out)
 		return mpi_fail(c, e, "MPI_Comm_split", "");
 	if (nc == MPI_COMM_NULL)
 		return CLP_OK;
-	return wrap(nc, 0, out);
+	return clp_comm_mpi_wrap(nc, 0, out);
 }
 
 static clp_status mpi_split_host(clp_comm *c, clp_comm **out)
@@ -126,11 +189,16 @@ static clp_status mpi_split_host(clp_comm *c, clp_comm **out)
 	e = MPI_Comm_split_type(comm_of(c), MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &nc);
 	if (e != MPI_SUCCESS)
 		return mpi_fail(c, e, "MPI_Comm_split_type", "shared");
-	return wrap(nc, 0, out);
+	return clp_comm_mpi_wrap(nc, 0, out);
 }
 
 static void mpi_abort(clp_comm *c, int code)
 {
+	/* after a lost peer (ULFM) every communicator is revoked, so every survivor's calls end
+	 * and each exits by itself; MPI_Abort would make `mpirun --with-ft ulfm` exit 0
+	 * (Open MPI 5.0.11), hiding the failure from a supervisor. The caller exits. */
+	if (failure_seen)
+		return;
 	MPI_Abort(comm_of(c), code);
 }
 
@@ -140,10 +208,21 @@ static void mpi_destroy(clp_comm *c)
 	int fin = 0;
 
 	MPI_Finalized(&fin);
+	for (struct mpi_state **p = &live; st && *p; p = &(*p)->next)
+		if (*p == st) {
+			*p = st->next;
+			break;
+		}
 	if (st && !fin) {
 		MPI_Comm_free(&st->comm);
-		if (st->is_world)
+		/* after a lost peer MPI_Finalize can wait for it forever (Open MPI 5.0.x); a
+		 * process that leaves without it still ends with status 0 under --with-ft */
+		if (st->is_world && !failure_seen)
 			MPI_Finalize();
+		if (st->is_world) {
+			free(hosts);
+			hosts = NULL;
+		}
 	}
 	free(st);
 	free(c);
@@ -161,9 +240,10 @@ static const struct clp_comm_ops mpi_ops = {
 	.split_host = mpi_split_host,
 	.abort_job = mpi_abort,
 	.destroy = mpi_destroy,
+	.shrink = clp_comm_mpi_shrink,
 };
 
-static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out)
+clp_status clp_comm_mpi_wrap(MPI_Comm comm, int is_world, clp_comm **out)
 {
 	struct mpi_state *st = calloc(1, sizeof(*st));
 	int rank = 0, size = 1;
@@ -181,6 +261,8 @@ static clp_status wrap(MPI_Comm comm, int is_world, clp_comm **out)
 	}
 	st->comm = comm;
 	st->is_world = is_world;
+	st->next = live;
+	live = st;
 	c->impl = st;
 	*out = c;
 	return CLP_OK;
@@ -202,5 +284,16 @@ clp_status clp_comm_mpi_world(int *argc, char ***argv, clp_comm **out)
 	e = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
 	if (e != MPI_SUCCESS)
 		return clp_error(CLP_ERR_MPI, "MPI_Comm_dup(MPI_COMM_WORLD) failed (error %d)", e);
-	return wrap(dup, !inited, out);
+	MPI_Comm_size(MPI_COMM_WORLD, &nworld);
+	hosts = calloc((size_t)nworld, sizeof(*hosts));
+	if (hosts) { /* the host of every rank, for messages about a lost one */
+		char mine[64] = "";
+
+		gethostname(mine, sizeof(mine) - 1);
+		if (MPI_Allgather(mine, 64, MPI_CHAR, hosts, 64, MPI_CHAR, dup) != MPI_SUCCESS) {
+			free(hosts);
+			hosts = NULL;
+		}
+	}
+	return clp_comm_mpi_wrap(dup, !inited, out);
 }

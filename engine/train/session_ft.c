@@ -1,0 +1,106 @@
+/* A survivor's new session takes over the old one's state (session_ft.h). */
+#include "engine/train/session_ft.h"
+#include "engine/train/session_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void clp_session_data_pos(const clp_session *s, char *buf, size_t n)
+{
+	if (s->ds)
+		clp_dataset_pos_str(s->ds, buf, n);
+	else if (n)
+		buf[0] = '\0';
+}
+
+int clp_session_nranks(const clp_session *s)
+{
+	return s->sched ? s->sched->nranks : 1;
+}
+
+int clp_session_replica(const clp_session *s, int rank)
+{
+	if (!s->sched || rank < 0 || rank >= s->sched->nranks)
+		return -1;
+	return s->sched->ranks[rank].replica;
+}
+
+long clp_session_applied(const clp_session *s)
+{
+	return s->applied;
+}
+
+/* The local stage of src holding global stage id `id` (-1: none). */
+static int find_stage(const clp_exec *e, int id)
+{
+	for (int i = 0; i < clp_exec_nstages(e); i++)
+		if (clp_exec_stage_id(e, i) == id)
+			return i;
+	return -1;
+}
+
+static clp_status copy_stage(clp_stage *to, clp_stage *from)
+{
+	const clp_param_table *t = clp_stage_table(from);
+	static const clp_stage_what what[3] = {CLP_ST_PARAM, CLP_ST_ADAM_M, CLP_ST_ADAM_V};
+	clp_status st = CLP_OK;
+
+	if (clp_stage_table(to)->ntensors != t->ntensors)
+		return clp_error(CLP_ERR_INVALID, "taking over a stage: %d tensors, the new one has "
+				 "%d", t->ntensors, clp_stage_table(to)->ntensors);
+	for (int k = 0; st == CLP_OK && k < t->ntensors; k++) {
+		float *h = malloc(t->tensors[k].numel * sizeof(float) + 1);
+
+		if (!h)
+			return clp_error(CLP_ERR_NOMEM, "out of host memory taking over %s",
+					 t->tensors[k].name);
+		for (int j = 0; st == CLP_OK && j < 3; j++) {
+			st = clp_stage_read(from, what[j], k, h);
+			if (st == CLP_OK)
+				st = clp_stage_write(to, what[j], k, h);
+		}
+		free(h);
+	}
+	return st;
+}
+
+clp_status clp_session_can_take_over(const clp_session *s)
+{
+	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_can_take_over"));
+	if (s->skip || clp_exec_optim_ops(s->ex)->save || st_pf_K(s) > 0)
+		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers AdamW "
+				 "on the pipeline schedules with replicas (not %s%s): resume from "
+				 "the last checkpoint", s->skip ? "SkipPipe" : "",
+				 s->skip ? "" : clp_exec_optim_ops(s->ex)->name);
+	return CLP_OK;
+}
+
+clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, long applied,
+				 const char *data_pos)
+{
+	CLP_TRY(sess_check_mode(dst, CLP_SESSION_TRAIN, -1, "clp_session_take_over"));
+	CLP_TRY(clp_session_can_take_over(src));
+	if (dst->skip)
+		return clp_session_can_take_over(dst);
+	for (int i = 0; i < clp_exec_nstages(dst->ex); i++) {
+		int id = clp_exec_stage_id(dst->ex, i), j = find_stage(src->ex, id);
+
+		if (j < 0)
+			return clp_error(CLP_ERR_INVALID, "rank %d: the new layout gives it stage %d, "
+					 "which it did not hold", sess_rank(dst), id);
+		CLP_TRY(copy_stage(clp_exec_stage(dst->ex, i, NULL), clp_exec_stage(src->ex, j,
+										    NULL)));
+	}
+	if (data_pos && data_pos[0])
+		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
+	if (dst->prec == CLP_F16) {
+		float scale;
+		long good;
+
+		clp_exec_loss_scale(src->ex, &scale, &good);
+		clp_exec_restore_loss_scale(dst->ex, scale, good);
+	}
+	dst->step = step;
+	dst->applied = applied;
+	return CLP_OK;
+}

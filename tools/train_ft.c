@@ -1,0 +1,235 @@
+/* clpipe train over ULFM: when a rank is lost the survivors revoke every communicator (the
+ * transport does that on the first error), shrink the one the run used to its live ranks,
+ * agree on the last step every survivor completed (an allgather over the survivors), drop the
+ * step in flight, and go on in the same processes: the replicas that still hold every stage
+ * form the new layout (fewer replicas, the same stages), a new session over them takes over
+ * each rank's current weights and AdamW moments (session_ft.h), and training continues to the
+ * planned step count. Ranks of a replica that lost a stage leave (exit 0). A layout where no
+ * replica is whole is not recovered here (the last checkpoint stays; tools/supervise.sh). */
+#include "tools/train_ft.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/train/session_ft.h"
+
+struct ft_info {
+	int32_t old_rank, pad;
+	int64_t done, applied;
+	char pos[256];
+};
+
+double ft_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ft_follow(struct ft *ft, clp_session *s)
+{
+	ft->s = s;
+	ft->done = clp_session_steps_done(s);
+	ft->applied = clp_session_applied(s);
+	clp_session_data_pos(s, ft->pos, sizeof(ft->pos));
+}
+
+void ft_mark(struct ft *ft, long done)
+{
+	if (!ft || !ft->s)
+		return;
+	ft->done = done;
+	ft->applied = clp_session_applied(ft->s);
+	clp_session_data_pos(ft->s, ft->pos, sizeof(ft->pos));
+	if (ft->t_detect > 0 && ft->events > 0) {
+		struct ft_event *e = &ft->ev[(ft->events - 1) % 8];
+
+		e->seconds = clp_comm_now() - ft->t_detect;
+		ft->t_detect = 0;
+		printf("ft: step %ld, the first after the failure, completed %.2f s after it was "
+		       "detected (at %.3f s since the epoch)\n", done, e->seconds, ft_wall());
+		fflush(stdout);
+	}
+}
+
+static void lost_list(const clp_comm *cur, const unsigned char *alive, char *buf, size_t n)
+{
+	size_t l = 0;
+
+	buf[0] = '\0';
+	for (int r = 0; r < clp_comm_size(cur) && l + 1 < n; r++)
+		if (!alive[r])
+			l += (size_t)snprintf(buf + l, n - l, "%srank %d (host %s)", l ? ", " : "",
+					      r, clp_comm_peer_host(cur, r));
+}
+
+/* The replicas every one of whose ranks is alive; *nwhole of them. */
+static void whole_replicas(const clp_session *s, const unsigned char *alive, int nranks,
+			   unsigned char *whole, int *nwhole)
+{
+	int nrep = 0;
+
+	for (int r = 0; r < nranks; r++)
+		if (clp_session_replica(s, r) + 1 > nrep)
+			nrep = clp_session_replica(s, r) + 1;
+	for (int p = 0; p < nrep; p++)
+		whole[p] = 1;
+	for (int r = 0; r < nranks; r++)
+		if (!alive[r] && clp_session_replica(s, r) >= 0)
+			whole[clp_session_replica(s, r)] = 0;
+	*nwhole = 0;
+	for (int p = 0; p < nrep; p++)
+		*nwhole += whole[p];
+}
+
+static clp_status no_replica(const char *lost, int left, const clp_train_config *cfg)
+{
+	return clp_error(CLP_ERR_PEER_LOST, "lost %s: no replica holds every stage any more "
+			 "(re-planning the layout over the %d left is not done); the last "
+			 "checkpoint under %s stays intact: resume from it (tools/supervise.sh "
+			 "does)", lost, left, cfg->ckpt.dir[0] ? cfg->ckpt.dir
+			 : "ckpt.dir (unset: none)");
+}
+
+clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cfg, clp_comm *cur,
+		      FILE *out, int *idle)
+{
+	int me = clp_comm_rank(cur), n = clp_comm_size(cur), nwhole = 0, ns_ = 0, from = -1;
+	double t0 = clp_comm_now();
+	clp_comm *nc = NULL, *cont = NULL;
+	struct ft_info mine = {0}, *all = NULL;
+	unsigned char *alive = calloc((size_t)n, 1), *whole = calloc((size_t)n + 1, 1);
+	char why[512], lost[256];
+	clp_train_config c2;
+	clp_session *nsess = NULL;
+	long agreed = -1;
+	clp_status st = CLP_OK;
+
+	*idle = 0;
+	snprintf(why, sizeof(why), "%s", clp_last_error());
+	if (!alive || !whole) {
+		free(alive);
+		free(whole);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
+	}
+	st = clp_session_can_take_over(*s); /* refused before anything is built */
+	/* what this rank already knows: with no replica left whole there is nothing to agree
+	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
+	{
+		int failed[64], nf = clp_comm_failed_ranks(cur, failed, 64);
+
+		memset(alive, 1, (size_t)n);
+		for (int i = 0; i < nf; i++)
+			if (failed[i] >= 0 && failed[i] < n)
+				alive[failed[i]] = 0;
+		whole_replicas(*s, alive, n, whole, &nwhole);
+		if (st == CLP_OK && nf > 0 && nwhole == 0) {
+			lost_list(cur, alive, lost, sizeof(lost));
+			st = no_replica(lost, n - nf, cfg);
+		}
+		memset(alive, 0, (size_t)n);
+	}
+	if (st == CLP_OK)
+		st = clp_comm_shrink(cur, &nc);
+	if (st == CLP_OK)
+		all = calloc((size_t)clp_comm_size(nc), sizeof(*all));
+	mine.old_rank = me;
+	mine.done = ft->done;
+	mine.applied = ft->applied;
+	snprintf(mine.pos, sizeof(mine.pos), "%s", ft->pos);
+	if (st == CLP_OK && !all)
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
+	/* who is left and what each completed: every survivor gets the same table */
+	if (st == CLP_OK)
+		st = clp_comm_allgather(nc, &mine, sizeof(mine), all, "recovery: survivors' steps");
+	if (st == CLP_OK) {
+		ns_ = clp_comm_size(nc);
+		for (int i = 0; i < ns_; i++) {
+			alive[all[i].old_rank] = 1;
+			if (agreed < 0 || all[i].done < agreed)
+				agreed = all[i].done, from = i;
+		}
+		lost_list(cur, alive, lost, sizeof(lost));
+		whole_replicas(*s, alive, n, whole, &nwhole);
+		if (nwhole == 0)
+			st = no_replica(lost, ns_, cfg);
+	}
+	if (st == CLP_OK) {
+		int mine_whole = whole[clp_session_replica(*s, me)];
+
+		st = clp_comm_split(nc, mine_whole ? 0 : -1, me, &cont);
+		if (st == CLP_OK && !cont) {
+			printf("ft: rank %d (host %s): lost %s during step %ld; %d survivors agreed on "
+			       "step %ld; this rank's replica lost a stage, so it leaves the run\n",
+			       me, clp_comm_host(cur), lost, agreed + 1, ns_, agreed);
+			fflush(stdout);
+			clp_session_close(*s);
+			*s = NULL;
+			*idle = 1;
+		}
+	}
+	if (st == CLP_OK && cont) {
+		c2 = *cfg;
+		c2.pipeline.replicas = nwhole;
+		c2.ckpt.resume = 0;
+		st = clp_session_open(&nsess, &c2, CLP_SESSION_TRAIN, cont, out);
+		if (st == CLP_OK)
+			st = clp_session_take_over(nsess, *s, agreed, (long)all[from].applied,
+						   all[from].pos);
+		if (st == CLP_OK && mine.done > agreed)
+			printf("ft: rank %d had completed step %ld, which another survivor had not: "
+			       "its update of that step is kept\n", me, (long)mine.done);
+	}
+	if (st == CLP_OK && cont) {
+		struct ft_event *e = &ft->ev[ft->events % 8];
+
+		clp_session_close(*s);
+		*s = nsess;
+		nsess = NULL;
+		e->step = agreed;
+		snprintf(e->lost, sizeof(e->lost), "%s", lost);
+		snprintf(e->layout, sizeof(e->layout), "%ld stages x %d replica%s over %d ranks",
+			 cfg->pipeline.stages, nwhole, nwhole == 1 ? "" : "s", clp_comm_size(cont));
+		e->seconds = clp_comm_now() - t0;
+		printf("ft: rank %d (host %s), now rank %d: lost %s during step %ld (%s); %d "
+		       "survivors agreed on step %ld, step %ld is redone; new layout %s; "
+		       "recovered in %.2f s\n", me, clp_comm_host(cur), clp_comm_rank(cont), lost,
+		       agreed + 1, why, ns_, agreed, agreed + 1, e->layout, e->seconds);
+		fflush(stdout);
+		ft->events++;
+		ft->t_detect = t0;
+		if (ft->cont)
+			clp_comm_free(ft->cont);
+		ft->cont = cont;
+		cont = NULL;
+		ft_follow(ft, *s);
+	}
+	if (st != CLP_OK)
+		clp_error_context(st, "rank %d recovering from a lost rank (%s): ", me, why);
+	clp_session_close(nsess);
+	clp_comm_free(cont);
+	clp_comm_free(nc);
+	free(all);
+	free(alive);
+	free(whole);
+	return st;
+}
+
+void ft_summary(const struct ft *ft, FILE *out)
+{
+	if (!ft->events)
+		return;
+	fprintf(out, "failures survived: %d\n", ft->events);
+	for (int i = 0; i < ft->events && i < 8; i++)
+		fprintf(out, "  after step %ld: lost %s; went on as %s; first step %.2f s after "
+			"the failure was detected\n", ft->ev[i].step, ft->ev[i].lost,
+			ft->ev[i].layout, ft->ev[i].seconds);
+}
+
+void ft_free(struct ft *ft)
+{
+	clp_comm_free(ft->cont);
+	ft->cont = NULL;
+}
