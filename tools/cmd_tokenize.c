@@ -1,5 +1,5 @@
 /* clpipe tokenize: text files -> one llm.c token shard (engine/data/shard.h), with the byte
- * tokeniser or GPT-2's BPE, so users can bring their own corpus as data.format = "shards". */
+ * tokeniser, GPT-2's BPE or a Hugging Face tokenizer (a model directory or file), so users can bring their own corpus as data.format = "shards". */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 
 static void usage(void)
 {
-	printf("usage: clpipe tokenize [--tokenizer byte|gpt2] [--vocab vocab.json --merges "
+	printf("usage: clpipe tokenize [--tokenizer byte|gpt2|PATH] [--vocab vocab.json --merges "
 	       "merges.txt]\n"
 	       "                        [--eot] [--version 1|7] [--shard-tokens N] --out SHARD FILE...\n"
 	       "       clpipe tokenize [--tokenizer ...] --decode --out TEXT SHARD\n\n"
@@ -26,6 +26,9 @@ static void usage(void)
 	       "rest; a single token left over joins it) named SHARD_000000.bin, SHARD_000001.bin,\n"
 	       "... (SHARD without its .bin), as llm.c's data scripts do; train on them with\n"
 	       "--data.path='SHARD_*.bin'.\n"
+	       "--tokenizer PATH reads a model directory (tokenizer.json, else vocab.txt, else\n"
+	       "vocab.json + merges.txt) or one of those files (docs/DATA.md); --eot then puts its\n"
+	       "end-of-text token (<|endoftext|>, else its eos, else [SEP]).\n"
 	       "--decode instead writes the text of the shard FILE (one) to --out.\n"
 	       "Prints the token count and bytes per token. Train on the result with\n"
 	       "--data.format=shards --data.path=SHARD (docs/DATA.md).\n");
@@ -152,8 +155,6 @@ static int parse_args(int argc, char **argv, struct tok_args *a)
 			return cli_usage_error("tokenize", "--shard-tokens is a count from 2 to %d, "
 					       "not '%s'", INT32_MAX, per);
 	}
-	if (strcmp(a->kind, "byte") && strcmp(a->kind, "gpt2"))
-		return cli_usage_error("tokenize", "--tokenizer is byte or gpt2, not '%s'", a->kind);
 	if (!strcmp(a->kind, "gpt2") && (!a->vocab || !a->merges))
 		return cli_usage_error("tokenize", "--tokenizer gpt2 needs --vocab and --merges");
 	return -1;
@@ -165,9 +166,13 @@ static clp_status encode_files(clp_tok *t, const struct tok_args *a, clp_ids *id
 {
 	int32_t eot = clp_tok_special_id(t, "<|endoftext|>");
 
+	if (eot < 0)
+		eot = clp_tok_role_id(t, CLP_TOK_EOS);
+	if (eot < 0)
+		eot = clp_tok_role_id(t, CLP_TOK_SEP);
 	if (a->eot && eot < 0)
-		return clp_error(CLP_ERR_INVALID, "--eot: the %s tokeniser has no <|endoftext|> "
-				 "token", clp_tok_kind(t));
+		return clp_error(CLP_ERR_INVALID, "--eot: the %s tokeniser has no <|endoftext|>, "
+				 "eos or [SEP] token", clp_tok_kind(t));
 	*bytes = 0;
 	for (int f = 0; f < a->nfiles; f++) {
 		size_t before = ids->n;
@@ -199,9 +204,10 @@ int cmd_tokenize(int argc, char **argv)
 		free(a.files);
 		return rc;
 	}
-	s = !strcmp(a.kind, "gpt2") ? clp_tok_gpt2_load(&t, a.vocab, a.merges)
-				    : clp_tok_byte_create(&t, clp_tok_specials_gpt,
-							  clp_tok_specials_gpt_n);
+	s = !strcmp(a.kind, "gpt2")   ? clp_tok_gpt2_load(&t, a.vocab, a.merges)
+	    : !strcmp(a.kind, "byte") ? clp_tok_byte_create(&t, clp_tok_specials_gpt,
+							    clp_tok_specials_gpt_n)
+				      : clp_tok_open(&t, a.kind);
 	if (s == CLP_OK && a.decode) {
 		s = decode_shard(t, a.files[0], a.out);
 		goto done;

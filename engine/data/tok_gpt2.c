@@ -1,5 +1,6 @@
-/* GPT-2 byte-level BPE: loading vocab.json and merges.txt, the pre-tokeniser, the rank-based
- * merge loop with a cache (see tokenizer.h and docs/DATA.md). */
+/* Byte-level BPE: loading GPT-2's vocab.json and merges.txt, GPT-2's pre-tokeniser, the
+ * rank-based merge loop with a cache, shared with tokenizer.json's BPE (see tokenizer.h and
+ * docs/DATA.md). */
 #include "engine/data/tok_internal.h"
 
 #include <errno.h>
@@ -52,7 +53,7 @@ static int cp_to_byte(int32_t cp)
 
 /* Map a token string in GPT-2's alphabet to raw bytes (out holds at least len bytes). Returns the
  * byte count, or -1 with *bad set to the offending code point. */
-static long unmap(const char *s, size_t len, unsigned char *out, int32_t *bad)
+long clp_tok_bytelevel_unmap(const char *s, size_t len, unsigned char *out, int32_t *bad)
 {
 	long n = 0;
 
@@ -134,7 +135,7 @@ static clp_status load_vocab(clp_tok *t, const char *path)
 			s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
 			goto free_tok;
 		}
-		bl = unmap(key, klen, tok[id], &bad);
+		bl = clp_tok_bytelevel_unmap(key, klen, tok[id], &bad);
 		if (bl <= 0) {
 			s = bl == 0 ? clp_error(CLP_ERR_FORMAT, "%s: the empty token (id %lld) is "
 						"not allowed", path, (long long)id)
@@ -188,42 +189,66 @@ free_root:
 	return s;
 }
 
-/* One field of a merges line as a vocabulary id. */
-static clp_status merge_field(clp_tok *t, const char *path, int line, const char *f, size_t fl,
+/* One side of a merge as a vocabulary id. */
+static clp_status merge_field(clp_tok *t, const char *where, const char *f, size_t fl,
 			      unsigned char *buf, int32_t *id, size_t *blen)
 {
 	int32_t bad = 0;
-	long bl = unmap(f, fl, buf, &bad);
+	long bl = clp_tok_bytelevel_unmap(f, fl, buf, &bad);
 	int64_t v;
 
 	if (bl < 0)
-		return clp_error(CLP_ERR_FORMAT, "%s:%d: \"%.*s\" has the character U+%04X, which "
-				 "is not in GPT-2's byte alphabet", path, line, (int)fl, f,
+		return clp_error(CLP_ERR_FORMAT, "%s: \"%.*s\" has the character U+%04X, which "
+				 "is not in GPT-2's byte alphabet", where, (int)fl, f,
 				 (unsigned)bad);
 	if (!clp_smap_get(&t->tok2id, buf, (size_t)bl, &v))
-		return clp_error(CLP_ERR_FORMAT, "%s:%d: \"%.*s\" is not a token of %s", path, line,
+		return clp_error(CLP_ERR_FORMAT, "%s: \"%.*s\" is not a token of %s", where,
 				 (int)fl, f, t->vocab_path);
 	*id = (int32_t)v;
 	*blen = (size_t)bl;
 	return CLP_OK;
 }
 
+clp_status clp_tok_bpe_add_merge(clp_tok *t, const char *where, const char *a, size_t la,
+				 const char *b, size_t lb, uint64_t rank)
+{
+	unsigned char sbuf[512], *buf = la + lb <= sizeof(sbuf) ? sbuf : malloc(la + lb);
+	int32_t ia, ib;
+	size_t ba, bb;
+	int64_t merged;
+	uint64_t old;
+	clp_status s;
+
+	if (!buf)
+		return clp_error(CLP_ERR_NOMEM, "%s: out of memory", where);
+	s = merge_field(t, where, a, la, buf, &ia, &ba);
+	if (s == CLP_OK)
+		s = merge_field(t, where, b, lb, buf + ba, &ib, &bb);
+	if (s == CLP_OK && !clp_smap_get(&t->tok2id, buf, ba + bb, &merged))
+		s = clp_error(CLP_ERR_FORMAT, "%s: the merge of \"%.*s\" and \"%.*s\" is not a "
+			      "token of %s", where, (int)la, a, (int)lb, b, t->vocab_path);
+	if (s == CLP_OK && clp_umap_get(&t->merges, (uint64_t)ia << 32 | (uint32_t)ib, &old))
+		s = clp_error(CLP_ERR_FORMAT, "%s: the pair \"%.*s %.*s\" was listed before "
+			      "(rank %llu)", where, (int)la, a, (int)lb, b,
+			      (unsigned long long)(old >> 32));
+	if (s == CLP_OK && clp_umap_put(&t->merges, (uint64_t)ia << 32 | (uint32_t)ib,
+					rank << 32 | (uint64_t)merged) != 0)
+		s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", where);
+	if (buf != sbuf)
+		free(buf);
+	return s;
+}
+
 static clp_status load_merges(clp_tok *t, const char *path)
 {
 	char *text, *p;
 	size_t n;
-	unsigned char *buf = NULL;
 	int line = 0;
 	uint64_t rank = 0;
 	clp_status s;
 
 	CLP_TRY(check_file(path, "merges"));
 	CLP_TRY(clp_io_read_file(path, &text, &n));
-	buf = malloc(2 * n + 2);
-	if (!buf) {
-		free(text);
-		return clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
-	}
 	s = CLP_OK;
 	for (p = text; s == CLP_OK && p < text + n;) {
 		char *eol = memchr(p, '\n', (size_t)(text + n - p));
@@ -231,10 +256,7 @@ static clp_status load_merges(clp_tok *t, const char *path)
 		const char *f[3];
 		size_t fl[3];
 		int nf = 0;
-		int32_t a, b;
-		size_t la, lb;
-		int64_t merged;
-		uint64_t old;
+		char where[1100];
 
 		line++;
 		if (end > p && end[-1] == '\r')
@@ -259,31 +281,14 @@ static clp_status load_merges(clp_tok *t, const char *path)
 				      "space, found \"%.*s\"", path, line, (int)(end - p), p);
 			break;
 		}
-		s = merge_field(t, path, line, f[0], fl[0], buf, &a, &la);
-		if (s == CLP_OK)
-			s = merge_field(t, path, line, f[1], fl[1], buf + la, &b, &lb);
+		snprintf(where, sizeof(where), "%s:%d", path, line);
+		s = clp_tok_bpe_add_merge(t, where, f[0], fl[0], f[1], fl[1], rank);
 		if (s != CLP_OK)
 			break;
-		if (!clp_smap_get(&t->tok2id, buf, la + lb, &merged)) {
-			s = clp_error(CLP_ERR_FORMAT, "%s:%d: the merge of \"%.*s\" and \"%.*s\" is "
-				      "not a token of %s", path, line, (int)fl[0], f[0], (int)fl[1],
-				      f[1], t->vocab_path);
-			break;
-		}
-		if (clp_umap_get(&t->merges, (uint64_t)a << 32 | (uint32_t)b, &old)) {
-			s = clp_error(CLP_ERR_FORMAT, "%s:%d: the pair \"%.*s %.*s\" was listed "
-				      "before (rank %llu)", path, line, (int)fl[0], f[0], (int)fl[1],
-				      f[1], (unsigned long long)(old >> 32));
-			break;
-		}
-		if (clp_umap_put(&t->merges, (uint64_t)a << 32 | (uint32_t)b,
-				 rank << 32 | (uint64_t)merged) != 0)
-			s = clp_error(CLP_ERR_NOMEM, "%s: out of memory", path);
 		rank++;
 next:
 		p = eol ? eol + 1 : text + n;
 	}
-	free(buf);
 	free(text);
 	return s;
 }
@@ -298,7 +303,8 @@ clp_status clp_tok_gpt2_load(clp_tok **out, const char *vocab_path, const char *
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
 	t->kind = CLP_TOK_GPT2;
 	t->vocab_path = strdup(vocab_path ? vocab_path : "");
-	if (!t->vocab_path) {
+	t->path = strdup(vocab_path ? vocab_path : "");
+	if (!t->vocab_path || !t->path) {
 		clp_tok_free(t);
 		return clp_error(CLP_ERR_NOMEM, "out of memory");
 	}
@@ -309,6 +315,7 @@ clp_status clp_tok_gpt2_load(clp_tok **out, const char *vocab_path, const char *
 		clp_tok_free(t);
 		return s;
 	}
+	clp_tok_roles_by_name(t);
 	*out = t;
 	return CLP_OK;
 }
@@ -400,6 +407,8 @@ static clp_status bpe_piece(clp_tok *t, const unsigned char *p, size_t n, size_t
 			CLP_TRY(clp_ids_push(out, t->cache_ids.v[(v >> 16) + k]));
 		return CLP_OK;
 	}
+	if (t->ignore_merges && clp_smap_get(&t->tok2id, p, n, &v)) /* a whole-word token */
+		return clp_ids_push(out, (int32_t)v);
 	t->word.n = 0;
 	for (size_t k = 0; k < n; k++) {
 		if (t->byte_id[p[k]] < 0)
@@ -452,13 +461,40 @@ static clp_status bpe_piece(clp_tok *t, const unsigned char *p, size_t n, size_t
 	return CLP_OK;
 }
 
+static size_t split(const clp_tok *t, const char *text, size_t len, size_t i)
+{
+	switch (t->split) {
+	case CLP_SPLIT_LLAMA3:
+		return clp_tok_llama3_split(text, len, i, 3);
+	case CLP_SPLIT_QWEN2:
+		return clp_tok_llama3_split(text, len, i, 1);
+	case CLP_SPLIT_NONE:
+		return len;
+	default:
+		return clp_tok_gpt2_split(text, len, i);
+	}
+}
+
 clp_status clp_tok_gpt2_encode(clp_tok *t, const char *text, size_t len, clp_ids *out)
 {
-	for (size_t i = 0; i < len;) {
-		size_t e = clp_tok_gpt2_split(text, len, i);
+	char *tmp = NULL;
+	clp_status s = CLP_OK;
 
-		CLP_TRY(bpe_piece(t, (const unsigned char *)text + i, e - i, i, out));
+	if (t->add_prefix_space && len > 0 && text[0] != ' ') { /* ByteLevel(add_prefix_space) */
+		tmp = malloc(len + 1);
+		if (!tmp)
+			return clp_error(CLP_ERR_NOMEM, "out of memory encoding %zu bytes", len);
+		tmp[0] = ' ';
+		memcpy(tmp + 1, text, len);
+		text = tmp;
+		len++;
+	}
+	for (size_t i = 0; s == CLP_OK && i < len;) {
+		size_t e = split(t, text, len, i);
+
+		s = bpe_piece(t, (const unsigned char *)text + i, e - i, i - (tmp ? 1 : 0), out);
 		i = e;
 	}
-	return CLP_OK;
+	free(tmp);
+	return s;
 }

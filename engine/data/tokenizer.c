@@ -1,4 +1,4 @@
-/* Tokeniser handle, the byte tokeniser and the calls common to both kinds (see tokenizer.h). */
+/* Tokeniser handle, the byte tokeniser and the calls common to every kind (see tokenizer.h). */
 #include "engine/data/tok_internal.h"
 
 #include <stdlib.h>
@@ -75,6 +75,7 @@ clp_status clp_tok_byte_create(clp_tok **out, const char *const *specials, int n
 		t->off[257 + i] = t->off[256 + i] + l;
 		t->special[i] = 256 + i;
 	}
+	clp_tok_roles_by_name(t);
 	*out = t;
 	return CLP_OK;
 }
@@ -83,8 +84,13 @@ void clp_tok_free(clp_tok *t)
 {
 	if (!t)
 		return;
-	if (t->kind == CLP_TOK_GPT2)
-		clp_tok_gpt2_release(t);
+	clp_tok_gpt2_release(t);
+	for (int i = 0; i < t->nadded; i++)
+		free(t->added[i].text);
+	free(t->added);
+	free(t->path);
+	free(t->cps);
+	free(t->wbuf);
 	free(t->pool);
 	free(t->off);
 	free(t->special);
@@ -98,7 +104,43 @@ int clp_tok_vocab_size(const clp_tok *t)
 
 const char *clp_tok_kind(const clp_tok *t)
 {
-	return t->kind == CLP_TOK_GPT2 ? "gpt2" : "byte";
+	static const char *const names[] = {"byte", "gpt2", "bpe", "wordpiece"};
+
+	return names[t->kind];
+}
+
+int32_t clp_tok_role_id(const clp_tok *t, clp_tok_role role)
+{
+	return role >= 0 && role < CLP_TOK_NROLES ? t->role[role] : -1;
+}
+
+const char *clp_tok_path(const clp_tok *t)
+{
+	return t->path ? t->path : "";
+}
+
+clp_status clp_tok_set_pool(clp_tok *t, unsigned char *const *tok, const size_t *len, size_t n)
+{
+	size_t pool = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!tok[i])
+			return clp_error(CLP_ERR_FORMAT, "%s: no token has id %zu (ids must run "
+					 "0..%zu without gaps)", t->path ? t->path : "tokenizer", i,
+					 n - 1);
+		pool += len[i];
+	}
+	t->vocab = (int)n;
+	t->pool = malloc(pool ? pool : 1);
+	t->off = malloc((n + 1) * sizeof(*t->off));
+	if (!t->pool || !t->off)
+		return clp_error(CLP_ERR_NOMEM, "out of memory for a %zu-token vocabulary", n);
+	t->off[0] = 0;
+	for (size_t i = 0; i < n; i++) {
+		memcpy(t->pool + t->off[i], tok[i], len[i]);
+		t->off[i + 1] = t->off[i] + len[i];
+	}
+	return CLP_OK;
 }
 
 int32_t clp_tok_special_id(const clp_tok *t, const char *name)
@@ -122,13 +164,55 @@ int clp_tok_is_special(const clp_tok *t, int32_t id)
 	return 0;
 }
 
-clp_status clp_tok_encode(clp_tok *t, const char *text, size_t len, clp_ids *out)
+static clp_status encode_plain(clp_tok *t, const char *text, size_t len, clp_ids *out)
 {
-	if (t->kind == CLP_TOK_GPT2)
+	if (len == 0)
+		return CLP_OK;
+	if (t->kind == CLP_TOK_GPT2 || t->kind == CLP_TOK_BPE)
 		return clp_tok_gpt2_encode(t, text, len, out);
+	if (t->kind == CLP_TOK_WORDPIECE)
+		return clp_tok_wp_encode(t, text, len, out);
 	for (size_t i = 0; i < len; i++)
 		CLP_TRY(clp_ids_push(out, (unsigned char)text[i]));
 	return CLP_OK;
+}
+
+/* The longest matched (non-special) added token at text[i], or -1. */
+static int added_at(const clp_tok *t, const char *text, size_t len, size_t i)
+{
+	int best = -1;
+
+	for (int k = 0; k < t->nadded; k++) {
+		const clp_tok_added *a = &t->added[k];
+
+		if (a->special || !a->len || a->len > len - i || memcmp(text + i, a->text, a->len))
+			continue;
+		if (best < 0 || a->len > t->added[best].len)
+			best = k;
+	}
+	return best;
+}
+
+clp_status clp_tok_encode(clp_tok *t, const char *text, size_t len, clp_ids *out)
+{
+	size_t start = 0;
+
+	if (!t->nmatch)
+		return encode_plain(t, text, len, out);
+	/* the text between matched added tokens goes through the normaliser and model */
+	for (size_t i = 0; i < len;) {
+		int k = added_at(t, text, len, i);
+
+		if (k < 0) {
+			i++;
+			continue;
+		}
+		CLP_TRY(encode_plain(t, text + start, i - start, out));
+		CLP_TRY(clp_ids_push(out, t->added[k].id));
+		i += t->added[k].len;
+		start = i;
+	}
+	return encode_plain(t, text + start, len - start, out);
 }
 
 clp_status clp_tok_encode_file(clp_tok *t, const char *path, clp_ids *out)
@@ -167,6 +251,8 @@ clp_status clp_tok_decode(const clp_tok *t, const int32_t *ids, size_t n, char *
 
 	*text = NULL;
 	*len = 0;
+	if (t->kind == CLP_TOK_WORDPIECE)
+		return clp_tok_wp_decode(t, ids, n, text, len);
 	for (size_t i = 0; i < n; i++) {
 		if (ids[i] < 0 || ids[i] >= t->vocab)
 			return clp_error(CLP_ERR_INVALID, "token id %d at position %zu is outside "

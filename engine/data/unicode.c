@@ -82,3 +82,144 @@ int clp_uni_is_space(int32_t cp)
 	       cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 || cp == 0x2029 ||
 	       cp == 0x202f || cp == 0x205f || cp == 0x3000;
 }
+
+int clp_uni_is_mark(int32_t cp)
+{
+	return cp >= 0x300 && in_ranges(clp_uni_marks, clp_uni_marks_n, cp);
+}
+
+int clp_uni_is_punct(int32_t cp)
+{
+	return in_ranges(clp_uni_punct, clp_uni_punct_n, cp);
+}
+
+int clp_uni_is_other(int32_t cp)
+{
+	return in_ranges(clp_uni_other, clp_uni_other_n, cp);
+}
+
+int clp_uni_lower(int32_t cp, int32_t out[2])
+{
+	int lo = 0, hi = clp_uni_lower_tab_n - 1;
+
+	out[0] = cp;
+	if (cp == 0x130) { /* the one two-character lowercase: "i" and COMBINING DOT ABOVE */
+		out[0] = 'i';
+		out[1] = 0x307;
+		return 2;
+	}
+	if (cp < 0x80) {
+		if (cp >= 'A' && cp <= 'Z')
+			out[0] = cp + 32;
+		return 1;
+	}
+	while (lo <= hi) { /* the last run starting at or before cp */
+		int mid = (lo + hi) / 2;
+
+		if (clp_uni_lower_tab[4 * mid] <= cp)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	if (hi >= 0) {
+		const int32_t *r = clp_uni_lower_tab + 4 * hi;
+
+		if (cp <= r[1] && (cp - r[0]) % r[2] == 0)
+			out[0] = cp + r[3];
+	}
+	return 1;
+}
+
+int clp_uni_ccc(int32_t cp)
+{
+	int lo = 0, hi = clp_uni_ccc_tab_n - 1;
+
+	if (cp < 0x300)
+		return 0;
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+
+		if ((uint32_t)cp < clp_uni_ccc_tab[3 * mid])
+			hi = mid - 1;
+		else if ((uint32_t)cp > clp_uni_ccc_tab[3 * mid + 1])
+			lo = mid + 1;
+		else
+			return (int)clp_uni_ccc_tab[3 * mid + 2];
+	}
+	return 0;
+}
+
+/* One level of canonical decomposition: 0 (none), 1 or 2 code points. */
+static int decomp1(int32_t cp, int32_t d[2])
+{
+	int lo = 0, hi = clp_uni_decomp_n - 1;
+
+	if (cp < 0xc0)
+		return 0;
+	while (lo <= hi) {
+		int mid = (lo + hi) / 2;
+		uint32_t c = clp_uni_decomp[3 * mid];
+
+		if ((uint32_t)cp < c) {
+			hi = mid - 1;
+		} else if ((uint32_t)cp > c) {
+			lo = mid + 1;
+		} else {
+			d[0] = (int32_t)clp_uni_decomp[3 * mid + 1];
+			d[1] = (int32_t)clp_uni_decomp[3 * mid + 2];
+			return d[1] ? 2 : 1;
+		}
+	}
+	return 0;
+}
+
+static size_t decompose(int32_t cp, int32_t *out, size_t at, size_t cap)
+{
+	int32_t d[2];
+	int nd;
+
+	if (cp >= 0xac00 && cp < 0xac00 + 11172) { /* Hangul syllables, algorithmically */
+		int32_t s = cp - 0xac00, t = s % 28;
+
+		if (at < cap)
+			out[at] = 0x1100 + s / 588;
+		if (at + 1 < cap)
+			out[at + 1] = 0x1161 + (s % 588) / 28;
+		if (t && at + 2 < cap)
+			out[at + 2] = 0x11a7 + t;
+		return at + (t ? 3 : 2);
+	}
+	nd = cp < 0 ? 0 : decomp1(cp, d);
+	if (nd == 0) {
+		if (at < cap)
+			out[at] = cp;
+		return at + 1;
+	}
+	at = decompose(d[0], out, at, cap);
+	return nd == 2 ? decompose(d[1], out, at, cap) : at;
+}
+
+size_t clp_uni_nfd(const int32_t *in, size_t n, int32_t *out, size_t cap)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++)
+		m = decompose(in[i], out, m, cap);
+	if (m > cap)
+		return m;
+	/* canonical ordering: a stable sort by class of each run of non-starters */
+	for (size_t i = 1; i < m; i++) {
+		int32_t c = out[i];
+		int k = clp_uni_ccc(c);
+		size_t j = i;
+
+		if (!k)
+			continue;
+		while (j > 0 && clp_uni_ccc(out[j - 1]) > k) {
+			out[j] = out[j - 1];
+			j--;
+		}
+		out[j] = c;
+	}
+	return m;
+}

@@ -257,16 +257,27 @@ static clp_status value_of(json_t *j, const char *file, const struct hf_key *k, 
 	}
 }
 
-/* vocab.json + merges.txt beside a GPT-2 model: its BPE tokenizer, unless one is configured. */
-static clp_status tokenizer(clp_train_config *cfg, const char *dir)
+/* The tokenizer beside a model, unless one is configured: vocab.json + merges.txt beside a GPT-2
+ * model is GPT-2's BPE; otherwise tokenizer.json or vocab.txt is read as data.tokenizer = "hf". */
+static clp_status tokenizer(clp_train_config *cfg, const char *dir, int gpt2)
 {
 	char v[1100], m[1100], origin[CLP_CFG_ORIGIN_LEN];
 	const char *o = clp_cfg_origin_of(&clp_train_schema, cfg, "data.tokenizer");
 
+	if ((o[0] && strcmp(o, "default")) || cfg->data.tokenizer_path[0])
+		return CLP_OK;
 	snprintf(v, sizeof(v), "%s/vocab.json", dir);
 	snprintf(m, sizeof(m), "%s/merges.txt", dir);
-	if (!is_file(v) || !is_file(m) || (o[0] && strcmp(o, "default")))
-		return CLP_OK;
+	if (!gpt2 || !is_file(v) || !is_file(m)) {
+		snprintf(v, sizeof(v), "%s/tokenizer.json", dir);
+		snprintf(m, sizeof(m), "%s/vocab.txt", dir);
+		if (!is_file(v) && !is_file(m))
+			return CLP_OK;
+		origin_of(origin, sizeof(origin), dir, "", is_file(v) ? "/tokenizer.json"
+								       : "/vocab.txt");
+		CLP_TRY(clp_cfg_set(&clp_train_schema, cfg, "data.tokenizer", "hf", origin));
+		return clp_cfg_set_arg(&clp_train_schema, cfg, "data.tokenizer_path", dir, origin);
+	}
 	origin_of(origin, sizeof(origin), dir, "", "/vocab.json and merges.txt");
 	CLP_TRY(clp_cfg_set(&clp_train_schema, cfg, "data.tokenizer", "gpt2", origin));
 	if (!cfg->data.bpe_vocab[0])
@@ -309,7 +320,7 @@ static clp_status apply(json_t *j, const char *file, const char *dir, clp_train_
 			continue; /* a shorter context of a rotary model: only the sequence is bounded */
 		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, cfg, keys[i].cfg, text, origin));
 	}
-	return p == CLP_PRESET_GPT2 ? tokenizer(cfg, dir) : CLP_OK;
+	return tokenizer(cfg, dir, p == CLP_PRESET_GPT2);
 }
 
 clp_status clp_hf_config_apply(const char *path, clp_train_config *cfg, int *found)

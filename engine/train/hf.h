@@ -22,7 +22,9 @@
  * origin "DIR/config.json KEY"; a value given before from anywhere but the defaults that differs
  * is an error naming both (clp_cfg_set_strict). A llama's model.ctx may be set lower than the
  * file's max_position_embeddings (it only bounds the sequence). With vocab.json and merges.txt
- * next to a GPT-2 config, data.tokenizer becomes "gpt2" with those files (unless set). Settings
+ * next to a GPT-2 config, data.tokenizer becomes "gpt2" with those files; else with
+ * tokenizer.json or vocab.txt there, data.tokenizer becomes "hf" with data.tokenizer_path the
+ * directory (neither when a tokenizer is configured). Settings
  * clpipe cannot run (another activation, attention biases on llama, rope scaling, ...) are
  * refused, naming the file and key. *found is 0 when there is no config.json (not an error). */
 clp_status clp_hf_config_apply(const char *path, clp_train_config *cfg, int *found);

@@ -21,8 +21,19 @@
 static clp_status open_tokenizer(clp_session *s)
 {
 	const clp_train_config *c = &s->cfg;
+	int hf = c->data.tokenizer_path[0] || !strcmp(c->data.tokenizer, "hf");
 
-	if (!strcmp(c->data.tokenizer, "gpt2")) {
+	if (hf) {
+		if (!strcmp(c->data.tokenizer, "gpt2"))
+			return clp_error(CLP_ERR_INVALID, "data.tokenizer = \"gpt2\" and "
+					 "data.tokenizer_path = \"%s\": give one tokenizer",
+					 c->data.tokenizer_path);
+		if (!c->data.tokenizer_path[0])
+			return clp_error(CLP_ERR_INVALID, "data.tokenizer = \"hf\" needs "
+					 "data.tokenizer_path (a model directory or tokenizer file)");
+		CLP_TRY(clp_tok_open(&s->tok, c->data.tokenizer_path));
+		snprintf(s->cfg.data.tokenizer, sizeof(s->cfg.data.tokenizer), "hf");
+	} else if (!strcmp(c->data.tokenizer, "gpt2")) {
 		if (!c->data.bpe_vocab[0] || !c->data.bpe_merges[0])
 			return clp_error(CLP_ERR_INVALID, "data.tokenizer = \"gpt2\" needs "
 					 "data.bpe_vocab and data.bpe_merges (vocab.json, merges.txt)");
@@ -32,20 +43,25 @@ static clp_status open_tokenizer(clp_session *s)
 	} else {
 		CLP_TRY(clp_tok_byte_create(&s->tok, clp_tok_specials_gpt, clp_tok_specials_gpt_n));
 	}
-	s->byte_level = strcmp(c->data.tokenizer, "gpt2") != 0;
-	if (s->bert) {
-		const char *names[] = {"[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"};
+	s->byte_level = !strcmp(clp_tok_kind(s->tok), "byte");
+	if (s->bert) { /* masking never picks nor draws the tokenizer's role tokens */
+		static const clp_tok_role roles[] = {CLP_TOK_PAD, CLP_TOK_CLS, CLP_TOK_SEP,
+						     CLP_TOK_MASK, CLP_TOK_UNK, CLP_TOK_BOS,
+						     CLP_TOK_EOS};
 
-		for (int i = 0; i < 5; i++) {
-			int32_t id = clp_tok_special_id(s->tok, names[i]);
+		for (int i = 0; i < 7; i++) {
+			int32_t id = clp_tok_role_id(s->tok, roles[i]);
+			int dup = 0;
 
-			if (id >= 0)
+			for (int k = 0; k < s->nspecial; k++)
+				dup |= s->specials[k] == id;
+			if (id >= 0 && !dup)
 				s->specials[s->nspecial++] = id;
 		}
-		s->mask_id = clp_tok_special_id(s->tok, "[MASK]");
+		s->mask_id = clp_tok_role_id(s->tok, CLP_TOK_MASK);
 		if (s->mask_id < 0)
 			return clp_error(CLP_ERR_INVALID, "bert needs a [MASK] token; the %s tokenizer "
-					 "has none", c->data.tokenizer);
+					 "%s has none", clp_tok_kind(s->tok), clp_tok_path(s->tok));
 	}
 	return CLP_OK;
 }
@@ -278,8 +294,8 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
  * directory by the checkpoint writer, before the manifest makes the checkpoint complete). */
 static clp_status write_hf_config(const clp_session *s, const char *dir)
 {
-	int32_t eos = s->bert ? -1 : clp_tok_special_id(s->tok, "<|endoftext|>");
-	int32_t pad = s->bert ? clp_tok_special_id(s->tok, "[PAD]") : -1;
+	int32_t eos = s->bert ? -1 : clp_tok_role_id(s->tok, CLP_TOK_EOS);
+	int32_t pad = s->bert ? clp_tok_role_id(s->tok, CLP_TOK_PAD) : -1;
 	char *text = clp_hf_config_json(&s->m, s->cfg.model.norm_eps, s->cfg.model.rope_theta,
 					 s->cfg.model.dropout, eos, pad);
 	char path[1200];
@@ -497,6 +513,9 @@ static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
 		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
 	}
 	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
+	if (!s->cfg.data.tokenizer_path[0])
+		memcpy(s->cfg.data.tokenizer_path, base.data.tokenizer_path,
+		       sizeof(base.data.tokenizer_path));
 	if (!s->cfg.data.bpe_vocab[0])
 		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));
 	if (!s->cfg.data.bpe_merges[0])

@@ -17,7 +17,8 @@ typedef struct clp_train_config {
 		char path[1024];     /* text file, or shard glob (format = "shards") */
 		char val_path[1024]; /* shards: validation glob; "" splits by val_fraction */
 		char format[16];     /* text | shards */
-		char tokenizer[16];  /* byte | gpt2 */
+		char tokenizer[16];  /* byte | gpt2 | hf */
+		char tokenizer_path[1024]; /* hf: a model directory or tokenizer file */
 		char bpe_vocab[1024], bpe_merges[1024];
 		double val_fraction;
 		int shuffle;

@@ -51,4 +51,30 @@ echo '{"a": 0}' > "$work/vocab.json"; printf '#version: 0.2\n' > "$work/merges.t
   --out "$work/x.bin" "$work/a.txt" > "$work/err" 2>&1
 rc=$?
 check "[ $rc -ne 0 ] && grep -q 'vocab.json' '$work/err'" "a byte the vocabulary lacks names the file: $(tail -1 "$work/err")"
+
+# Hugging Face tokenizers by directory or file: the ids tokenizers made (fixtures/tok/golden.txt)
+fix=$(cd "$(dirname "$0")" && pwd)/fixtures/tok
+want_n=$(grep '^minilm ' "$fix/golden.txt" | wc -w); want_n=$((want_n - 1))
+"$clpipe" tokenize --tokenizer "$fix/minilm" --out "$work/m.bin" "$fix/corpus.txt" > "$work/out" 2>&1
+check "grep -q \"$want_n tokens (wordpiece tokeniser, vocabulary 30522, version 1)\" '$work/out'" \
+  "--tokenizer DIR reads MiniLM's tokenizer.json: $(tail -1 "$work/out")"
+got=$(od -An -tu2 -j1024 -v "$work/m.bin" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')
+check "[ \"minilm $got\" = \"\$(grep '^minilm ' '$fix/golden.txt')\" ]" "the shard holds tokenizers' ids"
+"$clpipe" tokenize --tokenizer "$fix/bpe_llama3/tokenizer.json" --eot --out "$work/l.bin" "$fix/corpus.txt" > /dev/null 2>&1
+"$clpipe" tokenize --tokenizer "$fix/bpe_llama3" --decode --out "$work/l.txt" "$work/l.bin" > /dev/null 2>&1
+{ printf '<|endoftext|>'; cat "$fix/corpus.txt"; } > "$work/lwant.txt"
+check "cmp -s '$work/l.txt' '$work/lwant.txt'" "byte-level BPE from tokenizer.json: --eot puts <|endoftext|> and decoding gives the text back"
+mkdir -p "$work/notok"
+"$clpipe" tokenize --tokenizer "$work/notok" --out "$work/x.bin" "$work/a.txt" > "$work/err" 2>&1
+rc=$?
+check "[ $rc -ne 0 ] && grep -q 'notok: no tokenizer here' '$work/err'" "a directory without a tokenizer is named: $(tail -1 "$work/err")"
+
+# train takes the same: a tokenizer larger than the model is refused with both figures; a path
+# and "gpt2" together are refused (both before any device is opened)
+"$clpipe" train --model.preset=bert --model.vocab=1000 --data.tokenizer_path="$fix/minilm" \
+  --data.path="$fix/corpus.txt" > "$work/err" 2>&1
+check "grep -q 'model.vocab = 1000 is smaller than the tokenizer.s 30522 symbols' '$work/err'" \
+  "a vocabulary larger than the model's is refused: $(tail -1 "$work/err")"
+"$clpipe" train --data.tokenizer=gpt2 --data.tokenizer_path="$fix/minilm" --data.path="$fix/corpus.txt" > "$work/err" 2>&1
+check "grep -q 'give one tokenizer' '$work/err'" "gpt2 and a tokenizer path together are refused"
 exit $fail
