@@ -2,8 +2,11 @@
 """Generate the committed Unicode tables of engine/data from Python's unicodedata (no build step;
 run by hand when the Unicode version should change):
 
-  python3 engine/data/gen_unicode.py > engine/data/unicode_tables.c
-      letters (general category L*) and numbers (N*): GPT-2's pre-tokeniser's \\p{L} and \\p{N}
+  /work/cache/tok-venv/bin/python engine/data/gen_unicode.py > engine/data/unicode_tables.c
+      letters (general category L*) and numbers (N*): the pre-tokenisers' \\p{L} and \\p{N};
+      unicodedata's, plus the code points that Hugging Face `tokenizers`' regex engine
+      (Oniguruma, a newer Unicode) also puts in those classes, probed (it has only additions:
+      letters and numbers assigned after Unicode 14), so the split patterns match its pieces
   /work/cache/tok-venv/bin/python engine/data/gen_unicode.py bert > engine/data/unicode_bert.c
       what BERT's normaliser and pre-tokeniser ask of a character, probed from Hugging Face
       `tokenizers` itself (pip install tokenizers) for every code point: the nonspacing marks
@@ -13,7 +16,10 @@ run by hand when the Unicode version should change):
       are kept, marks and format characters assigned since are not recognised), so
       unicodedata's categories would not give its ids.
   python3 engine/data/gen_unicode.py nfd > engine/data/unicode_nfd.c
-      canonical decompositions (one level; applied recursively) and combining classes, for NFD"""
+      canonical decompositions (one level; applied recursively) and combining classes, for NFD
+  python3 engine/data/gen_unicode.py nfc > engine/data/unicode_nfc.c
+      the canonical compositions NFC makes: (first, second, composite) for every two-character
+      decomposition whose composite NFC keeps (composition exclusions left out), by pair"""
 import sys
 import unicodedata
 
@@ -83,9 +89,20 @@ def header():
 mode = sys.argv[1] if len(sys.argv) > 1 else "classes"
 header()
 if mode == "classes":
-    print(table("clp_uni_letters", ranges(cat("L"))))
+    import tokenizers
+    from tokenizers import Regex, pre_tokenizers
+
+    def probed(cls):
+        sp = pre_tokenizers.Split(Regex(r"\p{" + cls + "}"), behavior="removed")
+        return {cp for cp in range(0x110000)
+                if not 0xD800 <= cp <= 0xDFFF and sp.pre_tokenize_str(chr(cp)) == []}
+
+    extra_l, extra_n = probed("L"), probed("N")
+    print(f"/* Plus the letters and numbers tokenizers {tokenizers.__version__}'s regex knows "
+          "(probed). */")
+    print(table("clp_uni_letters", ranges(lambda cp: cat("L")(cp) or cp in extra_l)))
     print()
-    print(table("clp_uni_numbers", ranges(cat("N"))))
+    print(table("clp_uni_numbers", ranges(lambda cp: cat("N")(cp) or cp in extra_n)))
 elif mode == "bert":
     import tokenizers
     from tokenizers import normalizers, pre_tokenizers
@@ -137,5 +154,16 @@ elif mode == "nfd":
                 ccc.append((cp, cp, c))
     print(rows("clp_uni_ccc_tab", "uint32_t", ccc, 4,
                lambda r: f"0x{r[0]:x}, 0x{r[1]:x}, {r[2]},"))
+elif mode == "nfc":
+    comp = []
+    for cp in range(0x110000):
+        d = unicodedata.decomposition(chr(cp))
+        if d and not d.startswith("<"):
+            parts = [int(x, 16) for x in d.split()]
+            if len(parts) == 2 and unicodedata.normalize("NFC", chr(cp)) == chr(cp):
+                comp.append((parts[0], parts[1], cp))
+    comp.sort()
+    print(rows("clp_uni_comp", "uint32_t", comp, 4,
+               lambda r: f"0x{r[0]:x}, 0x{r[1]:x}, 0x{r[2]:x},"))
 else:
-    sys.exit(f"gen_unicode.py: unknown table set '{mode}' (classes, bert or nfd)")
+    sys.exit(f"gen_unicode.py: unknown table set '{mode}' (classes, bert, nfd or nfc)")

@@ -475,15 +475,81 @@ static size_t split(const clp_tok *t, const char *text, size_t len, size_t i)
 	}
 }
 
+/* tokenizer.json's NFC normaliser: text[0..len) in NFC into a malloc()ed *out. Invalid UTF-8
+ * bytes pass through unchanged (as starters that compose with nothing). Composition never
+ * crosses two ASCII bytes in a row, so the text is normalised in chunks cut there. */
+static clp_status nfc_text(const char *text, size_t len, char **out, size_t *olen)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t cap = 0, ocap = len + 16, w = 0;
+	int32_t *cps = NULL;
+	char *o = malloc(ocap);
+
+	if (!o)
+		return clp_error(CLP_ERR_NOMEM, "out of memory normalising %zu bytes", len);
+	for (size_t i = 0; i < len;) {
+		size_t e = len - i > 65536 ? i + 65536 : len, n = 0;
+
+		while (e < len && !(s[e] < 0x80 && s[e - 1] < 0x80))
+			e++;
+		if (cap < e - i) {
+			free(cps);
+			cap = e - i;
+			if (!(cps = malloc(cap * sizeof(*cps))))
+				break;
+		}
+		for (size_t k = i; k < e;) {
+			int32_t c;
+			int l = clp_utf8_decode(s + k, e - k, &c);
+
+			cps[n++] = c < 0 ? -1 - (int32_t)s[k] : c;
+			k += (size_t)l;
+		}
+		n = clp_uni_nfc(&cps, n, &cap);
+		if (n == (size_t)-1)
+			break;
+		if (w + 4 * n > ocap) {
+			char *g = realloc(o, 2 * (w + 4 * n));
+
+			if (!g)
+				break;
+			o = g;
+			ocap = 2 * (w + 4 * n);
+		}
+		for (size_t k = 0; k < n; k++) {
+			if (cps[k] < 0)
+				o[w++] = (char)(-1 - cps[k]);
+			else
+				w += (size_t)clp_utf8_encode(cps[k], (unsigned char *)o + w);
+		}
+		i = e;
+		if (i == len) {
+			free(cps);
+			*out = o;
+			*olen = w;
+			return CLP_OK;
+		}
+	}
+	free(cps);
+	free(o);
+	return clp_error(CLP_ERR_NOMEM, "out of memory normalising %zu bytes", len);
+}
+
 clp_status clp_tok_gpt2_encode(clp_tok *t, const char *text, size_t len, clp_ids *out)
 {
-	char *tmp = NULL;
+	char *tmp = NULL, *norm = NULL;
 	clp_status s = CLP_OK;
 
+	if (t->nfc) {
+		CLP_TRY(nfc_text(text, len, &norm, &len));
+		text = norm;
+	}
 	if (t->add_prefix_space && len > 0 && text[0] != ' ') { /* ByteLevel(add_prefix_space) */
 		tmp = malloc(len + 1);
-		if (!tmp)
+		if (!tmp) {
+			free(norm);
 			return clp_error(CLP_ERR_NOMEM, "out of memory encoding %zu bytes", len);
+		}
 		tmp[0] = ' ';
 		memcpy(tmp + 1, text, len);
 		text = tmp;
@@ -496,5 +562,6 @@ clp_status clp_tok_gpt2_encode(clp_tok *t, const char *text, size_t len, clp_ids
 		i = e;
 	}
 	free(tmp);
+	free(norm);
 	return s;
 }

@@ -44,7 +44,7 @@ struct clp_tok {
 
 	/* byte-level BPE (gpt2, bpe) */
 	char *vocab_path;
-	int split, add_prefix_space, ignore_merges;
+	int split, add_prefix_space, ignore_merges, nfc;
 	int32_t byte_id[256]; /* id of each single-byte token, -1 if the vocabulary lacks it */
 	clp_smap tok2id;      /* token bytes -> id (wordpiece: the token as written) */
 	clp_umap merges;      /* (left << 32 | right) -> (rank << 32 | merged id) */

@@ -1,6 +1,7 @@
-/* Hugging Face tokenizer.json: byte-level BPE (GPT-2, LLaMA-3, Qwen2 pre-tokenisers) and
+/* Hugging Face tokenizer.json: byte-level BPE (GPT-2, LLaMA-3, Qwen2 pre-tokenisers; no
+ * normaliser or NFC) and
  * WordPiece (BertNormalizer, BertPreTokenizer). Whatever else the file names (a Unigram model,
- * an NFC normaliser, a Metaspace pre-tokeniser, a Split pattern not known here, ...) is refused
+ * an NFKC normaliser, a Metaspace pre-tokeniser, a Split pattern not known here, ...) is refused
  * with the field and the value, never approximated. The post-processor is not read: clpipe
  * inserts [CLS]/[SEP] or end-of-text ids itself. */
 #include "engine/data/tok_internal.h"
@@ -314,8 +315,10 @@ static clp_status load(clp_tok *t, const char *file, const json_t *root)
 		t->kind = CLP_TOK_BPE;
 		CLP_TRY(type_of(file, "normalizer", json_object_get(root, "normalizer"), pre,
 				sizeof(pre)));
-		if (pre[0])
-			return refuse(file, "normalizer.type", pre, "no normaliser for BPE");
+		if (!strcmp(pre, "NFC"))
+			t->nfc = 1;
+		else if (pre[0])
+			return refuse(file, "normalizer.type", pre, "NFC or null for BPE");
 		CLP_TRY(bpe_pre(t, file, root));
 		CLP_TRY(bpe_model(t, file, model));
 	} else {

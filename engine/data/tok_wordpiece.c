@@ -63,30 +63,6 @@ static int is_punct(int32_t c)
 	return clp_uni_is_punct(c);
 }
 
-static int put_utf8(int32_t c, unsigned char *o)
-{
-	if (c < 0x80) {
-		o[0] = (unsigned char)c;
-		return 1;
-	}
-	if (c < 0x800) {
-		o[0] = (unsigned char)(0xc0 | c >> 6);
-		o[1] = (unsigned char)(0x80 | (c & 0x3f));
-		return 2;
-	}
-	if (c < 0x10000) {
-		o[0] = (unsigned char)(0xe0 | c >> 12);
-		o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-		o[2] = (unsigned char)(0x80 | (c & 0x3f));
-		return 3;
-	}
-	o[0] = (unsigned char)(0xf0 | c >> 18);
-	o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
-	o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
-	o[3] = (unsigned char)(0x80 | (c & 0x3f));
-	return 4;
-}
-
 /* BertNormalizer over text[0..len) into *b (a, c are scratch). */
 static int normalize(const clp_tok *t, const char *text, size_t len, cpbuf *b, cpbuf *a)
 {
@@ -180,7 +156,7 @@ static clp_status word(clp_tok *t, const int32_t *w, size_t n, clp_ids *out)
 	key = bytes + 4 * n;
 	for (size_t i = 0; i < n; i++) {
 		boff[i] = nb;
-		nb += (size_t)put_utf8(w[i], bytes + nb);
+		nb += (size_t)clp_utf8_encode(w[i], bytes + nb);
 	}
 	boff[n] = nb;
 	for (size_t start = 0; start < n;) {

@@ -43,6 +43,30 @@ invalid:
 	return 1;
 }
 
+int clp_utf8_encode(int32_t c, unsigned char *o)
+{
+	if (c < 0x80) {
+		o[0] = (unsigned char)c;
+		return 1;
+	}
+	if (c < 0x800) {
+		o[0] = (unsigned char)(0xc0 | c >> 6);
+		o[1] = (unsigned char)(0x80 | (c & 0x3f));
+		return 2;
+	}
+	if (c < 0x10000) {
+		o[0] = (unsigned char)(0xe0 | c >> 12);
+		o[1] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+		o[2] = (unsigned char)(0x80 | (c & 0x3f));
+		return 3;
+	}
+	o[0] = (unsigned char)(0xf0 | c >> 18);
+	o[1] = (unsigned char)(0x80 | ((c >> 12) & 0x3f));
+	o[2] = (unsigned char)(0x80 | ((c >> 6) & 0x3f));
+	o[3] = (unsigned char)(0x80 | (c & 0x3f));
+	return 4;
+}
+
 static int in_ranges(const uint32_t (*r)[2], int n, int32_t cp)
 {
 	int lo = 0, hi = n - 1;

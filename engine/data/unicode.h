@@ -11,6 +11,8 @@
  * sequence, an overlong form or a surrogate yields length 1 and *cp = -1, so every byte of any
  * input is consumed exactly once. */
 int clp_utf8_decode(const unsigned char *s, size_t n, int32_t *cp);
+/* Encode a code point (0..0x10FFFF) to o (4 bytes room); returns the length. */
+int clp_utf8_encode(int32_t cp, unsigned char *o);
 
 int clp_uni_is_letter(int32_t cp);
 int clp_uni_is_number(int32_t cp);
@@ -35,6 +37,11 @@ int clp_uni_ccc(int32_t cp);
  * A code point decomposes to at most 4. */
 size_t clp_uni_nfd(const int32_t *in, size_t n, int32_t *out, size_t cap);
 
+/* NFC of n code points in place (NFD first, then canonical composition, Hangul included); a
+ * negative code point is a starter that composes with nothing. Returns the new count, or
+ * (size_t)-1 when out of memory. */
+size_t clp_uni_nfc(int32_t **cps, size_t n, size_t *cap);
+
 extern const uint32_t clp_uni_letters[][2];
 extern const int clp_uni_letters_n;
 extern const uint32_t clp_uni_numbers[][2];
@@ -50,6 +57,8 @@ extern const int32_t clp_uni_lower_tab[];   /* (first, last, step, delta) quadru
 extern const int clp_uni_lower_tab_n;
 extern const uint32_t clp_uni_decomp[]; /* (cp, first, second or 0) triples, by cp */
 extern const int clp_uni_decomp_n;
+extern const uint32_t clp_uni_comp[];   /* (first, second, composite) triples, by pair */
+extern const int clp_uni_comp_n;
 extern const uint32_t clp_uni_ccc_tab[];    /* (first, last, class) triples */
 extern const int clp_uni_ccc_tab_n;
 
