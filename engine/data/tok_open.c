@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cl/json_util.h"
+#include "cl/base/json_util.h"
 
 static const char *const role_key[CLP_TOK_NROLES] = {
 	"unk_token", "pad_token", "cls_token", "sep_token", "mask_token", "bos_token", "eos_token",

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/data/unicode.h"
 
 enum { CHUNK = 1 << 16 }; /* text is normalised this many bytes at a time, cut at a space */

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cl/durable.h"
+#include "cl/base/durable.h"
 #include "engine/data/tokenizer.h"
 #include "tests/data/testutil.h"
 
