@@ -21,7 +21,7 @@ static const struct alias aliases[] = {
 	{"--data", "data.path", NULL},       {"--ckpt", "sample.ckpt", NULL},
 	{"--prompt", "sample.prompt", NULL}, {"--length", "sample.length", NULL},
 	{"--temperature", "sample.temperature", NULL}, {"--top-k", "sample.top_k", NULL},
-	{"--preset", "model.preset", NULL},
+	{"--preset", "model.preset", NULL}, {"--init", "train.init", NULL},
 };
 
 static void help(const char *cmd)
@@ -45,7 +45,8 @@ static void help(const char *cmd)
 		       "Generates text from a checkpoint or a Hugging Face model directory (its\n"
 		       "config.json gives the model; gpt2 and llama). --temperature 0 is greedy.\n");
 	printf("\nshortcuts: --resume --device --log --steps --data --ckpt --prompt --length\n"
-	       "           --temperature --top-k --preset (for ckpt.resume, train.device, ...)\n\n"
+	       "           --temperature --top-k --preset --init (for ckpt.resume, train.device,\n"
+	       "           ..., train.init)\n\n"
 	       "settings (any can be given in the file or as --section.key=value):\n");
 	clp_cfg_help(&clp_train_schema, stdout);
 }

@@ -238,12 +238,6 @@ int sess_rank(const clp_session *s)
 	return s->comm ? clp_comm_rank(s->comm) : 0;
 }
 
-static void shape_of(const clp_tensor_desc *d, int64_t *shape)
-{
-	shape[0] = (int64_t)d->shape[0];
-	shape[1] = (int64_t)d->shape[1];
-}
-
 /* Add the tensors this rank saves (host copies kept in *bufs until the write). */
 static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs, int *nbufs)
 {
@@ -376,46 +370,6 @@ clp_status sess_save(clp_session *s)
 	return st;
 }
 
-/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name (under any of
- * the names transformers' layouts use: clp_hf_read). */
-static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim)
-{
-	const clp_param_table *t = clp_stage_table(stage);
-	clp_status st = CLP_OK;
-
-	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
-		const clp_tensor_desc *d = &t->tensors[i];
-		float *buf = malloc(d->numel * sizeof(float));
-		int64_t shape[2];
-
-		if (!buf)
-			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s", d->name);
-		shape_of(d, shape);
-		st = clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape);
-		if (st == CLP_OK)
-			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
-		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
-			st = clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name,
-					 k == 1 ? ".exp_avg" : ".exp_avg_sq", buf, d->ndim, shape);
-			if (st == CLP_OK)
-				st = clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i,
-						     buf);
-		}
-		free(buf);
-	}
-	return st;
-}
-
-/* Every stage this process holds. */
-static clp_status load_tensors(clp_session *s, clp_ckpt *c, int optim)
-{
-	if (s->st)
-		return load_stage(s->st, c, s->m.preset, optim);
-	for (int i = 0; i < clp_exec_nstages(s->ex); i++)
-		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, s->m.preset, optim));
-	return CLP_OK;
-}
-
 static clp_status check_identity(clp_session *s, clp_ckpt *c)
 {
 	char vals[8][32];
@@ -454,7 +408,7 @@ static clp_status resume(clp_session *s)
 		fprintf(s->out, "%s", clp_ckpt_notes(c));
 	st = check_identity(s, c);
 	if (st == CLP_OK)
-		st = load_tensors(s, c, 1);
+		st = sess_load_tensors(s, c, 1);
 	if (st == CLP_OK)
 		st = clp_exec_optim_load(s->ex, c);
 	if (st == CLP_OK && (v = clp_ckpt_meta(c, "data.pos")))
@@ -478,62 +432,6 @@ static clp_status resume(clp_session *s)
 	}
 	clp_ckpt_close(c);
 	return st;
-}
-
-/* For eval and sample: the checkpoint's stored config gives the model (and tokenizer). */
-static clp_status config_from_ckpt(clp_session *s, clp_ckpt **cp)
-{
-	const char *text;
-	clp_train_config base;
-	char origin[CLP_CFG_ORIGIN_LEN];
-	clp_status st;
-
-	if (!s->cfg.sample.ckpt[0])
-		return clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
-				 "--sample.ckpt=DIR)");
-	CLP_TRY(clp_ckpt_open(cp, s->cfg.sample.ckpt));
-	text = clp_ckpt_meta(*cp, "config");
-	if (!text) { /* a foreign file: its config.json, else the command line, gives the model */
-		int found;
-
-		return clp_hf_config_apply(clp_ckpt_path(*cp), &s->cfg, &found);
-	}
-	CLP_TRY(clp_cfg_defaults(&clp_train_schema, &base));
-	st = clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(*cp));
-	if (st != CLP_OK)
-		return clp_error_context(st, "the config stored in the checkpoint: ");
-	snprintf(origin, sizeof(origin), "%s (stored config)", clp_ckpt_path(*cp));
-	for (int i = 0; i < clp_train_schema.nfields; i++) {
-		const char *key = clp_train_schema.fields[i].key;
-		char v[256];
-
-		if (strncmp(key, "model.", 6))
-			continue;
-		clp_cfg_get(&clp_train_schema, &base, key, v, sizeof(v));
-		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
-	}
-	memcpy(s->cfg.data.tokenizer, base.data.tokenizer, sizeof(base.data.tokenizer));
-	if (!s->cfg.data.tokenizer_path[0])
-		memcpy(s->cfg.data.tokenizer_path, base.data.tokenizer_path,
-		       sizeof(base.data.tokenizer_path));
-	if (!s->cfg.data.bpe_vocab[0])
-		memcpy(s->cfg.data.bpe_vocab, base.data.bpe_vocab, sizeof(base.data.bpe_vocab));
-	if (!s->cfg.data.bpe_merges[0])
-		memcpy(s->cfg.data.bpe_merges, base.data.bpe_merges, sizeof(base.data.bpe_merges));
-	if (!s->cfg.data.path[0]) {
-		memcpy(s->cfg.data.path, base.data.path, sizeof(base.data.path));
-		memcpy(s->cfg.data.format, base.data.format, sizeof(base.data.format));
-		memcpy(s->cfg.data.val_path, base.data.val_path, sizeof(base.data.val_path));
-		s->cfg.data.val_fraction = base.data.val_fraction;
-	}
-	if (!s->cfg.train.seq || s->cfg.train.seq > s->cfg.model.ctx)
-		s->cfg.train.seq = base.train.seq;
-	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
-		/* the stage map the model was trained with, for sample.skip_stages */
-		s->cfg.pipeline.stages = base.pipeline.stages;
-		s->cfg.pipeline.layers = base.pipeline.layers;
-	}
-	return CLP_OK;
 }
 
 /* ---- open and close --------------------------------------------------------------------------- */
@@ -771,8 +669,13 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	if (st == CLP_OK)
 		clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
 						       ? 3600.0 : s->cfg.pipeline.deadline);
-	if (st == CLP_OK && mode != CLP_SESSION_TRAIN)
-		st = config_from_ckpt(s, &ck);
+	if (st == CLP_OK && mode != CLP_SESSION_TRAIN && !s->cfg.sample.ckpt[0])
+		st = clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
+			       "--sample.ckpt=DIR)");
+	if (st == CLP_OK && (mode != CLP_SESSION_TRAIN || s->cfg.train.init[0]))
+		st = sess_config_from(s, mode == CLP_SESSION_TRAIN ? s->cfg.train.init
+								   : s->cfg.sample.ckpt,
+				      mode == CLP_SESSION_TRAIN, &ck);
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
 	s->prec = sess_precision(&s->cfg);
 	if (st == CLP_OK)
@@ -803,10 +706,15 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
 		st = open_model(s);
 	}
-	if (st == CLP_OK && ck) {
+	if (st == CLP_OK && ck && mode == CLP_SESSION_TRAIN) /* train.init: weights only */
+		st = sess_load_init(s, ck, 0);
+	else if (st == CLP_OK && ck) {
 		st = check_identity(s, ck);
-		if (st == CLP_OK)
-			st = load_tensors(s, ck, 0);
+		/* a foreign file may lack the head (BertModel): initialised, and said */
+		if (st == CLP_OK && !clp_ckpt_meta(ck, "config"))
+			st = sess_load_init(s, ck, 1);
+		else if (st == CLP_OK)
+			st = sess_load_tensors(s, ck, 0);
 	}
 	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
 		if (!s->cfg.ckpt.dir[0])

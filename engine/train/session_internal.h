@@ -58,6 +58,17 @@ struct clp_session {
 };
 
 clp_status sess_save(clp_session *s);
+/* session_load.c: open the checkpoint or model directory at path and take the model (and the
+ * tokenizer; eval and sample: also the data and stage map when not given) from its stored
+ * config or config.json, each setting checked against the configured one. train: for
+ * train.init. */
+clp_status sess_config_from(clp_session *s, const char *path, int train, clp_ckpt **cp);
+/* Every stage's parameters (optim: and AdamW moments) from c, strictly. */
+clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
+/* train.init (and eval of a foreign file): the parameters c holds, shapes checked; those it
+ * lacks keep their initialisation and are listed by name in one line, the file's tensors the
+ * model does not use in another. heads_only: only head tensors may be missing. */
+clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

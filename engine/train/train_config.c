@@ -61,6 +61,10 @@ static const clp_cfg_field fields[] = {
 	F(train.device, "train.device", CLP_CFG_STRING, "\"\"",
 	  "device selector, or one per local rank: \"0,1\" (\"\": CLPIPE_DEVICE, else by local "
 	  "rank)", 0, 0, NULL),
+	F(train.init, "train.init", CLP_CFG_STRING, "\"\"",
+	  "start from these weights: a Hugging Face model directory, a checkpoint or a "
+	  ".safetensors file (its config.json gives the model; optimizer, step and data start "
+	  "fresh)", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
 	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),

@@ -1,0 +1,141 @@
+#!/bin/bash
+# clpipe train --init (train.init) from directories transformers wrote (tests/hf/fixtures) and
+# from clpipe's own checkpoints: (1) every family with its head (gpt2, llama, bert) and a
+# BertModel without one (bert_base): a run with optim.lr = 0 evaluates exactly as `clpipe eval`
+# of the directory (the weights are the file's; the head a BertModel lacks is initialised and
+# listed in one line, its pooler listed as unused); the directory's vocab.txt is the tokenizer;
+# (2) a 2-stage 1F1B pipeline started from --init gives the one-device losses; (3) a run from
+# --init checkpoints, resumes bitwise and exports; a clpipe checkpoint is an --init source;
+# (4) refusals: a flag contradicting config.json (both values named), a tensor of another shape
+# (tensor and both shapes named), a directory without weights.
+# Usage: test_hf_init.sh CLPIPE
+set -euo pipefail
+clpipe=$1
+here=$(cd "$(dirname "$0")" && pwd)
+fx=$here/fixtures
+corpus=$here/corpus.txt
+work=$(mktemp -d /tmp/clpipe-hfinit-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+common=(--data "$corpus" --train.batch=2 --eval.every=0 --eval.batches=0)
+loss_of() { python3 -c 'import json,sys; print(repr(json.load(open(sys.argv[1]))["loss"]))' "$1"; }
+val_of() { # the last evaluation of a JSON-lines log
+	python3 -c 'import json,sys
+r=[json.loads(l) for l in open(sys.argv[1])]
+print(repr([x for x in r if x["event"]=="eval"][-1]["val_loss"]))' "$1"
+}
+
+# 1. the weights are the file's: lr 0 keeps them, so the run's evaluation is eval's
+for m in gpt2 llama bert bert_base; do
+	"$clpipe" eval --ckpt "$fx/$m" "${common[@]}" --json >"$work/$m-eval.json" 2>"$work/$m-eval.err"
+	"$clpipe" train --init "$fx/$m" "${common[@]}" --train.steps=1 --optim.lr=0 \
+		--log "$work/$m.log" >"$work/$m.out"
+	a=$(loss_of "$work/$m-eval.json")
+	b=$(val_of "$work/$m.log")
+	[ "$a" = "$b" ] || { echo "FAIL: $m: eval $a, train --init (lr 0) $b"; exit 1; }
+	grep -q "^init: weights from $fx/$m (optimizer state, step and data position start fresh)" \
+		"$work/$m.out"
+	echo "$m: train --init evaluates as clpipe eval of the directory: $a"
+done
+for m in gpt2 llama bert; do # a whole model: nothing missing, nothing unused
+	if grep -q "^init: .* tensors\? \(not in the file\|of the file not used\)" "$work/$m.out"; then
+		echo "FAIL: $m: a whole model's file reported missing or unused tensors"; exit 1
+	fi
+done
+# BertModel: the masked-LM head initialised and listed in one line, the pooler unused
+grep -qx "init: 5 tensors not in the file, initialised: cls.predictions.transform.dense.weight, cls.predictions.transform.dense.bias, cls.predictions.transform.LayerNorm.weight, cls.predictions.transform.LayerNorm.bias, cls.predictions.bias" \
+	"$work/bert_base.out"
+grep -qx "init: 2 tensors of the file not used: pooler.dense.bias, pooler.dense.weight" \
+	"$work/bert_base.out"
+grep -q "^init: the loss is that of an untrained head" "$work/bert_base-eval.err"
+grep -q '^tokenizer = "hf"  # .*bert_base/vocab.txt' "$work/bert_base.out"
+# it fine-tunes: the loss falls on the corpus
+"$clpipe" train --init "$fx/bert_base" --data "$corpus" --train.batch=4 --train.steps=30 \
+	--optim.lr=3e-3 --optim.warmup=1 --eval.every=0 --eval.batches=0 --log "$work/ft.log" >/dev/null
+python3 - "$work/ft.log" <<'PY'
+import json, sys
+r = [json.loads(l) for l in open(sys.argv[1])]
+s = [x["loss"] for x in r if x["event"] == "step"]
+first, last = sum(s[:5]) / 5, sum(s[-5:]) / 5
+assert last < first, (first, last)
+print(f"bert_base: fine-tuning from --init, mean loss of steps 1-5 {first:.3f}, 26-30 {last:.3f}")
+PY
+
+# 2. a pipeline from --init equals one device
+pipe=(--init "$fx/gpt2" --data "$corpus" --train.batch=2 --train.micro_batches=2 --train.steps=3
+      --eval.every=0 --eval.batches=2 --pipeline.deterministic=true --optim.warmup=1)
+"$clpipe" train "${pipe[@]}" --log "$work/one.log" >/dev/null
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+	POCL_MAX_PTHREAD_COUNT=1 timeout 300 mpirun -np 2 "$clpipe" train "${pipe[@]}" \
+	--pipeline.stages=2 --pipeline.schedule=1f1b --log "$work/two.log" >"$work/two.out" 2>&1 ||
+	{ cat "$work/two.out"; exit 1; }
+python3 - "$work/one.log" "$work/two.log" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+la = [x["loss"] for x in a if x["event"] == "step"]
+lb = [x["loss"] for x in b if x["event"] == "step"]
+assert len(la) == len(lb) == 3, (la, lb)
+for x, y in zip(la, lb):
+    assert abs(x - y) <= 1e-6 * abs(x), (la, lb)
+print(f"gpt2 --init: 2-stage 1f1b losses {lb} = one device {la} (within 1e-6 relative)")
+PY
+
+# 3. checkpoints of an --init run resume bitwise and export; a checkpoint is an --init source
+run=(--init "$fx/llama" --data "$corpus" --train.batch=2 --eval.every=0 --eval.batches=1
+     --optim.warmup=1)
+"$clpipe" train "${run[@]}" --train.steps=4 --log "$work/full.log" >/dev/null
+"$clpipe" train "${run[@]}" --train.steps=2 --ckpt.dir="$work/ck" >/dev/null
+"$clpipe" train "${run[@]}" --train.steps=4 --ckpt.dir="$work/ck" --resume \
+	--log "$work/res.log" >"$work/res.out"
+grep -q "resumed from .*step-00000002 at step 2" "$work/res.out"
+python3 - "$work/full.log" "$work/res.log" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+la = {x["step"]: x["loss"] for x in a if x["event"] == "step"}
+lb = {x["step"]: x["loss"] for x in b if x["event"] == "step"}
+assert lb and all(la[k] == v for k, v in lb.items()), (la, lb)
+print(f"llama --init: resumed at step 2, steps 3-4 bitwise as the uninterrupted run: {lb}")
+PY
+"$clpipe" export --dtype fp32 "$work/ck/step-00000004" "$work/exported" >/dev/null
+x=$("$clpipe" eval --ckpt "$work/ck/step-00000004" "${common[@]}" --json)
+y=$("$clpipe" eval --ckpt "$work/exported" "${common[@]}" --json)
+[ "$x" = "$y" ] || { echo "FAIL: checkpoint $x, its export $y"; exit 1; }
+"$clpipe" train --init "$work/ck" "${common[@]}" --train.steps=1 --optim.lr=0 \
+	--log "$work/again.log" >"$work/again.out"
+[ "$(val_of "$work/again.log")" = "$(python3 -c 'import json,sys; print(repr(json.loads(sys.argv[1])["loss"]))' "$x")" ]
+grep -q '^n_head = 2  # .*(stored config)' "$work/again.out"
+echo "llama --init: the checkpoint exports, and starts another run with its stored config"
+
+# 4. refusals, by name
+if "$clpipe" train --init "$fx/gpt2" --data "$corpus" --model.n_head=4 >/dev/null 2>"$work/err"; then
+	echo "FAIL: --model.n_head=4 against a 2-head config.json was accepted"; exit 1
+fi
+grep -q "model.n_head = 4 (command line --model.n_head) contradicts model.n_head = 2 (.*config.json n_head)" \
+	"$work/err" || { cat "$work/err"; exit 1; }
+mkdir "$work/wide"
+python3 - "$fx/gpt2" "$work/wide" <<'PY'
+import json, shutil, struct, sys
+src, dst = sys.argv[1:3]
+shutil.copy(src + "/config.json", dst)
+with open(src + "/model.safetensors", "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+    data = f.read()
+t = h["transformer.wpe.weight"]  # (16, 8) stored as (8, 16)
+t["shape"] = [t["shape"][1], t["shape"][0]]
+b = json.dumps(h).encode()
+b += b" " * (-len(b) % 8)
+open(dst + "/model.safetensors", "wb").write(struct.pack("<Q", len(b)) + b + data)
+PY
+if "$clpipe" train --init "$work/wide" --data "$corpus" --train.steps=1 >/dev/null 2>"$work/err"; then
+	echo "FAIL: a tensor of another shape was accepted"; exit 1
+fi
+grep -q 'tensor "transformer.wpe.weight" has shape \[8, 16\] there.*\[16, 8\]' "$work/err" ||
+	{ cat "$work/err"; exit 1; }
+mkdir "$work/empty"
+cp "$fx/gpt2/config.json" "$work/empty/"
+if "$clpipe" train --init "$work/empty" --data "$corpus" --train.steps=1 >/dev/null 2>"$work/err"; then
+	echo "FAIL: a directory without weights was accepted"; exit 1
+fi
+grep -q "$work/empty" "$work/err" || { cat "$work/err"; exit 1; }
+echo "init refusals: a contradicting flag, a tensor of another shape, no weights: each named"
+echo "hf init: ok"
