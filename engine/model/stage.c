@@ -336,6 +336,7 @@ void clp_stage_free(clp_stage *st)
 	clp_cl_block_free(st->rmem);
 	free(st->global_index);
 	free(st->skip);
+	free(st->frozen);
 	clp_param_table_free(&st->tab);
 	free(st);
 }
@@ -653,14 +654,31 @@ clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_
 				  float gscale)
 {
 	for (int i = 0; i < st->tab.ntensors; i++)
-		CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
-					    clp_stage_tensor(st, CLP_ST_GRAD, i),
-					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
-					    stats, gscale));
+		if (!clp_stage_frozen(st, i))
+			CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
+						    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
+						    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
+						    clp_stage_tensor(st, CLP_ST_GRAD, i),
+						    st->tab.tensors[i].numel, hp,
+						    st->tab.tensors[i].decay, stats, gscale));
 	/* a skipped (non-finite) step left the masters as they were: the copy is too */
 	return clp_stage_refresh_values(st);
+}
+
+clp_status clp_stage_set_frozen(clp_stage *st, int tensor, int frozen)
+{
+	if (tensor < 0 || tensor >= st->tab.ntensors)
+		return clp_error(CLP_ERR_INVALID, "freeze: tensor %d of a stage of %d", tensor,
+				 st->tab.ntensors);
+	if (!st->frozen && !(st->frozen = calloc((size_t)st->tab.ntensors, 1)))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	st->frozen[tensor] = frozen != 0;
+	return CLP_OK;
+}
+
+int clp_stage_frozen(const clp_stage *st, int tensor)
+{
+	return st->frozen && tensor >= 0 && tensor < st->tab.ntensors && st->frozen[tensor];
 }
 
 clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)

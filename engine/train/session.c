@@ -716,6 +716,8 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		else if (st == CLP_OK)
 			st = sess_load_tensors(s, ck, 0);
 	}
+	if (st == CLP_OK && mode == CLP_SESSION_TRAIN)
+		st = sess_freeze(s);
 	if (st == CLP_OK && mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
 		if (!s->cfg.ckpt.dir[0])
 			st = clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");

@@ -69,6 +69,9 @@ clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
  * lacks keep their initialisation and are listed by name in one line, the file's tensors the
  * model does not use in another. heads_only: only head tensors may be missing. */
 clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only);
+/* session_freeze.c: train.freeze marks the matching tensors of every stage frozen (each
+ * pattern must match one; AdamW only) and says how many parameters remain trained. */
+clp_status sess_freeze(clp_session *s);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

@@ -65,6 +65,9 @@ static const clp_cfg_field fields[] = {
 	  "start from these weights: a Hugging Face model directory, a checkpoint or a "
 	  ".safetensors file (its config.json gives the model; optimizer, step and data start "
 	  "fresh)", 0, 0, NULL),
+	F(train.freeze, "train.freeze", CLP_CFG_STRING, "\"\"",
+	  "parameters not trained: name globs, comma-separated, as checkpoints name them "
+	  "(\"bert.embeddings.*,bert.encoder.layer.0.*\"); AdamW only", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
 	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),

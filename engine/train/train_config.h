@@ -32,6 +32,7 @@ typedef struct clp_train_config {
 		long seed;
 		char init[1024];     /* weights to start from: an HF model directory, a checkpoint,
 				      * a .safetensors file ("": random) */
+		char freeze[1024];   /* parameter-name globs, comma-separated: not trained */
 		char device[256];
 		char log[1024];      /* JSON lines, one per step and evaluation */
 		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */

@@ -6,8 +6,10 @@
 # listed in one line, its pooler listed as unused); the directory's vocab.txt is the tokenizer;
 # (2) a 2-stage 1F1B pipeline started from --init gives the one-device losses; (3) a run from
 # --init checkpoints, resumes bitwise and exports; a clpipe checkpoint is an --init source;
-# (4) refusals: a flag contradicting config.json (both values named), a tensor of another shape
-# (tensor and both shapes named), a directory without weights.
+# (4) train.freeze: frozen tensors bitwise unchanged after training (bf16 on one device, fp32 in
+# a 2-stage pipeline), a pattern matching nothing refused; (5) refusals: a flag contradicting
+# config.json (both values named), a tensor of another shape (tensor and both shapes named), a
+# directory without weights.
 # Usage: test_hf_init.sh CLPIPE
 set -euo pipefail
 clpipe=$1
@@ -105,7 +107,47 @@ y=$("$clpipe" eval --ckpt "$work/exported" "${common[@]}" --json)
 grep -q '^n_head = 2  # .*(stored config)' "$work/again.out"
 echo "llama --init: the checkpoint exports, and starts another run with its stored config"
 
-# 4. refusals, by name
+# 4. train.freeze: the frozen tensors are bitwise the file's after training, the others moved
+# (one device in bf16; a 2-stage pipeline in fp32 freezing GPT-2's tied embedding on both ends)
+"$clpipe" train --init "$fx/bert_base" --data "$corpus" --train.batch=2 --train.steps=3 \
+	--eval.every=0 --eval.batches=1 --train.precision=bf16 --ckpt.dir="$work/fz1" \
+	--train.freeze="bert.embeddings.*, bert.encoder.layer.0.*" >"$work/fz1.out"
+grep -q "^freeze: 21 of 42 tensors frozen (3144 of 4368 parameters); 1224 trained" "$work/fz1.out"
+OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+	POCL_MAX_PTHREAD_COUNT=1 timeout 300 mpirun -np 2 "$clpipe" train --init "$fx/gpt2" \
+	--data "$corpus" --train.batch=2 --train.micro_batches=2 --train.steps=3 --eval.every=0 \
+	--eval.batches=1 --pipeline.stages=2 --pipeline.schedule=1f1b --ckpt.dir="$work/fz2" \
+	--train.freeze="wte.weight,h.1.*" >"$work/fz2.out" 2>&1 || { cat "$work/fz2.out"; exit 1; }
+python3 - "$fx" "$work" <<'PY'
+import fnmatch, glob, json, struct, sys
+fx, work = sys.argv[1:3]
+def tensors(paths):
+    out = {}
+    for p in paths:
+        with open(p, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            h = json.loads(f.read(n))
+            d = f.read()
+        h.pop("__metadata__", None)
+        out.update({k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()})
+    return out
+for src, ck, strip, pats in (("bert_base", "fz1", "bert.", ["bert.embeddings.*", "bert.encoder.layer.0.*"]),
+                             ("gpt2", "fz2", "", ["transformer.wte.weight", "transformer.h.1.*"])):
+    a = tensors([f"{fx}/{src}/model.safetensors"])
+    b = tensors(glob.glob(sorted(glob.glob(f"{work}/{ck}/step-*"))[-1] + "/model*.safetensors"))
+    frozen = [k for k in b if any(fnmatch.fnmatch(k, p) for p in pats)]
+    assert frozen, b.keys()
+    for k in b:
+        same = a.get(k[len(strip):] if strip and k.startswith(strip) else k) == b[k]
+        assert same == (k in frozen), (src, k, same)
+    print(f"{src}: {len(frozen)} frozen tensors bitwise the file's, the other {len(b) - len(frozen)} trained")
+PY
+if "$clpipe" train --init "$fx/gpt2" --data "$corpus" --train.freeze="h.9.*" >/dev/null 2>"$work/err"; then
+	echo "FAIL: a freeze pattern matching nothing was accepted"; exit 1
+fi
+grep -q 'train.freeze: "h.9.\*" matches no parameter of the model' "$work/err" || { cat "$work/err"; exit 1; }
+
+# 5. refusals, by name
 if "$clpipe" train --init "$fx/gpt2" --data "$corpus" --model.n_head=4 >/dev/null 2>"$work/err"; then
 	echo "FAIL: --model.n_head=4 against a 2-head config.json was accepted"; exit 1
 fi

@@ -1,0 +1,117 @@
+/* train.freeze: parameter-name patterns (shell globs, comma-separated) whose tensors are not
+ * trained. A pattern matches a tensor's name as checkpoints store it (GPT-2's with and without
+ * "transformer."); each pattern must match some tensor of the model. The stages then leave
+ * frozen tensors out of the update and of the gradient norm (clp_stage_set_frozen). */
+#include "engine/train/session_internal.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/train/hf.h"
+
+/* Does tensor name match one of the n patterns (each pattern's hits counted in hits)? */
+static int matches(clp_preset p, const char *name, char (*pat)[256], int n, int *hits)
+{
+	char saved[CLP_HF_NAME];
+	int any = 0;
+
+	clp_hf_save_name(p, name, saved, sizeof(saved));
+	for (int i = 0; i < n; i++)
+		if (!fnmatch(pat[i], name, 0) || !fnmatch(pat[i], saved, 0)) {
+			hits[i]++;
+			any = 1;
+		}
+	return any;
+}
+
+static clp_status parse(const char *text, char (*pat)[256], int max, int *n)
+{
+	const char *p = text;
+
+	*n = 0;
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		size_t b = 0;
+
+		while (b < len && p[b] == ' ')
+			b++;
+		while (len > b && p[len - 1] == ' ')
+			len--;
+		if (len > b) {
+			if (*n == max || len - b >= 256)
+				return clp_error(CLP_ERR_INVALID, "train.freeze: at most %d patterns "
+						 "of at most 255 characters", max);
+			snprintf(pat[(*n)++], 256, "%.*s", (int)(len - b), p + b);
+		}
+		p += strcspn(p, ",");
+		if (*p == ',')
+			p++;
+	}
+	return CLP_OK;
+}
+
+static clp_status freeze_stage(clp_stage *st, clp_preset p, char (*pat)[256], int n)
+{
+	const clp_param_table *t = clp_stage_table(st);
+	int *hits = calloc((size_t)n + 1, sizeof(int));
+
+	if (!hits)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int i = 0; i < t->ntensors; i++)
+		if (matches(p, t->tensors[i].name, pat, n, hits)) {
+			clp_status s = clp_stage_set_frozen(st, i, 1);
+
+			if (s != CLP_OK) {
+				free(hits);
+				return s;
+			}
+		}
+	free(hits);
+	return CLP_OK;
+}
+
+clp_status sess_freeze(clp_session *s)
+{
+	char (*pat)[256] = NULL;
+	int n = 0, *hits = NULL, nfrozen = 0;
+	size_t frozen = 0;
+	clp_param_table t;
+	clp_status st;
+
+	if (!s->cfg.train.freeze[0])
+		return CLP_OK;
+	if (s->optim->kind != CLP_OPTIM_ADAMW)
+		return clp_error(CLP_ERR_UNSUPPORTED, "train.freeze with optim.name = \"%s\": "
+				 "frozen tensors are left out by AdamW only", s->cfg.optim.name);
+	pat = calloc(64, sizeof(*pat));
+	hits = calloc(64, sizeof(int));
+	st = pat && hits ? parse(s->cfg.train.freeze, pat, 64, &n)
+			 : clp_error(CLP_ERR_NOMEM, "out of host memory");
+	if (st == CLP_OK)
+		st = clp_param_table_build(&s->m, 0, clp_model_nblocks(&s->m) - 1, &t);
+	if (st != CLP_OK) {
+		free(pat);
+		free(hits);
+		return st;
+	}
+	for (int i = 0; i < t.ntensors; i++)
+		if (matches(s->m.preset, t.tensors[i].name, pat, n, hits)) {
+			nfrozen++;
+			frozen += t.tensors[i].numel;
+		}
+	for (int i = 0; st == CLP_OK && i < n; i++)
+		if (!hits[i])
+			st = clp_error(CLP_ERR_INVALID, "train.freeze: \"%s\" matches no parameter of "
+				       "the model (names as checkpoints store them, e.g. \"%s\")",
+				       pat[i], t.tensors[t.ntensors > 2 ? 2 : 0].name);
+	if (st == CLP_OK && sess_rank(s) == 0)
+		fprintf(s->out, "freeze: %d of %d tensors frozen (%zu of %zu parameters); %zu "
+			"trained\n", nfrozen, t.ntensors, frozen, t.numel, t.numel - frozen);
+	for (int i = 0; st == CLP_OK && i < clp_exec_nstages(s->ex); i++)
+		st = freeze_stage(clp_exec_stage(s->ex, i, NULL), s->m.preset, pat, n);
+	clp_param_table_free(&t);
+	free(pat);
+	free(hits);
+	return st;
+}
