@@ -88,6 +88,10 @@ static clp_status model_config(clp_session *s)
 	m->rope_theta = (float)c->model.rope_theta;
 	m->dropout = (float)c->model.dropout;
 	m->tied = c->model.tie_embeddings;
+	m->lora_r = (int)c->model.lora_r;
+	m->lora_alpha = (float)c->model.lora_alpha;
+	if (m->lora_r > 0)
+		CLP_TRY(sess_lora_mask(m, c->model.lora_targets, &m->lora_mask));
 	if (m->vocab < tv)
 		return clp_error(CLP_ERR_INVALID, "model.vocab = %d is smaller than the tokenizer's "
 				 "%d symbols", m->vocab, tv);

@@ -1,5 +1,5 @@
 /* train.freeze: parameter-name patterns (shell globs, comma-separated) whose tensors are not
- * trained. A pattern matches a tensor's name as checkpoints store it (GPT-2's with and without
+ * trained; and LoRA (model.lora_*): the linears that get adapters, the base frozen. A pattern matches a tensor's name as checkpoints store it (GPT-2's with and without
  * "transformer."); each pattern must match some tensor of the model. The stages then leave
  * frozen tensors out of the update and of the gradient norm (clp_stage_set_frozen). */
 #include "engine/train/session_internal.h"
@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/model/linear.h"
 #include "engine/train/hf.h"
 
 /* Does tensor name match one of the n patterns (each pattern's hits counted in hits)? */
@@ -51,6 +52,60 @@ static clp_status parse(const char *text, char (*pat)[256], int max, int *n)
 	return CLP_OK;
 }
 
+static int is_lora(clp_role r);
+
+static int lora_on(const clp_stage *st)
+{
+	const clp_param_table *t = clp_stage_table(st);
+
+	for (int i = 0; i < t->ntensors; i++)
+		if (is_lora(t->tensors[i].role))
+			return 1;
+	return 0;
+}
+
+static int is_lora(clp_role r)
+{
+	return r >= CLP_R_LORA_A && r <= CLP_R_LORA_LAST;
+}
+
+clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask)
+{
+	static const clp_role w[CLP_LIN_COUNT] = {CLP_R_QKV_W, CLP_R_ATT_O_W, CLP_R_FC_W,
+						  CLP_R_PROJ_W};
+	char pat[16][256];
+	int n, hits[16] = {0};
+	clp_model_config base = *m;
+	clp_param_table t;
+
+	*mask = 0;
+	CLP_TRY(parse(targets, pat, 16, &n));
+	if (n == 0) {
+		*mask = (1u << CLP_LIN_COUNT) - 1;
+		return CLP_OK;
+	}
+	base.lora_r = 0;
+	CLP_TRY(clp_model_config_resolve(&base));
+	CLP_TRY(clp_param_table_build(&base, 1, 1, &t));
+	for (int l = 0; l < CLP_LIN_COUNT; l++) {
+		int u = clp_param_unit_of(&t, w[l], 1);
+
+		for (int i = 0; u >= 0 && i < t.ntensors; i++)
+			if (t.tensors[i].unit == u &&
+			    (matches(m->preset, t.tensors[i].name, pat, n, hits) ||
+			     matches(m->preset, t.units[u].name, pat, n, hits)))
+				*mask |= 1u << l;
+	}
+	clp_param_table_free(&t);
+	for (int i = 0; i < n; i++)
+		if (!hits[i])
+			return clp_error(CLP_ERR_INVALID, "model.lora_targets: \"%s\" matches no "
+					 "linear weight of layer 0 (e.g. \"*%s\")", pat[i],
+					 m->preset == CLP_PRESET_GPT2 ? "c_attn*"
+					 : m->preset == CLP_PRESET_LLAMA ? "q_proj*" : "query*");
+	return CLP_OK;
+}
+
 static clp_status freeze_stage(clp_stage *st, clp_preset p, char (*pat)[256], int n)
 {
 	const clp_param_table *t = clp_stage_table(st);
@@ -59,7 +114,8 @@ static clp_status freeze_stage(clp_stage *st, clp_preset p, char (*pat)[256], in
 	if (!hits)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int i = 0; i < t->ntensors; i++)
-		if (matches(p, t->tensors[i].name, pat, n, hits)) {
+		if (matches(p, t->tensors[i].name, pat, n, hits) ||
+		    (lora_on(st) && !is_lora(t->tensors[i].role))) {
 			clp_status s = clp_stage_set_frozen(st, i, 1);
 
 			if (s != CLP_OK) {
@@ -79,7 +135,7 @@ clp_status sess_freeze(clp_session *s)
 	clp_param_table t;
 	clp_status st;
 
-	if (!s->cfg.train.freeze[0])
+	if (!s->cfg.train.freeze[0] && s->m.lora_r == 0)
 		return CLP_OK;
 	if (s->optim->kind != CLP_OPTIM_ADAMW)
 		return clp_error(CLP_ERR_UNSUPPORTED, "train.freeze with optim.name = \"%s\": "
@@ -96,7 +152,8 @@ clp_status sess_freeze(clp_session *s)
 		return st;
 	}
 	for (int i = 0; i < t.ntensors; i++)
-		if (matches(s->m.preset, t.tensors[i].name, pat, n, hits)) {
+		if (matches(s->m.preset, t.tensors[i].name, pat, n, hits) ||
+		    (s->m.lora_r > 0 && !is_lora(t.tensors[i].role))) {
 			nfrozen++;
 			frozen += t.tensors[i].numel;
 		}
@@ -107,7 +164,8 @@ clp_status sess_freeze(clp_session *s)
 				       pat[i], t.tensors[t.ntensors > 2 ? 2 : 0].name);
 	if (st == CLP_OK && sess_rank(s) == 0)
 		fprintf(s->out, "freeze: %d of %d tensors frozen (%zu of %zu parameters); %zu "
-			"trained\n", nfrozen, t.ntensors, frozen, t.numel, t.numel - frozen);
+			"trained%s\n", nfrozen, t.ntensors, frozen, t.numel, t.numel - frozen,
+			s->m.lora_r > 0 ? " (the LoRA adapters)" : "");
 	for (int i = 0; st == CLP_OK && i < clp_exec_nstages(s->ex); i++)
 		st = freeze_stage(clp_exec_stage(s->ex, i, NULL), s->m.preset, pat, n);
 	clp_param_table_free(&t);

@@ -72,6 +72,8 @@ clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only);
 /* session_freeze.c: train.freeze marks the matching tensors of every stage frozen (each
  * pattern must match one; AdamW only) and says how many parameters remain trained. */
 clp_status sess_freeze(clp_session *s);
+/* model.lora_targets as linears (bit l: clp_stage_linear l) of model m ("": all four). */
+clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

@@ -12,6 +12,9 @@ typedef struct clp_train_config {
 		long n_layer, d_model, n_head, n_kv_head, d_ff, vocab, ctx;
 		double norm_eps, rope_theta, dropout;
 		int tie_embeddings;  /* llama: no lm_head, the head is the token embedding */
+		long lora_r;         /* LoRA rank (0: no adapters) */
+		double lora_alpha;   /* LoRA: adapters scaled by lora_alpha / lora_r */
+		char lora_targets[256]; /* LoRA: linears by name glob ("": all four of a layer) */
 	} model;
 	struct {
 		char path[1024];     /* text file, or shard glob (format = "shards") */

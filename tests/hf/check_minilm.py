@@ -11,7 +11,8 @@ transformers (docs/TRAINING.md "fine-tuning"). Run by hand with torch + transfor
 3. transformers' BertModel on DIR and the encoder of BertForMaskedLM on the export give the
    same last hidden state on real text (WordPiece ids from the model's tokenizer.json).
 4. clpipe eval of the export on TEXT (its masked validation batches, via eval.dump) against
-   transformers' BertForMaskedLM cross-entropy on the same batches: within 1e-5 relative."""
+   transformers' BertForMaskedLM cross-entropy on the same batches: within 1e-5 relative.
+With --ckpt STEP_DIR (a fine-tuned checkpoint of the model), 4 is done on its export instead."""
 import argparse
 import json
 import os
@@ -32,8 +33,14 @@ def main():
     ap.add_argument("--data", required=True)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batches", type=int, default=4)
+    ap.add_argument("--ckpt", help="a fine-tuned checkpoint: check its export's loss only")
     a = ap.parse_args()
     w = tempfile.mkdtemp(prefix="clpipe-minilm-")
+    if a.ckpt:
+        subprocess.run([a.clpipe, "export", "--dtype", "fp32", a.ckpt, f"{w}/exp"], check=True,
+                       stdout=subprocess.PIPE)
+        mlm = BertForMaskedLM.from_pretrained(f"{w}/exp", dtype=torch.float32).eval()
+        return mlm_loss(a, w, mlm)
     run = [a.clpipe, "train", "--init", a.model, "--data", a.data, f"--train.seq={a.seq}",
            "--train.batch=8", "--train.steps=1", "--optim.lr=0", "--eval.every=0",
            "--eval.batches=1", f"--ckpt.dir={w}/ck"]
@@ -61,9 +68,14 @@ def main():
     print(f"encoder: BertModel(original) vs BertForMaskedLM(clpipe export).bert on {len(text)} "
           f"fortunes: max |diff| / max |h| = {rel:.1e}")
 
+    mlm_loss(a, w, mlm)
+
+
+def mlm_loss(a, w, mlm):
     dump = f"{w}/dump.json"
     got = json.loads(subprocess.run(
         [a.clpipe, "eval", "--ckpt", f"{w}/exp", "--data", a.data, f"--train.seq={a.seq}",
+         "--data.tokenizer_path=" + a.model,  # the export holds no tokenizer files
          "--train.batch=8", f"--eval.batches={a.batches}", "--eval.dump=" + dump, "--json"],
         check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout)
     d = json.load(open(dump))
