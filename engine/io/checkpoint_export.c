@@ -102,11 +102,18 @@ static clp_status check_out(const char *src_dir, const char *out_dir)
 
 clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors)
 {
+	return clp_ckpt_export_lora(ckpt, out_dir, dt, 0, ntensors);
+}
+
+clp_status clp_ckpt_export_lora(const char *ckpt, const char *out_dir, clp_dtype dt,
+				int merge_lora, int *ntensors)
+{
 	clp_ckpt *c = NULL;
 	clp_st_writer *w = NULL;
 	void **bufs = NULL;
 	char dir[PATH_MAX], path[PATH_MAX + 32], note[PATH_MAX + 64];
-	int n = 0, nb = 0;
+	int n = 0, nb = 0, nout = 0, nmerged = 0;
+	double scale = 0;
 	clp_status st;
 
 	if (ntensors)
@@ -131,18 +138,37 @@ clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, 
 		st = clp_error(CLP_ERR_FORMAT, "%s: no model tensors to export", clp_ckpt_path(c));
 	if (st == CLP_OK && !(bufs = calloc((size_t)n, sizeof(*bufs))))
 		st = clp_error(CLP_ERR_NOMEM, "export: out of host memory");
+	if (st == CLP_OK && merge_lora) {
+		const char *v = clp_ckpt_meta(c, "lora.scale");
+
+		scale = v ? atof(v) : 0;
+		for (int i = 0; !v && i < n; i++)
+			if (clp_ckpt_lora_adapter(clp_ckpt_tensor(c, CLP_CKPT_MODEL, i)->name)) {
+				st = clp_error(CLP_ERR_FORMAT, "%s: LoRA adapters but no lora.scale "
+					       "in its metadata", clp_ckpt_path(c));
+				break;
+			}
+	}
 	for (int i = 0; st == CLP_OK && i < n; i++) {
 		const clp_st_tensor *t = clp_ckpt_tensor(c, CLP_CKPT_MODEL, i);
 		size_t numel = (size_t)t->numel;
-		float *f = malloc((numel ? numel : 1) * sizeof(float));
+		float *f;
 		uint16_t *h = NULL;
+		int merged = 0;
 
+		if (merge_lora && clp_ckpt_lora_adapter(t->name))
+			continue;
+		f = malloc((numel ? numel : 1) * sizeof(float));
+		nout++;
 		if (!f) {
 			st = clp_error(CLP_ERR_NOMEM, "export: out of host memory for \"%s\" (%zu "
 				       "elements)", t->name, numel);
 			break;
 		}
 		st = clp_ckpt_read(c, CLP_CKPT_MODEL, t->name, f, t->ndim, t->shape);
+		if (st == CLP_OK && merge_lora)
+			st = clp_ckpt_lora_merge(c, t, f, scale, &merged);
+		nmerged += merged;
 		if (st == CLP_OK && dt == CLP_F32) {
 			bufs[nb++] = f;
 			st = clp_st_writer_add(w, t->name, f, t->ndim, t->shape);
@@ -161,7 +187,11 @@ clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, 
 		}
 		free(f);
 	}
-	snprintf(note, sizeof(note), "%s of %s", clp_dtype_name(dt), clp_ckpt_path(c));
+	if (st == CLP_OK && merge_lora && nmerged == 0)
+		st = clp_error(CLP_ERR_INVALID, "export --merge-lora: %s has no LoRA adapters",
+			       clp_ckpt_path(c));
+	snprintf(note, sizeof(note), "%s of %s%s", clp_dtype_name(dt), clp_ckpt_path(c),
+		 merge_lora ? ", LoRA merged" : "");
 	if (st == CLP_OK)
 		st = clp_st_writer_meta(w, "format", "pt");
 	if (st == CLP_OK)
@@ -175,7 +205,7 @@ clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, 
 	if (st == CLP_OK)
 		st = clp_io_fsync_dir(out_dir);
 	if (st == CLP_OK && ntensors)
-		*ntensors = n;
+		*ntensors = nout;
 	for (int i = 0; i < nb; i++)
 		free(bufs[i]);
 	free(bufs);

@@ -335,6 +335,11 @@ clp_status sess_save(clp_session *s)
 	snprintf(num, sizeof(num), "%ld", s->applied);
 	if (st == CLP_OK)
 		st = clp_ckpt_writer_meta(w, "train.applied", num);
+	if (s->m.lora_r > 0) { /* the adapters' scale, as the stage computes it */
+		snprintf(num, sizeof(num), "%.9g", (double)(s->m.lora_alpha / (float)s->m.lora_r));
+		if (st == CLP_OK)
+			st = clp_ckpt_writer_meta(w, "lora.scale", num);
+	}
 	if (s->prec == CLP_F16) { /* the dynamic loss scale and its count of good steps */
 		float scale;
 		long good;

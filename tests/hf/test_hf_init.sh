@@ -9,7 +9,8 @@
 # (4) train.freeze: frozen tensors bitwise unchanged after training (bf16 on one device, fp32 in
 # a 2-stage pipeline), a pattern matching nothing refused; (5) refusals: a flag contradicting
 # config.json (both values named), a tensor of another shape (tensor and both shapes named), a
-# directory without weights.
+# directory without weights; (6) LoRA (model.lora_r) from --init: base bitwise unchanged,
+# `export --merge-lora` evaluates as the adapter model, resume bitwise.
 # Usage: test_hf_init.sh CLPIPE
 set -euo pipefail
 clpipe=$1
@@ -147,7 +148,52 @@ if "$clpipe" train --init "$fx/gpt2" --data "$corpus" --train.freeze="h.9.*" >/d
 fi
 grep -q 'train.freeze: "h.9.\*" matches no parameter of the model' "$work/err" || { cat "$work/err"; exit 1; }
 
-# 5. refusals, by name
+# 5. LoRA from --init: the base stays bitwise the file's, the merged export evaluates as the
+# adapter model (within 1e-5 relative), an adapter run resumes bitwise
+for m in gpt2 llama bert; do
+	lora=(--init "$fx/$m" --data "$corpus" --train.batch=2 --eval.every=0 --eval.batches=1
+	      --model.lora_r=2 --model.lora_alpha=4 --optim.lr=3e-2 --optim.warmup=1)
+	"$clpipe" train "${lora[@]}" --train.steps=4 --ckpt.dir="$work/lo-$m" --log "$work/lo-$m.log" \
+		>"$work/lo-$m.out"
+	grep -q "^freeze: .* trained (the LoRA adapters)" "$work/lo-$m.out"
+	"$clpipe" export --merge-lora --dtype fp32 "$work/lo-$m" "$work/lo-$m-merged" >/dev/null
+	a=$("$clpipe" eval --ckpt "$work/lo-$m" "${common[@]}" --json)
+	b=$("$clpipe" eval --ckpt "$work/lo-$m-merged" "${common[@]}" --json 2>/dev/null)
+	python3 - "$a" "$b" "$fx/$m" "$work/lo-$m/step-00000004" "$work/lo-$m-merged" "$m" <<'PY'
+import json, struct, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+def names(p):
+    with open(p + "/model.safetensors", "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        h = json.loads(f.read(n))
+        d = f.read()
+    h.pop("__metadata__", None)
+    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items()}
+src, ck, mg = names(sys.argv[3]), names(sys.argv[4]), names(sys.argv[5])
+lora = [k for k in ck if ".lora_" in k]
+assert len(lora) == 16 and not any(".lora_" in k for k in mg), (lora, mg.keys())
+for k, v in ck.items():  # the base tensors are the file's, bit for bit
+    if ".lora_" not in k:
+        assert src.get(k, src.get(k.replace("transformer.", "", 1))) == v, k
+rel = abs(a["loss"] - b["loss"]) / a["loss"]
+assert rel <= 1e-5, (a, b)
+print(f"{sys.argv[6]} LoRA r=2: base bitwise the file's, 16 adapters; merged export loss "
+      f"{b['loss']:.8f} = adapter model {a['loss']:.8f} (rel {rel:.1e})")
+PY
+done
+"$clpipe" train "${lora[@]}" --train.steps=2 --ckpt.dir="$work/lo-res" >/dev/null
+"$clpipe" train "${lora[@]}" --train.steps=4 --ckpt.dir="$work/lo-res" --resume \
+	--log "$work/lo-res.log" >/dev/null
+python3 - "$work/lo-bert.log" "$work/lo-res.log" <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+la = {x["step"]: x["loss"] for x in a if x["event"] == "step"}
+lb = {x["step"]: x["loss"] for x in b if x["event"] == "step"}
+assert lb and all(la[k] == v for k, v in lb.items()), (la, lb)
+print(f"bert LoRA: resumed at step 2, steps 3-4 bitwise as the uninterrupted run: {lb}")
+PY
+
+# 6. refusals, by name
 if "$clpipe" train --init "$fx/gpt2" --data "$corpus" --model.n_head=4 >/dev/null 2>"$work/err"; then
 	echo "FAIL: --model.n_head=4 against a 2-head config.json was accepted"; exit 1
 fi
