@@ -778,6 +778,7 @@ void clp_session_close(clp_session *s)
 	free(s->in);
 	free(s->tg);
 	free(s->types);
+	free(s->init_fresh);
 	free(s);
 }
 

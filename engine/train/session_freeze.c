@@ -52,18 +52,6 @@ static clp_status parse(const char *text, char (*pat)[256], int max, int *n)
 	return CLP_OK;
 }
 
-static int is_lora(clp_role r);
-
-static int lora_on(const clp_stage *st)
-{
-	const clp_param_table *t = clp_stage_table(st);
-
-	for (int i = 0; i < t->ntensors; i++)
-		if (is_lora(t->tensors[i].role))
-			return 1;
-	return 0;
-}
-
 static int is_lora(clp_role r)
 {
 	return r >= CLP_R_LORA_A && r <= CLP_R_LORA_LAST;
@@ -106,7 +94,18 @@ clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsign
 	return CLP_OK;
 }
 
-static clp_status freeze_stage(clp_stage *st, clp_preset p, char (*pat)[256], int n)
+/* LoRA freezes the base: every tensor but the adapters and those train.init did not find in its
+ * file (a BertModel's masked-LM head: initialised, so trained). */
+static int lora_frozen(const clp_session *s, const clp_param_table *full, const char *name,
+		       clp_role role)
+{
+	int i = clp_param_find(full, name);
+
+	return s->m.lora_r > 0 && !is_lora(role) && !(s->init_fresh && i >= 0 && s->init_fresh[i]);
+}
+
+static clp_status freeze_stage(const clp_session *s, const clp_param_table *full,
+			       clp_stage *st, clp_preset p, char (*pat)[256], int n)
 {
 	const clp_param_table *t = clp_stage_table(st);
 	int *hits = calloc((size_t)n + 1, sizeof(int));
@@ -115,12 +114,12 @@ static clp_status freeze_stage(clp_stage *st, clp_preset p, char (*pat)[256], in
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int i = 0; i < t->ntensors; i++)
 		if (matches(p, t->tensors[i].name, pat, n, hits) ||
-		    (lora_on(st) && !is_lora(t->tensors[i].role))) {
-			clp_status s = clp_stage_set_frozen(st, i, 1);
+		    lora_frozen(s, full, t->tensors[i].name, t->tensors[i].role)) {
+			clp_status e = clp_stage_set_frozen(st, i, 1);
 
-			if (s != CLP_OK) {
+			if (e != CLP_OK) {
 				free(hits);
-				return s;
+				return e;
 			}
 		}
 	free(hits);
@@ -153,7 +152,7 @@ clp_status sess_freeze(clp_session *s)
 	}
 	for (int i = 0; i < t.ntensors; i++)
 		if (matches(s->m.preset, t.tensors[i].name, pat, n, hits) ||
-		    (s->m.lora_r > 0 && !is_lora(t.tensors[i].role))) {
+		    lora_frozen(s, &t, t.tensors[i].name, t.tensors[i].role)) {
 			nfrozen++;
 			frozen += t.tensors[i].numel;
 		}
@@ -165,9 +164,10 @@ clp_status sess_freeze(clp_session *s)
 	if (st == CLP_OK && sess_rank(s) == 0)
 		fprintf(s->out, "freeze: %d of %d tensors frozen (%zu of %zu parameters); %zu "
 			"trained%s\n", nfrozen, t.ntensors, frozen, t.numel, t.numel - frozen,
-			s->m.lora_r > 0 ? " (the LoRA adapters)" : "");
+			s->m.lora_r > 0 ? " (the LoRA adapters, and what train.init initialised)"
+					: "");
 	for (int i = 0; st == CLP_OK && i < clp_exec_nstages(s->ex); i++)
-		st = freeze_stage(clp_exec_stage(s->ex, i, NULL), s->m.preset, pat, n);
+		st = freeze_stage(s, &t, clp_exec_stage(s->ex, i, NULL), s->m.preset, pat, n);
 	clp_param_table_free(&t);
 	free(pat);
 	free(hits);

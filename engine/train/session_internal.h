@@ -55,6 +55,8 @@ struct clp_session {
 	float *inv_mb;        /* [M] this step's loss scales */
 	clp_stage *eval_st;   /* rank 0: the whole model, gathered for evaluation */
 	struct sess_report *report; /* rank 0 of a training run: curve, summary (session_report.c) */
+	unsigned char *init_fresh; /* train.init: per tensor of the whole model, 1 = not in the
+				    * file, initialised (LoRA trains these too) */
 };
 
 clp_status sess_save(clp_session *s);

@@ -179,6 +179,10 @@ static clp_status compare(clp_session *s, clp_ckpt *c, int heads_only, char *mis
 	if (!used)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	st = clp_param_table_build(&s->m, 0, clp_model_nblocks(&s->m) - 1, &t);
+	free(s->init_fresh);
+	s->init_fresh = st == CLP_OK ? calloc((size_t)t.ntensors + 1, 1) : NULL;
+	if (st == CLP_OK && !s->init_fresh)
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int i = 0; st == CLP_OK && i < t.ntensors; i++) {
 		const clp_tensor_desc *d = &t.tensors[i];
 		const char *fn = file_name(c, s->m.preset, d->name);
@@ -193,6 +197,7 @@ static clp_status compare(clp_session *s, clp_ckpt *c, int heads_only, char *mis
 			st = clp_hf_read(c, CLP_CKPT_MODEL, s->m.preset, d->name, "", NULL, 0, NULL);
 		list_add(missing, cap, &lm, d->name);
 		++*nmissing;
+		s->init_fresh[i] = 1;
 	}
 	for (int k = 0; st == CLP_OK && k < nf; k++)
 		if (!used[k]) {

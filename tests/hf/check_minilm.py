@@ -12,7 +12,8 @@ transformers (docs/TRAINING.md "fine-tuning"). Run by hand with torch + transfor
    same last hidden state on real text (WordPiece ids from the model's tokenizer.json).
 4. clpipe eval of the export on TEXT (its masked validation batches, via eval.dump) against
    transformers' BertForMaskedLM cross-entropy on the same batches: within 1e-5 relative.
-With --ckpt STEP_DIR (a fine-tuned checkpoint of the model), 4 is done on its export instead."""
+With --ckpt STEP_DIR (a fine-tuned checkpoint of the model), 4 is done on its export instead
+(--merge-lora: a LoRA run's, merged by clpipe export --merge-lora)."""
 import argparse
 import json
 import os
@@ -34,11 +35,13 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batches", type=int, default=4)
     ap.add_argument("--ckpt", help="a fine-tuned checkpoint: check its export's loss only")
+    ap.add_argument("--merge-lora", action="store_true", help="export --ckpt with --merge-lora")
     a = ap.parse_args()
     w = tempfile.mkdtemp(prefix="clpipe-minilm-")
     if a.ckpt:
-        subprocess.run([a.clpipe, "export", "--dtype", "fp32", a.ckpt, f"{w}/exp"], check=True,
-                       stdout=subprocess.PIPE)
+        subprocess.run([a.clpipe, "export", "--dtype", "fp32"] +
+                       (["--merge-lora"] if a.merge_lora else []) + [a.ckpt, f"{w}/exp"],
+                       check=True, stdout=subprocess.PIPE)
         mlm = BertForMaskedLM.from_pretrained(f"{w}/exp", dtype=torch.float32).eval()
         return mlm_loss(a, w, mlm)
     run = [a.clpipe, "train", "--init", a.model, "--data", a.data, f"--train.seq={a.seq}",
