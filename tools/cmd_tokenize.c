@@ -1,5 +1,6 @@
 /* clpipe tokenize: text files -> one llm.c token shard (engine/data/shard.h), with the byte
- * tokeniser, GPT-2's BPE or a Hugging Face tokenizer (a model directory or file), so users can bring their own corpus as data.format = "shards". */
+ * tokeniser, GPT-2's BPE or a Hugging Face tokenizer (a model directory or file), so users can
+ * bring their own corpus as data.format = "shards". */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -191,10 +191,26 @@ static clp_status added(clp_tok *t, const char *file, const json_t *list)
 		if (!d->text)
 			return clp_error(CLP_ERR_NOMEM, "%s: out of memory", file);
 		t->nadded++;
-		if (d->special)
+		if (d->special) {
 			t->special[t->nspecial++] = d->id;
-		else
-			t->nmatch += d->len > 0;
+			continue;
+		}
+		/* matched in text: only exactly as written, before any normaliser */
+		for (int f = 0; f < 4; f++) {
+			static const char *const flag[] = {"lstrip", "rstrip", "single_word",
+							   "normalized"};
+			int on = 0;
+			char field[80];
+
+			CLP_TRY(clp_json_bool(file, at, a, flag[f], 0, &on));
+			if (on && (f < 3 || t->nfc || t->clean_text || t->chinese || t->lowercase ||
+				   t->strip_accents)) {
+				snprintf(field, sizeof(field), "%s.%s", at, flag[f]);
+				return refuse(file, field, "true", "non-special added tokens matched "
+					      "exactly as written");
+			}
+		}
+		t->nmatch += d->len > 0;
 	}
 	return CLP_OK;
 }

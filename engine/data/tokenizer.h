@@ -17,8 +17,9 @@
  *
  * Special tokens are never produced from text (like tiktoken's encode_ordinary, or `tokenizers`
  * with encode_special_tokens = True): the string "<|endoftext|>" in a file encodes as ordinary
- * text. Added tokens that are not special (tokenizer.json) are matched in text, as there. Callers insert special ids themselves,
- * e.g. clp_tok_special_id(t, "<|endoftext|>") between documents.
+ * text. Added tokens that are not special (tokenizer.json) are matched in text, as there.
+ * Callers insert special ids themselves, e.g. clp_tok_role_id(t, CLP_TOK_EOS) between
+ * documents.
  *
  * Token ids are int32_t everywhere (batches use -1 for "no target"). A clp_tok is not
  * thread-safe while encoding (the BPE cache); decoding only reads. */

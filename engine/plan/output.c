@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cl/base/json_util.h"
+#include "engine/data/tokenizer.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
 #include "engine/train/optim_kind.h"
@@ -110,6 +111,13 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	mc->d_ff = (int)c->model.d_ff;
 	mc->ctx = (int)c->model.ctx;
 	mc->vocab = (int)c->model.vocab;
+	if (!mc->vocab && (c->data.tokenizer_path[0] || !strcmp(c->data.tokenizer, "hf"))) {
+		clp_tok *t = NULL; /* a Hugging Face tokenizer: its size, read from the files */
+
+		CLP_TRY(clp_tok_open(&t, c->data.tokenizer_path));
+		mc->vocab = clp_tok_vocab_size(t);
+		clp_tok_free(t);
+	}
 	if (!mc->vocab) /* the tokenizer's: bytes and specials, or GPT-2's BPE */
 		mc->vocab = !strcmp(c->data.tokenizer, "gpt2") ? 50257
 			    : 256 + (mc->preset == CLP_PRESET_BERT ? 5 : 1);

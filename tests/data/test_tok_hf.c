@@ -192,6 +192,10 @@ static void test_refused(void)
 	CHECK_ERR(clp_tok_open(&t, variant("fallback.json", "\"byte_fallback\": false",
 					   "\"byte_fallback\": true")),
 		  CLP_ERR_UNSUPPORTED, "fallback.json", "model.byte_fallback");
+	CHECK_ERR(clp_tok_open(&t, variant("lstrip.json", "\"lstrip\": false,\n      \"rstrip\": "
+					   "false,\n      \"normalized\": false,\n      \"special\": true",
+					   "\"lstrip\": true, \"special\": false")),
+		  CLP_ERR_UNSUPPORTED, "lstrip.json", "added_tokens[0].lstrip");
 	CHECK_ERR(clp_tok_open(&t, variant("merge.json", "\"merges\": [",
 					   "\"merges\": [\"zz\\u0100 q\", ")),
 		  CLP_ERR_FORMAT, "merge.json", "model.merges[0]");
