@@ -4,13 +4,13 @@
 # BertModel without one (bert_base): a run with optim.lr = 0 evaluates exactly as `clpipe eval`
 # of the directory (the weights are the file's; the head a BertModel lacks is initialised and
 # listed in one line, its pooler listed as unused); the directory's vocab.txt is the tokenizer;
-# (2) a 2-stage 1F1B pipeline started from --init gives the one-device losses; (3) a run from
-# --init checkpoints, resumes bitwise and exports; a clpipe checkpoint is an --init source;
-# (4) train.freeze: frozen tensors bitwise unchanged after training (bf16 on one device, fp32 in
-# a 2-stage pipeline), a pattern matching nothing refused; (5) refusals: a flag contradicting
-# config.json (both values named), a tensor of another shape (tensor and both shapes named), a
-# directory without weights; (6) LoRA (model.lora_r) from --init: base bitwise unchanged,
-# `export --merge-lora` evaluates as the adapter model, resume bitwise.
+# (2) a 2-stage 1F1B pipeline started from --init gives the one-device losses (also with
+# LoRA); (3) a run from --init checkpoints, resumes bitwise and exports; a clpipe checkpoint is
+# an --init source; (4) train.freeze: frozen tensors bitwise unchanged after training (bf16 on
+# one device, fp32 in a 2-stage pipeline), a pattern matching nothing refused; (5) LoRA
+# (model.lora_r) from --init: base bitwise unchanged, `export --merge-lora` evaluates as the
+# adapter model, resume bitwise; (6) refusals: a flag contradicting config.json (both values
+# named), a tensor of another shape (tensor and both shapes named), a directory without weights.
 # Usage: test_hf_init.sh CLPIPE
 set -euo pipefail
 clpipe=$1
@@ -64,14 +64,15 @@ print(f"bert_base: fine-tuning from --init, mean loss of steps 1-5 {first:.3f}, 
 PY
 
 # 2. a pipeline from --init equals one device
+for extra in "" "--model.lora_r=2 --optim.lr=3e-2"; do
 pipe=(--init "$fx/gpt2" --data "$corpus" --train.batch=2 --train.micro_batches=2 --train.steps=3
-      --eval.every=0 --eval.batches=2 --pipeline.deterministic=true --optim.warmup=1)
+      --eval.every=0 --eval.batches=2 --pipeline.deterministic=true --optim.warmup=1 $extra)
 "$clpipe" train "${pipe[@]}" --log "$work/one.log" >/dev/null
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
 	POCL_MAX_PTHREAD_COUNT=1 timeout 300 mpirun -np 2 "$clpipe" train "${pipe[@]}" \
 	--pipeline.stages=2 --pipeline.schedule=1f1b --log "$work/two.log" >"$work/two.out" 2>&1 ||
 	{ cat "$work/two.out"; exit 1; }
-python3 - "$work/one.log" "$work/two.log" <<'PY'
+python3 - "$work/one.log" "$work/two.log" "$extra" <<'PY'
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 la = [x["loss"] for x in a if x["event"] == "step"]
@@ -79,8 +80,10 @@ lb = [x["loss"] for x in b if x["event"] == "step"]
 assert len(la) == len(lb) == 3, (la, lb)
 for x, y in zip(la, lb):
     assert abs(x - y) <= 1e-6 * abs(x), (la, lb)
-print(f"gpt2 --init: 2-stage 1f1b losses {lb} = one device {la} (within 1e-6 relative)")
+print(f"gpt2 --init {sys.argv[3]}: 2-stage 1f1b losses {lb} = one device {la} (within 1e-6 "
+      "relative)")
 PY
+done
 
 # 3. checkpoints of an --init run resume bitwise and export; a checkpoint is an --init source
 run=(--init "$fx/llama" --data "$corpus" --train.batch=2 --eval.every=0 --eval.batches=1
