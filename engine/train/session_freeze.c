@@ -137,8 +137,10 @@ clp_status sess_freeze(clp_session *s)
 	if (!s->cfg.train.freeze[0] && s->m.lora_r == 0)
 		return CLP_OK;
 	if (s->optim->kind != CLP_OPTIM_ADAMW)
-		return clp_error(CLP_ERR_UNSUPPORTED, "train.freeze with optim.name = \"%s\": "
-				 "frozen tensors are left out by AdamW only", s->cfg.optim.name);
+		return clp_error(CLP_ERR_UNSUPPORTED, "%s with optim.name = \"%s\": frozen "
+				 "tensors are left out by AdamW only", s->cfg.train.freeze[0]
+				 ? "train.freeze" : "model.lora_r (the base is frozen)",
+				 s->cfg.optim.name);
 	pat = calloc(64, sizeof(*pat));
 	hits = calloc(64, sizeof(int));
 	st = pat && hits ? parse(s->cfg.train.freeze, pat, 64, &n)
