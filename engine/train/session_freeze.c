@@ -1,7 +1,8 @@
 /* train.freeze: parameter-name patterns (shell globs, comma-separated) whose tensors are not
- * trained; and LoRA (model.lora_*): the linears that get adapters, the base frozen. A pattern matches a tensor's name as checkpoints store it (GPT-2's with and without
- * "transformer."); each pattern must match some tensor of the model. The stages then leave
- * frozen tensors out of the update and of the gradient norm (clp_stage_set_frozen). */
+ * trained; and LoRA (model.lora_*): the linears that get adapters, the base frozen. A pattern
+ * matches a tensor's name as checkpoints store it (GPT-2's with and without "transformer.");
+ * each pattern must match some tensor of the model. The stages then leave frozen tensors out
+ * of the update and of the gradient norm (clp_stage_set_frozen). */
 #include "engine/train/session_internal.h"
 
 #include <fnmatch.h>
