@@ -128,7 +128,8 @@ clp_status clp_ckpt_verify(clp_ckpt *c);
  * tensor under its name, in dt (CLP_BF16 / CLP_F16: each fp32 master rounded to nearest even as
  * cl/base/half.h does; CLP_F32: as stored), config.json from beside the checkpoint with "dtype" and
  * "torch_dtype" set ("bfloat16", "float16", "float32"), and the tokenizer files found there
- * (vocab.json, merges.txt, tokenizer*.json). The optimizer state is not exported. out_dir is
+ * (vocab.json, merges.txt, tokenizer*.json, special_tokens_map.json, vocab.txt), else those of
+ * the stored config's data.tokenizer_path. The optimizer state is not exported. out_dir is
  * created; a checkpoint directory (with a manifest) or the source's own directory is refused,
  * so nothing saved is overwritten. *ntensors (may be NULL): tensors written. */
 clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors);

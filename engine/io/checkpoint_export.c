@@ -65,7 +65,9 @@ static clp_status export_config(const char *src_dir, const char *out_dir, clp_dt
 static clp_status copy_tokenizer(const char *src_dir, const char *out_dir)
 {
 	static const char *const names[] = {"vocab.json", "merges.txt", "tokenizer.json",
-					    "tokenizer_config.json", "special_tokens_map.json"};
+					    "tokenizer_config.json", "special_tokens_map.json",
+					    "vocab.txt"};
+	int found = 0;
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		char src[PATH_MAX + 32], dst[PATH_MAX + 32], *data = NULL;
@@ -80,8 +82,43 @@ static clp_status copy_tokenizer(const char *src_dir, const char *out_dir)
 		st = clp_io_write_file(dst, data, n);
 		free(data);
 		CLP_TRY(st);
+		found = 1;
 	}
-	return CLP_OK;
+	return found ? CLP_OK : CLP_ERR_NOT_FOUND;
+}
+
+/* The tokenizer a run read from data.tokenizer_path (a directory, or a file whose directory
+ * holds its companions), named in the checkpoint's stored config: "" when none (or a path
+ * with TOML escapes, left alone). */
+static void stored_tokenizer_dir(const clp_ckpt *c, char *out, size_t n)
+{
+	const char *cfg = clp_ckpt_meta(c, "config"), *p, *q;
+	static const char key[] = "\ntokenizer_path = \"";
+
+	out[0] = '\0';
+	if (!cfg || !(p = strstr(cfg, key)))
+		return;
+	p += sizeof(key) - 1;
+	q = strchr(p, '"');
+	if (!q || q == p || memchr(p, '\\', (size_t)(q - p)) || (size_t)(q - p) >= n)
+		return;
+	snprintf(out, n, "%.*s", (int)(q - p), p);
+	if (access(out, F_OK) != 0) {
+		out[0] = '\0';
+		return;
+	}
+	{
+		struct stat sb;
+
+		if (stat(out, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+			char *slash = strrchr(out, '/');
+
+			if (slash)
+				*slash = '\0';
+			else
+				snprintf(out, n, ".");
+		}
+	}
 }
 
 /* Refuse to write into a checkpoint (its manifest would no longer describe its files) or into
@@ -200,8 +237,16 @@ clp_status clp_ckpt_export_lora(const char *ckpt, const char *out_dir, clp_dtype
 		st = clp_st_writer_finish(w, NULL, NULL);
 	if (st == CLP_OK)
 		st = export_config(dir, out_dir, dt);
-	if (st == CLP_OK)
+	if (st == CLP_OK) {
+		char tok[PATH_MAX];
+
 		st = copy_tokenizer(dir, out_dir);
+		stored_tokenizer_dir(c, tok, sizeof(tok));
+		if (st == CLP_ERR_NOT_FOUND && tok[0]) /* none beside it: the run's own */
+			st = copy_tokenizer(tok, out_dir);
+		if (st == CLP_ERR_NOT_FOUND)
+			st = CLP_OK;
+	}
 	if (st == CLP_OK)
 		st = clp_io_fsync_dir(out_dir);
 	if (st == CLP_OK && ntensors)

@@ -78,7 +78,7 @@ def mlm_loss(a, w, mlm):
     dump = f"{w}/dump.json"
     got = json.loads(subprocess.run(
         [a.clpipe, "eval", "--ckpt", f"{w}/exp", "--data", a.data, f"--train.seq={a.seq}",
-         "--data.tokenizer_path=" + a.model,  # the export holds no tokenizer files
+         "--data.tokenizer_path=" + a.model,  # the model's own, whatever the export holds
          "--train.batch=8", f"--eval.batches={a.batches}", "--eval.dump=" + dump, "--json"],
         check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout)
     d = json.load(open(dump))

@@ -117,6 +117,12 @@ echo "llama --init: the checkpoint exports, and starts another run with its stor
 	--eval.every=0 --eval.batches=1 --train.precision=bf16 --ckpt.dir="$work/fz1" \
 	--train.freeze="bert.embeddings.*, bert.encoder.layer.0.*" >"$work/fz1.out"
 grep -q "^freeze: 21 of 42 tensors frozen (3144 of 4368 parameters); 1224 trained" "$work/fz1.out"
+# its export brings the run's tokenizer (vocab.txt from the --init directory) and evaluates alike
+"$clpipe" export --dtype fp32 "$work/fz1" "$work/fz1-exp" >/dev/null
+cmp -s "$fx/bert_base/vocab.txt" "$work/fz1-exp/vocab.txt"
+[ "$("$clpipe" eval --ckpt "$work/fz1" "${common[@]}" --json)" = \
+  "$("$clpipe" eval --ckpt "$work/fz1-exp" "${common[@]}" --json)" ] ||
+	{ echo "FAIL: the export with its tokenizer evaluates otherwise"; exit 1; }
 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
 	POCL_MAX_PTHREAD_COUNT=1 timeout 300 mpirun -np 2 "$clpipe" train --init "$fx/gpt2" \
 	--data "$corpus" --train.batch=2 --train.micro_batches=2 --train.steps=3 --eval.every=0 \
