@@ -16,7 +16,8 @@ With --ckpt STEP_DIR (a fine-tuned checkpoint of the model), 4 is done on its ex
 (--merge-lora: a LoRA run's, merged by clpipe export --merge-lora)."""
 import argparse
 import json
-import os
+import atexit
+import shutil
 import subprocess
 import tempfile
 
@@ -38,6 +39,7 @@ def main():
     ap.add_argument("--merge-lora", action="store_true", help="export --ckpt with --merge-lora")
     a = ap.parse_args()
     w = tempfile.mkdtemp(prefix="clpipe-minilm-")
+    atexit.register(shutil.rmtree, w, True)
     if a.ckpt:
         subprocess.run([a.clpipe, "export", "--dtype", "fp32"] +
                        (["--merge-lora"] if a.merge_lora else []) + [a.ckpt, f"{w}/exp"],
