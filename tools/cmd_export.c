@@ -11,21 +11,22 @@
 
 static void help(void)
 {
-	printf("usage: clpipe export [--dtype bf16|fp16|fp32] CKPT OUT\n\n"
+	printf("usage: clpipe export [--dtype bf16|fp16|fp32] [--merge-lora] CKPT OUT\n\n"
 	       "Writes the model of checkpoint CKPT (a step directory, a root of them (the latest\n"
 	       "complete one), a Hugging Face model directory or a .safetensors file) into the\n"
 	       "directory OUT as transformers loads it: OUT/model.safetensors with every weight in\n"
 	       "--dtype (default bf16: each fp32 master rounded to nearest even; fp16 likewise;\n"
 	       "fp32 as stored), OUT/config.json from beside CKPT with dtype / torch_dtype set,\n"
 	       "and its tokenizer files. The optimizer state is left behind. OUT is created; a\n"
-	       "checkpoint directory is refused.\n");
+	       "checkpoint directory is refused. --merge-lora writes each weight with LoRA\n"
+	       "adapters as W + (alpha / r) B A and leaves the adapters out.\n");
 }
 
 int cmd_export(int argc, char **argv)
 {
 	const char *dtype = "bf16", *pos[2] = {NULL, NULL}, *v;
 	clp_dtype dt;
-	int npos = 0, n = 0, got;
+	int npos = 0, n = 0, got, merge = 0;
 	clp_status st;
 
 	for (int i = 1; i < argc; i++) {
@@ -37,6 +38,8 @@ int cmd_export(int argc, char **argv)
 			if (got < 0)
 				return cli_usage_error("export", "--dtype needs a value");
 			dtype = v;
+		} else if (!strcmp(argv[i], "--merge-lora")) {
+			merge = 1;
 		} else if (!strncmp(argv[i], "--", 2)) {
 			return cli_usage_error("export", "unknown option '%s'", argv[i]);
 		} else if (npos < 2) {
@@ -55,9 +58,10 @@ int cmd_export(int argc, char **argv)
 		dt = CLP_F32;
 	else
 		return cli_usage_error("export", "--dtype %s: expected bf16, fp16 or fp32", dtype);
-	st = clp_ckpt_export(pos[0], pos[1], dt, &n);
+	st = clp_ckpt_export_lora(pos[0], pos[1], dt, merge, &n);
 	if (st != CLP_OK)
 		return cli_fail("export", st);
-	printf("exported %d tensors of %s as %s into %s\n", n, pos[0], clp_dtype_name(dt), pos[1]);
+	printf("exported %d tensors of %s as %s into %s%s\n", n, pos[0], clp_dtype_name(dt), pos[1],
+	       merge ? " (LoRA merged)" : "");
 	return 0;
 }

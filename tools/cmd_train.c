@@ -30,6 +30,7 @@ static const struct alias aliases[] = {
 	{"--prompt", "sample.prompt", NULL, SAMPLE},  {"--length", "sample.length", NULL, SAMPLE},
 	{"--temperature", "sample.temperature", NULL, SAMPLE},
 	{"--top-k", "sample.top_k", NULL, SAMPLE},    {"--preset", "model.preset", NULL, ALL},
+	{"--init", "train.init", NULL, TRAIN},
 };
 #define NALIASES (int)(sizeof(aliases) / sizeof(aliases[0]))
 
@@ -100,9 +101,9 @@ static int wrong_command(const char *cmd, const char *arg)
 	if (bit == TRAIN && (!strcmp(flag, "--ckpt") || !strcmp(flag, "--sample.ckpt")))
 		return cli_usage_error(cmd, "%s names the checkpoint clpipe eval and sample read; a "
 				       "training run's directory is --ckpt.dir DIR (with --resume "
-				       "to continue the run there). Starting a run from another "
-				       "checkpoint's weights (fine-tuning, a future --init) is not "
-				       "supported yet", flag);
+				       "to continue the run there); to start from another "
+				       "checkpoint's or a Hugging Face model's weights (fine-tuning), "
+				       "give --init PATH", flag);
 	if (bit != TRAIN && (!strcmp(flag, "--ckpt.dir") || !strcmp(flag, "--resume") ||
 			     !strcmp(flag, "--ckpt.resume")))
 		return cli_usage_error(cmd, "%s is for clpipe train; clpipe %s reads the checkpoint "

@@ -54,14 +54,14 @@ static clp_status stage_sumsq(clp_exec *e, struct lstage *l, float *h)
 		clp_buf g = clp_stage_tensor(l->st, CLP_ST_GRAD, k);
 		size_t n = t->tensors[k].numel;
 
-		if (l->owns[k])
+		if (l->owns[k] && !clp_stage_frozen(l->st, k)) /* a frozen one's: left out */
 			CLP_TRY(clp_nn_grad_stats(e->ctx, clp_buf_at(l->stats.mem, l->stats.off + 4 * k),
 						  &g, &n, 1, 0.0f));
 	}
 	CLP_TRY(clp_cl_read(e->ctx, l->stats.mem, l->stats.off * 4,
 			    (size_t)t->ntensors * 4 * sizeof(float), h));
 	for (int k = 0; k < t->ntensors; k++)
-		if (l->owns[k] && l->gindex[k] >= 0) {
+		if (l->owns[k] && !clp_stage_frozen(l->st, k) && l->gindex[k] >= 0) {
 			e->tsum[l->gindex[k]] = h[4 * k + CLP_NN_GSTAT_SUMSQ];
 			e->tsum[nt + l->gindex[k]] = h[4 * k + CLP_NN_GSTAT_NONFINITE];
 		}

@@ -140,9 +140,21 @@ clp_status clp_ckpt_verify(clp_ckpt *c);
  * tensor under its name, in dt (CLP_BF16 / CLP_F16: each fp32 master rounded to nearest even as
  * cl/base/half.h does; CLP_F32: as stored), config.json from beside the checkpoint with "dtype" and
  * "torch_dtype" set ("bfloat16", "float16", "float32"), and the tokenizer files found there
- * (vocab.json, merges.txt, tokenizer*.json). The optimizer state is not exported. out_dir is
+ * (vocab.json, merges.txt, tokenizer*.json, special_tokens_map.json, vocab.txt), else those of
+ * the stored config's data.tokenizer_path. The optimizer state is not exported. out_dir is
  * created; a checkpoint directory (with a manifest) or the source's own directory is refused,
  * so nothing saved is overwritten. *ntensors (may be NULL): tensors written. */
 clp_status clp_ckpt_export(const char *ckpt, const char *out_dir, clp_dtype dt, int *ntensors);
+/* The same; merge_lora: each weight with LoRA adapters is written as W + s B A (s: the
+ * checkpoint's "lora.scale" metadata) and the adapters are left out (checkpoint_merge.c), so
+ * the directory is the plain model transformers loads. Without merge_lora adapters are copied
+ * as they are. */
+clp_status clp_ckpt_export_lora(const char *ckpt, const char *out_dir, clp_dtype dt,
+				int merge_lora, int *ntensors);
+/* checkpoint_merge.c: is name a LoRA adapter ("X.lora_A.weight", "X.lora_B.weight")? Merge the
+ * adapters of weight t (host copy w, fp32) into w; *merged says whether it had any. */
+int clp_ckpt_lora_adapter(const char *name);
+clp_status clp_ckpt_lora_merge(clp_ckpt *c, const clp_st_tensor *t, float *w, double scale,
+			       int *merged);
 
 #endif

@@ -70,5 +70,13 @@ clp_status clp_model_config_resolve(clp_model_config *c)
 				 (double)c->dropout);
 	if (c->preset != CLP_PRESET_LLAMA)
 		c->tied = 1; /* GPT-2's head and BERT's MLM decoder are the token embedding */
+	if (c->lora_r < 0 || c->lora_r > c->d_model)
+		return clp_error(CLP_ERR_INVALID, "model.lora_r = %d: expected 0 (no adapters) to "
+				 "model.d_model = %d", c->lora_r, c->d_model);
+	if (c->lora_r == 0)
+		c->lora_mask = 0;
+	if (c->lora_r > 0 && (c->lora_mask == 0 || !(c->lora_alpha > 0)))
+		return clp_error(CLP_ERR_INVALID, "model.lora_r = %d needs target linears and "
+				 "model.lora_alpha > 0 (it is %g)", c->lora_r, (double)c->lora_alpha);
 	return CLP_OK;
 }

@@ -28,6 +28,9 @@ typedef struct clp_model_config {
 	float rope_theta;
 	float dropout; /* on residual branches and embeddings; 0 disables */
 	int tied;      /* head weight is the token embedding */
+	int lora_r;    /* LoRA: rank of the adapters (0: none) on the linears of lora_mask */
+	float lora_alpha; /* LoRA: the adapters' output is scaled by lora_alpha / lora_r */
+	unsigned lora_mask; /* LoRA: bit l for linear l (clp_stage_linear, linear.h) */
 } clp_model_config;
 
 const char *clp_preset_name(clp_preset p);
@@ -63,6 +66,10 @@ typedef enum clp_role {
 	CLP_R_HEAD_DENSE_W, CLP_R_HEAD_DENSE_B, /* bert transform */
 	CLP_R_HEAD_LN_W, CLP_R_HEAD_LN_B,
 	CLP_R_HEAD_BIAS,                    /* bert decoder bias */
+	/* LoRA adapters of a layer's linear l (clp_stage_linear): A (r, I) at CLP_R_LORA_A + 2 l,
+	 * B (O, r) after it; y += (alpha / r) x A' B' */
+	CLP_R_LORA_A, CLP_R_LORA_B,
+	CLP_R_LORA_LAST = CLP_R_LORA_A + 7,
 	CLP_R_COUNT
 } clp_role;
 

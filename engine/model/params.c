@@ -1,6 +1,7 @@
 /* The parameter table of a stage: Hugging Face names, shapes and roles, grouped into fused units
  * that lie contiguous in memory. */
 #include "engine/model/model.h"
+#include "engine/model/linear.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +119,48 @@ static void embedding(struct builder *b, const clp_model_config *c)
 	}
 }
 
+/* LoRA's A (r, I) and B (O, r) for each linear of the mask, named after the linear's weight
+ * unit ("h.0.attn.c_attn.lora_A.weight", "model.layers.0.self_attn.qkv_proj.lora_B.weight"). */
+static void lora(struct builder *b, const clp_model_config *c, int blk, const int *unit_of)
+{
+	for (int l = 0; l < CLP_LIN_COUNT; l++) {
+		clp_stage_linear_info in;
+		char base[CLP_MAX_NAME], n[CLP_MAX_NAME + 32];
+		size_t len;
+
+		if (!(c->lora_mask & 1u << l) || c->lora_r <= 0 || b->err || unit_of[l] < 0)
+			continue;
+		clp_model_linear_get(c, (clp_stage_linear)l, &in);
+		snprintf(base, sizeof(base), "%s", b->t->units[unit_of[l]].name);
+		len = strlen(base);
+		if (len > 7 && !strcmp(base + len - 7, ".weight"))
+			base[len - 7] = '\0';
+		snprintf(n, sizeof(n), "%s.lora_A.weight", base);
+		one(b, n, blk, (clp_role)(CLP_R_LORA_A + 2 * l), (size_t)c->lora_r, in.I, 1);
+		snprintf(n, sizeof(n), "%s.lora_B.weight", base);
+		one(b, n, blk, (clp_role)(CLP_R_LORA_B + 2 * l), in.O, (size_t)c->lora_r, 1);
+	}
+}
+
+static void layer_base(struct builder *b, const clp_model_config *c, int i);
+
 static void layer(struct builder *b, const clp_model_config *c, int i)
+{
+	static const clp_role w[CLP_LIN_COUNT] = {CLP_R_QKV_W, CLP_R_ATT_O_W, CLP_R_FC_W,
+						  CLP_R_PROJ_W};
+	int first = b->t->nunits, unit_of[CLP_LIN_COUNT];
+
+	layer_base(b, c, i);
+	for (int l = 0; l < CLP_LIN_COUNT; l++) {
+		unit_of[l] = -1;
+		for (int u = first; !b->err && u < b->t->nunits; u++)
+			if (b->t->units[u].role == w[l])
+				unit_of[l] = u;
+	}
+	lora(b, c, i + 1, unit_of);
+}
+
+static void layer_base(struct builder *b, const clp_model_config *c, int i)
 {
 	size_t C = (size_t)c->d_model, F = (size_t)c->d_ff, hd = C / (size_t)c->n_head;
 	size_t KV = (size_t)c->n_kv_head * hd;

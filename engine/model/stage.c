@@ -191,18 +191,22 @@ static int holds_tied_pair(const clp_stage *st)
 
 static clp_status alloc_misc(clp_stage *st)
 {
-	const char *names[4] = {"grad stats", "rope table", "tied head gradient",
-				"gradient message"};
+	const char *names[5] = {"grad stats", "rope table", "tied head gradient",
+				"gradient message", "lora work"};
 	size_t half = st->hd / 2;
-	size_t bytes[4] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
+	size_t bytes[5] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
 						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
 						      : 4,
 			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4,
-			   st->vt != CLP_F32 ? st->N * st->C * clp_dtype_size(st->vt) : 4};
+			   st->vt != CLP_F32 ? st->N * st->C * clp_dtype_size(st->vt) : 4,
+			   st->cfg.lora_r > 0 ? 2 * st->N * (size_t)st->cfg.lora_r * sizeof(float)
+					      : 4};
 	float *tab;
 	clp_status s;
 
-	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 4, names, bytes, &st->misc));
+	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 5, names, bytes, &st->misc));
+	st->lora_u = clp_buf_view(clp_cl_block_view(st->misc, 4));
+	st->lora_g = clp_buf_plus(st->lora_u, st->N * (size_t)st->cfg.lora_r);
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
 	st->tied_grad = clp_buf_view(clp_cl_block_view(st->misc, 2));
@@ -287,6 +291,9 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	st->dfc = st->cfg.preset == CLP_PRESET_LLAMA ? 2 * st->F : st->F;
 	st->nslots = o->slots;
 	st->split = o->split;
+	if (st->cfg.lora_r > 0 && o->split)
+		s = clp_error(CLP_ERR_UNSUPPORTED, "LoRA adapters with a split backward (zbh1): not "
+			      "implemented; use another schedule");
 	st->recompute = o->recompute;
 	st->vt = o->precision;
 	st->slots = calloc((size_t)o->slots, sizeof(*st->slots));
@@ -336,6 +343,7 @@ void clp_stage_free(clp_stage *st)
 	clp_cl_block_free(st->rmem);
 	free(st->global_index);
 	free(st->skip);
+	free(st->frozen);
 	clp_param_table_free(&st->tab);
 	free(st);
 }
@@ -448,8 +456,15 @@ clp_status clp_stage_init_params(clp_stage *st, uint64_t seed)
 		 * the rest as the micro-batch (0 below 65,536 tensors, the keys of old) */
 		CLP_TRY(clp_rng_stream_init(&rs, seed, 0, (uint32_t)st->global_index[i] >> 16,
 					    (uint32_t)st->global_index[i] & 0xffff, CLP_RNG_INIT));
+		if (d->role >= CLP_R_LORA_A && d->role <= CLP_R_LORA_LAST &&
+		    (d->role - CLP_R_LORA_A) % 2) { /* LoRA's B: 0, the adapter starts as none */
+			CLP_TRY(clp_cl_fill(st->ctx, p, 0.0f, d->numel));
+			continue;
+		}
 		CLP_TRY(clp_nn_rng_normal(st->ctx, p, d->numel, &rs, 0, 0.0f,
-					  residual_projection(d->role) ? std_res : 0.02f));
+					  d->role >= CLP_R_LORA_A && d->role <= CLP_R_LORA_LAST
+					  ? 1.0f / sqrtf(3.0f * (float)d->shape[1]) /* kaiming */
+					  : residual_projection(d->role) ? std_res : 0.02f));
 	}
 	for (int k = CLP_ST_GRAD; k <= CLP_ST_ADAM_V; k++)
 		for (int u = 0; u < st->tab.nunits; u++)
@@ -653,14 +668,31 @@ clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_
 				  float gscale)
 {
 	for (int i = 0; i < st->tab.ntensors; i++)
-		CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
-					    clp_stage_tensor(st, CLP_ST_GRAD, i),
-					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
-					    stats, gscale));
+		if (!clp_stage_frozen(st, i))
+			CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
+						    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
+						    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
+						    clp_stage_tensor(st, CLP_ST_GRAD, i),
+						    st->tab.tensors[i].numel, hp,
+						    st->tab.tensors[i].decay, stats, gscale));
 	/* a skipped (non-finite) step left the masters as they were: the copy is too */
 	return clp_stage_refresh_values(st);
+}
+
+clp_status clp_stage_set_frozen(clp_stage *st, int tensor, int frozen)
+{
+	if (tensor < 0 || tensor >= st->tab.ntensors)
+		return clp_error(CLP_ERR_INVALID, "freeze: tensor %d of a stage of %d", tensor,
+				 st->tab.ntensors);
+	if (!st->frozen && !(st->frozen = calloc((size_t)st->tab.ntensors, 1)))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	st->frozen[tensor] = frozen != 0;
+	return CLP_OK;
+}
+
+int clp_stage_frozen(const clp_stage *st, int tensor)
+{
+	return st->frozen && tensor >= 0 && tensor < st->tab.ntensors && st->frozen[tensor];
 }
 
 clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)

@@ -123,12 +123,16 @@ clp_status clp_stage_zero_grads(clp_stage *st);
 clp_status clp_stage_fold_tied(clp_stage *st);
 /* Sum of squares and non-finite flag of all gradients into stats (see clp_nn_grad_stats). */
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm);
-/* AdamW on every parameter (decay per tensor), using stats (scale / skip) as clp_nn_adamw; then
+/* AdamW on every parameter not frozen (decay per tensor), using stats (scale / skip) as clp_nn_adamw; then
  * refreshes the value copy. gscale multiplies every gradient first (1 / the fp16 loss scale;
  * 1 otherwise). */
 clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats);
 clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
 				  float gscale);
+/* train.freeze: a frozen tensor is not trained: clp_stage_adamw leaves it and its moments as
+ * they are (bit for bit) and the executor leaves its gradient out of the norm. */
+clp_status clp_stage_set_frozen(clp_stage *st, int tensor, int frozen);
+int clp_stage_frozen(const clp_stage *st, int tensor);
 /* A device buffer of 4 floats for grad stats, owned by the stage. */
 clp_buf clp_stage_stats(const clp_stage *st);
 

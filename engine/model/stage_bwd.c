@@ -83,6 +83,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, gpt2, la[LA_DY_PROJ]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_PROJ, tv[TV_DACT], dy, la[LA_ACT], N));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
 	if (gpt2)
 		CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
@@ -93,6 +94,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2, la[LA_DY_FC]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_FC, tv[TV_DLN], tv[TV_DFC], la[LA_LN2], N));
 	if (gpt2)
 		CLP_TRY(clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN2_W), G(CLP_R_LN2_B),
 						  tv[TV_DLN], la[LA_XMID], W(CLP_R_LN2_W),
@@ -105,6 +107,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, HD, C, gpt2, la[LA_DY_O]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_ATT_O, tv[TV_DATT], dy, la[LA_ATT], N));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
 	if (!gpt2) {
 		CLP_TRY(clp_nn_rope_backward(ctx, tv[TV_DQKV], st->dq, st->rope, st->B, st->T, st->H,
@@ -115,6 +118,7 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV],
 			   la[LA_LN1], W(CLP_R_QKV_W), N, C, st->dq, gpt2, la[LA_DY_QKV]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_QKV, tv[TV_DLN], tv[TV_DQKV], la[LA_LN1], N));
 	if (gpt2)
 		return clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN1_W), G(CLP_R_LN1_B),
 						 tv[TV_DLN], x, W(CLP_R_LN1_W), la[LA_LN1_MEAN],
@@ -139,12 +143,14 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_PROJ, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, 0, la[LA_DY_PROJ]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_PROJ, tv[TV_DACT], dy, la[LA_ACT], N));
 	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * F));
 	CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
 				     CLP_NN_GELU_ERF));
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DA], 1.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0, la[LA_DY_FC]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_FC, tv[TV_DA], tv[TV_DFC], la[LA_XMID], N));
 	/* xmid = LN1(res1), res1 = x + o(attn(qkv(x))) */
 	CLP_TRY(clp_cl_fill(ctx, dres, 0.0f, N * C));
 	CLP_TRY(clp_nn_layernorm_backward(ctx, dres, G(CLP_R_LN1_W), G(CLP_R_LN1_B), tv[TV_DA],
@@ -154,10 +160,12 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_ATT_O, dy));
 	CLP_TRY(linear_bwd(st, tv[TV_DATT], 0.0f, G(CLP_R_ATT_O_W), G(CLP_R_ATT_O_B), dy,
 			   la[LA_ATT], W(CLP_R_ATT_O_W), N, C, C, 0, la[LA_DY_O]));
+	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_ATT_O, tv[TV_DATT], dy, la[LA_ATT], N));
 	CLP_TRY(attention_bwd(st, s, li, tv[TV_DATT]));
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_QKV, tv[TV_DQKV]));
-	return linear_bwd(st, dres, 1.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV], x,
-			  W(CLP_R_QKV_W), N, C, st->dq, 0, la[LA_DY_QKV]);
+	CLP_TRY(linear_bwd(st, dres, 1.0f, G(CLP_R_QKV_W), G(CLP_R_QKV_B), tv[TV_DQKV], x,
+			   W(CLP_R_QKV_W), N, C, st->dq, 0, la[LA_DY_QKV]));
+	return stage_lora_bwd(st, blk, CLP_LIN_QKV, dres, tv[TV_DQKV], x, N);
 }
 
 clp_status stage_layer_backward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)

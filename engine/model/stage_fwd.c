@@ -115,12 +115,14 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 						 x, W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C, eps));
 		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), W(CLP_R_QKV_B), N,
 				      C, st->dq, 1));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_QKV, la[LA_QKV], la[LA_LN1], N));
 		break;
 	case CLP_PRESET_LLAMA:
 		CLP_TRY(clp_nn_rmsnorm_forward(ctx, la[LA_LN1], la[LA_LN1_RSTD], x, W(CLP_R_LN1_W),
 					       N, C, eps));
 		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], la[LA_LN1], W(CLP_R_QKV_W), none, N, C,
 				      st->dq, 0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_QKV, la[LA_QKV], la[LA_LN1], N));
 		CLP_TRY(clp_nn_rope_forward(ctx, la[LA_QKV], st->dq, st->rope, st->B, st->T, st->H,
 					    st->hd));
 		CLP_TRY(clp_nn_rope_forward(ctx, OFF(la[LA_QKV], k_off(st)), st->dq, st->rope,
@@ -129,12 +131,14 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 	case CLP_PRESET_BERT:
 		CLP_TRY(stage_linear_fwd(st, la[LA_QKV], x, W(CLP_R_QKV_W), W(CLP_R_QKV_B), N, C,
 				      st->dq, 0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_QKV, la[LA_QKV], x, N));
 		break;
 	}
 	CLP_TRY(clp_nn_attention_forward(ctx, la[LA_ATT], la[LA_LSE], la[LA_QKV],
 					 OFF(la[LA_QKV], k_off(st)), OFF(la[LA_QKV], v_off(st)), &a));
 	CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ATT], W(CLP_R_ATT_O_W), W(CLP_R_ATT_O_B), N, HD, C,
 			      st->cfg.preset == CLP_PRESET_GPT2));
+	CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_ATT_O, tmp, la[LA_ATT], N));
 	CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 0, 0, none));
 	switch (st->cfg.preset) {
 	case CLP_PRESET_GPT2:
@@ -144,9 +148,11 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 						 eps));
 		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), W(CLP_R_FC_B), N, C,
 				      F, 1));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], la[LA_LN2], N));
 		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_TANH));
 		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 1));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_PROJ, tmp, la[LA_ACT], N));
 		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
 	case CLP_PRESET_LLAMA:
@@ -155,9 +161,11 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 					       W(CLP_R_LN2_W), N, C, eps));
 		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), none, N, C, 2 * F,
 				      0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], la[LA_LN2], N));
 		CLP_TRY(clp_nn_swiglu_forward(ctx, la[LA_ACT], la[LA_FC], OFF(la[LA_FC], F), 2 * F,
 					      N, F));
 		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), none, N, F, C, 0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_PROJ, tmp, la[LA_ACT], N));
 		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
 	case CLP_PRESET_BERT:
@@ -167,9 +175,11 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 						 eps));
 		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_XMID], W(CLP_R_FC_W), W(CLP_R_FC_B), N,
 				      C, F, 0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], la[LA_XMID], N));
 		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_ERF));
 		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 0));
+		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_PROJ, tmp, la[LA_ACT], N));
 		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES2], la[LA_XMID], tmp, N * C));
 		return clp_nn_layernorm_forward(ctx, xo, la[LA_LN2_MEAN], la[LA_LN2_RSTD],

@@ -67,6 +67,7 @@ struct clp_stage {
 	int split;              /* created for split backward */
 	int recompute;          /* layers recomputed in the backward from their inputs */
 	unsigned char *skip;    /* per layer held: 1 = identity (partial inference) */
+	unsigned char *frozen;  /* per tensor: 1 = not trained (train.freeze); NULL: none */
 	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
 	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */
@@ -74,6 +75,7 @@ struct clp_stage {
 	clp_buf tv[TV_COUNT];   /* gradients, fp32 */
 	clp_buf ftmp;           /* the forward's temporary: a value, TV_TMP's memory typed vt */
 	clp_buf gwire;          /* 16-bit stage: the (N,C) gradient message; else TV_DRES */
+	clp_buf lora_u, lora_g; /* LoRA: (N, r) fp32 x A' and dy B (stage_lora.c) */
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;
@@ -123,6 +125,12 @@ void stage_attn_geometry(const clp_stage *st, clp_nn_attn *a);
 
 /* Where the head accumulates the tied embedding's gradient. */
 clp_buf stage_tied_head_grad(clp_stage *st);
+/* stage_lora.c: after linear lin of block blk, y += s x A' B' (forward); its backward adds the
+ * adapter's share to dx (unless dx.mem is NULL) and accumulates dA, dB. No-ops without one. */
+clp_status stage_lora_fwd(clp_stage *st, int blk, clp_stage_linear lin, clp_buf y, clp_buf x,
+			  size_t N);
+clp_status stage_lora_bwd(clp_stage *st, int blk, clp_stage_linear lin, clp_buf dx, clp_buf dy,
+			  clp_buf x, size_t N);
 
 clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stage_mb *mb);
 clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb);

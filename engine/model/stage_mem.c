@@ -80,7 +80,8 @@ clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first, int la
 	out->act_bytes = (int64_t)((nl + 1) * N * C * vs + nl * la + sa);
 	out->out_bytes = (int64_t)(N * C * vs);
 	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;
-	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (emb && head && c.tied ? V * C : 1);
+	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (emb && head && c.tied ? V * C : 1) +
+	       (c.lora_r > 0 ? 2 * N * (size_t)c.lora_r : 1); /* LoRA's work (stage_lora.c) */
 	/* the gradient message buffer of a 16-bit stage (4 bytes in fp32) */
 	out->work_bytes = (int64_t)((tmp + misc) * 4 + (precision == CLP_F32 ? 4 : N * C * vs) +
 				    (recompute ? rla : 0));

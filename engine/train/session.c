@@ -89,6 +89,10 @@ static clp_status model_config(clp_session *s)
 	m->rope_theta = (float)c->model.rope_theta;
 	m->dropout = (float)c->model.dropout;
 	m->tied = c->model.tie_embeddings;
+	m->lora_r = (int)c->model.lora_r;
+	m->lora_alpha = (float)c->model.lora_alpha;
+	if (m->lora_r > 0)
+		CLP_TRY(sess_lora_mask(m, c->model.lora_targets, &m->lora_mask));
 	if (m->vocab < tv)
 		return clp_error(CLP_ERR_INVALID, "model.vocab = %d is smaller than the tokenizer's "
 				 "%d symbols", m->vocab, tv);
@@ -418,8 +422,13 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	 * the start-up barrier below */
 	clp_comm_set_timeout(s->comm, 3600.0 > s->cfg.pipeline.deadline
 					       ? 3600.0 : s->cfg.pipeline.deadline);
-	if (mode != CLP_SESSION_TRAIN)
-		CLP_TRY(sess_config_from_ckpt(s, ck));
+	if (mode != CLP_SESSION_TRAIN && !s->cfg.sample.ckpt[0])
+		return clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
+				 "--sample.ckpt=DIR)");
+	if (mode != CLP_SESSION_TRAIN || s->cfg.train.init[0])
+		CLP_TRY(sess_config_from(s, mode == CLP_SESSION_TRAIN ? s->cfg.train.init
+								      : s->cfg.sample.ckpt,
+					 mode == CLP_SESSION_TRAIN, ck));
 	s->bert = !strcmp(s->cfg.model.preset, "bert");
 	s->prec = sess_precision(&s->cfg);
 	CLP_TRY(sess_optim_kind(s));
@@ -444,10 +453,18 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
 	s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
 	CLP_TRY(open_model(s));
-	if (*ck) {
+	if (*ck && mode == CLP_SESSION_TRAIN) { /* train.init: weights only */
+		CLP_TRY(sess_load_init(s, *ck, 0));
+	} else if (*ck) {
 		CLP_TRY(sess_check_identity(s, *ck));
-		CLP_TRY(sess_load_tensors(s, *ck, 0));
+		/* a foreign file may lack the head (BertModel): initialised, and said */
+		if (!clp_ckpt_meta(*ck, "config"))
+			CLP_TRY(sess_load_init(s, *ck, 1));
+		else
+			CLP_TRY(sess_load_tensors(s, *ck, 0));
 	}
+	if (mode == CLP_SESSION_TRAIN)
+		CLP_TRY(sess_freeze(s));
 	if (mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
 		if (!s->cfg.ckpt.dir[0])
 			return clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
@@ -514,6 +531,7 @@ void clp_session_close(clp_session *s)
 	free(s->in);
 	free(s->tg);
 	free(s->types);
+	free(s->init_fresh);
 	free(s);
 }
 

@@ -55,12 +55,6 @@ static uint64_t params_hash(const clp_session *s, int saved)
 	return h;
 }
 
-static void shape_of(const clp_tensor_desc *d, int64_t *shape)
-{
-	shape[0] = (int64_t)d->shape[0];
-	shape[1] = (int64_t)d->shape[1];
-}
-
 /* Add the tensors this rank saves (host copies kept in *bufs until the write). */
 static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs, int *nbufs)
 {
@@ -147,6 +141,10 @@ static clp_status save_steps(clp_session *s, const char *cfgtext, clp_ckpt_write
 	CLP_TRY(clp_ckpt_writer_meta(*w, "train.step", num));
 	snprintf(num, sizeof(num), "%ld", s->applied);
 	CLP_TRY(clp_ckpt_writer_meta(*w, "train.applied", num));
+	if (s->m.lora_r > 0) { /* the adapters' scale, as the stage computes it */
+		snprintf(num, sizeof(num), "%.9g", (double)(s->m.lora_alpha / (float)s->m.lora_r));
+		CLP_TRY(clp_ckpt_writer_meta(*w, "lora.scale", num));
+	}
 	if (s->prec == CLP_F16) { /* the dynamic loss scale and its count of good steps */
 		float scale;
 		long good;
@@ -193,52 +191,6 @@ clp_status sess_save(clp_session *s)
 	free(cfgtext);
 	clp_ckpt_writer_free(w);
 	return st;
-}
-
-/* Parameters (and with optim, AdamW state) of a stage from a checkpoint, by name (under any of
- * the names transformers' layouts use: clp_hf_read). */
-static clp_status load_one(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim, int i,
-			   float *buf)
-{
-	const clp_tensor_desc *d = &clp_stage_table(stage)->tensors[i];
-	int64_t shape[2];
-
-	shape_of(d, shape);
-	CLP_TRY(clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape));
-	CLP_TRY(clp_stage_write(stage, CLP_ST_PARAM, i, buf));
-	for (int k = 1; optim && k < 3; k++) {
-		CLP_TRY(clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name, k == 1 ? ".exp_avg" : ".exp_avg_sq",
-				    buf, d->ndim, shape));
-		CLP_TRY(clp_stage_write(stage, k == 1 ? CLP_ST_ADAM_M : CLP_ST_ADAM_V, i, buf));
-	}
-	return CLP_OK;
-}
-
-static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int optim)
-{
-	const clp_param_table *t = clp_stage_table(stage);
-	clp_status st = CLP_OK;
-
-	for (int i = 0; st == CLP_OK && i < t->ntensors; i++) {
-		float *buf = malloc(t->tensors[i].numel * sizeof(float));
-
-		if (!buf)
-			return clp_error(CLP_ERR_NOMEM, "out of host memory loading %s",
-					 t->tensors[i].name);
-		st = load_one(stage, c, p, optim, i, buf);
-		free(buf);
-	}
-	return st;
-}
-
-/* Every stage this process holds. */
-clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim)
-{
-	if (s->st)
-		return load_stage(s->st, c, s->m.preset, optim);
-	for (int i = 0; i < clp_exec_nstages(s->ex); i++)
-		CLP_TRY(load_stage(clp_exec_stage(s->ex, i, NULL), c, s->m.preset, optim));
-	return CLP_OK;
 }
 
 clp_status sess_check_identity(clp_session *s, clp_ckpt *c)
@@ -307,46 +259,4 @@ clp_status sess_resume(clp_session *s)
 	st = resume_from(s, c);
 	clp_ckpt_close(c);
 	return st;
-}
-
-/* For eval and sample: the checkpoint's stored config gives the model (and tokenizer). */
-clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp)
-{
-	const char *text;
-	clp_train_config base;
-	char origin[CLP_CFG_ORIGIN_LEN];
-	clp_status st;
-
-	if (!s->cfg.sample.ckpt[0])
-		return clp_error(CLP_ERR_INVALID, "no checkpoint given (--ckpt DIR or "
-				 "--sample.ckpt=DIR)");
-	CLP_TRY(clp_ckpt_open(cp, s->cfg.sample.ckpt));
-	text = clp_ckpt_meta(*cp, "config");
-	if (!text) { /* a foreign file: its config.json, else the command line, gives the model */
-		int found;
-
-		return clp_hf_config_apply(clp_ckpt_path(*cp), &s->cfg, &found);
-	}
-	CLP_TRY(clp_cfg_defaults(&clp_train_schema, &base));
-	st = clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(*cp));
-	if (st != CLP_OK)
-		return clp_error_context(st, "the config stored in the checkpoint: ");
-	snprintf(origin, sizeof(origin), "%s (stored config)", clp_ckpt_path(*cp));
-	for (int i = 0; i < clp_train_schema.nfields; i++) {
-		const char *key = clp_train_schema.fields[i].key;
-		char v[256];
-
-		if (strncmp(key, "model.", 6))
-			continue;
-		clp_cfg_get(&clp_train_schema, &base, key, v, sizeof(v));
-		CLP_TRY(clp_cfg_set_strict(&clp_train_schema, &s->cfg, key, v, origin));
-	}
-	/* the run's tokenizer, data, batch, precision (ckpt_config.c) */
-	CLP_TRY(sess_inherit_run(s, &base, clp_ckpt_path(*cp), origin));
-	if (s->cfg.pipeline.stages == 1 && s->cfg.pipeline.layers.n == 0) {
-		/* the stage map the model was trained with, for sample.skip_stages */
-		s->cfg.pipeline.stages = base.pipeline.stages;
-		s->cfg.pipeline.layers = base.pipeline.layers;
-	}
-	return CLP_OK;
 }

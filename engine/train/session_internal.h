@@ -64,23 +64,38 @@ struct clp_session {
 	double t_saved;       /* clp_now() of the last checkpoint (or the run's start) */
 	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
 	double build_s;       /* seconds of kernel builds during the run (a cold cache) */
+	unsigned char *init_fresh; /* train.init: per tensor of the whole model, 1 = not in the
+				    * file, initialised (LoRA trains these too) */
 };
 
 /* session_ckpt.c: save a checkpoint of this step (every rank; rank 0 commits it); check a
  * checkpoint's identity against the session's model; load every stage's parameters (and with
- * optim, AdamW's moments); resume from the latest complete checkpoint under ckpt.dir (none:
- * start fresh); for eval and sample, open sample.ckpt into *cp and take the model (and
- * tokenizer, data, stage map) from its stored config. */
+ * optim, AdamW's moments: session_load.c); resume from the latest complete checkpoint under
+ * ckpt.dir (none: start fresh). */
 clp_status sess_save(clp_session *s);
 clp_status sess_check_identity(clp_session *s, clp_ckpt *c);
-clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
 clp_status sess_resume(clp_session *s);
-clp_status sess_config_from_ckpt(clp_session *s, clp_ckpt **cp);
 /* ckpt_config.c: eval and sample take the tokenizer, data, batch, sequence length, precision
  * and evaluation size of the run from base (the checkpoint's stored config) unless given, its
  * relative paths found from the checkpoint ckpt's directory or its parents; origin names it. */
 clp_status sess_inherit_run(clp_session *s, const clp_train_config *base, const char *ckpt,
 			    const char *origin);
+/* session_load.c: open the checkpoint or model directory at path and take the model (and the
+ * tokenizer; eval and sample: also the data and stage map when not given) from its stored
+ * config or config.json, each setting checked against the configured one. train: for
+ * train.init. */
+clp_status sess_config_from(clp_session *s, const char *path, int train, clp_ckpt **cp);
+/* Every stage's parameters (optim: and AdamW moments) from c, strictly. */
+clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
+/* train.init (and eval of a foreign file): the parameters c holds, shapes checked; those it
+ * lacks keep their initialisation and are listed by name in one line, the file's tensors the
+ * model does not use in another. heads_only: only head tensors may be missing. */
+clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only);
+/* session_freeze.c: train.freeze marks the matching tensors of every stage frozen (each
+ * pattern must match one; AdamW only) and says how many parameters remain trained. */
+clp_status sess_freeze(clp_session *s);
+/* model.lora_targets as linears (bit l: clp_stage_linear l) of model m ("": all four). */
+clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */
 clp_status sess_check_mode(const clp_session *s, int a, int b, const char *call);
 

@@ -25,6 +25,14 @@ static const clp_cfg_field fields[] = {
 	F(model.rope_theta, "model.rope_theta", CLP_CFG_FLOAT, "10000", "llama rotary base", 1,
 	  1e9, NULL),
 	F(model.dropout, "model.dropout", CLP_CFG_FLOAT, "0", "dropout probability", 0, 0.99, NULL),
+	F(model.lora_r, "model.lora_r", CLP_CFG_INT, "0", "LoRA rank of adapters on the target "
+	  "linears; the rest of the model is frozen (0: no adapters)", 0, 1 << 16, NULL),
+	F(model.lora_alpha, "model.lora_alpha", CLP_CFG_FLOAT, "16",
+	  "LoRA: the adapters' output is scaled by lora_alpha / lora_r", 1e-6, 1e6, NULL),
+	F(model.lora_targets, "model.lora_targets", CLP_CFG_STRING, "\"\"",
+	  "LoRA: the linears with adapters, name globs matched against layer 0's weights "
+	  "(\"*c_attn*,*q_proj*\"), comma-separated (\"\": qkv, attention output, both MLP)", 0, 0,
+	  NULL),
 	F(model.tie_embeddings, "model.tie_embeddings", CLP_CFG_BOOL, "false",
 	  "llama: the head is the token embedding (no lm_head; gpt2 and bert always tie)", 0, 0,
 	  NULL),
@@ -61,6 +69,13 @@ static const clp_cfg_field fields[] = {
 	F(train.device, "train.device", CLP_CFG_STRING, "\"\"",
 	  "device selector, or one per local rank: \"0,1\" (\"\": CLPIPE_DEVICE, else by local "
 	  "rank)", 0, 0, NULL),
+	F(train.init, "train.init", CLP_CFG_STRING, "\"\"",
+	  "start from these weights: a Hugging Face model directory, a checkpoint or a "
+	  ".safetensors file (its config.json gives the model; optimizer, step and data start "
+	  "fresh)", 0, 0, NULL),
+	F(train.freeze, "train.freeze", CLP_CFG_STRING, "\"\"",
+	  "parameters not trained: name globs, comma-separated, as checkpoints name them "
+	  "(\"bert.embeddings.*,bert.encoder.layer.0.*\"); AdamW only", 0, 0, NULL),
 	F(train.log, "train.log", CLP_CFG_STRING, "\"\"", "JSON-lines log file", 0, 0, NULL),
 	F(train.trace, "train.trace", CLP_CFG_STRING, "\"\"",
 	  "write a Chrome trace (and an SVG timeline) of one step of every rank", 0, 0, NULL),

@@ -12,6 +12,9 @@ typedef struct clp_train_config {
 		long n_layer, d_model, n_head, n_kv_head, d_ff, vocab, ctx;
 		double norm_eps, rope_theta, dropout;
 		int tie_embeddings;  /* llama: no lm_head, the head is the token embedding */
+		long lora_r;         /* LoRA rank (0: no adapters) */
+		double lora_alpha;   /* LoRA: adapters scaled by lora_alpha / lora_r */
+		char lora_targets[256]; /* LoRA: linears by name glob ("": all four of a layer) */
 	} model;
 	struct {
 		char path[1024];     /* text file, or shard glob (format = "shards") */
@@ -30,6 +33,9 @@ typedef struct clp_train_config {
 		long micro_batches;  /* per step (gradient accumulation) */
 		long steps;
 		long seed;
+		char init[1024];     /* weights to start from: an HF model directory, a checkpoint,
+				      * a .safetensors file ("": random) */
+		char freeze[1024];   /* parameter-name globs, comma-separated: not trained */
 		char device[256];
 		char log[1024];      /* JSON lines, one per step and evaluation */
 		char trace[1024];    /* Chrome trace of one step (+ an SVG next to it) */
