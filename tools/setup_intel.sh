@@ -6,7 +6,8 @@
 #    when libintelocl.so is there);
 #  - registered with the ICD loader without touching /etc/OpenCL/vendors: .cache/icd-intel holds
 #    intel.icd (the absolute path of libintelocl.so) and copies of the system's .icd files, and only
-#    the Intel tests run with OCL_ICD_VENDORS pointing there;
+#    the Intel tests run with OCL_ICD_VENDORS pointing there (the wheel's own
+#    etc/OpenCL/vendors/intel-cpu.icd names a conda placeholder path that pip leaves as it is);
 #  - LD_LIBRARY_PATH is left alone: libintelocl.so finds its libraries (TBB, SVML, its compiler)
 #    through its RUNPATH ($ORIGIN), and the venv's lib/ also holds Intel's own libOpenCL.so.1,
 #    which on the library path would replace the system's ICD loader in every process.
