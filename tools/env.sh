@@ -6,6 +6,8 @@ export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$root/.cache/pocl}
 # Mesa (rusticl on llvmpipe) keeps its compiled programs in its disk cache: without it every
 # process recompiles every kernel (minutes). The engine cache alone holds only the front end.
 export MESA_SHADER_CACHE_DIR=${MESA_SHADER_CACHE_DIR:-$root/.cache/mesa}
+# Intel's OpenCL CPU runtime (the .intel tests, tools/setup_intel.sh) keeps no cache of its own
+# (no CL_CONFIG_* setting names one); its binaries are complete, so the engine cache holds them.
 mkdir -p "$CLPIPE_CACHE_DIR" "$POCL_CACHE_DIR" "$MESA_SHADER_CACHE_DIR"
 jobs=$(nproc 2>/dev/null || echo 2)
 

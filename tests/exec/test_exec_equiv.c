@@ -20,7 +20,7 @@
  * the uninterrupted one bitwise and reuses the checkpoint's cycle although its cost table would
  * give another. "mixed": as "close", with the pipeline's rank 0 on PoCL and rank 1 on rusticl
  * (train.device, one selector per local rank; two compilers, so not bitwise) and the reference
- * on PoCL. A MODE ending in "-bf16" or "-fp16" (exact-bf16, close-bf16, resume-bf16,
+ * on PoCL; "mixed_intel" the same with rank 1 on Intel's OpenCL CPU runtime. A MODE ending in "-bf16" or "-fp16" (exact-bf16, close-bf16, resume-bf16,
  * exact-fp16) runs both sides in that train.precision: 16-bit activations and messages, fp32
  * masters (fp16: with dynamic loss scaling), under the same rules as fp32 (the backward rounds
  * the residual gradient at every block boundary, where a pipeline sends it in 16 bits).
@@ -53,24 +53,30 @@ static int pf_mode(void)
 	return !strncmp(mode, "pf", 2);
 }
 
-/* "N,M": PoCL's device index, rusticl's (the selector grammar of train.device, one entry per
- * local rank), found by platform so that it holds whatever the ICDs' order. */
+/* "N,M": PoCL's device index, the other implementation's (the selector grammar of
+ * train.device, one entry per local rank), found by platform name so that it holds whatever the
+ * ICDs' order: rusticl (MODE "mixed") or Intel's CPU runtime ("mixed_intel"). */
 static void mixed_devices(char *out, size_t n)
 {
 	clp_cl_devinfo *devs = NULL;
-	int nd = 0, pocl = -1, rusticl = -1;
+	int nd = 0, pocl = -1, other = -1;
+	int intel = !strcmp(mode, "mixed_intel");
+	const char *name = intel ? "Intel(R) OpenCL" : "rusticl";
 
 	CHECK_OK(clp_cl_devices(&devs, &nd));
 	for (int i = 0; i < nd; i++) {
 		if (pocl < 0 && strstr(devs[i].platform, "Portable Computing Language"))
 			pocl = i;
-		if (rusticl < 0 && !strcmp(devs[i].platform, "rusticl"))
-			rusticl = i;
+		if (other < 0 && !strcmp(devs[i].platform, name))
+			other = i;
 	}
 	free(devs);
-	CHECK(pocl >= 0 && rusticl >= 0, "mixed: need PoCL and rusticl devices (RUSTICL_ENABLE="
-	      "llvmpipe); found PoCL %d, rusticl %d", pocl, rusticl);
-	snprintf(out, n, "%d,%d", pocl, rusticl);
+	CHECK(pocl >= 0 && other >= 0, "%s: need PoCL and %s devices (%s); found PoCL %d, %s %d",
+	      mode, name,
+	      intel ? "OCL_ICD_VENDORS naming Intel's .icd, tools/setup.sh --intel"
+		    : "RUSTICL_ENABLE=llvmpipe",
+	      pocl, name, other);
+	snprintf(out, n, "%d,%d", pocl, other);
 }
 
 static void config(clp_train_config *c, const char *sub, int pipelined)
@@ -119,7 +125,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 					 ? "-other" /* replicas: slow inversions, run in phases */
 					 : "");
 	}
-	if (!strcmp(mode, "mixed") && pipelined) /* rank 0 on PoCL, rank 1 on Mesa's rusticl */
+	/* rank 0 on PoCL, rank 1 on Mesa's rusticl or Intel's runtime */
+	if (!strncmp(mode, "mixed", 5) && pipelined)
 		mixed_devices(c->train.device, sizeof(c->train.device));
 	if (!strncmp(mode, "muon", 4)) /* muon, muonresume, muonclose: exact, resume, close */
 		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
@@ -344,7 +351,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (argc != 9) {
-		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat|resume|kfac|mixed "
+		fprintf(stderr, "usage: %s PRESET SCHEDULE D R N CHUNKS exact|close|repeat|resume|kfac|mixed|mixed_intel "
 			"DIR\n",
 			argv[0]);
 		return 2;
