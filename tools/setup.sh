@@ -17,6 +17,7 @@ pkgs=(
   fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
   python3                             # tests: stored config vs tomllib, JSON checks of clpipe output
   iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
+  help2man dpkg-dev                   # man pages from --help; cpack -G DEB's Depends (dpkg-shlibdeps)
 )
 
 missing=()
