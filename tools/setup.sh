@@ -2,6 +2,8 @@
 # Install what clpipe needs from Debian's packages, only what is missing; quiet when all is there.
 # Run as root (CI) or with sudo available. Benchmark-only packages (clpeak, PyTorch) are
 # installed by the benchmarks that use them, not here.
+# --slurm (tools/test.sh passes it): also Slurm and munge, for the slurm tests'
+# cluster in the network lab (tools/slurmlab.sh); a user's build does not need them.
 set -euo pipefail
 
 pkgs=(
@@ -19,6 +21,12 @@ pkgs=(
   iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
   help2man dpkg-dev                   # man pages from --help; cpack -G DEB's Depends (dpkg-shlibdeps)
 )
+for a in "$@"; do
+  case $a in
+  --slurm) pkgs+=(slurmctld slurmd slurm-client munge) ;;
+  *) echo "setup: unknown option '$a' (--slurm)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

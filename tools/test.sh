@@ -4,7 +4,8 @@
 # Usage: tools/test.sh [extra ctest arguments, e.g. -L unit]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/setup.sh"
+# --slurm: Slurm and munge too, for the slurm tests (tools/slurmlab.sh)
+"$root/tools/setup.sh" --slurm
 . "$root/tools/env.sh"
 
 start=$(date +%s)
