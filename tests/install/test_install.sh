@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 31: clpipe installed like a tool. `cmake --install` into a scratch prefix puts the binary,
 # docs and man pages where a user looks; `cpack -G DEB` makes a .deb whose Depends name the
-# Debian libraries and an OpenCL driver, extracted with dpkg-deb -x into a scratch root; each
-# installed binary runs with no build tree and no checkout: from an empty directory, and, as root
-# where a mount namespace can be made, with tmpfs mounted over the checkout and the build tree so
-# that neither exists for it. It lists devices, builds its kernels, trains a tiny model for 4
-# steps and samples from the checkpoint. Usage: test_install.sh BUILD_DIR SOURCE_DIR
+# Debian libraries and an OpenCL driver (apt-get install -s resolves them), extracted with
+# dpkg-deb -x into a scratch root; each installed binary runs with no build tree and no
+# checkout: from an empty directory, and, as root where a mount namespace can be made, with
+# tmpfs mounted over the checkout and the build tree so that neither exists for it. It lists
+# devices, builds its kernels, trains a tiny model for 4 steps and samples from the checkpoint.
+# Usage: test_install.sh BUILD_DIR SOURCE_DIR
 set -u
 build=$(cd "$1" && pwd)
 src=$(cd "$2" && pwd)
@@ -46,6 +47,12 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
 		dpkg-deb -c "$deb" >"$work/deb.list"
 		check "grep -q ' ./usr/bin/clpipe$' $work/deb.list && grep -q ' ./usr/share/man/man1/clpipe-train.1' $work/deb.list && grep -q ' ./usr/share/doc/clpipe/README.md' $work/deb.list" \
 			"the .deb holds /usr/bin/clpipe, the man pages and the docs"
+		# apt resolves its Depends against this machine's packages (a simulation: nothing is
+		# installed system-wide)
+		if command -v apt-get >/dev/null; then
+			apt-get install -s "$deb" >"$work/apt.out" 2>&1
+			check "grep -q '^Inst clpipe ' $work/apt.out" "apt-get install -s resolves the .deb's Depends ($(grep -c '^Inst ' "$work/apt.out") to install)"
+		fi
 		dpkg-deb -x "$deb" "$work/root" && roots+=("$work/root/usr")
 	fi
 else
