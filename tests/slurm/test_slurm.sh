@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Issue 31: clpipe under a real Slurm (tools/slurmlab.sh: slurmctld and one slurmd per host of a
-# network lab, two hosts of two CPUs). sbatch tools/slurm_train.sbatch trains a 2-stage x 2-replica
-# pipeline over the two hosts, (1) by srun --mpi=pmix and (2) by mpirun inside the allocation:
-# the job completes with exit code 0:0 (scontrol, and the completion log), every rank names its
-# host and local rank, a checkpoint is written; (3) scancel mid-run (after step 3 is printed):
-# the job ends CANCELLED, its last checkpoint loads (clpipe eval), and a resubmitted job with
-# --resume continues from it to the end. Every wait polls with a deadline. Exit 77 (ctest SKIP)
-# naming what is missing when Slurm, munge or the lab cannot be had.
+# network lab, two hosts of two CPUs). sbatch tools/slurm_train.sbatch trains a 2-stage x
+# 2-replica pipeline over the two hosts, (1) by srun --mpi=pmix and (2) by mpirun inside the
+# allocation: the job completes with exit code 0:0 (scontrol, and the completion log), every rank
+# names its host and local rank, a checkpoint is written; (3) scancel mid-run (after step 3 is
+# printed): the job ends CANCELLED, its last checkpoint loads (clpipe eval), and a resubmitted
+# job with --resume continues from it to the end; (4) a node set down (scontrol update
+# state=down) mid-run ends the job NODE_FAIL, srun naming the node, and (its slurmd being alive)
+# with a checkpoint. Every wait polls with a deadline. Exit 77 (ctest SKIP) naming what is
+# missing when Slurm, munge or the lab cannot be had.
 # Usage: test_slurm.sh SLURMLAB SBATCH_SCRIPT CLPIPE WORKDIR
 set -u
 slurmlab=$1 script=$2 clpipe=$3
@@ -43,7 +45,17 @@ submit() {
 	local dir=$1 launch=$2
 	shift 2
 	mkdir -p "$dir"
-	sl sbatch --parsable --chdir="$dir" --export="ALL,CLPIPE=$clpipe,LAUNCH=$launch" "$script" "$@"
+	sl sbatch --parsable ${SBATCH_OPTS:-} --chdir="$dir" --export="ALL,CLPIPE=$clpipe,LAUNCH=$launch" "$script" "$@"
+}
+
+# until_step JOB OUT: the job's output has a line of its step 3 (at most 300 s)
+until_step() {
+	local end=$((SECONDS + 300))
+	until grep -q '^step [3-9]/400\|^step [0-9][0-9]*[0-9]/400' "$2" 2>/dev/null; do
+		[ $SECONDS -lt $end ] || { echo "FAIL: job $1 printed no step 3 in 300 s"; fail=1; sed 's/^/  | /' "$2"; exit 1; }
+		sl squeue -h -j "$1" 2>/dev/null | grep -q . || { echo "FAIL: job $1 ended early"; fail=1; sed 's/^/  | /' "$2"; exit 1; }
+		sleep 0.5
+	done
 }
 
 # 1, 2: a whole run by each launcher
@@ -68,12 +80,7 @@ done
 d=$work/cancel
 job=$(submit "$d" srun "${small[@]}" --steps 400 --ckpt.dir=ck)
 out=$d/clpipe-$job.out
-end=$((SECONDS + 300))
-until grep -q '^step [3-9]/400\|^step [0-9][0-9]*[0-9]/400' "$out" 2>/dev/null; do
-	[ $SECONDS -lt $end ] || { echo "FAIL: job $job printed no step 3 in 300 s"; fail=1; sed 's/^/  | /' "$out"; exit 1; }
-	sl squeue -h -j "$job" 2>/dev/null | grep -q . || { echo "FAIL: job $job ended early"; fail=1; sed 's/^/  | /' "$out"; exit 1; }
-	sleep 0.5
-done
+until_step "$job" "$out"
 sl scancel "$job"
 st=$("$slurmlab" wait "$lab" "$job" 200)
 sed 's/^/  | /' "$out" | grep -v '^  | step [0-9]*/' | tail -12
@@ -92,4 +99,20 @@ if [ -n "$last" ]; then
 	check "[ '$st' = 'COMPLETED 0:0' ] && grep -q 'resumed from ck/step-$(printf %08d $n) at step $n' '$out2' && grep -q '^step $((n + 3))/$((n + 3))' '$out2' && ! grep -q '^step $n/' '$out2'" \
 		"resubmitted job $job2 resumes at step $((n + 1)) and ends COMPLETED ($st)"
 fi
+
+# 4: a node taken down mid-run ends the job (not requeued), naming the node
+d=$work/nodedown
+job=$(SBATCH_OPTS=--no-requeue submit "$d" srun "${small[@]}" --steps 400 --ckpt.dir=ck)
+out=$d/clpipe-$job.out
+until_step "$job" "$out"
+sl scontrol update nodename=n1 state=down reason=clpipe-test
+st=$("$slurmlab" wait "$lab" "$job" 200)
+sed 's/^/  | /' "$out" | grep -v '^  | step [0-9]*/' | tail -6
+why=$(sl scontrol show job "$job" | tr ' ' '\n' | grep -E '^(Reason|NodeList)=' | paste -sd ' ')
+check "[ \"\${st%% *}\" = NODE_FAIL ] && grep -q 'srun: error: Node failure on n1' '$out'" \
+	"node n1 down mid-run: job $job ends ${st%% *} (got $st; $why), srun names n1"
+last=$(ls -d "$d"/ck/step-* 2>/dev/null | tail -1)
+check "[ -n '$last' ] && [ -f '$last/manifest.json' ]" \
+	"node down: the ranks got SIGTERM and saved a checkpoint (${last##*/})"
+sl scontrol update nodename=n1 state=resume
 exit $fail
