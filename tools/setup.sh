@@ -2,7 +2,7 @@
 # Install what clpipe needs from Debian's packages, only what is missing; quiet when all is there.
 # Run as root (CI) or with sudo available. Benchmark-only packages (clpeak, PyTorch) are
 # installed by the benchmarks that use them, not here.
-# --slurm (tools/test.sh passes it): also Slurm and munge, for the slurm tests'
+# --slurm (tools/test.sh passes it): also Slurm, munge, slurmdbd and MariaDB (for sacct), for the slurm tests'
 # cluster in the network lab (tools/slurmlab.sh); a user's build does not need them.
 set -euo pipefail
 
@@ -23,7 +23,7 @@ pkgs=(
 )
 for a in "$@"; do
   case $a in
-  --slurm) pkgs+=(slurmctld slurmd slurm-client munge) ;;
+  --slurm) pkgs+=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server) ;;
   *) echo "setup: unknown option '$a' (--slurm)" >&2; exit 2 ;;
   esac
 done

@@ -68,6 +68,11 @@ cmd_up() {
 	chmod 755 "$s/munge"
 	mapfile -t hosts < <(jq -r '.hosts[].name' "$cluster")
 	n=${#hosts[@]}
+	# accounting (sacct) when slurmdbd and MariaDB are installed: both in the controller's
+	# namespace, the database on that namespace's loopback only
+	local dbd=""
+	command -v slurmdbd >/dev/null && command -v mariadbd >/dev/null &&
+		command -v mariadb-install-db >/dev/null && dbd=yes
 	mungekey -c -k "$s/munge/munge.key" -b 1024 >/dev/null 2>&1 || die "mungekey failed"
 	chmod 400 "$s/munge/munge.key"
 	{
@@ -91,7 +96,14 @@ cmd_up() {
 		echo "ProctrackType=proctrack/linuxproc"
 		echo "TaskPlugin=task/none"
 		echo "JobAcctGatherType=jobacct_gather/none"
-		echo "AccountingStorageType=accounting_storage/none"
+		if [ -n "$dbd" ]; then
+			echo "AccountingStorageType=accounting_storage/slurmdbd"
+			echo "AccountingStorageHost=clpn-mpirun"
+			# the munge socket of connections to slurmdbd (AuthInfo covers only the others)
+			echo "AccountingStoragePass=$s/munge/munge.socket"
+		else
+			echo "AccountingStorageType=accounting_storage/none"
+		fi
 		echo "JobCompType=jobcomp/filetxt"
 		echo "JobCompLoc=$s/jobcomp.txt"
 		echo "SelectType=select/cons_tres"
@@ -115,6 +127,7 @@ cmd_up() {
 	in_ctl munged --force --socket="$s/munge/munge.socket" --key-file="$s/munge/munge.key" \
 		--pid-file="$s/munge/munged.pid" --log-file="$s/log/munged.log" \
 		--seed-file="$s/munge/munged.seed" 2>>"$s/log/munged.log" || die "munged did not start ($s/log/munged.log)"
+	[ -n "$dbd" ] && start_dbd "$s"
 	in_ctl unshare --uts /bin/sh -c "hostname clpn-mpirun && exec slurmctld -f '$s/slurm.conf'" ||
 		die "slurmctld did not start ($s/log/slurmctld.log)"
 	for h in "${hosts[@]}"; do
@@ -135,6 +148,48 @@ cmd_up() {
 		sleep 0.5
 	done
 	echo "$s"
+}
+
+# MariaDB (127.0.0.1 of the controller's namespace, data in $1/db) and slurmdbd; the cluster
+# registered. Each wait polls with a deadline.
+start_dbd() {
+	local s=$1 end
+	mariadb-install-db --datadir="$s/db" --user=root --skip-test-db >"$s/log/mariadb-install.log" 2>&1 ||
+		die "mariadb-install-db failed ($s/log/mariadb-install.log)"
+	in_ctl setsid mariadbd --no-defaults --datadir="$s/db" --user=root --bind-address=127.0.0.1 \
+		--port=3306 --socket="$s/db.sock" --pid-file="$s/mariadb.pid" \
+		--log-error="$s/log/mariadb.log" </dev/null >/dev/null 2>&1 &
+	end=$((SECONDS + 60))
+	until in_ctl mariadb --no-defaults -S "$s/db.sock" -u root -e "select 1" >/dev/null 2>&1; do
+		[ $SECONDS -lt $end ] || die "MariaDB not up after 60 s ($s/log/mariadb.log)"
+		sleep 0.5
+	done
+	in_ctl mariadb --no-defaults -S "$s/db.sock" -u root -e "CREATE USER 'slurm'@'127.0.0.1';
+		GRANT ALL ON *.* TO 'slurm'@'127.0.0.1'; FLUSH PRIVILEGES;" ||
+		die "cannot create the database user"
+	{
+		echo "AuthType=auth/munge"
+		echo "AuthInfo=socket=$s/munge/munge.socket"
+		echo "DbdHost=clpn-mpirun"
+		echo "DbdAddr=10.77.0.1"
+		echo "SlurmUser=root"
+		echo "StorageType=accounting_storage/mysql"
+		echo "StorageHost=127.0.0.1"
+		echo "StoragePort=3306"
+		echo "StorageUser=slurm"
+		echo "StorageLoc=slurm_acct_db"
+		echo "PidFile=$s/slurmdbd.pid"
+		echo "LogFile=$s/log/slurmdbd.log"
+	} >"$s/slurmdbd.conf"
+	chmod 600 "$s/slurmdbd.conf"
+	in_ctl unshare --uts /bin/sh -c "hostname clpn-mpirun && exec slurmdbd" ||
+		die "slurmdbd did not start ($s/log/slurmdbd.log)"
+	end=$((SECONDS + 60))
+	until in_ctl sacctmgr -i add cluster "clpn$LAB" >/dev/null 2>&1 ||
+		in_ctl sacctmgr -n list cluster format=cluster 2>/dev/null | grep -qw "clpn$LAB"; do
+		[ $SECONDS -lt $end ] || die "slurmdbd not answering after 60 s ($s/log/slurmdbd.log)"
+		sleep 0.5
+	done
 }
 
 # until job $1 has left the queue, at most $2 s; prints its state and exit code

@@ -2,7 +2,8 @@
 # Issue 31: clpipe under a real Slurm (tools/slurmlab.sh: slurmctld and one slurmd per host of a
 # network lab, two hosts of two CPUs). sbatch tools/slurm_train.sbatch trains a 2-stage x
 # 2-replica pipeline over the two hosts, (1) by srun --mpi=pmix and (2) by mpirun inside the
-# allocation: the job completes with exit code 0:0 (scontrol, and the completion log), every rank
+# allocation: the job completes with exit code 0:0 (scontrol, sacct where slurmdbd and MariaDB
+# are installed, and the completion log), every rank
 # names its host and local rank, a checkpoint is written; (3) scancel mid-run (after step 3 is
 # printed): the job ends CANCELLED, its last checkpoint loads (clpipe eval), and a resubmitted
 # job with --resume continues from it to the end; (4) a node set down (scontrol update
@@ -58,6 +59,23 @@ until_step() {
 	done
 }
 
+# acct_check JOB "STATE EXITCODE" WHAT: sacct has the job so (slurmdbd records it a moment after
+# the end: polled, at most 60 s); without slurmdbd, says so
+acct=$(grep -c '^AccountingStorageType=accounting_storage/slurmdbd' "$work/clpn-$lab/slurm/slurm.conf")
+[ "$acct" -eq 1 ] || echo "note: no sacct (slurmdbd or mariadb-server not installed): job states from scontrol and the completion log only"
+acct_check() {
+	[ "$acct" -eq 1 ] || return 0
+	local end=$((SECONDS + 60)) got
+	while :; do
+		got=$(sl sacct -j "$1" -X -n -P -o State,ExitCode 2>/dev/null | tr '|' ' ' | sed 's/ by [0-9]*//')
+		# STATE alone: any exit code (sacct gives a cancelled job its batch script's, 0:0)
+		[ "$got" = "$2" ] || [ "${got%% *}" = "$2" ] && break
+		[ $SECONDS -lt $end ] || break
+		sleep 0.5
+	done
+	check "[ '$got' = '$2' ] || [ '${got%% *}' = '$2' ]" "$3: sacct -j $1 shows $2 (got '$got')"
+}
+
 # 1, 2: a whole run by each launcher
 for launch in srun mpirun; do
 	d=$work/$launch
@@ -68,6 +86,7 @@ for launch in srun mpirun; do
 	check "[ '$st' = 'COMPLETED 0:0' ]" "$launch: job $job ends COMPLETED with exit code 0:0 (got $st)"
 	check "grep -q 'JobId=$job .*JobState=COMPLETED' $work/clpn-$lab/slurm/jobcomp.txt" \
 		"$launch: the completion log records job $job COMPLETED"
+	acct_check "$job" "COMPLETED 0:0" "$launch"
 	check "grep -q '^step 6/6' '$out'" "$launch: 6 steps trained"
 	check "[ \$(grep -c 'local [01] of 2 on n[01]' '$out') -eq 4 ] && grep -q 'local 1 of 2 on n0' '$out' && grep -q 'local 1 of 2 on n1' '$out'" \
 		"$launch: 4 ranks, 2 on each host, each picking its device by local rank"
@@ -85,6 +104,7 @@ sl scancel "$job"
 st=$("$slurmlab" wait "$lab" "$job" 200)
 sed 's/^/  | /' "$out" | grep -v '^  | step [0-9]*/' | tail -12
 check "[ \"\${st%% *}\" = CANCELLED ]" "scancel: job $job ends CANCELLED (got $st)"
+acct_check "$job" CANCELLED "scancel"
 last=$(ls -d "$d"/ck/step-* 2>/dev/null | tail -1)
 check "[ -n '$last' ] && [ -f '$last/manifest.json' ]" "scancel: a checkpoint was saved (${last##*/})"
 if [ -n "$last" ]; then
@@ -111,6 +131,7 @@ sed 's/^/  | /' "$out" | grep -v '^  | step [0-9]*/' | tail -6
 why=$(sl scontrol show job "$job" | tr ' ' '\n' | grep -E '^(Reason|NodeList)=' | paste -sd ' ')
 check "[ \"\${st%% *}\" = NODE_FAIL ] && grep -q 'srun: error: Node failure on n1' '$out'" \
 	"node n1 down mid-run: job $job ends ${st%% *} (got $st; $why), srun names n1"
+acct_check "$job" NODE_FAIL "node down"
 last=$(ls -d "$d"/ck/step-* 2>/dev/null | tail -1)
 check "[ -n '$last' ] && [ -f '$last/manifest.json' ]" \
 	"node down: the ranks got SIGTERM and saved a checkpoint (${last##*/})"
