@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# A Slurm cluster in the network lab (tools/netlab.sh; docs/PIPELINE.md, "Real clusters"):
-# munge, slurmctld in the lab's controller namespace (clpn-LAB-m, 10.77.0.1, host name
-# clpn-mpirun) and one slurmd per lab host, each in the host's namespace under the host's name
-# (unshare --uts, slurmd -N HOST) with its own spool and scratch directories, log and pid file; a partition
-# `lab` over them whose CPU counts are the hosts' devices in the cluster file. Debian's
-# slurm-wlm 22.05 runs several slurmd on one machine this way because each one has its own
-# network namespace (its own address, the same port 6818).
+# A Slurm cluster in the network lab (tools/netlab.sh; docs/PIPELINE.md, "A Slurm cluster in
+# the lab"): munged and slurmctld in the lab's controller namespace (clpn-LAB-m, 10.77.0.1, host
+# name clpn-mpirun) and one slurmd per lab host, each in the host's namespace under the host's
+# name (unshare --uts, slurmd -N HOST) with its own spool and scratch directories, log and pid
+# file; a partition `lab` over them whose CPU counts are the hosts' devices in the cluster file;
+# where slurmdbd and MariaDB are installed, accounting for sacct (both in the controller's
+# namespace). Debian's slurm-wlm 22.05 runs several slurmd on one machine this way because each
+# one has its own network namespace (its own address, the same port 6818).
 #
 #   tools/slurmlab.sh check               exit 0 if a cluster can be built here, else 77 with
 #                                         a message naming what is missing
 #   tools/slurmlab.sh up LAB CLUSTER      netlab.sh up LAB CLUSTER, then the daemons; returns
 #                                         when every node is idle (at most 60 s)
 #   tools/slurmlab.sh run LAB CMD...      a Slurm client command (sbatch, srun, squeue,
-#                                         scontrol, scancel, sinfo) inside the lab
+#                                         scontrol, scancel, sinfo, sacct) inside the lab
 #   tools/slurmlab.sh wait LAB JOB SECS   until JOB has ended (polls squeue/scontrol, at most
 #                                         SECS s); prints STATE EXITCODE
 #   tools/slurmlab.sh down LAB            stop the daemons and remove the lab
 # Everything lives under the lab's directory (${CLPN_DIR:-/tmp}/clpn-LAB/slurm); nothing listens
-# outside the lab's namespaces (munge's socket is a file there).
+# outside the lab's namespaces (munge's socket is a file there, MariaDB listens on the
+# controller namespace's loopback).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 netlab=$here/netlab.sh
