@@ -11,7 +11,7 @@ file(GLOB CLP_DOC_FILES ${CMAKE_SOURCE_DIR}/docs/*.md)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md ${CLP_DOC_FILES} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/docs/figures DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/tools/quickstart.toml ${CMAKE_SOURCE_DIR}/tools/slurm_train.sbatch
-        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples OPTIONAL)
+        DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
 # Man pages: clpipe(1) from `clpipe --help`, clpipe-CMD(1) from `clpipe CMD --help`.
 find_program(HELP2MAN help2man)
