@@ -224,6 +224,11 @@ enum clp_nn_gstat {
  * elements), computed on the device into stats (4 floats). max_norm <= 0: no clipping. */
 clp_status clp_nn_grad_stats(clp_cl_ctx *ctx, clp_buf stats, const clp_buf *grads,
 			     const size_t *n, int count, float max_norm);
+/* The statistics of each tensor alone, tensor i's 4 floats at element stats_off[i] of stats:
+ * bitwise what one clp_nn_grad_stats call per tensor writes, in two launches when all the
+ * tensors lie in one buffer (else one call per tensor). */
+clp_status clp_nn_grad_stats_each(clp_cl_ctx *ctx, cl_mem stats, const size_t *stats_off,
+				  const clp_buf *grads, const size_t *n, int count, float max_norm);
 
 typedef struct clp_nn_adamw_hp {
 	float lr;           /* this step's learning rate (schedules live in the caller) */

@@ -53,6 +53,81 @@ static void test_grad_stats(void)
 	clReleaseMemObject(ms);
 }
 
+/* clp_nn_grad_stats_each: the tensors of one buffer (odd sizes and offsets, one over several
+ * chunks) in two launches, bitwise what one clp_nn_grad_stats per tensor writes and within
+ * 1e-7 + 1e-6|x| of the double reference; a NaN flags its own tensor only; tensors in
+ * separate buffers take the per-tensor path with the same figures. */
+static void test_grad_stats_each(void)
+{
+	static const size_t sizes[] = {1, 7, 33, 127, 40000, 16384};
+	enum { NT = 6 };
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(52);
+	float *x = NULL, each[4 * NT + 3], one[4 * NT + 3], bad = NAN;
+	size_t at[NT], off[NT], total = 5;
+	clp_buf g[NT], gs[NT];
+	cl_mem m, ms, ms1, sep[NT];
+
+	if (!ctx)
+		return;
+	for (int i = 0; i < NT; i++)
+		at[i] = total, total += sizes[i] + 3, off[i] = 3 + 4 * (size_t)(NT - 1 - i);
+	x = tn_rand(&r, total, -1, 1);
+	m = tn_buf(x, total);
+	ms = tn_buf(NULL, 4 * NT + 3);
+	ms1 = tn_buf(NULL, 4 * NT + 3);
+	for (int i = 0; i < NT; i++) {
+		g[i] = clp_buf_at(m, at[i]);
+		sep[i] = tn_buf(x + at[i], sizes[i]);
+		gs[i] = clp_buf_at(sep[i], 0);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) { /* a NaN in tensor 4 (of 40000) only */
+			CHECK_OK(clp_cl_write(ctx, m, (at[4] + 20001) * 4, 4, &bad));
+			CHECK_OK(clp_cl_write(ctx, sep[4], 20001 * 4, 4, &bad));
+		}
+		CHECK_OK(clp_nn_grad_stats_each(ctx, ms, off, g, sizes, NT, 1.0f));
+		for (int i = 0; i < NT; i++)
+			CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms1, off[i]), &g[i], &sizes[i], 1,
+						   1.0f));
+		tn_get(ms, 0, each, 4 * NT + 3);
+		tn_get(ms1, 0, one, 4 * NT + 3);
+		for (int i = 0; i < NT; i++) {
+			double ss = 0, want[4];
+
+			CHECK(!memcmp(each + off[i], one + off[i], 4 * sizeof(float)),
+			      "pass %d tensor %d (%zu): %g %g %g %g, one call each %g %g %g %g", pass,
+			      i, sizes[i], each[off[i]], each[off[i] + 1], each[off[i] + 2],
+			      each[off[i] + 3], one[off[i]], one[off[i] + 1], one[off[i] + 2],
+			      one[off[i] + 3]);
+			if (pass == 1 && i == 4) {
+				CHECK(each[off[i] + 1] == 1.0f && each[off[i] + 3] == 0.0f,
+				      "NaN not flagged: %g, factor %g", each[off[i] + 1],
+				      each[off[i] + 3]);
+				continue;
+			}
+			for (size_t j = 0; j < sizes[i]; j++)
+				ss += (double)x[at[i] + j] * x[at[i] + j];
+			want[0] = ss, want[1] = 0, want[2] = sqrt(ss);
+			want[3] = fmin(1.0, 1.0 / (sqrt(ss) + 1e-6));
+			th_close("grad stats each", each + off[i], want, 4, 1e-7, 1e-6);
+		}
+		/* separate buffers: the per-tensor path, the same figures */
+		CHECK_OK(clp_nn_grad_stats_each(ctx, ms1, off, gs, sizes, NT, 1.0f));
+		tn_get(ms1, 0, one, 4 * NT + 3);
+		for (int i = 0; i < NT; i++)
+			CHECK(!memcmp(each + off[i], one + off[i], 4 * sizeof(float)),
+			      "pass %d tensor %d: separate buffers differ", pass, i);
+	}
+	CHECK_OK(clp_nn_grad_stats_each(ctx, ms, off, g, sizes, 0, 1.0f)); /* none: no launch */
+	for (int i = 0; i < NT; i++)
+		clReleaseMemObject(sep[i]);
+	clReleaseMemObject(m);
+	clReleaseMemObject(ms);
+	clReleaseMemObject(ms1);
+	free(x);
+}
+
 static void test_adamw(void)
 {
 	static const size_t sizes[] = {1, 7, 1000, 20001};
@@ -126,4 +201,4 @@ static void test_adamw(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_grad_stats), TH_TEST(test_adamw))
+TH_MAIN(TH_TEST(test_grad_stats), TH_TEST(test_grad_stats_each), TH_TEST(test_adamw))
