@@ -170,3 +170,39 @@ __kernel void clp_gstat_final_each(__global float *stats, __global const float *
 	stats[2] = norm;
 	stats[3] = bad != 0.0f ? 0.0f : max_norm > 0.0f ? fmin(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
 }
+
+/* AdamW over many tensors in one launch (clp_nn_adamw_update_each): work-item w takes table
+ * row w (p, m, v, g offsets of its chunk, length, decay flag) and runs clp_adamw's loop body
+ * on it, element by element the same arithmetic. */
+__kernel void clp_adamw_each(__global float *p, __global float *m, __global float *v,
+			     __global const float *g, __global const ulong *tab, ulong rows,
+			     float decay_mul, float b1, float b2, float eps, float step_size,
+			     float bc2_sqrt, float gscale, __global const float *stats, ulong so,
+			     int has_stats)
+{
+	const ulong w = get_global_id(0);
+	float gs = gscale, dm;
+
+	if (w >= rows)
+		return;
+	if (has_stats) {
+		if (stats[so + 1] != 0.0f)
+			return;
+		gs *= stats[so + 3];
+	}
+	tab += 6 * w;
+	p += tab[0];
+	m += tab[1];
+	v += tab[2];
+	g += tab[3];
+	dm = tab[5] ? decay_mul : 1.0f;
+	for (ulong i = 0; i < tab[4]; i++) {
+		const float gr = g[i] * gs;
+		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
+		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
+		const float denom = sqrt(vi) / bc2_sqrt + eps;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = fma(-step_size, mi / denom, p[i] * dm);
+	}
+}

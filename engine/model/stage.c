@@ -652,13 +652,31 @@ clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
 clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
 				  float gscale)
 {
-	for (int i = 0; i < st->tab.ntensors; i++)
-		CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
-					    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
-					    clp_stage_tensor(st, CLP_ST_GRAD, i),
-					    st->tab.tensors[i].numel, hp, st->tab.tensors[i].decay,
-					    stats, gscale));
+	int nt = st->tab.ntensors;
+	clp_buf *b = malloc((size_t)nt * 4 * sizeof(*b) + 1);
+	size_t *n = malloc((size_t)nt * sizeof(*n) + 1);
+	int *decay = malloc((size_t)nt * sizeof(*decay) + 1);
+	static const int roles[4] = {CLP_ST_PARAM, CLP_ST_ADAM_M, CLP_ST_ADAM_V, CLP_ST_GRAD};
+	int ok = b && n && decay;
+	clp_status s = CLP_OK;
+
+	if (ok) { /* every tensor of the stage in one launch (issue 30) */
+		const clp_buf *t[4] = {b, b + nt, b + 2 * nt, b + 3 * nt};
+
+		for (int i = 0; i < nt; i++) {
+			for (int j = 0; j < 4; j++)
+				b[j * nt + i] = clp_stage_tensor(st, roles[j], i);
+			n[i] = st->tab.tensors[i].numel;
+			decay[i] = st->tab.tensors[i].decay;
+		}
+		s = clp_nn_adamw_update_each(st->ctx, t, n, decay, nt, hp, stats, gscale);
+	}
+	free(b);
+	free(n);
+	free(decay);
+	if (!ok)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	CLP_TRY(s);
 	/* a skipped (non-finite) step left the masters as they were: the copy is too */
 	return clp_stage_refresh_values(st);
 }
