@@ -333,6 +333,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 		 s->cfg.pipeline.schedule, st_pf_K(s) ? " + PipeFisher" : "", s->cfg.pipeline.stages,
 		 s->cfg.pipeline.replicas);
 	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	tr.steps = (int)(step - first + 1); /* the picture's header then agrees with the line below */
 	if (step > first) /* the picture's "step" is then the span of all of them */
 		snprintf(label, sizeof(label), "measured, steps %ld-%ld together", first, step);
 	one = &tr;
