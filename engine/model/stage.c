@@ -603,10 +603,19 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 	return CLP_OK;
 }
 
+/* One fill per run of units that follow each other in one buffer of the gradient block (the
+ * block holds nothing else, so its alignment gaps may be zeroed too): issue 30. */
 clp_status clp_stage_zero_grads(clp_stage *st)
 {
-	for (int u = 0; u < st->tab.nunits; u++)
-		CLP_TRY(clp_cl_fill(st->ctx, st->units[CLP_ST_GRAD][u], 0.0f, st->tab.units[u].numel));
+	const clp_buf *g = st->units[CLP_ST_GRAD];
+
+	for (int u = 0, v; u < st->tab.nunits; u = v) {
+		size_t end = g[u].off + st->tab.units[u].numel;
+
+		for (v = u + 1; v < st->tab.nunits && g[v].mem == g[u].mem && g[v].off >= end; v++)
+			end = g[v].off + st->tab.units[v].numel;
+		CLP_TRY(clp_cl_fill(st->ctx, g[u], 0.0f, end - g[u].off));
+	}
 	if (holds_tied_pair(st))
 		CLP_TRY(clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C));
 	return CLP_OK;
