@@ -224,6 +224,11 @@ enum clp_nn_gstat {
  * elements), computed on the device into stats (4 floats). max_norm <= 0: no clipping. */
 clp_status clp_nn_grad_stats(clp_cl_ctx *ctx, clp_buf stats, const clp_buf *grads,
 			     const size_t *n, int count, float max_norm);
+/* The statistics of each tensor alone, tensor i's 4 floats at element stats_off[i] of stats:
+ * bitwise what one clp_nn_grad_stats call per tensor writes, in two launches when all the
+ * tensors lie in one buffer (else one call per tensor). */
+clp_status clp_nn_grad_stats_each(clp_cl_ctx *ctx, cl_mem stats, const size_t *stats_off,
+				  const clp_buf *grads, const size_t *n, int count, float max_norm);
 
 typedef struct clp_nn_adamw_hp {
 	float lr;           /* this step's learning rate (schedules live in the caller) */
@@ -240,5 +245,11 @@ typedef struct clp_nn_adamw_hp {
 clp_status clp_nn_adamw_update(clp_cl_ctx *ctx, clp_buf param, clp_buf m, clp_buf v, clp_buf grad,
 			       size_t n, const clp_nn_adamw_hp *hp, int decay, clp_buf stats,
 			       float gscale);
+/* AdamW on count tensors, t[0..3][i] = param, m, v, grad of tensor i (n[i] elements, decay[i]):
+ * element for element clp_nn_adamw_update's arithmetic (bitwise equal), in one launch when each
+ * role's tensors lie in one buffer (else one call per tensor). */
+clp_status clp_nn_adamw_update_each(clp_cl_ctx *ctx, const clp_buf *const t[4], const size_t *n,
+				    const int *decay, int count, const clp_nn_adamw_hp *hp,
+				    clp_buf stats, float gscale);
 
 #endif

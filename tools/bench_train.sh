@@ -3,7 +3,8 @@
 # and optimizer: a GPT-2-small-shaped model (12 layers, d_model 768, 12 heads, context 256,
 # vocabulary 50257, tied head), AdamW, gradient clipping. clpipe runs on the default device
 # (PoCL on a CPU); PyTorch on the CPU with the same number of threads. Prints both tokens/s,
-# the ratio, PyTorch's version, threads and BLAS, and where clpipe's device time went.
+# the ratio, PyTorch's version, threads and BLAS, where clpipe's device time went, and its MFU
+# against the device's FMA peak as clpipe bench measures it (issue 30).
 #
 # --precision bf16|fp16 (issue 18): clpipe in fp32 and in that precision (train.precision) one
 # after the other, and PyTorch in fp32 and under bf16 autocast, each with its tokens/s and its
@@ -95,10 +96,33 @@ torch_run() { # [--autocast bf16]
     "${torch_model[@]}" "$@" 2>/dev/null | tail -1
 }
 
+# MFU: training FLOP per token (6 x the weights' multiply-adds, LM head included, plus causal
+# attention, 6 L T C) against the device's measured FMA peak (clpipe bench: the larger of its
+# best compute formulation and, on a CPU device, the host's C FMA loop; median of 7)
+mfu() { # tokens/s
+  local prof=.cache/bench-train-peak.json
+  POCL_MAX_PTHREAD_COUNT=$threads build/tools/clpipe bench --only compute --repeats 7 --quiet \
+    --json "$prof" >/dev/null 2>&1 || { echo "MFU: clpipe bench failed: no peak"; return 0; }
+  python3 - "$1" "$prof" $L $C $V $T <<'PY'
+import json, sys
+tok_s, prof = float(sys.argv[1]), json.load(open(sys.argv[2]))
+L, C, V, T = map(int, sys.argv[3:7])
+comp = prof["devices"][0]["compute"]
+dev = (comp.get("independent_mad") or {}).get("gflops", {}).get("median", 0)
+host = ((comp.get("host_fma") or {}).get("gflops") or {}).get("median", 0)
+peak = max(dev, host)
+flop = 6 * (12 * L * C * C + V * C) + 6 * L * T * C
+print(f"MFU      {100 * tok_s * flop / 1e9 / peak:10.1f} % of the measured FMA peak "
+      f"{peak:.1f} GFLOP/s (device best {dev:.1f}, host FMA loop {host:.1f}); "
+      f"{flop / 1e9:.3f} GFLOP per token, {tok_s * flop / 1e9:.1f} GFLOP/s")
+PY
+}
+
 if [ -z "$precision" ]; then
   clp=$(clpipe_run fp32 .cache/bench-train.jsonl "$@")
   [ -n "$clp" ] || { echo "clpipe train failed" >&2; exit 1; }
   clp=${clp%% *}
+  mfu "$clp"
   if [ "$have_torch" = 0 ]; then
     echo "clpipe   $clp tokens/s (median of steps 2..); PyTorch not importable ($py): skipped"
     exit 0

@@ -31,7 +31,8 @@ static void help(void)
 	       "           [--svg F [--kernels K.json ..]]   (their rooflines on one plot, with the\n"
 	       "                               kernels of clpipe bench nn --json K.json)\n\n"
 	       "Measures each device: peak single-precision compute (dependent multiply-add\n"
-	       "chains as clpeak does, and independent chains), global memory bandwidth (read,\n"
+	       "chains as clpeak does, and the best of 20 formulations with independent chains;\n"
+	       "on CPU devices also a C FMA loop on the host's cores), global memory bandwidth (read,\n"
 	       "write, copy), host<->device transfers (pageable, pinned, mapped), kernel launch\n"
 	       "latency (queued, round trip), the engine's GEMM at the given shapes and, under\n"
 	       "mpirun, latency and bandwidth between every pair of ranks. Every figure is the\n"
@@ -119,16 +120,20 @@ static void print_profile(const clp_topo_profile *p, int show_widths)
 	       p->host, p->rank, p->name, p->vendor, p->type, p->compute_units,
 	       p->global_mem / 1073741824.0);
 	printf("  %-40s %10s  [%10s .. %10s]\n", "figure", "median", "min", "max");
-	snprintf(what, sizeof(what), "compute, dependent MAD (float%d)",
+	snprintf(what, sizeof(what), "compute, clpeak's kernel (float%d)",
 		 clp_topo_width(p->mad_best));
 	row(what, &p->mad[p->mad_best], "GFLOP/s");
 	for (int w = 0; show_widths && w < CLP_TOPO_NWIDTHS; w++) {
 		snprintf(what, sizeof(what), "  float%d", clp_topo_width(w));
 		row(what, &p->mad[w], "GFLOP/s");
 	}
-	snprintf(what, sizeof(what), "compute, %d independent chains (float%d)", p->indep_chains,
-		 p->indep_width);
+	snprintf(what, sizeof(what), "compute, best of %d (float%d x%d, wg %d)", p->indep_tried,
+		 p->indep_width, p->indep_chains, p->indep_local);
 	row(what, &p->mad_indep, "GFLOP/s");
+	snprintf(what, sizeof(what), "host FMA loop (%s, %d thr x%d)", p->host_fma_isa,
+		 p->host_fma_threads, p->host_fma_chains);
+	row(what, &p->host_fma, "GFLOP/s");
+	row("  device best / host loop, pair by pair", &p->host_fma_ratio, "");
 	snprintf(what, sizeof(what), "memory read (float%d, %zu MiB)", clp_topo_width(p->read_best),
 		 p->bw_bytes >> 20);
 	row(what, &p->read[p->read_best], "GB/s");

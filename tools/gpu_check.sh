@@ -129,7 +129,7 @@ try:
     rows = [r for r in rows if r.get("event") == "step"][1:]
     t = open(os.path.join(out, "train.txt"), errors="replace").read()
     split = [{"kernel": m[0], "calls": int(m[1]), "ms": float(m[2])}
-             for m in re.findall(r"^  (\S+)\s+(\d+)\s+([\d.]+)\s+[\d.]+%$", t, re.M)]
+             for m in re.findall(r"^  (\S+)\s+(\d+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+%$", t, re.M)]
     summary["train"] = {"tok_s": statistics.median(r["tok_s"] for r in rows) if rows else None,
                         "ms_per_step": statistics.median(r["ms"] for r in rows) if rows else None,
                         "host_timed": "host clock" in t, "kernels": split}

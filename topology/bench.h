@@ -3,8 +3,11 @@
  * latency and bandwidth between ranks. Results are device profiles (topology/profile.h).
  *
  * Methods (docs/DEVICE_PROFILE.md has the details):
- *   compute    clpeak's kernel of dependent multiply-add chains at vector widths 1..16, and
- *              the same with independent chains (what the FMA units can do when fed)
+ *   compute    clpeak's kernel of dependent multiply-add chains at vector widths 1..16 (kept
+ *              as its own figure, to compare with clpeak), and the best of several
+ *              formulations with independent chains (vector widths 1..16, 8 or 16 chains, two
+ *              work-group sizes): what the FMA units can do when fed; on CPU devices also a C
+ *              FMA loop on the host's cores (bench_fma.c), the yardstick of both
  *   bandwidth  read-only (clpeak's kernel: 16 loads per work-item summed into one float),
  *              write-only and copy, over buffers of bw_bytes, far larger than caches
  *   transfers  blocking write/read from pageable memory; from pinned memory (a buffer made
@@ -63,6 +66,17 @@ clp_status clp_topo_bench_p2p(clp_comm *c, const clp_topo_bench_opts *o, clp_top
 /* Parts of the benchmark as split below (internal to the benchmark, shared by its files). */
 clp_status clp_topo_bench_compute(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 				  clp_topo_profile *p);
+/* The host's FMA peak by a C loop on `threads` threads (bench_fma.c): init picks the ISA and
+ * sizes one run to about opts->compute_ms; each run gives one figure. */
+typedef struct clp_topo_host_fma {
+	const char *isa; /* "avx512f", "avx2+fma", "scalar fmaf" */
+	int threads, lanes, chains;
+	long iters;
+	float sink;
+} clp_topo_host_fma;
+clp_status clp_topo_host_fma_init(const clp_topo_bench_opts *o, int threads,
+				  clp_topo_host_fma *h);
+clp_status clp_topo_host_fma_run(clp_topo_host_fma *h, double *gflops);
 clp_status clp_topo_bench_bandwidth(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 				    clp_topo_profile *p);
 clp_status clp_topo_bench_transfer(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define FETCH_PER_WI 16
 
@@ -111,6 +112,51 @@ static clp_status size_for(clp_cl_ctx *ctx, cl_kernel k, const char *what, size_
 	return CLP_OK;
 }
 
+/* A CPU device's best formulation and the host's C FMA loop on the same cores, run in turn
+ * (device, host, device, host ...) so that a machine whose load drifts moves both alike; the
+ * ratio is taken pair by pair. A 20 ms pause after each kernel keeps the runtime's idle workers
+ * (Intel's TBB spins for milliseconds) from taking cores from the host loop. */
+static clp_status with_host_loop(clp_cl_ctx *ctx, const clp_topo_bench_opts *o, cl_kernel k,
+				 size_t global, size_t local, double work, double *ms,
+				 clp_topo_profile *p)
+{
+	int n = o->repeats;
+	double *hf = calloc((size_t)n * 2, sizeof(*hf)), dummy;
+	clp_topo_host_fma h;
+	clp_status s;
+
+	if (!hf)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	if ((s = clp_topo_host_fma_init(o, (int)clp_cl_ctx_device(ctx)->compute_units, &h)) !=
+	    CLP_OK)
+		goto out;
+	for (int i = 0; i < o->warmup + n && s == CLP_OK; i++) {
+		int t = i - o->warmup;
+
+		s = run_timed(ctx, k, "compute, best formulation", global, local, 0, 1,
+			      t >= 0 ? &ms[t] : &dummy);
+		if (s == CLP_OK) { /* let the runtime's workers stop spinning (TBB spins for ms) */
+			nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+			s = clp_topo_host_fma_run(&h, t >= 0 ? &hf[t] : &dummy);
+		}
+		if (s == CLP_OK && t >= 0) {
+			ms[t] = work / (ms[t] * 1e-3) / 1e9;
+			hf[n + t] = ms[t] / hf[t];
+		}
+	}
+	if (s != CLP_OK)
+		goto out;
+	clp_topo_stat_of(ms, n, &p->mad_indep);
+	clp_topo_stat_of(hf, n, &p->host_fma);
+	clp_topo_stat_of(hf + n, n, &p->host_fma_ratio);
+	snprintf(p->host_fma_isa, sizeof(p->host_fma_isa), "%s", h.isa);
+	p->host_fma_threads = h.threads;
+	p->host_fma_chains = h.chains;
+out:
+	free(hf);
+	return s;
+}
+
 clp_status clp_topo_bench_compute(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 				  clp_topo_profile *p)
 {
@@ -118,7 +164,7 @@ clp_status clp_topo_bench_compute(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 	double target = o->compute_ms > 0 ? o->compute_ms : 50.0;
 	size_t max_items = (size_t)(clp_cl_ctx_max_alloc(ctx) / sizeof(float));
 	double *ms = calloc((size_t)o->repeats, sizeof(*ms));
-	const int chains = 8, iters = 256;
+	const int chains = 8, iters = 256; /* chains: unused by bench_mad */
 	cl_mem out = NULL;
 	clp_status s;
 
@@ -153,36 +199,71 @@ clp_status clp_topo_bench_compute(clp_cl_ctx *ctx, const clp_topo_bench_opts *o,
 			fprintf(o->log, "  compute  float%-2d dependent   %8.2f GFLOP/s\n", vw,
 				p->mad[w].median);
 	}
-	p->indep_chains = chains;
-	for (int w = 2; w < CLP_TOPO_NWIDTHS; w++) { /* float4, float8, float16 */
-		int vw = clp_topo_width(w), it = iters;
+	/* Independent chains: every formulation briefly (3 runs), the best one fully. */
+	{
+		static const int vws[] = {1, 2, 4, 8, 16}, nch[] = {8, 16};
+		int best_vw = 0, best_ch = 0, it = iters;
+		size_t best_local = 0, best_groups = 0;
+		double best = 0, few[3];
 		float m = 0.999f, b = 0.001f;
-		clp_topo_stat st;
 		cl_kernel k;
-		size_t local, groups;
-		char what[48];
+		char what[64];
 
-		snprintf(what, sizeof(what), "compute float%d x%d chains", vw, chains);
-		if ((s = kernel_w(ctx, "bench_mad_indep", vw, chains, &k)) != CLP_OK ||
-		    (s = clp_cl_args(ctx, k, 4, CLP_ARG(out), CLP_ARG(m), CLP_ARG(b), CLP_ARG(it))) !=
-			    CLP_OK)
-			goto out;
-		local = local_size(ctx, k);
-		if ((s = size_for(ctx, k, what, local, target, max_items / local, &groups)) !=
-			    CLP_OK ||
-		    (s = run_timed(ctx, k, what, groups * local, local, o->warmup, o->repeats,
-				   ms)) != CLP_OK)
-			goto out;
-		rates(ms, o->repeats, (double)groups * local * iters * chains * 2.0 * vw, 1e9, &st);
-		if (o->log)
-			fprintf(o->log, "  compute  float%-2d x%d chains %8.2f GFLOP/s\n", vw, chains,
-				st.median);
-		if (st.median > p->mad_indep.median) {
-			p->mad_indep = st;
-			p->indep_width = vw;
+		for (size_t v = 0; v < sizeof(vws) / sizeof(vws[0]); v++)
+			for (size_t c = 0; c < sizeof(nch) / sizeof(nch[0]); c++) {
+				size_t locals[2], groups;
+
+				if ((s = kernel_w(ctx, "bench_mad_indep", vws[v], nch[c], &k)) !=
+					    CLP_OK ||
+				    (s = clp_cl_args(ctx, k, 4, CLP_ARG(out), CLP_ARG(m), CLP_ARG(b),
+						     CLP_ARG(it))) != CLP_OK)
+					goto out;
+				locals[0] = local_size(ctx, k);
+				locals[1] = locals[0] > 32 ? 32 : locals[0];
+				for (int l = 0; l < (locals[1] < locals[0] ? 2 : 1); l++) {
+					clp_topo_stat st;
+
+					snprintf(what, sizeof(what), "compute float%d x%d chains, local "
+						 "%zu", vws[v], nch[c], locals[l]);
+					if ((s = size_for(ctx, k, what, locals[l], target,
+							  max_items / locals[l], &groups)) != CLP_OK ||
+					    (s = run_timed(ctx, k, what, groups * locals[l], locals[l],
+							   1, 3, few)) != CLP_OK)
+						goto out;
+					rates(few, 3, (double)groups * locals[l] * iters * nch[c] *
+						      2.0 * vws[v], 1e9, &st);
+					p->indep_tried++;
+					if (o->log)
+						fprintf(o->log, "  compute  float%-2d x%-2d chains local "
+							"%-4zu %8.2f GFLOP/s\n", vws[v], nch[c],
+							locals[l], st.median);
+					if (st.median > best) {
+						best = st.median, best_vw = vws[v], best_ch = nch[c];
+						best_local = locals[l], best_groups = groups;
+					}
+				}
+			}
+		if (best_vw) {
+			double work = (double)best_groups * best_local * iters * best_ch * 2.0 *
+				      best_vw;
+
+			if ((s = kernel_w(ctx, "bench_mad_indep", best_vw, best_ch, &k)) != CLP_OK ||
+			    (s = clp_cl_args(ctx, k, 4, CLP_ARG(out), CLP_ARG(m), CLP_ARG(b),
+					     CLP_ARG(it))) != CLP_OK)
+				goto out;
+			if (!strcmp(d->type, "cpu"))
+				s = with_host_loop(ctx, o, k, best_groups * best_local, best_local,
+						   work, ms, p);
+			else if ((s = run_timed(ctx, k, "compute, best formulation",
+						best_groups * best_local, best_local, o->warmup,
+						o->repeats, ms)) == CLP_OK)
+				rates(ms, o->repeats, work, 1e9, &p->mad_indep);
+			if (s != CLP_OK)
+				goto out;
+			p->indep_width = best_vw, p->indep_chains = best_ch;
+			p->indep_local = (int)best_local;
 		}
 	}
-	(void)d;
 out:
 	if (out)
 		clReleaseMemObject(out);

@@ -112,9 +112,15 @@ json_t *clp_topo_profile_to_json(const clp_topo_profile *p)
 						      "gflops", clp_topo_stat_to_json(&g->gflops),
 						      "ms", clp_topo_stat_to_json(&g->ms)));
 	}
+	json_t *host = p->host_fma.n == 0 ? json_null()
+			: json_pack("{s:s, s:i, s:i, s:o, s:o}", "isa", p->host_fma_isa, "threads",
+				    p->host_fma_threads, "chains", p->host_fma_chains, "gflops",
+				    clp_topo_stat_to_json(&p->host_fma), "device_ratio",
+				    clp_topo_stat_to_json(&p->host_fma_ratio));
+
 	return json_pack(
 		"{s:i, s:s, s:s, s:s, s:s, s:s, s:s, s:i, s:I,"
-		" s:{s:s, s:o, s:{s:i, s:i, s:o}},"
+		" s:{s:s, s:o, s:{s:i, s:i, s:i, s:i, s:o}, s:o},"
 		" s:{s:s, s:I, s:o, s:o, s:o},"
 		" s:{s:s, s:I, s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}},"
 		" s:{s:s, s:o, s:o, s:o}, s:o}",
@@ -122,8 +128,9 @@ json_t *clp_topo_profile_to_json(const clp_topo_profile *p)
 		p->vendor, "type", p->type, "driver", p->driver, "compute_units",
 		(int)p->compute_units, "global_mem", (json_int_t)p->global_mem,
 		"compute", "unit", "GFLOP/s", "dependent_mad", widths_json(p->mad, p->mad_best),
-		"independent_mad", "width", p->indep_width, "chains", p->indep_chains, "gflops",
-		clp_topo_stat_to_json(&p->mad_indep),
+		"independent_mad", "width", p->indep_width, "chains", p->indep_chains, "local",
+		p->indep_local, "tried", p->indep_tried, "gflops", clp_topo_stat_to_json(&p->mad_indep),
+		"host_fma", host,
 		"bandwidth", "unit", "GB/s", "bytes", (json_int_t)p->bw_bytes, "read",
 		widths_json(p->read, p->read_best), "write", widths_json(p->write, p->write_best),
 		"copy", widths_json(p->copy, p->copy_best),
@@ -237,7 +244,20 @@ clp_status clp_topo_profile_from_json(const json_t *j, const char *origin, clp_t
 			     &p->indep_width));
 	CLP_TRY(clp_json_int(origin, where, section(comp, "independent_mad"), "chains", 0, 0, 64,
 			     &p->indep_chains));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "independent_mad"), "local", 0, 0,
+			     1 << 20, &p->indep_local));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "independent_mad"), "tried", 0, 0,
+			     1 << 20, &p->indep_tried));
 	CLP_TRY(stat_from(section(comp, "independent_mad"), "gflops", &p->mad_indep, origin,
+			  where));
+	CLP_TRY(clp_json_str(origin, where, section(comp, "host_fma"), "isa", 0, p->host_fma_isa,
+			     sizeof(p->host_fma_isa)));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "host_fma"), "threads", 0, 0, 1 << 20,
+			     &p->host_fma_threads));
+	CLP_TRY(clp_json_int(origin, where, section(comp, "host_fma"), "chains", 0, 0, 1024,
+			     &p->host_fma_chains));
+	CLP_TRY(stat_from(section(comp, "host_fma"), "gflops", &p->host_fma, origin, where));
+	CLP_TRY(stat_from(section(comp, "host_fma"), "device_ratio", &p->host_fma_ratio, origin,
 			  where));
 	{
 		uint64_t b = 0;

@@ -53,8 +53,13 @@ typedef struct clp_topo_profile {
 	/* compute, GFLOP/s */
 	clp_topo_stat mad[CLP_TOPO_NWIDTHS]; /* dependent chains (clpeak's method), per width */
 	int mad_best;                        /* index of the best width */
-	clp_topo_stat mad_indep;             /* independent chains at width indep_width */
-	int indep_width, indep_chains;
+	clp_topo_stat mad_indep;             /* the best of the independent-chain formulations: */
+	int indep_width, indep_chains;       /* its vector width, chains per work-item */
+	int indep_local, indep_tried;        /* and work-group size; formulations tried */
+	clp_topo_stat host_fma;              /* CPU devices: a C FMA loop on the host (n = 0: none) */
+	char host_fma_isa[16];               /* "avx512f", "avx2+fma", "scalar fmaf" */
+	int host_fma_threads, host_fma_chains;
+	clp_topo_stat host_fma_ratio;        /* mad_indep / host_fma, run in turn, pair by pair */
 
 	/* global memory bandwidth, GB/s (1e9 bytes/s) */
 	size_t bw_bytes;                      /* buffer size */

@@ -17,6 +17,7 @@
 #define RIGHT 220.0
 #define TOP 36.0
 #define BOTTOM 50.0
+#define MAX_LABELS 2048
 
 static const char *const colours[] = {"#4c78a8", "#f58518", "#54a24b", "#e45756",
 				      "#b279a2", "#9d755d", "#72b7b2", "#b8a300"};
@@ -183,7 +184,7 @@ static void roof(FILE *f, const struct frame *fr, const clp_roof_device *d, int 
 		peak_text(b, sizeof(b), d->peak_gbps, "GB/s"));
 }
 
-static void legend(FILE *f, const clp_roof_device *dev, int ndev, int skipped)
+static void legend(FILE *f, const clp_roof_device *dev, int ndev, int skipped, int above)
 {
 	double x = WIDTH - RIGHT + 12, y = TOP + 4;
 	char a[48], b[48];
@@ -191,7 +192,17 @@ static void legend(FILE *f, const clp_roof_device *dev, int ndev, int skipped)
 	for (int i = 0; i < ndev; i++, y += 34) {
 		fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"12\" fill=\"%s\"/>"
 			   "<text x=\"%.1f\" y=\"%.1f\">", x, y, colours[i % 8], x + 16, y + 10);
-		escaped(f, dev[i].name);
+		if (dev[i].name && strlen(dev[i].name) > 30) { /* the margin holds about 30 */
+			char cut[32];
+
+			snprintf(cut, sizeof(cut), "%.27s...", dev[i].name);
+			escaped(f, cut);
+			fputs("<title>", f);
+			escaped(f, dev[i].name);
+			fputs("</title>", f);
+		} else {
+			escaped(f, dev[i].name);
+		}
 		fprintf(f, "</text>\n<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\">", x + 16, y + 23);
 		if (good(dev[i].peak_gflops) || good(dev[i].peak_gbps))
 			fprintf(f, "%s, %s", peak_text(a, sizeof(a), dev[i].peak_gflops, "GFLOP/s"),
@@ -205,13 +216,79 @@ static void legend(FILE *f, const clp_roof_device *dev, int ndev, int skipped)
 			   "figure(s) not drawn</text>\n<text x=\"%.1f\" y=\"%.1f\" "
 			   "font-size=\"9\">(no flops, bytes or time)</text>\n", x, y + 10, skipped, x,
 			y + 22);
+	if (above) /* the roof is the best compute figure the benchmark found, not a datasheet's */
+		fprintf(f, "<text class=\"note\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" "
+			   "fill=\"#d00\">* %d point(s) above their roof:</text>\n<text x=\"%.1f\" "
+			   "y=\"%.1f\" font-size=\"9\">no compute run saw idle cores,</text>\n"
+			   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"9\">or none found the peak"
+			   "</text>\n", x, y + 40, above, x, y + 52, x, y + 64);
+}
+
+/* Placed labels, so that a new one goes where it overlaps none (font-size 9: about 5.2 px a
+ * character, 10 px high); the circles count as taken. */
+struct boxes {
+	double x[MAX_LABELS], y[MAX_LABELS], w[MAX_LABELS];
+	int n;
+};
+
+static int overlaps(const struct boxes *b, double x, double y, double w)
+{
+	if (x < LEFT || x + w > WIDTH - RIGHT + 8 || y - 9 < TOP || y > HEIGHT - BOTTOM)
+		return 1;
+	for (int i = 0; i < b->n; i++)
+		if (x < b->x[i] + b->w[i] && b->x[i] < x + w && y - 9 < b->y[i] && b->y[i] - 9 < y)
+			return 1;
+	return 0;
+}
+
+/* A label for the point at (cx, cy): right or left of it, nearest free row first, with a
+ * leader line when it had to move away. */
+static void label_at(FILE *f, struct boxes *b, double cx, double cy, const char *text)
+{
+	double w = 5.2 * (double)strlen(text) + 2, x = cx + 6, y = cy - 4;
+	int found = 0;
+
+	for (int d = 0; d < 40 && !found; d++) {
+		double dy = (d % 2 ? -1 : 1) * 11.0 * ((d + 1) / 2);
+
+		for (int side = 0; side < 2 && !found; side++) {
+			x = side ? cx - 6 - w : cx + 6;
+			y = cy - 4 + dy;
+			found = !overlaps(b, x, y, w);
+		}
+	}
+	if (!found)
+		x = cx + 6, y = cy - 4;
+	if (b->n < MAX_LABELS)
+		b->x[b->n] = x, b->y[b->n] = y, b->w[b->n] = w, b->n++;
+	if (fabs(y - (cy - 4)) > 12)
+		fprintf(f, "<line class=\"leader\" x1=\"%.2f\" y1=\"%.2f\" x2=\"%.2f\" y2=\"%.2f\" "
+			   "stroke=\"#bbb\" stroke-width=\"0.7\"/>\n", cx, cy, x < cx ? x + w : x,
+			y - 3);
+	fprintf(f, "<text class=\"label\" x=\"%.2f\" y=\"%.2f\" font-size=\"9\" fill=\"#444\">", x,
+		y);
+	escaped(f, text);
+	fputs("</text>\n", f);
+}
+
+/* The device's roof at intensity ai: min(peak, bw x ai), +inf where it has neither. */
+static double roof_at(const clp_roof_device *d, double ai)
+{
+	double r = HUGE_VAL;
+
+	if (good(d->peak_gflops))
+		r = d->peak_gflops;
+	if (good(d->peak_gbps))
+		r = fmin(r, d->peak_gbps * ai);
+	return r;
 }
 
 static void draw(FILE *f, const char *title, const clp_roof_device *dev, int ndev,
 		 const clp_roof_point *pts, int npts)
 {
 	struct frame fr;
-	int skipped = 0;
+	struct boxes *bx = calloc(1, sizeof(*bx));
+	int skipped = 0, above = 0;
 
 	frame_of(&fr, dev, ndev, pts, npts);
 	fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
@@ -227,10 +304,18 @@ static void draw(FILE *f, const char *title, const clp_roof_device *dev, int nde
 	axes(f, &fr);
 	for (int i = 0; i < ndev; i++)
 		roof(f, &fr, &dev[i], i);
+	for (int i = 0; bx && i < npts; i++) /* the circles first: labels keep off them */
+		if (point_ok(&pts[i], ndev) && bx->n < MAX_LABELS) {
+			double ai = pts[i].flops / pts[i].bytes;
+			double gf = pts[i].flops / pts[i].seconds * 1e-9;
+			double cy = fmax(TOP, fmin(HEIGHT - BOTTOM, py(&fr, gf)));
+
+			bx->x[bx->n] = px(&fr, ai) - 4, bx->y[bx->n] = cy + 5, bx->w[bx->n++] = 8;
+		}
 	for (int i = 0; i < npts; i++) {
 		const clp_roof_point *p = &pts[i];
 		double ai, gf, cy;
-		int first = 1;
+		int first = 1, over;
 
 		if (!point_ok(p, ndev)) {
 			skipped++;
@@ -238,30 +323,34 @@ static void draw(FILE *f, const char *title, const clp_roof_device *dev, int nde
 		}
 		ai = p->flops / p->bytes;
 		gf = p->flops / p->seconds * 1e-9;
+		over = gf > roof_at(&dev[p->device], ai) * 1.0001;
+		above += over;
 		cy = fmax(TOP, fmin(HEIGHT - BOTTOM, py(&fr, gf)));
 		fprintf(f, "<circle class=\"kernel\" data-device=\"%d\" cx=\"%.2f\" cy=\"%.2f\" "
-			   "r=\"4\" fill=\"%s\" fill-opacity=\"0.8\"><title>", p->device, px(&fr, ai),
-			cy, colours[p->device % 8]);
+			   "r=\"4\" fill=\"%s\" fill-opacity=\"0.8\"%s><title>", p->device,
+			px(&fr, ai), cy, colours[p->device % 8],
+			over ? " stroke=\"#d00\" stroke-width=\"1.5\"" : "");
 		escaped(f, p->label);
 		fputs(" on ", f);
 		escaped(f, dev[p->device].name);
-		fprintf(f, ": %.4g FLOP/byte, %.4g GFLOP/s, %.4g ms</title></circle>\n", ai, gf,
-			p->seconds * 1e3);
+		fprintf(f, ": %.4g FLOP/byte, %.4g GFLOP/s, %.4g ms%s</title></circle>\n", ai, gf,
+			p->seconds * 1e3, over ? " (above the measured roof)" : "");
 		/* each kernel's name once, next to its first point */
 		for (int j = 0; j < i && first; j++)
 			if (point_ok(&pts[j], ndev) && pts[j].label && p->label &&
 			    !strcmp(pts[j].label, p->label))
 				first = 0;
-		if (first) {
-			fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"9\" fill=\"#444\">",
-				px(&fr, ai) + 6, cy - 4);
-			escaped(f, p->label);
-			fputs("</text>\n", f);
+		if (first && bx) {
+			char text[80];
+
+			snprintf(text, sizeof(text), "%s%s", p->label ? p->label : "", over ? " *" : "");
+			label_at(f, bx, px(&fr, ai), cy, text);
 		}
 	}
 	fputs("</g>\n", f);
-	legend(f, dev, ndev, skipped);
+	legend(f, dev, ndev, skipped, above);
 	fputs("</svg>\n", f);
+	free(bx);
 }
 
 char *clp_roofline_svg(const char *title, const clp_roof_device *dev, int ndev,

@@ -100,3 +100,109 @@ __kernel void clp_adamw(__global float *p, ulong po, __global float *m, ulong mo
 		p[i] = fma(-step_size, mi / denom, p[i] * decay_mul);
 	}
 }
+
+/* Per-tensor statistics of many tensors of one buffer in two launches (clp_nn_grad_stats_each):
+ * the same chunks, lanes and order as clp_gstat_partial and clp_gstat_final called once per
+ * tensor, so that the figures are bitwise those. The table sits in the partials' buffer from
+ * float tab (8-byte aligned): per chunk g (x offset, length), then per tensor t (first chunk,
+ * chunks, stats offset). */
+__kernel void clp_gstat_partial_each(__global float *part, ulong tab, __global const float *x)
+{
+	const ulong g = get_global_id(0);
+	__global const ulong *tb = (__global const ulong *)(part + tab);
+	const ulong c1 = tb[2 * g + 1];
+	float8 s8 = 0.0f, k8 = 0.0f;
+	int8 ok8 = (int8)(-1);
+	float s = 0.0f, k = 0.0f;
+	int ok = 1;
+	ulong i = 0;
+
+	x += tb[2 * g];
+	for (; i + 8 <= c1; i += 8) {
+		const float8 v = vload8(0, x + i);
+		const float8 sq = v * v, t = s8 + sq;
+		ok8 &= isfinite(v);
+		k8 += select((sq - t) + s8, (s8 - t) + sq, isgreaterequal(fabs(s8), sq));
+		s8 = t;
+	}
+	for (int l = 0; l < 8; l++) {
+		const float v = s8[l], t = s + v;
+		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + k8[l];
+		s = t;
+		ok &= ok8[l] != 0;
+	}
+	for (; i < c1; i++) {
+		const float v = x[i] * x[i], t = s + v;
+		ok &= isfinite(x[i]);
+		k += fabs(s) >= v ? (s - t) + v : (v - t) + s;
+		s = t;
+	}
+	part[3 * g] = s;
+	part[3 * g + 1] = k;
+	part[3 * g + 2] = ok ? 0.0f : 1.0f;
+}
+
+/* One work-item per tensor: stats[so_t ..] = (sumsq, nonfinite, norm, clip scale) of its
+ * chunks' partials, as clp_gstat_final. */
+__kernel void clp_gstat_final_each(__global float *stats, __global const float *part, ulong tab,
+				   ulong nchunks, ulong ntensors, float max_norm)
+{
+	const ulong t0 = get_global_id(0);
+	__global const ulong *tb = (__global const ulong *)(part + tab) + 2 * nchunks + 3 * t0;
+	float s = 0.0f, k = 0.0f, bad = 0.0f;
+
+	if (t0 >= ntensors)
+		return;
+	part += 3 * tb[0];
+	for (ulong g = 0; g < tb[1]; g++) {
+		const float v = part[3 * g], t = s + v;
+		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + part[3 * g + 1];
+		s = t;
+		bad = fmax(bad, part[3 * g + 2]);
+	}
+	s += k;
+	if (!isfinite(s))
+		bad = 1.0f;
+	const float norm = sqrt(s);
+	stats += tb[2];
+	stats[0] = s;
+	stats[1] = bad;
+	stats[2] = norm;
+	stats[3] = bad != 0.0f ? 0.0f : max_norm > 0.0f ? fmin(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
+}
+
+/* AdamW over many tensors in one launch (clp_nn_adamw_update_each): work-item w takes table
+ * row w (p, m, v, g offsets of its chunk, length, decay flag) and runs clp_adamw's loop body
+ * on it, element by element the same arithmetic. */
+__kernel void clp_adamw_each(__global float *p, __global float *m, __global float *v,
+			     __global const float *g, __global const ulong *tab, ulong rows,
+			     float decay_mul, float b1, float b2, float eps, float step_size,
+			     float bc2_sqrt, float gscale, __global const float *stats, ulong so,
+			     int has_stats)
+{
+	const ulong w = get_global_id(0);
+	float gs = gscale, dm;
+
+	if (w >= rows)
+		return;
+	if (has_stats) {
+		if (stats[so + 1] != 0.0f)
+			return;
+		gs *= stats[so + 3];
+	}
+	tab += 6 * w;
+	p += tab[0];
+	m += tab[1];
+	v += tab[2];
+	g += tab[3];
+	dm = tab[5] ? decay_mul : 1.0f;
+	for (ulong i = 0; i < tab[4]; i++) {
+		const float gr = g[i] * gs;
+		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
+		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
+		const float denom = sqrt(vi) / bc2_sqrt + eps;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = fma(-step_size, mi / denom, p[i] * dm);
+	}
+}

@@ -50,14 +50,27 @@ static clp_status stage_sumsq(clp_exec *e, struct lstage *l, float *h)
 	const clp_param_table *t = clp_stage_table(l->st);
 	int nt = e->full.ntensors;
 
-	for (int k = 0; k < t->ntensors; k++) {
-		clp_buf g = clp_stage_tensor(l->st, CLP_ST_GRAD, k);
-		size_t n = t->tensors[k].numel;
+	clp_buf *g = malloc((size_t)t->ntensors * sizeof(*g) + 1);
+	size_t *n = malloc((size_t)t->ntensors * 2 * sizeof(*n) + 1);
+	int no = 0;
+	clp_status s;
 
-		if (l->owns[k] && !clp_stage_frozen(l->st, k)) /* a frozen one's: left out */
-			CLP_TRY(clp_nn_grad_stats(e->ctx, clp_buf_at(l->stats.mem, l->stats.off + 4 * k),
-						  &g, &n, 1, 0.0f));
+	if (!g || !n) {
+		free(g);
+		free(n);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	}
+	/* the owned ones, in two launches (issue 30); a frozen one's: left out */
+	for (int k = 0; k < t->ntensors; k++)
+		if (l->owns[k] && !clp_stage_frozen(l->st, k)) {
+			g[no] = clp_stage_tensor(l->st, CLP_ST_GRAD, k);
+			n[no] = t->tensors[k].numel;
+			n[t->ntensors + no++] = l->stats.off + 4 * (size_t)k;
+		}
+	s = clp_nn_grad_stats_each(e->ctx, l->stats.mem, n + t->ntensors, g, n, no, 0.0f);
+	free(g);
+	free(n);
+	CLP_TRY(s);
 	CLP_TRY(clp_cl_read(e->ctx, l->stats.mem, l->stats.off * 4,
 			    (size_t)t->ntensors * 4 * sizeof(float), h));
 	for (int k = 0; k < t->ntensors; k++)

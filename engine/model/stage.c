@@ -618,10 +618,19 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 	return CLP_OK;
 }
 
+/* One fill per run of units that follow each other in one buffer of the gradient block (the
+ * block holds nothing else, so its alignment gaps may be zeroed too): issue 30. */
 clp_status clp_stage_zero_grads(clp_stage *st)
 {
-	for (int u = 0; u < st->tab.nunits; u++)
-		CLP_TRY(clp_cl_fill(st->ctx, st->units[CLP_ST_GRAD][u], 0.0f, st->tab.units[u].numel));
+	const clp_buf *g = st->units[CLP_ST_GRAD];
+
+	for (int u = 0, v; u < st->tab.nunits; u = v) {
+		size_t end = g[u].off + st->tab.units[u].numel;
+
+		for (v = u + 1; v < st->tab.nunits && g[v].mem == g[u].mem && g[v].off >= end; v++)
+			end = g[v].off + st->tab.units[v].numel;
+		CLP_TRY(clp_cl_fill(st->ctx, g[u], 0.0f, end - g[u].off));
+	}
 	if (holds_tied_pair(st))
 		CLP_TRY(clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C));
 	return CLP_OK;
@@ -667,14 +676,36 @@ clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
 clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
 				  float gscale)
 {
-	for (int i = 0; i < st->tab.ntensors; i++)
-		if (!clp_stage_frozen(st, i))
-			CLP_TRY(clp_nn_adamw_update(st->ctx, clp_stage_tensor(st, CLP_ST_PARAM, i),
-						    clp_stage_tensor(st, CLP_ST_ADAM_M, i),
-						    clp_stage_tensor(st, CLP_ST_ADAM_V, i),
-						    clp_stage_tensor(st, CLP_ST_GRAD, i),
-						    st->tab.tensors[i].numel, hp,
-						    st->tab.tensors[i].decay, stats, gscale));
+	int nt = st->tab.ntensors;
+	clp_buf *b = malloc((size_t)nt * 4 * sizeof(*b) + 1);
+	size_t *n = malloc((size_t)nt * sizeof(*n) + 1);
+	int *decay = malloc((size_t)nt * sizeof(*decay) + 1);
+	static const int roles[4] = {CLP_ST_PARAM, CLP_ST_ADAM_M, CLP_ST_ADAM_V, CLP_ST_GRAD};
+	int ok = b && n && decay;
+	clp_status s = CLP_OK;
+
+	if (ok) { /* every tensor of the stage in one launch (issue 30) */
+		const clp_buf *t[4] = {b, b + nt, b + 2 * nt, b + 3 * nt};
+
+		int m = 0;
+
+		for (int i = 0; i < nt; i++) {
+			if (clp_stage_frozen(st, i)) /* train.freeze, a LoRA base: not updated */
+				continue;
+			for (int j = 0; j < 4; j++)
+				b[j * nt + m] = clp_stage_tensor(st, roles[j], i);
+			n[m] = st->tab.tensors[i].numel;
+			decay[m++] = st->tab.tensors[i].decay;
+		}
+		if (m > 0)
+			s = clp_nn_adamw_update_each(st->ctx, t, n, decay, m, hp, stats, gscale);
+	}
+	free(b);
+	free(n);
+	free(decay);
+	if (!ok)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	CLP_TRY(s);
 	/* a skipped (non-finite) step left the masters as they were: the copy is too */
 	return clp_stage_refresh_values(st);
 }

@@ -39,6 +39,8 @@ typedef struct clp_trace {
 	size_t limit;     /* 0: keep all; else keep the first `limit` events ... */
 	size_t dropped;   /* ... and count the rest here */
 	char title[128];
+	int steps;        /* training steps the trace spans, from time 0 (0: unknown, e.g. a
+			     simulation: the picture then starts at the first event) */
 } clp_trace;
 
 void clp_trace_init(clp_trace *t, int nranks, size_t limit);
@@ -82,7 +84,9 @@ clp_status clp_trace_read_chrome(const char *path, clp_trace *t);
 
 /* SVG timeline of one or more traces stacked (e.g. measured above, simulated below): one row per
  * rank and trace, forward/backward/W/optimizer/K-FAC/communication coloured, idle left blank,
- * step time and utilisation in each section's title. */
+ * step time and utilisation in each section's title, a time axis in ms under each section and,
+ * where the trace knows its steps, the step boundaries (the end of each step's last optimizer
+ * op) and the per-step time as the console prints it. */
 clp_status clp_trace_write_svg(const char *path, const clp_trace *const *traces,
 			       const char *const *labels, int ntraces);
 

@@ -333,6 +333,7 @@ static clp_status write_trace(clp_session *s, long first, long step)
 		 s->cfg.pipeline.schedule, st_pf_K(s) ? " + PipeFisher" : "", s->cfg.pipeline.stages,
 		 s->cfg.pipeline.replicas);
 	snprintf(svg, sizeof(svg), "%s.svg", s->cfg.train.trace);
+	tr.steps = (int)(step - first + 1); /* the picture's header then agrees with the line below */
 	if (step > first) /* the picture's "step" is then the span of all of them */
 		snprintf(label, sizeof(label), "measured, steps %ld-%ld together", first, step);
 	one = &tr;
@@ -362,24 +363,30 @@ static clp_status write_trace(clp_session *s, long first, long step)
 }
 
 /* The per-kernel device time of the steps run (train.profile), from profiling events. */
-static clp_status print_profile(clp_session *s)
+static clp_status print_profile(clp_session *s, long steps)
 {
 	clp_cl_timing *t = NULL;
 	int n = 0;
 	double total = 0;
+	uint64_t launches = 0;
 
 	CLP_TRY(clp_cl_profile_stop(s->ctx, &t, &n));
 	for (int i = 0; i < n; i++)
-		total += t[i].total_ms;
+		total += t[i].total_ms, launches += t[i].count;
+	if (steps < 1)
+		steps = 1;
 	if (sess_rank(s) == 0) {
 		fprintf(s->out, "device time per kernel (rank 0, all steps but the first): %.1f ms%s\n",
 			total, clp_cl_ctx_caps(s->ctx)->timestamps ? "" :
 			" (host clock, each kernel run alone: this device's event timestamps read zero)");
-		fprintf(s->out, "  %-24s %8s %12s %7s\n", "kernel", "calls", "total ms", "share");
+		fprintf(s->out, "launches per step (rank 0): %.1f (%llu in %ld steps, %d kernels)\n",
+			(double)launches / (double)steps, (unsigned long long)launches, steps, n);
+		fprintf(s->out, "  %-24s %8s %9s %12s %7s\n", "kernel", "calls", "per step",
+			"total ms", "share");
 		for (int i = 0; i < n; i++)
-			fprintf(s->out, "  %-24s %8llu %12.1f %6.1f%%\n", t[i].label,
-				(unsigned long long)t[i].count, t[i].total_ms,
-				100 * t[i].total_ms / (total > 0 ? total : 1));
+			fprintf(s->out, "  %-24s %8llu %9.1f %12.1f %6.1f%%\n", t[i].label,
+				(unsigned long long)t[i].count, (double)t[i].count / (double)steps,
+				t[i].total_ms, 100 * t[i].total_ms / (total > 0 ? total : 1));
 	}
 	free(t);
 	return CLP_OK;
@@ -551,7 +558,7 @@ static clp_status finish_run(clp_session *s, long first, struct evals *ev)
 
 	clp_progress_clear(s->out, sess_tty(s));
 	if (c->train.profile && s->step > first + 1)
-		CLP_TRY(print_profile(s));
+		CLP_TRY(print_profile(s, s->step - first - 1));
 	if (ev->at != s->step && !s->stopped)
 		CLP_TRY(evaluate(s, s->step, &ev->val, &ev->metric));
 	if (c->eval.target_ratio > 0 && !s->bert && s->byte_level && sess_rank(s) == 0 &&

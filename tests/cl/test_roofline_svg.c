@@ -176,4 +176,45 @@ static void test_write(void)
 		  "/nonexistent-dir/x.svg");
 }
 
-TH_MAIN(TH_TEST(test_points_and_scale), TH_TEST(test_missing_figures), TH_TEST(test_write))
+/* Labels of points drawn close together do not overlap (boxes of 5.2 px a character, 10 px
+ * high, as placed); a point above its device's roof is marked and the legend says why. */
+static void test_labels_and_above_roof(void)
+{
+	const clp_roof_device dev = {"cpu", 100, 20};
+	clp_roof_point pts[13];
+	char names[13][16];
+	double x[13], y[13], w[13];
+	int n = 0;
+	char *svg;
+	const char *p;
+
+	for (int i = 0; i < 12; i++) { /* twelve kernels within a few pixels of each other */
+		snprintf(names[i], sizeof(names[i]), "kernel_%d", i);
+		pts[i] = (clp_roof_point){names[i], 0, 10e6 * (1 + 0.01 * i), 1e6, 1e-3};
+	}
+	pts[12] = (clp_roof_point){"gemm_fast", 0, 300e6, 1e6, 1e-3}; /* 300 GFLOP/s > 100 */
+	svg = clp_roofline_svg("labels", &dev, 1, pts, 13);
+	CHECK(svg != NULL, "no SVG");
+	if (!svg)
+		return;
+	well_formed(svg);
+	for (p = svg; (p = strstr(p, "<text class=\"label\"")) && n < 13; p++, n++) {
+		const char *gt = strchr(p, '>'), *end = strstr(p, "</text>");
+
+		x[n] = attr(p, "x"), y[n] = attr(p, "y");
+		w[n] = gt && end ? 5.2 * (double)(end - gt - 1) + 2 : 0;
+	}
+	CHECK(n == 13, "%d labels drawn, want 13", n);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < i; j++)
+			CHECK(!(x[i] < x[j] + w[j] && x[j] < x[i] + w[i] && y[i] - 9 < y[j] &&
+				y[j] - 9 < y[i]), "labels %d (%g, %g) and %d (%g, %g) overlap", i, x[i],
+			      y[i], j, x[j], y[j]);
+	CHECK(count(svg, "(above the measured roof)") == 1, "the point above the roof is marked");
+	CHECK(strstr(svg, "gemm_fast *") && strstr(svg, "1 point(s) above their roof"),
+	      "the legend says a point is above its roof");
+	free(svg);
+}
+
+TH_MAIN(TH_TEST(test_points_and_scale), TH_TEST(test_missing_figures), TH_TEST(test_write),
+	TH_TEST(test_labels_and_above_roof))

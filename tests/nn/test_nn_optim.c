@@ -53,6 +53,81 @@ static void test_grad_stats(void)
 	clReleaseMemObject(ms);
 }
 
+/* clp_nn_grad_stats_each: the tensors of one buffer (odd sizes and offsets, one over several
+ * chunks) in two launches, bitwise what one clp_nn_grad_stats per tensor writes and within
+ * 1e-7 + 1e-6|x| of the double reference; a NaN flags its own tensor only; tensors in
+ * separate buffers take the per-tensor path with the same figures. */
+static void test_grad_stats_each(void)
+{
+	static const size_t sizes[] = {1, 7, 33, 127, 40000, 16384};
+	enum { NT = 6 };
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(52);
+	float *x = NULL, each[4 * NT + 3], one[4 * NT + 3], bad = NAN;
+	size_t at[NT], off[NT], total = 5;
+	clp_buf g[NT], gs[NT];
+	cl_mem m, ms, ms1, sep[NT];
+
+	if (!ctx)
+		return;
+	for (int i = 0; i < NT; i++)
+		at[i] = total, total += sizes[i] + 3, off[i] = 3 + 4 * (size_t)(NT - 1 - i);
+	x = tn_rand(&r, total, -1, 1);
+	m = tn_buf(x, total);
+	ms = tn_buf(NULL, 4 * NT + 3);
+	ms1 = tn_buf(NULL, 4 * NT + 3);
+	for (int i = 0; i < NT; i++) {
+		g[i] = clp_buf_at(m, at[i]);
+		sep[i] = tn_buf(x + at[i], sizes[i]);
+		gs[i] = clp_buf_at(sep[i], 0);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) { /* a NaN in tensor 4 (of 40000) only */
+			CHECK_OK(clp_cl_write(ctx, m, (at[4] + 20001) * 4, 4, &bad));
+			CHECK_OK(clp_cl_write(ctx, sep[4], 20001 * 4, 4, &bad));
+		}
+		CHECK_OK(clp_nn_grad_stats_each(ctx, ms, off, g, sizes, NT, 1.0f));
+		for (int i = 0; i < NT; i++)
+			CHECK_OK(clp_nn_grad_stats(ctx, clp_buf_at(ms1, off[i]), &g[i], &sizes[i], 1,
+						   1.0f));
+		tn_get(ms, 0, each, 4 * NT + 3);
+		tn_get(ms1, 0, one, 4 * NT + 3);
+		for (int i = 0; i < NT; i++) {
+			double ss = 0, want[4];
+
+			CHECK(!memcmp(each + off[i], one + off[i], 4 * sizeof(float)),
+			      "pass %d tensor %d (%zu): %g %g %g %g, one call each %g %g %g %g", pass,
+			      i, sizes[i], each[off[i]], each[off[i] + 1], each[off[i] + 2],
+			      each[off[i] + 3], one[off[i]], one[off[i] + 1], one[off[i] + 2],
+			      one[off[i] + 3]);
+			if (pass == 1 && i == 4) {
+				CHECK(each[off[i] + 1] == 1.0f && each[off[i] + 3] == 0.0f,
+				      "NaN not flagged: %g, factor %g", each[off[i] + 1],
+				      each[off[i] + 3]);
+				continue;
+			}
+			for (size_t j = 0; j < sizes[i]; j++)
+				ss += (double)x[at[i] + j] * x[at[i] + j];
+			want[0] = ss, want[1] = 0, want[2] = sqrt(ss);
+			want[3] = fmin(1.0, 1.0 / (sqrt(ss) + 1e-6));
+			th_close("grad stats each", each + off[i], want, 4, 1e-7, 1e-6);
+		}
+		/* separate buffers: the per-tensor path, the same figures */
+		CHECK_OK(clp_nn_grad_stats_each(ctx, ms1, off, gs, sizes, NT, 1.0f));
+		tn_get(ms1, 0, one, 4 * NT + 3);
+		for (int i = 0; i < NT; i++)
+			CHECK(!memcmp(each + off[i], one + off[i], 4 * sizeof(float)),
+			      "pass %d tensor %d: separate buffers differ", pass, i);
+	}
+	CHECK_OK(clp_nn_grad_stats_each(ctx, ms, off, g, sizes, 0, 1.0f)); /* none: no launch */
+	for (int i = 0; i < NT; i++)
+		clReleaseMemObject(sep[i]);
+	clReleaseMemObject(m);
+	clReleaseMemObject(ms);
+	clReleaseMemObject(ms1);
+	free(x);
+}
+
 static void test_adamw(void)
 {
 	static const size_t sizes[] = {1, 7, 1000, 20001};
@@ -126,4 +201,102 @@ static void test_adamw(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_grad_stats), TH_TEST(test_adamw))
+/* clp_nn_adamw_update_each: the tensors of one buffer per role (odd sizes, a different offset
+ * per role, decay on some) in one launch, three steps (the second with the clip factor of the
+ * stats) and a skipped one: bitwise what one clp_nn_adamw_update per tensor does, and within
+ * the tolerances of test_adamw of the double reference. */
+static void test_adamw_each(void)
+{
+	static const size_t sizes[] = {1, 7, 33, 127, 20001};
+	enum { NT = 5 };
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(53);
+	size_t at[4][NT], total[4] = {3, 5, 1, 9}, all = 0;
+	float *host[4], *ref[3], *got = NULL, *want = NULL;
+	cl_mem big[4], sep[4][NT], ms;
+	clp_buf tb[4][NT];
+	const clp_buf *t[4] = {tb[0], tb[1], tb[2], tb[3]};
+	int decay[NT] = {1, 0, 1, 0, 1};
+	const float stats[4] = {4.0f, 0.0f, 2.0f, 0.5f}, skip[4] = {NAN, 1.0f, NAN, 0.0f};
+	clp_nn_adamw_hp hp = {3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
+
+	if (!ctx)
+		return;
+	for (int j = 0; j < 4; j++)
+		for (int i = 0; i < NT; i++)
+			at[j][i] = total[j], total[j] += sizes[i] + (size_t)j;
+	for (int j = 0; j < 4; j++) {
+		host[j] = tn_rand(&r, total[j], j == 2 ? 0 : -1, j == 2 ? 0.01f : 1);
+		big[j] = tn_buf(host[j], total[j]);
+		for (int i = 0; i < NT; i++) {
+			tb[j][i] = clp_buf_at(big[j], at[j][i]);
+			sep[j][i] = tn_buf(host[j] + at[j][i], sizes[i]);
+		}
+		all = total[j] > all ? total[j] : all;
+	}
+	for (int j = 0; j < 3; j++) { /* the double reference of the parameters, m, v */
+		ref[j] = malloc(total[j] * sizeof(float));
+		memcpy(ref[j], host[j], total[j] * sizeof(float));
+	}
+	got = malloc(all * sizeof(float));
+	want = malloc(all * sizeof(float));
+	ms = tn_buf(stats, 4);
+	for (int step = 1; step <= 4; step++) {
+		clp_buf sb = step == 2 || step == 4 ? clp_buf_at(ms, 0) : clp_buf_at(NULL, 0);
+
+		th_fill_uniform(&r, host[3], total[3], -2, 2);
+		CHECK_OK(clp_cl_write(ctx, big[3], 0, total[3] * 4, host[3]));
+		for (int i = 0; i < NT; i++)
+			CHECK_OK(clp_cl_write(ctx, sep[3][i], 0, sizes[i] * 4, host[3] + at[3][i]));
+		if (step == 4)
+			CHECK_OK(clp_cl_write(ctx, ms, 0, 16, skip));
+		hp.step = step;
+		hp.lr = 3e-3f * (float)step;
+		CHECK_OK(clp_nn_adamw_update_each(ctx, t, sizes, decay, NT, &hp, sb, 0.75f));
+		for (int i = 0; i < NT; i++) {
+			CHECK_OK(clp_nn_adamw_update(ctx, clp_buf_at(sep[0][i], 0),
+						     clp_buf_at(sep[1][i], 0), clp_buf_at(sep[2][i], 0),
+						     clp_buf_at(sep[3][i], 0), sizes[i], &hp, decay[i], sb,
+						     0.75f));
+			if (step < 4)
+				clp_ref_adamw(ref[0] + at[0][i], ref[1] + at[1][i], ref[2] + at[2][i],
+					      host[3] + at[3][i], sizes[i], &hp, decay[i],
+					      step == 2 ? 0.375f : 0.75f);
+		}
+	}
+	for (int j = 0; j < 3; j++) {
+		tn_get(big[j], 0, got, total[j]);
+		for (int i = 0; i < NT; i++) {
+			double *d = malloc(sizes[i] * sizeof(double));
+			char what[64];
+
+			tn_get(sep[j][i], 0, want, sizes[i]);
+			CHECK(!memcmp(got + at[j][i], want, sizes[i] * 4),
+			      "role %d tensor %d (n %zu): not bitwise one call per tensor", j, i,
+			      sizes[i]);
+			for (size_t e = 0; e < sizes[i]; e++)
+				d[e] = ref[j][at[j][i] + e];
+			snprintf(what, sizeof(what), "adamw each: role %d n=%zu", j, sizes[i]);
+			th_close(what, got + at[j][i], d, sizes[i], j == 2 ? 1e-9 : 1e-6, 1e-5);
+			free(d);
+		}
+		/* the gaps between tensors are left alone */
+		for (int i = 1; i < NT; i++)
+			CHECK(!memcmp(got + at[j][i] - j, host[j] + at[j][i] - j, (size_t)j * 4),
+			      "role %d: the gap before tensor %d was written", j, i);
+	}
+	for (int j = 0; j < 4; j++) {
+		for (int i = 0; i < NT; i++)
+			clReleaseMemObject(sep[j][i]);
+		clReleaseMemObject(big[j]);
+		free(host[j]);
+	}
+	for (int j = 0; j < 3; j++)
+		free(ref[j]);
+	clReleaseMemObject(ms);
+	free(got);
+	free(want);
+}
+
+TH_MAIN(TH_TEST(test_grad_stats), TH_TEST(test_grad_stats_each), TH_TEST(test_adamw),
+	TH_TEST(test_adamw_each))

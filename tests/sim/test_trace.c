@@ -180,6 +180,50 @@ static void test_svg(void)
 	}
 	CHECK(!strncmp(buf, "<svg", 4) && strstr(buf, "measured: ") &&
 	      strstr(buf, "compute utilisation"), "SVG header/title missing");
+	CHECK(strstr(buf, "class=\"axis\"") && strstr(buf, "class=\"tick\""), "no time axis");
+	CHECK(!strstr(buf, "class=\"step\""), "step boundaries drawn for a trace without steps");
+	/* a trace of two training steps: two boundaries, the per-step time in the header */
+	{
+		clp_trace two = r.trace;
+		clp_trace_event *ev = malloc(2 * r.trace.n * sizeof(*ev) + 1);
+		double span = 0;
+		static char big[1 << 20];
+		size_t n = 0;
+
+		CHECK(ev != NULL, "out of memory");
+		if (!ev)
+			goto done;
+		for (size_t i = 0; i < r.trace.n; i++)
+			span = r.trace.ev[i].t1 > span ? r.trace.ev[i].t1 : span;
+		for (size_t i = 0; i < r.trace.n; i++) {
+			ev[i] = ev[r.trace.n + i] = r.trace.ev[i];
+			ev[r.trace.n + i].t0 += span, ev[r.trace.n + i].t1 += span;
+		}
+		two.ev = ev, two.n = two.cap = 2 * r.trace.n, two.steps = 2;
+		tr[0] = &two;
+		CHECK_OK(clp_trace_write_svg(path, tr, labels, 1));
+		f = fopen(path, "r");
+		if (f) {
+			n = fread(big, 1, sizeof(big) - 1, f);
+			fclose(f);
+		}
+		big[n] = '\0';
+		{
+			const char *p = big;
+			int steps = 0;
+
+			while ((p = strstr(p, "class=\"step\""))) p++, steps++;
+			CHECK(steps == 2, "%d step boundaries drawn, want 2", steps);
+		}
+		{
+			char want[64];
+
+			snprintf(want, sizeof(want), "(2 steps, %.1f ms per step)", span * 1e3);
+			CHECK(strstr(big, want), "header without \"%s\"", want);
+		}
+		free(ev);
+	}
+done:
 	clp_sim_result_free(&r);
 }
 

@@ -96,8 +96,19 @@ static void test_bench_device(void)
 		check_stat("copy", &p.copy[w], 3);
 	}
 	check_stat("independent MAD", &p.mad_indep, 3);
-	CHECK(p.indep_width >= 4 && p.indep_chains == 8, "independent width %d chains %d",
-	      p.indep_width, p.indep_chains);
+	CHECK(p.indep_width >= 1 && p.indep_width <= 16 &&
+	      (p.indep_chains == 8 || p.indep_chains == 16) && p.indep_local >= 1 &&
+	      p.indep_tried >= 10, "independent: width %d chains %d local %d of %d tried",
+	      p.indep_width, p.indep_chains, p.indep_local, p.indep_tried);
+	if (!strcmp(p.type, "cpu")) { /* the host FMA loop beside it, and their ratio */
+		check_stat("host FMA loop", &p.host_fma, 3);
+		check_stat("device / host", &p.host_fma_ratio, 3);
+		CHECK(p.host_fma_threads == (int)p.compute_units && p.host_fma_chains >= 12 &&
+		      p.host_fma_isa[0], "host loop: %d threads (%u CUs), %d chains, isa '%s'",
+		      p.host_fma_threads, p.compute_units, p.host_fma_chains, p.host_fma_isa);
+	} else {
+		CHECK(p.host_fma.n == 0, "a host FMA loop for a %s device", p.type);
+	}
 	CHECK(p.bw_bytes > 0 && p.bw_bytes <= ((size_t)1 << 20), "bandwidth buffer %zu",
 	      p.bw_bytes);
 	for (int w = 0; w < CLP_TOPO_NWIDTHS; w++)

@@ -71,6 +71,13 @@ static void test_round_trip(void)
 	p.mad_indep = mk(2000);
 	p.indep_width = 8;
 	p.indep_chains = 8;
+	p.indep_local = 32;
+	p.indep_tried = 20;
+	p.host_fma = mk(2100);
+	p.host_fma_ratio = mk(0.95);
+	snprintf(p.host_fma_isa, sizeof(p.host_fma_isa), "avx512f");
+	p.host_fma_threads = 104;
+	p.host_fma_chains = 16;
 	p.bw_bytes = (size_t)256 << 20;
 	p.xfer_bytes = (size_t)64 << 20;
 	p.h2d_pinned = mk(24);
@@ -102,7 +109,11 @@ static void test_round_trip(void)
 			 q->compute_units == 104 && q->global_mem == p.global_mem &&
 			 q->mad_best == 4 && q->read_best == 3 && q->copy_best == 2 &&
 			 q->indep_width == 8 && q->bw_bytes == p.bw_bytes &&
-			 same_stat(&q->mad_indep, &p.mad_indep) &&
+			 same_stat(&q->mad_indep, &p.mad_indep) && q->indep_local == 32 &&
+			 q->indep_tried == 20 && same_stat(&q->host_fma, &p.host_fma) &&
+			 same_stat(&q->host_fma_ratio, &p.host_fma_ratio) &&
+			 !strcmp(q->host_fma_isa, "avx512f") && q->host_fma_threads == 104 &&
+			 q->host_fma_chains == 16 &&
 			 same_stat(&q->h2d_pinned, &p.h2d_pinned) && q->h2d_pageable.n == 0 &&
 			 same_stat(&q->launch_roundtrip, &p.launch_roundtrip) && q->ngemm == 1 &&
 			 q->gemm[0].n == 3072 && !strcmp(q->gemm[0].backend, "clblast") &&
