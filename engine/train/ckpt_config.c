@@ -84,30 +84,25 @@ clp_status sess_inherit_run(clp_session *s, const clp_train_config *base, const 
 	int found;
 
 	memcpy(c->data.tokenizer, base->data.tokenizer, sizeof(base->data.tokenizer));
-	if (!c->data.tokenizer_path[0]) {
+	if (!c->data.tokenizer_path[0])
 		memcpy(c->data.tokenizer_path, base->data.tokenizer_path,
 		       sizeof(base->data.tokenizer_path));
-		resolve(c->data.tokenizer_path, sizeof(c->data.tokenizer_path), ckpt, &found);
-		if (!found)
-			return clp_error(CLP_ERR_NOT_FOUND, "the checkpoint's tokenizer "
-					 "data.tokenizer_path = \"%s\" (its stored config) is not "
-					 "there, from here or from %s and its parents: give it with "
-					 "--data.tokenizer_path PATH", c->data.tokenizer_path, ckpt);
-	}
 	if (!c->data.bpe_vocab[0])
 		memcpy(c->data.bpe_vocab, base->data.bpe_vocab, sizeof(base->data.bpe_vocab));
 	if (!c->data.bpe_merges[0])
 		memcpy(c->data.bpe_merges, base->data.bpe_merges, sizeof(base->data.bpe_merges));
-	for (int k = 0; k < 2; k++) {
-		char *p = k ? c->data.bpe_merges : c->data.bpe_vocab;
+	for (int k = 0; k < 3; k++) { /* every path field has data.path's size */
+		static const char *const keys[3] = {"data.tokenizer_path", "data.bpe_vocab",
+						    "data.bpe_merges"};
+		char *p = k == 0 ? c->data.tokenizer_path : k == 1 ? c->data.bpe_vocab
+								     : c->data.bpe_merges;
 
-		resolve(p, sizeof(c->data.bpe_vocab), ckpt, &found);
+		resolve(p, sizeof(c->data.path), ckpt, &found);
 		if (!found)
-			return clp_error(CLP_ERR_NOT_FOUND, "the checkpoint's tokenizer file %s = "
-					 "\"%s\" (its stored config) is not there, from here or from "
-					 "%s and its parents: give it with --%s FILE",
-					 k ? "data.bpe_merges" : "data.bpe_vocab", p, ckpt,
-					 k ? "data.bpe_merges" : "data.bpe_vocab");
+			return clp_error(CLP_ERR_NOT_FOUND, "the checkpoint's tokenizer %s = \"%s\" "
+					 "(its stored config) is not there, from here or from %s and "
+					 "its parents: give it with --%s PATH", keys[k], p, ckpt,
+					 keys[k]);
 	}
 	for (size_t i = 0; i < sizeof(run_keys) / sizeof(run_keys[0]); i++)
 		if (!given(c, run_keys[i]))
