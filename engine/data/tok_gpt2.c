@@ -213,8 +213,8 @@ clp_status clp_tok_bpe_add_merge(clp_tok *t, const char *where, const char *a, s
 				 const char *b, size_t lb, uint64_t rank)
 {
 	unsigned char sbuf[512], *buf = la + lb <= sizeof(sbuf) ? sbuf : malloc(la + lb);
-	int32_t ia, ib;
-	size_t ba, bb;
+	int32_t ia = -1, ib = -1; /* set by merge_field on success (GCC -O3 cannot see it) */
+	size_t ba = 0, bb = 0;
 	int64_t merged;
 	uint64_t old;
 	clp_status s;
