@@ -1,7 +1,9 @@
 /* clpipe: the command line. Git-style subcommands, each with --help. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cl/nn.h"
 #include "tools/cli.h"
 
 struct command {
@@ -35,7 +37,27 @@ static void usage(FILE *f)
 	fprintf(f, "\nenvironment:\n"
 		   "  CLPIPE_DEVICE       default device selector (see clpipe devices --help)\n"
 		   "  CLPIPE_CACHE_DIR    engine cache (compiled kernels, tuning files)\n"
-		   "  CLPIPE_KERNEL_DIR   read kernel sources from here instead of the embedded ones\n");
+		   "  CLPIPE_KERNEL_DIR   read kernel sources from here instead of the embedded ones\n"
+		   "  CLPIPE_SHAPE        cpu or gpu: every kernel family in that geometry, not the one\n"
+		   "                      probed for the device (docs/OPENCL.md)\n");
+}
+
+/* CLPIPE_SHAPE=cpu|gpu forces the kernel geometry (the tests' CLPIPE_TEST_SHAPE, for a user
+ * comparing the two on a device); 1 on a value that is neither */
+static int force_shape(void)
+{
+	const char *e = getenv("CLPIPE_SHAPE");
+
+	if (!e || !*e)
+		return 0;
+	if (strcmp(e, "cpu") && strcmp(e, "gpu")) {
+		fprintf(stderr, "clpipe: CLPIPE_SHAPE = \"%s\": give cpu or gpu (or leave it unset: "
+			"the probed shape)\n", e);
+		return 1;
+	}
+	clp_cl_set_shape(!strcmp(e, "gpu"));
+	clp_nn_set_shape(!strcmp(e, "gpu") ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_CPU);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -48,6 +70,8 @@ int main(int argc, char **argv)
 		printf("clpipe %s\n", CLPIPE_VERSION);
 		return 0;
 	}
+	if (force_shape())
+		return 2;
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (!strcmp(argv[1], commands[i].name))
 			return commands[i].run(argc - 1, argv + 1);
