@@ -8,19 +8,18 @@
 #define NN_EW_CHUNK 8192
 #endif
 
-/* part[3 (base + g) ..] = (sum of squares, compensation, 1 if any element is NaN/Inf). */
-__kernel void clp_gstat_partial(__global float *part, ulong base, __global const float *x,
-				ulong xo, ulong n)
+/* out[0..2] = (sum of squares, compensation, 1 if any element is NaN/Inf) of x[0 .. n): eight
+ * lanes, then the lanes in order, then the tail (clp_gstat_partial and clp_gstat_partial_each,
+ * so that one launch per tensor and one per stage give the same bits). */
+static void gstat_span(__global float *out, const __global float *x, ulong n)
 {
-	const ulong g = get_global_id(0), c0 = g * GS_CHUNK, c1 = min(n, c0 + GS_CHUNK);
 	float8 s8 = 0.0f, k8 = 0.0f;
 	int8 ok8 = (int8)(-1);
 	float s = 0.0f, k = 0.0f;
 	int ok = 1;
-	ulong i = c0;
+	ulong i = 0;
 
-	x += xo;
-	for (; i + 8 <= c1; i += 8) {
+	for (; i + 8 <= n; i += 8) {
 		const float8 v = vload8(0, x + i);
 		const float8 sq = v * v, t = s8 + sq;
 		ok8 &= isfinite(v);
@@ -33,25 +32,32 @@ __kernel void clp_gstat_partial(__global float *part, ulong base, __global const
 		s = t;
 		ok &= ok8[l] != 0;
 	}
-	for (; i < c1; i++) {
+	for (; i < n; i++) {
 		const float v = x[i] * x[i], t = s + v;
 		ok &= isfinite(x[i]);
 		k += fabs(s) >= v ? (s - t) + v : (v - t) + s;
 		s = t;
 	}
-	part[3 * (base + g)] = s;
-	part[3 * (base + g) + 1] = k;
-	part[3 * (base + g) + 2] = ok ? 0.0f : 1.0f;
+	out[0] = s;
+	out[1] = k;
+	out[2] = ok ? 0.0f : 1.0f;
 }
 
-/* stats = (sumsq, nonfinite, norm, clip scale) from ng partial triples. */
-__kernel void clp_gstat_final(__global float *stats, ulong so, __global const float *part,
-			      ulong ng, float max_norm)
+/* part[3 (base + g) ..] = (sum of squares, compensation, 1 if any element is NaN/Inf). */
+__kernel void clp_gstat_partial(__global float *part, ulong base, __global const float *x,
+				ulong xo, ulong n)
+{
+	const ulong g = get_global_id(0), c0 = g * GS_CHUNK, c1 = min(n, c0 + GS_CHUNK);
+
+	gstat_span(part + 3 * (base + g), x + xo + c0, c1 > c0 ? c1 - c0 : 0); /* past n: zeros */
+}
+
+/* stats[0..3] = (sumsq, nonfinite, norm, clip scale) from ng partial triples, added in order. */
+static void gstat_reduce(__global float *stats, const __global float *part, ulong ng,
+			 float max_norm)
 {
 	float s = 0.0f, k = 0.0f, bad = 0.0f;
 
-	if (get_global_id(0) != 0)
-		return;
 	for (ulong g = 0; g < ng; g++) {
 		const float v = part[3 * g], t = s + v;
 		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + part[3 * g + 1];
@@ -62,16 +68,40 @@ __kernel void clp_gstat_final(__global float *stats, ulong so, __global const fl
 	if (!isfinite(s))
 		bad = 1.0f;
 	const float norm = sqrt(s);
-	stats += so;
 	stats[0] = s;
 	stats[1] = bad;
 	stats[2] = norm;
 	stats[3] = bad != 0.0f ? 0.0f : max_norm > 0.0f ? fmin(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
 }
 
+/* stats = (sumsq, nonfinite, norm, clip scale) from ng partial triples. */
+__kernel void clp_gstat_final(__global float *stats, ulong so, __global const float *part,
+			      ulong ng, float max_norm)
+{
+	if (get_global_id(0) == 0)
+		gstat_reduce(stats + so, part, ng, max_norm);
+}
+
 /* AdamW in PyTorch's order: p *= 1 - lr wd; m = lerp(m, g, 1 - b1); v = b2 v + (1 - b2) g^2;
- * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps). g is scaled by gscale (and the clip factor
- * from stats); a set non-finite flag in stats makes the whole update a no-op. */
+ * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), over n elements, g scaled by gs
+ * (clp_adamw and clp_adamw_each). */
+static void adamw_span(__global float *p, __global float *m, __global float *v,
+		       const __global float *g, ulong n, float decay_mul, float b1, float b2,
+		       float eps, float step_size, float bc2_sqrt, float gs)
+{
+	for (ulong i = 0; i < n; i++) {
+		const float gr = g[i] * gs;
+		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
+		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
+		const float denom = sqrt(vi) / bc2_sqrt + eps;
+		m[i] = mi;
+		v[i] = vi;
+		p[i] = fma(-step_size, mi / denom, p[i] * decay_mul);
+	}
+}
+
+/* AdamW of one tensor: g is scaled by gscale (and the clip factor from stats); a set non-finite
+ * flag in stats makes the whole update a no-op. */
 __kernel void clp_adamw(__global float *p, ulong po, __global float *m, ulong mo,
 			__global float *v, ulong vo, __global const float *g, ulong go, ulong n,
 			float decay_mul, float b1, float b2, float eps, float step_size,
@@ -86,19 +116,9 @@ __kernel void clp_adamw(__global float *p, ulong po, __global float *m, ulong mo
 			return;
 		gs *= stats[so + 3];
 	}
-	p += po;
-	m += mo;
-	v += vo;
-	g += go;
-	for (ulong i = i0; i < i1; i++) {
-		const float gr = g[i] * gs;
-		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
-		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
-		const float denom = sqrt(vi) / bc2_sqrt + eps;
-		m[i] = mi;
-		v[i] = vi;
-		p[i] = fma(-step_size, mi / denom, p[i] * decay_mul);
-	}
+	if (i0 < i1)
+		adamw_span(p + po + i0, m + mo + i0, v + vo + i0, g + go + i0, i1 - i0, decay_mul, b1,
+			   b2, eps, step_size, bc2_sqrt, gs);
 }
 
 /* Per-tensor statistics of many tensors of one buffer in two launches (clp_nn_grad_stats_each):
@@ -110,36 +130,8 @@ __kernel void clp_gstat_partial_each(__global float *part, ulong tab, __global c
 {
 	const ulong g = get_global_id(0);
 	__global const ulong *tb = (__global const ulong *)(part + tab);
-	const ulong c1 = tb[2 * g + 1];
-	float8 s8 = 0.0f, k8 = 0.0f;
-	int8 ok8 = (int8)(-1);
-	float s = 0.0f, k = 0.0f;
-	int ok = 1;
-	ulong i = 0;
 
-	x += tb[2 * g];
-	for (; i + 8 <= c1; i += 8) {
-		const float8 v = vload8(0, x + i);
-		const float8 sq = v * v, t = s8 + sq;
-		ok8 &= isfinite(v);
-		k8 += select((sq - t) + s8, (s8 - t) + sq, isgreaterequal(fabs(s8), sq));
-		s8 = t;
-	}
-	for (int l = 0; l < 8; l++) {
-		const float v = s8[l], t = s + v;
-		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + k8[l];
-		s = t;
-		ok &= ok8[l] != 0;
-	}
-	for (; i < c1; i++) {
-		const float v = x[i] * x[i], t = s + v;
-		ok &= isfinite(x[i]);
-		k += fabs(s) >= v ? (s - t) + v : (v - t) + s;
-		s = t;
-	}
-	part[3 * g] = s;
-	part[3 * g + 1] = k;
-	part[3 * g + 2] = ok ? 0.0f : 1.0f;
+	gstat_span(part + 3 * g, x + tb[2 * g], tb[2 * g + 1]);
 }
 
 /* One work-item per tensor: stats[so_t ..] = (sumsq, nonfinite, norm, clip scale) of its
@@ -149,26 +141,9 @@ __kernel void clp_gstat_final_each(__global float *stats, __global const float *
 {
 	const ulong t0 = get_global_id(0);
 	__global const ulong *tb = (__global const ulong *)(part + tab) + 2 * nchunks + 3 * t0;
-	float s = 0.0f, k = 0.0f, bad = 0.0f;
 
-	if (t0 >= ntensors)
-		return;
-	part += 3 * tb[0];
-	for (ulong g = 0; g < tb[1]; g++) {
-		const float v = part[3 * g], t = s + v;
-		k += (fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s) + part[3 * g + 1];
-		s = t;
-		bad = fmax(bad, part[3 * g + 2]);
-	}
-	s += k;
-	if (!isfinite(s))
-		bad = 1.0f;
-	const float norm = sqrt(s);
-	stats += tb[2];
-	stats[0] = s;
-	stats[1] = bad;
-	stats[2] = norm;
-	stats[3] = bad != 0.0f ? 0.0f : max_norm > 0.0f ? fmin(1.0f, max_norm / (norm + 1e-6f)) : 1.0f;
+	if (t0 < ntensors)
+		gstat_reduce(stats + tb[2], part + 3 * tb[0], tb[1], max_norm);
 }
 
 /* AdamW over many tensors in one launch (clp_nn_adamw_update_each): work-item w takes table
@@ -191,18 +166,7 @@ __kernel void clp_adamw_each(__global float *p, __global float *m, __global floa
 		gs *= stats[so + 3];
 	}
 	tab += 6 * w;
-	p += tab[0];
-	m += tab[1];
-	v += tab[2];
-	g += tab[3];
 	dm = tab[5] ? decay_mul : 1.0f;
-	for (ulong i = 0; i < tab[4]; i++) {
-		const float gr = g[i] * gs;
-		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
-		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
-		const float denom = sqrt(vi) / bc2_sqrt + eps;
-		m[i] = mi;
-		v[i] = vi;
-		p[i] = fma(-step_size, mi / denom, p[i] * dm);
-	}
+	adamw_span(p + tab[0], m + tab[1], v + tab[2], g + tab[3], tab[4], dm, b1, b2, eps,
+		   step_size, bc2_sqrt, gs);
 }
