@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "cl/base/status.h"
+#include "engine/io/config.h"
 
 /* If argv[*i] is "--name" (value in argv[*i+1]) or "--name=value", store the value, advance *i
  * past it and return 1; return -1 if the value is missing; 0 if argv[*i] is another option. */
@@ -15,6 +16,10 @@ int cli_is_help(const char *arg);
 int cli_fail(const char *cmd, clp_status s);
 /* Print a usage error and return exit code 2. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The short forms of a schema's fields: --x-y V, --x-y=V (--section.x_y), booleans without a
+ * value, --no-x for false; into cfg. 0, or the usage error's exit code naming cmd. */
+int cli_parse_short(const char *cmd, const clp_cfg_schema *schema, const char *section, void *cfg,
+		    int argc, char **argv);
 
 int cmd_devices(int argc, char **argv);
 int cmd_train(int argc, char **argv);

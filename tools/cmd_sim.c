@@ -150,40 +150,6 @@ static void usage(void)
 	clp_cfg_help(&schema, stdout);
 }
 
-/* --stages 4, --full-trace, --no-validate: the short forms of --sim.<key>. */
-static int parse_short(sim_cfg *c, int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		char key[96], name[64];
-		const char *a = argv[i], *eq, *val = NULL;
-		const clp_cfg_field *f;
-		int neg;
-
-		if (strncmp(a, "--", 2))
-			return cli_usage_error("sim", "unexpected argument '%s'", a);
-		eq = strchr(a, '=');
-		snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2),
-			 a + 2);
-		for (char *p = name; *p; p++)
-			*p = *p == '-' ? '_' : *p;
-		neg = !strncmp(name, "no_", 3);
-		snprintf(key, sizeof(key), "sim.%s", neg ? name + 3 : name);
-		if (!(f = clp_cfg_find(&schema, key)) || (neg && f->type != CLP_CFG_BOOL))
-			return cli_usage_error("sim", "unknown option '%s'", a);
-		if (f->type == CLP_CFG_BOOL && !eq)
-			val = neg ? "false" : "true";
-		else if (eq)
-			val = eq + 1;
-		else if (i + 1 < argc)
-			val = argv[++i];
-		else
-			return cli_usage_error("sim", "%s needs a value", a);
-		if (clp_cfg_set(&schema, c, key, val, "command line") != CLP_OK)
-			return cli_usage_error("sim", "%s", clp_last_error());
-	}
-	return 0;
-}
-
 static clp_status make_schedule(const sim_cfg *c, clp_sched **s, int layers)
 {
 	clp_gen_opts g;
@@ -535,7 +501,7 @@ int cmd_sim(int argc, char **argv)
 	clp_cfg_defaults(&schema, &c);
 	if ((st = clp_cfg_args(&schema, &c, &argc, argv)) != CLP_OK)
 		return cli_fail("sim", st);
-	if ((rc = parse_short(&c, argc, argv)) != 0)
+	if ((rc = cli_parse_short("sim", &schema, "sim", &c, argc, argv)) != 0)
 		return rc;
 	clp_scenario_init(&sc);
 	st = sim_steps(&c, &sc, &o, &r, &tm);

@@ -98,39 +98,6 @@ static const clp_cfg_field fields[] = {
 #undef F
 const clp_cfg_schema skip_schema = {"skip", fields, (int)(sizeof(fields) / sizeof(fields[0])), 0};
 
-static int parse_short(const char *cmd, skip_cfg *c, int argc, char **argv)
-{
-	for (int i = 1; i < argc; i++) {
-		char key[96], name[64];
-		const char *a = argv[i], *eq, *val = NULL;
-		const clp_cfg_field *f;
-		int neg;
-
-		if (strncmp(a, "--", 2))
-			return cli_usage_error(cmd, "unexpected argument '%s'", a);
-		eq = strchr(a, '=');
-		snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - a - 2 : (long)strlen(a) - 2),
-			 a + 2);
-		for (char *p = name; *p; p++)
-			*p = *p == '-' ? '_' : *p;
-		neg = !strncmp(name, "no_", 3);
-		snprintf(key, sizeof(key), "skip.%s", neg ? name + 3 : name);
-		if (!(f = clp_cfg_find(&skip_schema, key)) || (neg && f->type != CLP_CFG_BOOL))
-			return cli_usage_error(cmd, "unknown option '%s'", a);
-		if (f->type == CLP_CFG_BOOL && !eq)
-			val = neg ? "false" : "true";
-		else if (eq)
-			val = eq + 1;
-		else if (i + 1 < argc)
-			val = argv[++i];
-		else
-			return cli_usage_error(cmd, "%s needs a value", a);
-		if (clp_cfg_set(&skip_schema, c, key, val, "command line") != CLP_OK)
-			return cli_usage_error(cmd, "%s", clp_last_error());
-	}
-	return 0;
-}
-
 /* A relative input that is not there from here, but is next to the config file. */
 static void near_config(char *path, size_t cap, const char *config)
 {
@@ -215,7 +182,7 @@ int skip_parse(const char *cmd, int argc, char **argv, skip_cfg *c, void (*usage
 	clp_cfg_defaults(&skip_schema, c);
 	if ((st = clp_cfg_args(&skip_schema, c, &argc, argv)) != CLP_OK)
 		return cli_fail(cmd, st);
-	if ((rc = parse_short(cmd, c, argc, argv)) != 0)
+	if ((rc = cli_parse_short(cmd, &skip_schema, "skip", c, argc, argv)) != 0)
 		return rc;
 	c->given_rules = given;
 	near_config(c->init, sizeof(c->init), config);
