@@ -18,7 +18,7 @@
 # `up` also removes labs whose owner (the process that called `up`) has exited without `down`.
 #
 # Only names starting with clpn (namespaces clpn-LAB-*, links clpnLAB*, /etc/netns/clpn-LAB-*,
-# /run/clpn-netlab/LAB.*, the directory ${CLPN_DIR:-/tmp}/clpn-LAB) are made or removed, and addresses are only ever
+# /run/clpn-netlab/LAB.*, the lock /run/clpn-netlab.lock, the directory ${CLPN_DIR:-/tmp}/clpn-LAB) are made or removed, and addresses are only ever
 # given inside the lab's namespaces (10.77.0.0/24 on the lab's bridge; the bridge itself has
 # none, nothing routes out of it). Each directed pair of hosts gets an HTB class at the sender
 # limited to the cluster's bandwidth for that pair (a link entry between the two host names,
@@ -28,10 +28,19 @@ set -u
 SUBNET=10.77.0
 MAXHOSTS=64
 RUN=/run/clpn-netlab # LAB.owner, LAB.dir: who made each lab, and where its files are
+LOCK=/run/clpn-netlab.lock # held by `up` and `down`, which share $RUN and /etc/netns
 
 die() { echo "netlab: $*" >&2; exit 1; }
 ns_of() { echo "clpn-$1-$2"; }
 labdir() { echo "${CLPN_DIR:-/tmp}/clpn-$1"; }
+# Hold $LOCK until this script exits. Labs are built side by side (ctest -j runs net.equiv and
+# net.skip at once), and `down` removes $RUN and /etc/netns when they are empty: without the
+# lock one lab's `down` (which `up` runs first) removed $RUN between another lab's
+# `mkdir -p $RUN` and its write of LAB.owner.
+lock() {
+	exec 9>>"$LOCK" || die "cannot open the lock file $LOCK"
+	flock 9 || die "cannot lock $LOCK"
+}
 valid_lab() { [[ $1 =~ ^[a-z0-9]{1,6}$ ]] || die "lab name '$1': 1 to 6 of [a-z0-9]"; }
 
 # What is missing to build a lab here (empty when nothing is).
@@ -43,6 +52,7 @@ missing() {
 	command -v jq >/dev/null || m+=("jq")
 	command -v mpirun >/dev/null || m+=("mpirun (Open MPI)")
 	command -v unshare >/dev/null || m+=("the unshare command (util-linux)")
+	command -v flock >/dev/null || m+=("the flock command (util-linux)")
 	[ -w /etc/netns ] || [ -w /etc ] || m+=("a writable /etc/netns (the hosts' names)")
 	if [ ${#m[@]} -eq 0 ]; then
 		if ! ip netns add "$t" 2>/dev/null; then
@@ -137,6 +147,7 @@ cmd_up() {
 	local m
 	m=$(missing)
 	[ -z "$m" ] || { echo "netlab: cannot build a lab here; missing: $m" >&2; exit 77; }
+	lock
 	d=$(labdir "$lab")
 	br="clpn${lab}br"
 	mns=$(ns_of "$lab" m)
@@ -290,7 +301,7 @@ shift
 case $op in
 check) cmd_check ;;
 up) [ $# -ge 2 ] || die "usage: netlab.sh up LAB CLUSTER [SLOTS]"; valid_lab "$1"; cmd_up "$@" ;;
-down) [ $# -eq 1 ] || die "usage: netlab.sh down LAB"; valid_lab "$1"; cmd_down "$1" ;;
+down) [ $# -eq 1 ] || die "usage: netlab.sh down LAB"; valid_lab "$1"; lock; cmd_down "$1" ;;
 status) [ $# -eq 1 ] || die "usage: netlab.sh status LAB"; valid_lab "$1"; cmd_status "$1" ;;
 mpirun) [ $# -ge 1 ] || die "usage: netlab.sh mpirun LAB ARGS"; valid_lab "$1"; cmd_mpirun "$@" ;;
 bytes) [ $# -eq 3 ] || die "usage: netlab.sh bytes LAB FROM TO"; valid_lab "$1"; cmd_bytes "$@" ;;

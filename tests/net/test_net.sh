@@ -8,6 +8,10 @@
 #   test_net.sh skip    NETLAB SKIP_EXEC  WORKDIR CLPIPE   SkipPipe paths, 6 ranks on 4 hosts:
 #                                                   within 1e-4 of one process (tests/skipexec's);
 #                                                   clpipe bench --cluster-out over the same hosts
+#   test_net.sh labs    NETLAB -         WORKDIR   six labs built at once, two removed at once, thrice:
+#                                                   each comes up with its hosts, and `down`
+#                                                   of one never breaks another (ctest -j runs
+#                                                   the net tests side by side)
 #   test_net.sh hostdown NETLAB CLPIPE    WORKDIR   every rank of one host killed at once: the
 #                                                   job ends non-zero naming host and rank, the
 #                                                   last checkpoint loads
@@ -69,6 +73,36 @@ skip)
 	[ "$got" = "$want" ] || { echo "FAIL: the measured cluster's hosts and links (want $want)"; exit 1; }
 	"$clpipe" sim --cluster "$work/measured.json" --stages 6 --microbatches 6 >"$work/sim.out" ||
 		{ cat "$work/sim.out"; echo "FAIL: the simulator does not take the measured cluster"; exit 1; }
+	exit 0
+	;;
+labs)
+	lab="l$(($$ % 10000))" # and a letter: 6 characters at most
+	trap 'for l in a b c d e f; do "$netlab" down "$lab$l"; done' EXIT
+	printf '{"format": "clpipe-cluster", "version": 1, "hosts": [{"name": "n0"}, {"name": "n1"}, {"name": "n2"}]}' >"$work/c3.json"
+	for round in 1 2 3; do
+		pids=()
+		for l in a b c d e f; do
+			"$netlab" up "$lab$l" "$work/c3.json" >"$work/up-$l.out" 2>&1 &
+			pids+=($!)
+		done
+		for i in 0 1 2 3 4 5; do
+			wait "${pids[i]}" || { cat "$work"/up-*.out; echo "FAIL: round $round: lab #$i did not come up"; exit 1; }
+		done
+		for l in a b c d e f; do
+			n=$(ip netns list | awk '{print $1}' | grep -c "^clpn-$lab$l-")
+			[ "$n" -eq 4 ] || { echo "FAIL: round $round: lab $lab$l has $n namespaces (want 4)"; exit 1; }
+			[ -f "/run/clpn-netlab/$lab$l.owner" ] || { echo "FAIL: round $round: lab $lab$l has no owner file"; exit 1; }
+		done
+		# remove two labs at once while the other two stay up
+		"$netlab" down "${lab}a" & "$netlab" down "${lab}b" & wait
+		for l in c d; do
+			ip link show "clpn${lab}${l}br" >/dev/null 2>&1 && [ -f "/etc/netns/clpn-$lab$l-n0/hosts" ] &&
+				[ "$(ip netns list | awk '{print $1}' | grep -c "^clpn-$lab$l-")" -eq 4 ] ||
+				{ echo "FAIL: round $round: lab $lab$l lost its hosts when another lab went down"; exit 1; }
+		done
+		for l in c d e f; do "$netlab" down "$lab$l"; done
+		echo "ok: round $round: six labs up at once, two removed at once, the others intact"
+	done
 	exit 0
 	;;
 hostdown) ;;
