@@ -1,7 +1,25 @@
 /* clpipe check cases of fused attention (cl/nn.h), in the kernel shape of the case (CPU or GPU,
- * forced), causal or bidirectional, GQA, GPT-2's fused QKV rows and key padding, as
- * tests/nn/test_nn_attn.c and test_nn_attn_st.c lay them out: Q, K and V in one host array
- * (fused rows [q | k | v | pad] or three dense blocks). */
+ * forced), causal or bidirectional, GQA, GPT-2's fused QKV rows and key padding: Q, K and V in
+ * one host array (fused rows [q | k | v | pad] or three dense blocks).
+ *
+ * These cases are the only comparison of the attention kernels with the reference (the ctest
+ * tests test_nn_attn*.c keep what a table row cannot say: determinism, NaN propagation, mixed
+ * storage refused); cl.check runs them on every implementation.
+ *
+ * Tolerances (16-bit storage; fp32 out and lse 2e-6 + 1e-5 |x|, gradients 1e-5 + 1e-4 |x|):
+ *  - out: the reference rounds its double result once to the storage type; the device rounds
+ *    its fp32 result once. The fp32 error (2e-6 + 1e-5 |x|) can move a
+ *    value across a rounding boundary, so the two may differ by one unit in the last place:
+ *    2^-7 |x| for bf16 (8 significant bits), 2^-10 |x| for fp16 (11 bits).
+ *  - lse and the gradients given the same (rounded) inputs: fp32 accumulation only, the fp32
+ *    tolerances. The backward reads the device's 16-bit out (D = rowsum(dout * out)), so
+ *    the reference gets that out too.
+ *  - finite differences: the exact gradient of the unrounded forward at the rounded inputs
+ *    differs from what the kernels compute by D's rounding: out_e carries a relative error up to
+ *    u (2^-8 bf16, 2^-11 fp16), so D errs by up to u sum |dout_e out_e|, and dq, dk by that times
+ *    P scale: a relative error of order u in the norm (measured 0.15 to 0.25 u on these cases,
+ *    both shapes). The test allows u (plus fp32's 1e-5 for the differences
+ *    themselves). */
 #include <math.h>
 
 #include "cl/check/check_internal.h"
@@ -106,7 +124,7 @@ clp_status ck_run_attention(ck_env *e, const ck_case *c)
 	CLP_TRY(ck_get(e, bl, nl, got));
 	ck_compare(e, "lse", CLP_F32, got, lse, nl, op->stat);
 	/* the backward reads the device's stored out (D = rowsum(dout * out)): so does the 16-bit
-	 * reference; the fp32 one takes D from its own probabilities, as test_nn_attn does */
+	 * reference; the fp32 one takes D from its own probabilities */
 	clp_ref_attention_backward_st(dx + qo, dx + ko, dx + vo, g, x + qo, x + ko, x + vo,
 				      dt == CLP_F32 ? NULL : o16, &a, padded ? kvl : NULL, dt);
 	CLP_TRY(ck_get(e, bd, nx, got));

@@ -196,6 +196,9 @@ static const ck_row attn_rows[] = {
 	{{{2, 127, 2, 2, 13, 2}, 0}, 1},     /* bidirectional, padding, hd 13 */
 	{{{2, 17, 2, 2, 8, 1}, F32}, 0},     /* GPT-2 fused QKV rows */
 	{{{1, 100, 2, 1, 64, 0}, F32}, 0},   /* hd 64 */
+	{{{1, 1, 1, 1, 1, 0}, F32}, 0},      /* hd 1 */
+	{{{2, 20, 3, 1, 16, 3}, F32 | FD}, 1}, /* BERT-like: multi-query, fused rows, padding */
+	{{{2, 9, 2, 1, 5, 0}, F32 | FD}, 1}, /* bidirectional, odd hd */
 };
 static const char *const attn_variants[] = {"causal", "bidirectional"};
 /* N, C, V, vchunk (0: chosen) */
@@ -343,7 +346,7 @@ static const ck_entry table[] = {
 	  "out 2e-6 + 1e-5|x| (+1 ulp relative for 16-bit), lse 2e-6 + 1e-5|x|, gradients "
 	  "1e-5 + 1e-4|x|; finite differences: fp32 the gradients' 1e-4 plus the differences' "
 	  "1e-5, 16-bit the rounding u of out in D = rowsum(dout out) (tests/nn/"
-	  "test_nn_attn*.c)", ck_run_attention, fl_attn, by_attn}, ROWS(attn_rows)},
+	  "cl/check/check_attn.c)", ck_run_attention, fl_attn, by_attn}, ROWS(attn_rows)},
 	{{"xent", "N,C,V,vchunk", VARS(xent_variants), 0, CK_DT_ALL, {T0, T0, T0},
 	  {1e-5, 1e-5, 0}, {1e-5, 1e-4, 0}, {{1.1e-4, 2e-6}, {1.1e-4, 2e-6}, {1.1e-4, 2e-6}},
 	  "losses, lse, mean 1e-5 + 1e-5|x|, gradients 1e-5 + 1e-4|x|: fp32 logits from the "
