@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/train/run_dir.h"
@@ -296,6 +297,68 @@ static void newest_run(char *out, size_t n)
 		closedir(d);
 }
 
+/* The run directory's lock, held until the process exits (run_dir.h, CLP_RUN_DIR_LOCK). */
+static int run_lock = -1;
+static int run_dir_made; /* the lock made the directory (rank 0) */
+
+/* A run that ends before writing anything leaves no directory it made (nor its lock file). */
+static void drop_run_dir(const char *dir)
+{
+	char path[4200];
+
+	clp_run_dir_unlock(run_lock);
+	run_lock = -1;
+	if (!run_dir_made)
+		return;
+	snprintf(path, sizeof(path), "%s/%s", dir, CLP_RUN_DIR_LOCK);
+	unlink(path);
+	rmdir(dir);
+}
+
+/* Rank 0 takes the directory (no process of another job may hold it; before it deletes
+ * anything there), checks it and, with ckpt.overwrite, deletes the old checkpoints; then every
+ * other rank checks it and holds it too. */
+static clp_status take_run_dir(const clp_train_config *cfg, clp_comm *comm,
+			       enum clp_run_mode mode, int *resume)
+{
+	const char *dir = cfg->ckpt.dir;
+	int rank = clp_comm_rank(comm), n = clp_comm_size(comm), ok = 1, *all;
+	clp_status st = CLP_OK;
+	struct stat sb;
+
+	if (rank == 0) {
+		/* checked first (a directory that is not ours gets no lock file), then held,
+		 * then checked again and the old checkpoints deleted under the lock */
+		run_dir_made = stat(dir, &sb) != 0;
+		st = clp_run_dir_check(dir, mode, cfg->ckpt.overwrite, 0, resume);
+		if (st == CLP_OK)
+			st = clp_run_dir_lock(dir, 1, &run_lock);
+		if (st == CLP_OK)
+			st = clp_run_dir_check(dir, mode, cfg->ckpt.overwrite, 1, resume);
+		ok = st == CLP_OK;
+	}
+	if (n > 1) {
+		clp_status sg;
+
+		all = calloc((size_t)n, sizeof(*all));
+		if (!all)
+			return st != CLP_OK ? st : clp_error(CLP_ERR_NOMEM, "out of host memory");
+		sg = clp_comm_allgather(comm, &ok, sizeof(ok), all, "the run directory taken");
+		ok = all[0];
+		free(all);
+		if (st != CLP_OK)
+			return st;
+		CLP_TRY(sg);
+	}
+	if (rank == 0)
+		return st;
+	if (!ok)
+		return clp_error(CLP_ERR_STATE, "rank 0 could not take ckpt.dir %s (its message says "
+				 "why): nothing was written", dir);
+	CLP_TRY(clp_run_dir_check(dir, mode, cfg->ckpt.overwrite, 0, resume));
+	return clp_run_dir_lock(dir, 0, &run_lock);
+}
+
 /* The run's directory: "none" (no checkpoints), the one given, or a new runs/<date>-<time>
  * (rank 0 names it for the job), checked before anything is written (run_dir.h). */
 static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int resume_auto,
@@ -339,10 +402,8 @@ static clp_status resolve_run_dir(clp_train_config *cfg, clp_comm *comm, int res
 	}
 	mode = !cfg->ckpt.resume ? CLP_RUN_FRESH : resume_auto ? CLP_RUN_RESUME_AUTO
 							       : CLP_RUN_RESUME;
-	CLP_TRY(clp_run_dir_check(cfg->ckpt.dir, mode, cfg->ckpt.overwrite, rank == 0, &resume));
+	CLP_TRY(take_run_dir(cfg, comm, mode, &resume));
 	cfg->ckpt.resume = resume;
-	if (n > 1 && cfg->ckpt.overwrite) /* rank 0 has deleted the old checkpoints */
-		CLP_TRY(clp_comm_barrier(comm, "old checkpoints deleted"));
 	return CLP_OK;
 }
 
@@ -489,6 +550,8 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 	}
 	st = clp_session_open(&s, &cfg, mode, comm, stdout);
 	if (st != CLP_OK) {
+		if (mode == CLP_SESSION_TRAIN && !print_only)
+			drop_run_dir(cfg.ckpt.dir);
 		if (made_dir && !rmdir(cfg.ckpt.dir)) /* the new run directory, still empty */
 			rmdir("runs");
 		return fail(cmd, comm, st);

@@ -11,6 +11,11 @@
 #   tools/netlab.sh mpirun LAB [ARGS...]       mpirun ARGS over the lab's hosts (from the lab's
 #                                              own namespace, TCP between hosts; messages up
 #                                              to CLPN_TCP_EAGER bytes, default 4 MiB, eager)
+#                                              (ARGS with a --hostfile: that one instead of
+#                                              the lab's; CLPN_MPIRUN: the mpirun to run,
+#                                              default the one on PATH)
+#   tools/netlab.sh probe LAB HOST             exit 0 if HOST is up (its namespace runs a
+#                                              command): tools/supervise.sh --probe
 #   tools/netlab.sh pids LAB HOST [COMM]       processes running inside HOST (named COMM)
 #   tools/netlab.sh bytes LAB FROM TO          bytes FROM has sent to TO over their limited link
 #   tools/netlab.sh status LAB                 the lab's hosts, addresses and link limits
@@ -249,21 +254,26 @@ EOF
 # run one after the other; and with the kernel's autotuned buffers a message moves only while
 # its sender calls MPI (docs/PIPELINE.md, "Why measured steps were longer than simulated").
 cmd_mpirun() {
-	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} buf mca=()
+	local lab=$1 d eager=${CLPN_TCP_EAGER:-4194304} buf mca=() hf=()
 	shift
 	d=$(labdir "$lab")
 	[ -f "$d/hostfile" ] || die "lab $lab is not up"
+	case " $* " in *" --hostfile "*|*" --machinefile "*) ;; *) hf=(--hostfile "$d/hostfile") ;; esac
 	buf=${CLPN_TCP_BUF:-$eager}
 	[[ $eager =~ ^[0-9]+$ ]] || die "CLPN_TCP_EAGER '$eager': a number of bytes"
 	[[ $buf =~ ^[0-9]+$ ]] || die "CLPN_TCP_BUF '$buf': a number of bytes"
 	[ "$eager" -gt 0 ] && mca+=(--mca btl_tcp_eager_limit "$eager" --mca btl_tcp_rndv_eager_limit
 				    "$eager" --mca btl_tcp_max_send_size "$eager")
 	[ "$buf" -gt 0 ] && mca+=(--mca btl_tcp_sndbuf "$buf" --mca btl_tcp_rcvbuf "$buf")
-	exec ip netns exec "$(ns_of "$lab" m)" mpirun --allow-run-as-root --hostfile "$d/hostfile" \
+	exec ip netns exec "$(ns_of "$lab" m)" "${CLPN_MPIRUN:-mpirun}" --allow-run-as-root "${hf[@]}" \
 		--mca plm_rsh_agent "$d/agent" --mca plm_rsh_no_tree_spawn 1 \
 		--mca btl tcp,self --mca btl_tcp_if_include "$SUBNET.0/24" \
 		--mca oob_tcp_if_include "$SUBNET.0/24" "${mca[@]}" --bind-to none \
 		-x POCL_MAX_PTHREAD_COUNT=1 "$@"
+}
+
+cmd_probe() {
+	[ -e "/run/netns/$(ns_of "$1" "$2")" ] && timeout 10 ip netns exec "$(ns_of "$1" "$2")" true
 }
 
 cmd_pids() {
@@ -295,7 +305,7 @@ cmd_status() {
 	sed 's/^/    /' "$d/links"
 }
 
-[ $# -ge 1 ] || die "usage: netlab.sh check | up LAB CLUSTER [SLOTS] | mpirun LAB ARGS | pids LAB HOST [COMM] | bytes LAB FROM TO | status LAB | down LAB"
+[ $# -ge 1 ] || die "usage: netlab.sh check | up LAB CLUSTER [SLOTS] | mpirun LAB ARGS | probe LAB HOST | pids LAB HOST [COMM] | bytes LAB FROM TO | status LAB | down LAB"
 op=$1
 shift
 case $op in
@@ -305,6 +315,7 @@ down) [ $# -eq 1 ] || die "usage: netlab.sh down LAB"; valid_lab "$1"; lock; cmd
 status) [ $# -eq 1 ] || die "usage: netlab.sh status LAB"; valid_lab "$1"; cmd_status "$1" ;;
 mpirun) [ $# -ge 1 ] || die "usage: netlab.sh mpirun LAB ARGS"; valid_lab "$1"; cmd_mpirun "$@" ;;
 bytes) [ $# -eq 3 ] || die "usage: netlab.sh bytes LAB FROM TO"; valid_lab "$1"; cmd_bytes "$@" ;;
+probe) [ $# -eq 2 ] || die "usage: netlab.sh probe LAB HOST"; valid_lab "$1"; cmd_probe "$@" ;;
 pids) [ $# -ge 2 ] || die "usage: netlab.sh pids LAB HOST [COMM]"; valid_lab "$1"; cmd_pids "$@" ;;
-*) die "unknown operation '$op' (check, up, mpirun, pids, bytes, status, down)" ;;
+*) die "unknown operation '$op' (check, up, mpirun, probe, pids, bytes, status, down)" ;;
 esac

@@ -4,11 +4,14 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cl/base/durable.h"
 #include "engine/io/checkpoint.h"
@@ -74,7 +77,8 @@ clp_status clp_run_dir_scan(const char *dir, clp_run_dir *r)
 	while ((de = readdir(d))) {
 		const char *p = de->d_name;
 
-		if (!strcmp(p, ".") || !strcmp(p, "..") || is_step_dir(p))
+		if (!strcmp(p, ".") || !strcmp(p, "..") || is_step_dir(p) ||
+		    !strcmp(p, CLP_RUN_DIR_LOCK))
 			continue;
 		if (!strcmp(p, "config.json") || ends(p, ".safetensors") ||
 		    !strcmp(p, "pytorch_model.bin") || !strcmp(p, "model.safetensors.index.json"))
@@ -167,6 +171,49 @@ clp_status clp_run_dir_check(const char *dir, enum clp_run_mode mode, int overwr
 				 r.ckpts > 1 ? " to " : "", r.ckpts > 1 ? r.last : 0,
 				 r.model[0] ? ": " : "", r.model, "");
 	return may_delete ? remove_ckpts(dir) : CLP_OK;
+}
+
+clp_status clp_run_dir_lock(const char *dir, int first, int *fd)
+{
+	char path[4200];
+	int f;
+
+	*fd = -1;
+	CLP_TRY(clp_io_mkdirs(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, CLP_RUN_DIR_LOCK);
+	f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (f < 0)
+		return clp_error(CLP_ERR_IO, "ckpt.dir %s: cannot create the lock file %s: %s", dir,
+				 path, strerror(errno));
+	if (first && flock(f, LOCK_EX | LOCK_NB) != 0) {
+		int e = errno;
+
+		close(f);
+		if (e == EWOULDBLOCK)
+			return clp_error(CLP_ERR_STATE, "ckpt.dir %s is in use: a process of another "
+					 "clpipe job still runs there (it holds %s; ranks can "
+					 "outlive a launcher that has gone). Nothing was written: "
+					 "wait for it to end (flock %s true waits), stop it, or "
+					 "give this run another --ckpt.dir", dir, path, path);
+		return clp_error(CLP_ERR_IO, "ckpt.dir %s: cannot lock %s: %s", dir, path,
+				 strerror(e));
+	}
+	if (flock(f, LOCK_SH | (first ? 0 : LOCK_NB)) != 0) {
+		int e = errno;
+
+		close(f);
+		return clp_error(e == EWOULDBLOCK ? CLP_ERR_STATE : CLP_ERR_IO, "ckpt.dir %s: "
+				 "cannot hold %s: %s", dir, path, e == EWOULDBLOCK ?
+				 "another job is taking the directory" : strerror(e));
+	}
+	*fd = f;
+	return CLP_OK;
+}
+
+void clp_run_dir_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd);
 }
 
 void clp_run_dir_default(const char *root, char *out, size_t n)

@@ -35,6 +35,19 @@ enum clp_run_mode {
 clp_status clp_run_dir_check(const char *dir, enum clp_run_mode mode, int overwrite,
 			     int may_delete, int *resume);
 
+/* The lock file in a run directory (".clpipe-lock"): every process of the job writing there
+ * holds a shared flock on it for its lifetime, so that a second job (or tools/supervise.sh,
+ * through flock(1)) sees while any process of the first still runs, including ranks left
+ * running by a launcher that has gone. */
+#define CLP_RUN_DIR_LOCK ".clpipe-lock"
+
+/* Hold dir (created when missing) for this process until it exits or clp_run_dir_unlock:
+ * first (one rank of a job, before the others): the directory must be free (no process of
+ * another job holds it), else CLP_ERR_STATE naming it; then a shared hold like the others'.
+ * *fd gets the lock's descriptor. */
+clp_status clp_run_dir_lock(const char *dir, int first, int *fd);
+void clp_run_dir_unlock(int fd);
+
 /* A new run directory under root, created (empty): root/YYYYMMDD-HHMMSS (with -2, -3, ... when
  * taken). */
 void clp_run_dir_default(const char *root, char *out, size_t n);

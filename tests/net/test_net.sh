@@ -12,6 +12,16 @@
 #                                                   each comes up with its hosts, and `down`
 #                                                   of one never breaks another (ctest -j runs
 #                                                   the net tests side by side)
+#   test_net.sh supervise NETLAB CLPIPE   WORKDIR SUPERVISE [MPIRUN]   DP2 x PP2 over 2 hosts
+#                                                   under tools/supervise.sh: host n1's ranks
+#                                                   killed and its namespace deleted mid-run;
+#                                                   the supervisor finds n1 gone, relaunches
+#                                                   over n0 as PP2 x DP1 with --resume, the run
+#                                                   ends at its planned step with the losses of
+#                                                   a run resumed so without a failure. MPIRUN:
+#                                                   an Open MPI 5 with ULFM (--with-ft ulfm),
+#                                                   whose runtime ends the job when it loses a
+#                                                   host, with exit 0
 #   test_net.sh hostdown NETLAB CLPIPE    WORKDIR   every rank of one host killed at once: the
 #                                                   job ends non-zero naming host and rank, the
 #                                                   last checkpoint loads
@@ -105,9 +115,98 @@ labs)
 	done
 	exit 0
 	;;
-hostdown) ;;
+hostdown|supervise) ;;
 *) echo "test_net.sh: unknown mode '$mode'"; exit 2 ;;
 esac
+
+# supervise: see the top; the lab's hosts answer `netlab.sh probe`
+if [ "$mode" = supervise ]; then
+	supervise=$5 ulfm=${6:-}
+	ft=()
+	[ -n "$ulfm" ] && { export CLPN_MPIRUN=$ulfm; ft=(--with-ft ulfm); }
+	fail=0
+	check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
+	cluster 2 2
+	cp "$CLPN_DIR/clpn-$lab/hostfile" "$work/hostfile"
+	for i in $(seq 1 3000); do echo "the quick brown fox jumps over the lazy dog $((i % 17))."; done >"$work/corpus.txt"
+	common=(--data "$work/corpus.txt" --model.n_layer=2 --model.d_model=32 --model.n_head=4
+		--model.ctx=16 --train.batch=2 --train.micro_batches=2 --steps 8 --eval.every=0
+		--eval.batches=1 --pipeline.schedule=1f1b --pipeline.deadline=120
+		--pipeline.deterministic=true --ckpt.every=2)
+	CLPIPE_FAULT=stop:3:3 timeout -k 10 500 "$supervise" --tries 3 --probe "$netlab probe $lab {host}" -- \
+		"$netlab" mpirun "$lab" --hostfile "$work/hostfile" "${ft[@]}" -np 4 -x CLPIPE_FAULT \
+		"$prog" train "${common[@]}" --pipeline.stages=2 --pipeline.replicas=2 \
+		--ckpt.dir="$work/ck" >"$work/sup.out" 2>&1 &
+	job=$!
+	stopped=
+	for _ in $(seq 1 1200); do
+		kill -0 $job 2>/dev/null || break
+		for p in $("$netlab" pids "$lab" n1 clpipe); do
+			[ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" = T ] && stopped=1
+		done
+		[ -n "$stopped" ] && break
+		sleep 0.2
+	done
+	check "[ -n '$stopped' ]" "rank 3 on n1 stopped itself after step 3"
+	# the host goes: everything in its namespace killed, the namespace deleted
+	victims=$(ip netns pids "clpn-$lab-n1" | paste -sd' ')
+	[ -n "$victims" ] && kill -9 $victims
+	ip netns del "clpn-$lab-n1"
+	wait $job
+	rc=$?
+	check "[ $rc -eq 0 ]" "the supervised run ends with exit 0 (got $rc)"
+	check "[ -f '$work/ck/step-00000008/manifest.json' ]" "the checkpoint of step 8 is complete"
+	"$prog" eval --ckpt "$work/ck" --eval.batches=1 >"$work/eval.out" 2>&1
+	check "[ $? -eq 0 ] && grep -aq 'val loss' '$work/eval.out'" "the checkpoint loads and evaluates"
+	mpi=(mpirun --allow-run-as-root --oversubscribe)
+	[ -n "$ulfm" ] && mpi=("$ulfm" --allow-run-as-root --oversubscribe)
+	# ref K: the same without a failure, DP2 x PP2 to step K, resumed as PP2 on 2 ranks to step
+	# 8 (on this machine's own transport: the sums are the same, pipeline.deterministic)
+	ref() {
+		timeout 300 "${mpi[@]}" -np 4 "$prog" train "${common[@]}" --pipeline.stages=2 \
+			--pipeline.replicas=2 --steps "$1" --ckpt.dir="$work/ref$1" >"$work/ref$1a.out" 2>&1 &&
+		timeout 300 "${mpi[@]}" -np 2 "$prog" train "${common[@]}" --pipeline.stages=2 \
+			--pipeline.replicas=1 --ckpt.dir="$work/ref$1" --resume >"$work/ref$1b.out" 2>&1 &&
+		"$prog" eval --ckpt "$work/ref$1" --eval.batches=1 >"$work/ref$1.eval" 2>&1
+	}
+	val() { grep -a 'val loss' "$1" | sed 's/^eval of [^ ]* //'; }
+	losses() { grep -ahE '^step [3-8]/8 \|' "$1" | sed -E 's/ \| [0-9]+ tok\/s.*//' | tail -6; }
+	if [ -z "$ulfm" ]; then
+		check "grep -aq 'supervise: host(s) n1 do not answer' '$work/sup.out'" "the supervisor finds n1 gone"
+		check "grep -aq '1 replica(s), -np 2 (was 2 x 2)' '$work/sup.out'" \
+			"and relaunches over n0 as 2 stages x 1 replica on 2 ranks"
+		check "grep -aq 'resumed from .*step-00000002 at step 2' '$work/sup.out'" "the relaunch resumed from step 2"
+		check "grep -aq '^step 8/8 ' '$work/sup.out' && grep -aq 'supervise: finished after 1 relaunch' '$work/sup.out'" \
+			"it reached its planned step count after one relaunch"
+		ref 2
+		check "[ $? -eq 0 ]" "the run resumed so without a failure runs"
+		check "[ \$(losses '$work/sup.out' | wc -l) -eq 6 ] && diff <(losses '$work/sup.out') <(losses '$work/ref2b.out')" \
+			"the losses of steps 3-8 after the relaunch equal the run resumed so without a failure"
+	else
+		# Open MPI 5.0's runtime ends the job when it loses n1's daemon, and mpirun exits 0;
+		# n0's ranks, which ULFM told of the loss and which hold every stage, may go on
+		# training without their launcher (their output is gone with it) and finish, or be
+		# ended by their daemon first. The supervisor waits until they let go of the run
+		# directory and relaunches when they did not finish. Either way the run must end
+		# where one of the two runs without a failure ends: the survivors' own recovery
+		# (the agreed step 3, then PP2: ref 3) or the relaunch from the checkpoint of step
+		# 2 (ref 2).
+		ref 2 && ref 3
+		check "[ $? -eq 0 ]" "the two runs without a failure run"
+		got=$(val "$work/eval.out") r2=$(val "$work/ref2.eval") r3=$(val "$work/ref3.eval")
+		echo "final val: $got; after a relaunch from step 2: $r2; after the survivors' recovery at step 3: $r3"
+		if grep -aq 'supervise: finished after 1 relaunch' "$work/sup.out"; then
+			check "grep -aq 'supervise: host(s) n1 do not answer' '$work/sup.out'" "the relaunch left n1 out"
+			grep -aq 'resumed from .*step-00000002 at step 2' "$work/sup.out" && want=$r2 || want=$r3
+		else
+			echo "the survivors finished the run themselves"
+			want=$r3
+		fi
+		check "[ -n '$got' ] && [ '$got' = '$want' ]" "the final checkpoint evaluates as the run without a failure"
+	fi
+	[ $fail -ne 0 ] && { echo "--- sup.out"; cat "$work/sup.out"; }
+	exit $fail
+fi
 
 # hostdown: 2 hosts x 2 ranks, D=2 x R=2 (ranks 2, 3 on n1); checkpoints every 2 steps; rank 3
 # stops itself after step 3 (so the job is surely still running), then n1's ranks are killed

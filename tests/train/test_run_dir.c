@@ -113,4 +113,32 @@ static void test_default_names(void)
 	CHECK(strstr(a, "/runs/20") != NULL, "runs/<date>-<time>: %s", a);
 }
 
-TH_MAIN(TH_TEST(test_scan), TH_TEST(test_check), TH_TEST(test_default_names))
+/* One job holds a directory: the first rank's exclusive probe fails while any process (any open
+ * file description: flock's unit) holds it, shared holds coexist, and the lock file is not
+ * "another file" to a later scan. */
+static void test_lock(void)
+{
+	char d[1024];
+	int a = -1, b = -1, c = -1;
+	clp_run_dir r;
+
+	snprintf(d, sizeof(d), "%s", tu_path("locked/run"));
+	CHECK_OK(clp_run_dir_lock(d, 1, &a)); /* made on the way */
+	CHECK(a >= 0, "a descriptor");
+	CHECK_OK(clp_run_dir_lock(d, 0, &b)); /* another rank of the same job */
+	CHECK_ERR(clp_run_dir_lock(d, 1, &c), CLP_ERR_STATE, "is in use", "another clpipe job",
+		  CLP_RUN_DIR_LOCK, "another --ckpt.dir");
+	CHECK(c == -1, "no descriptor on failure");
+	clp_run_dir_unlock(a);
+	CHECK_ERR(clp_run_dir_lock(d, 1, &c), CLP_ERR_STATE, "is in use"); /* b still holds it */
+	clp_run_dir_unlock(b);
+	CHECK_OK(clp_run_dir_lock(d, 1, &c)); /* the job has gone */
+	CHECK_OK(clp_run_dir_scan(d, &r));
+	CHECK(r.exists && r.nother == 0 && r.ckpts == 0, "the lock file is not another file (%d: %s)",
+	      r.nother, r.other);
+	clp_run_dir_unlock(c);
+	tu_write_str(tu_path("locked/file"), "x");
+	CHECK_ERR(clp_run_dir_lock(tu_path("locked/file"), 1, &c), CLP_ERR_IO, "locked/file");
+}
+
+TH_MAIN(TH_TEST(test_scan), TH_TEST(test_check), TH_TEST(test_default_names), TH_TEST(test_lock))

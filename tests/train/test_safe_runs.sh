@@ -84,6 +84,17 @@ rc1=$?
 "$clpipe" export own/step-00000003 own >x2.out 2>&1
 check "[ $rc1 -ne 0 ] && [ $? -ne 0 ] && grep -q \"own is a run's directory of checkpoints\" x1.out x2.out && [ ! -e own/model.safetensors ]" \
 	"clpipe export into a run's directory is refused"
+# a directory a running job holds (a rank of it, here flock's shell, holds its lock) is refused,
+# nothing written; resuming there once it has gone works
+cp -r own held
+before=$(ls -lR held | md5sum)
+flock -s held/.clpipe-lock "$clpipe" train "${small[@]}" --model.n_layer=3 --steps 4 --ckpt.dir=held \
+	--resume >busy.out 2>&1
+rc=$?
+check "[ $rc -ne 0 ] && [ \"\$(ls -lR held | md5sum)\" = '$before' ] && grep -q 'ckpt.dir held is in use: a process of another clpipe job still runs there' busy.out" \
+	"a run into a directory another job holds is refused naming it, nothing written"
+"$clpipe" train "${small[@]}" --model.n_layer=3 --steps 4 --ckpt.dir=held --resume >free.out 2>&1
+check "[ $? -eq 0 ] && grep -q 'resumed from held/step-00000003 at step 3' free.out" "once it has gone, the run resumes there"
 mkdir hf && cp -r "$fx"/gpt2/. hf/
 before=$(ls -lR hf | md5sum)
 "$clpipe" train "${small[@]}" --steps 2 --ckpt.dir=hf --resume >hf1.out 2>&1
