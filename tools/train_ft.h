@@ -10,7 +10,7 @@
 struct ft_event {
 	long step;       /* steps every survivor completed (the next one was dropped) */
 	char lost[256];  /* "rank 3 (host h)" */
-	char layout[96]; /* "2 stages x 1 replica over 2 ranks" */
+	char layout[160]; /* "2 stages x 1 replica over 2 ranks" */
 	double seconds;  /* from the failure's detection to the new session's first step */
 };
 

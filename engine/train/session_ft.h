@@ -29,4 +29,33 @@ clp_status clp_session_can_take_over(const clp_session *s);
 clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, long applied,
 				 const char *data_pos);
 
+/* A lost stage with no other holder (session_replan.c). The survivors re-plan a plain
+ * pipeline (one stage per rank, one replica: GPipe, 1F1B, ZB-H1) over the ranks left. */
+int clp_session_plain_pipeline(const clp_session *s);
+/* Layers of stage `stage` of the schedule (*first the first one); -1 out of range. */
+int clp_session_stage_layers(const clp_session *s, int stage, int *first);
+int clp_session_tied(const clp_session *s); /* the head's weight is the token embedding */
+/* The memory check (the planner's model of a stage against this rank's device) of rank
+ * `rank` of training config c over nranks ranks, before anything is allocated: CLP_OK or
+ * CLP_ERR_NOMEM with what it needs and what to lower. */
+clp_status clp_session_layout_fits(clp_session *s, const clp_train_config *c, int nranks,
+				   int rank);
+
+typedef struct clp_ft_reload {
+	int from_memory, from_ckpt, from_init; /* tensors (parameters with their moments) */
+	long ckpt_step;                        /* the checkpoint's step; -1: none */
+	char ckpt[1024];                       /* its directory */
+} clp_ft_reload;
+
+/* dst (the re-planned layout's session) takes over as clp_session_take_over does, by tensor
+ * name: each tensor src holds comes from src (current weights and moments); the others (the
+ * lost stage's) from the last complete checkpoint under ckpt.dir, or keep their
+ * initialisation with zero moments when there is none. */
+clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long step,
+				      long applied, const char *data_pos, clp_ft_reload *r);
+/* A tied embedding's two copies (stage 0's rank and the head's) made equal to rank from's
+ * (parameters and moments), when only that one held it before the re-plan. A collective of
+ * the two holders; CLP_OK at once on the others and for untied models. */
+clp_status clp_session_tied_sync(clp_session *s, int from);
+
 #endif

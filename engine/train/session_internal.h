@@ -118,6 +118,11 @@ int sess_rank(const clp_session *s);
 /* session_mem.c: refuse, before any device allocation, stages that cannot fit on the device
  * (the planner's memory model against the device's memory), naming the setting to lower */
 clp_status sess_check_memory(clp_session *s);
+/* The same for rank `rank` of schedule sched (a layout the session may move to: ft re-plan). */
+clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank);
+/* The schedule of config c over nranks ranks (s gives the model and the micro-batches). */
+clp_status sess_make_schedule(const clp_session *s, const clp_train_config *c, int nranks,
+			      clp_sched **out);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
  * step, s->R = 1); the step's per-micro-batch loss weights from its targets; evaluation of the

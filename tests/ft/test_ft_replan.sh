@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# A stage with no other holder under ULFM (mpirun --with-ft ulfm): a plain 1F1B pipeline of
+# D stages (no replicas) loses rank K to SIGKILL after step 3 (CLPIPE_FAULT=die:K:3), with a
+# checkpoint every 2 steps. The survivors must re-plan over themselves (D - 1 stages, the lost
+# stage's layers merged into a neighbour) in the same processes, take the layers they held
+# from memory (step 3) and the lost stage's from the checkpoint of step 2, end with exit 0 at
+# step 8, log the event on every survivor, count it in the summary, and leave a checkpoint
+# that loads. Reference: the same state built by hand, without a failure: a D-stage run to
+# step 3 checkpointing every step, a checkpoint made of its step-3 files for the surviving
+# ranks and its step-2 files for rank K, resumed over the new layout to step 8. The new
+# session computes what that resumed run computes (the same fp32 tensors, moments, step
+# counts, data position and layout, pipeline.deterministic), so the printed losses and
+# gradient norms must be equal (a tolerance of the printing's rounding: 5e-5 nats, 5e-4 in
+# the norm). And they must differ from a resume of the step-3 checkpoint of every stage
+# (the lost stage really came from the checkpoint: what it cost is visible).
+# Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS   (NEWLAYERS e.g. "[2]")
+set -u
+clpipe=$1
+mpirun=$2
+D=$4
+K=$5
+newlayers=$6
+work=$3/replan-$D-$K
+rm -rf "$work" && mkdir -p "$work"
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
+
+for i in $(seq 1 3000); do echo "the quick brown fox jumps over the lazy dog $((i % 17))."; done > "$work/corpus.txt"
+common=(--data "$work/corpus.txt" --model.n_layer="$D" --model.d_model=32 --model.n_head=4
+        --model.ctx=16 --train.batch=2 --train.micro_batches=2 --eval.every=0
+        --eval.batches=1 --pipeline.schedule=1f1b --pipeline.deadline=60
+        --pipeline.deterministic=true)
+mpi=("$mpirun" --with-ft ulfm --oversubscribe)
+S=$((D - 1))
+
+# the run with a failure
+CLPIPE_FAULT=die:$K:3 timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" \
+	--pipeline.stages="$D" --steps 8 --ckpt.every=2 --ckpt.dir="$work/ck" >"$work/ft.out" 2>&1
+rc=$?
+check "[ $rc -eq 0 ]" "the run with rank $K of $D stages killed after step 3 ends with exit 0 (got $rc)"
+check "grep -aq '^step 8/8 ' '$work/ft.out'" "it reaches its planned step count"
+events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -F "lost rank $K (host " |
+	grep -F "agreed on step 3, step 4 is redone; new layout $S stage" |
+	grep -F "layers $newlayers; no other holder of stage $K " |
+	grep -F "(step 2: 1 step of theirs lost); recovered in" | wc -l; }
+check "[ \$(events) -eq $S ]" \
+	"every survivor logs the lost rank, its host, the agreed step, the new layout, where the lost stage came from and the seconds"
+check "grep -aq '^failures survived: 1' '$work/ft.out' && grep -aq 'went on as $S stage' '$work/ft.out'" \
+	"the summary counts the failure"
+check "[ -f '$work/ck/step-00000008/manifest.json' ]" "the checkpoint of step 8 is complete"
+"$clpipe" eval --ckpt "$work/ck" --eval.batches=1 >"$work/eval.out" 2>&1
+check "[ $? -eq 0 ] && grep -aq 'val loss' '$work/eval.out'" "the checkpoint loads and evaluates"
+
+# the reference: D stages to step 3 with every checkpoint, then the survivors' state by hand
+timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" --pipeline.stages="$D" \
+	--steps 3 --ckpt.every=1 --ckpt.keep=0 --ckpt.dir="$work/ref" >"$work/ref1.out" 2>&1
+check "[ $? -eq 0 ]" "the reference's first part runs"
+for d in mix pure; do mkdir -p "$work/$d" && cp -r "$work/ref/step-00000003" "$work/$d/"; done
+cp "$work/ref/step-00000002/"{model-rank$K.safetensors,optimizer-rank$K.safetensors,part-rank$K.json} \
+	"$work/mix/step-00000003/"
+python3 - "$work/mix/step-00000003" "$work/ref/step-00000002/part-rank$K.json" "$K" <<'EOF'
+import json, sys
+d, part, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+m = json.load(open(d + "/manifest.json"))
+m["files"] = [f for f in m["files"] if f["rank"] != k] + json.load(open(part))["files"]
+json.dump(m, open(d + "/manifest.json", "w"), indent=1, sort_keys=True)
+EOF
+for d in mix pure; do
+	timeout 300 "${mpi[@]}" -np "$S" "$clpipe" train "${common[@]}" --pipeline.stages="$S" \
+		--pipeline.layers="$newlayers" --steps 8 --ckpt.every=2 --ckpt.dir="$work/$d" \
+		--resume >"$work/$d.out" 2>&1
+	check "[ $? -eq 0 ] && grep -aq 'resumed from .*step-00000003 at step 3' '$work/$d.out'" \
+		"the reference resumed from the $d checkpoint over the survivors' layout runs"
+done
+losses() { grep -ahE '^step [0-9]+/[0-9]+ \|' "$@" | sed -E 's/^step ([0-9]+)\/[0-9]+ /step \1 /; s/ \| [0-9]+ tok\/s.*//'; }
+losses "$work/ft.out" >"$work/ft.loss"
+losses "$work/ref1.out" "$work/mix.out" >"$work/ref.loss"
+losses "$work/ref1.out" "$work/pure.out" >"$work/pure.loss"
+check "[ \$(wc -l <'$work/ft.loss') -eq 8 ] && diff '$work/ft.loss' '$work/ref.loss'" \
+	"losses and gradient norms of steps 1-8 equal the reference (survivors at step 3, the lost stage at step 2)"
+check "! diff -q '$work/ft.loss' '$work/pure.loss' >/dev/null" \
+	"and differ from a resume with every stage at step 3 (the lost stage's step is lost)"
+[ $fail -ne 0 ] && { echo "--- ft.out"; cat "$work/ft.out"; echo "--- mix.out"; cat "$work/mix.out"; }
+exit $fail
