@@ -108,9 +108,16 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	long agreed = -1;
 	clp_status st = CLP_OK;
 	int replan = 0, alone = 0;
+	/* lost after this rank applied the step (during its evaluation or checkpoint) */
+	int after = clp_session_completed(*s) > clp_session_steps_done(*s);
 
 	*idle = 0;
 	snprintf(why, sizeof(why), "%s", clp_last_error());
+	if (clp_session_completed(*s) > ft->done) { /* lost during the evaluation or save after a step */
+		ft->done = clp_session_completed(*s);
+		ft->applied = clp_session_applied(*s);
+		clp_session_data_pos(*s, ft->pos, sizeof(ft->pos));
+	}
 	if (!alive || !whole) {
 		free(alive);
 		free(whole);
@@ -219,10 +226,10 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 				 clp_comm_size(cont));
 		e->seconds = clp_comm_now() - t0;
 		printf("ft: rank %d (host %s), now rank %d: lost %s during step %ld (%s); %d "
-		       "survivor%s agreed on step %ld, step %ld is redone; new layout %s%s; "
+		       "survivor%s agreed on step %ld, step %ld is %s; new layout %s%s; "
 		       "recovered in %.2f s\n", me, clp_comm_host(cur), clp_comm_rank(cont), lost,
-		       agreed + 1, why, ns_, ns_ == 1 ? "" : "s", agreed, agreed + 1, e->layout,
-		       note, e->seconds);
+		       agreed + 1, why, ns_, ns_ == 1 ? "" : "s", agreed, agreed + 1,
+		       after && agreed == ft->done ? "next" : "redone", e->layout, note, e->seconds);
 		fflush(stdout);
 		ft->events++;
 		ft->t_detect = t0;

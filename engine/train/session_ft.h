@@ -19,6 +19,14 @@ int clp_session_replica(const clp_session *s, int rank);
 /* Optimizer steps taken (skipped ones excluded). */
 long clp_session_applied(const clp_session *s);
 
+/* Steps whose update every stage of this rank applied: one ahead of clp_session_steps_done
+ * while that step's evaluation or checkpoint is under way (a failure there ends the run after
+ * the update). */
+long clp_session_completed(const clp_session *s);
+/* Called on every rank after it wrote its files of the checkpoint of `step` (steps done) and
+ * before the barrier and the manifest that make it complete; for tests of a failed save. */
+void clp_session_set_save_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);
+
 /* CLP_OK when a session's state can be taken over: AdamW (state in the stages' tensors) on a
  * schedule with replicas; CLP_ERR_UNSUPPORTED for K-FAC, PipeFisher and SkipPipe. */
 clp_status clp_session_can_take_over(const clp_session *s);

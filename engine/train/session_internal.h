@@ -47,6 +47,9 @@ struct clp_session {
 	int bert, byte_level;
 	void (*hook)(void *ud, long step);
 	void *hook_ud;
+	void (*save_hook)(void *ud, long step); /* session_ft.h: tests of a failed save */
+	void *save_hook_ud;
+	long completed; /* steps whose update was applied (ahead of step during its save) */
 	void (*logger)(void *ud, const clp_session_step *rec); /* rank 0 */
 	void *logger_ud;
 	int32_t specials[8], mask_id;

@@ -158,7 +158,7 @@ clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long s
 		clp_exec_loss_scale(src->ex, &scale, &good);
 		clp_exec_restore_loss_scale(dst->ex, scale, good);
 	}
-	dst->step = step;
+	dst->step = dst->completed = step;
 	dst->applied = applied;
 	return CLP_OK;
 }

@@ -13,14 +13,22 @@
 # gradient norms must be equal (a tolerance of the printing's rounding: 5e-5 nats, 5e-4 in
 # the norm). And they must differ from a resume of the step-3 checkpoint of every stage
 # (the lost stage really came from the checkpoint: what it cost is visible).
-# Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS   (NEWLAYERS e.g. "[2]")
+# With FAULT = diesave and STEP = 4: rank K dies while the checkpoint of step 4 is being
+# written (its files written, the manifest not: CLPIPE_FAULT=diesave:K:4). That checkpoint
+# must never look complete, the survivors agree on step 4 (they had applied it) and take the
+# lost stage from the previous one (step 2); the reference then trains to step 4.
+# Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS [FAULT STEP]
+#        (NEWLAYERS e.g. "[2]"; FAULT die (default, STEP 3) or diesave)
 set -u
 clpipe=$1
 mpirun=$2
 D=$4
 K=$5
 newlayers=$6
-work=$3/replan-$D-$K
+fault=${7:-die}
+A=${8:-3}     # the step the survivors agree on
+N=$((A + 1))  # the next one
+work=$3/replan-$D-$K-$fault
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
@@ -34,15 +42,15 @@ mpi=("$mpirun" --with-ft ulfm --oversubscribe)
 S=$((D - 1))
 
 # the run with a failure
-CLPIPE_FAULT=die:$K:3 timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" \
+CLPIPE_FAULT=$fault:$K:$A timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" \
 	--pipeline.stages="$D" --steps 8 --ckpt.every=2 --ckpt.dir="$work/ck" >"$work/ft.out" 2>&1
 rc=$?
-check "[ $rc -eq 0 ]" "the run with rank $K of $D stages killed after step 3 ends with exit 0 (got $rc)"
+check "[ $rc -eq 0 ]" "the run with rank $K of $D stages killed ($fault) at step $A ends with exit 0 (got $rc)"
 check "grep -aq '^step 8/8 ' '$work/ft.out'" "it reaches its planned step count"
 events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -F "lost rank $K (host " |
-	grep -F "agreed on step 3, step 4 is redone; new layout $S stage" |
+	grep -F "agreed on step $A, step $N is " | grep -F "; new layout $S stage" |
 	grep -F "layers $newlayers; no other holder of stage $K " |
-	grep -F "(step 2: 1 step of theirs lost); recovered in" | wc -l; }
+	grep -F "(step 2: $((A - 2)) step$([ $A -eq 3 ] || echo s) of theirs lost); recovered in" | wc -l; }
 check "[ \$(events) -eq $S ]" \
 	"every survivor logs the lost rank, its host, the agreed step, the new layout, where the lost stage came from and the seconds"
 check "grep -aq '^failures survived: 1' '$work/ft.out' && grep -aq 'went on as $S stage' '$work/ft.out'" \
@@ -53,12 +61,13 @@ check "[ $? -eq 0 ] && grep -aq 'val loss' '$work/eval.out'" "the checkpoint loa
 
 # the reference: D stages to step 3 with every checkpoint, then the survivors' state by hand
 timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" --pipeline.stages="$D" \
-	--steps 3 --ckpt.every=1 --ckpt.keep=0 --ckpt.dir="$work/ref" >"$work/ref1.out" 2>&1
+	--steps "$A" --ckpt.every=1 --ckpt.keep=0 --ckpt.dir="$work/ref" >"$work/ref1.out" 2>&1
 check "[ $? -eq 0 ]" "the reference's first part runs"
-for d in mix pure; do mkdir -p "$work/$d" && cp -r "$work/ref/step-00000003" "$work/$d/"; done
+ckA=step-0000000$A
+for d in mix pure; do mkdir -p "$work/$d" && cp -r "$work/ref/$ckA" "$work/$d/"; done
 cp "$work/ref/step-00000002/"{model-rank$K.safetensors,optimizer-rank$K.safetensors,part-rank$K.json} \
-	"$work/mix/step-00000003/"
-python3 - "$work/mix/step-00000003" "$work/ref/step-00000002/part-rank$K.json" "$K" <<'EOF'
+	"$work/mix/$ckA/"
+python3 - "$work/mix/$ckA" "$work/ref/step-00000002/part-rank$K.json" "$K" <<'EOF'
 import json, sys
 d, part, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
 m = json.load(open(d + "/manifest.json"))
@@ -69,7 +78,7 @@ for d in mix pure; do
 	timeout 300 "${mpi[@]}" -np "$S" "$clpipe" train "${common[@]}" --pipeline.stages="$S" \
 		--pipeline.layers="$newlayers" --steps 8 --ckpt.every=2 --ckpt.dir="$work/$d" \
 		--resume >"$work/$d.out" 2>&1
-	check "[ $? -eq 0 ] && grep -aq 'resumed from .*step-00000003 at step 3' '$work/$d.out'" \
+	check "[ $? -eq 0 ] && grep -aq 'resumed from .*$ckA at step $A' '$work/$d.out'" \
 		"the reference resumed from the $d checkpoint over the survivors' layout runs"
 done
 losses() { grep -ahE '^step [0-9]+/[0-9]+ \|' "$@" | sed -E 's/^step ([0-9]+)\/[0-9]+ /step \1 /; s/ \| [0-9]+ tok\/s.*//'; }
@@ -77,8 +86,13 @@ losses "$work/ft.out" >"$work/ft.loss"
 losses "$work/ref1.out" "$work/mix.out" >"$work/ref.loss"
 losses "$work/ref1.out" "$work/pure.out" >"$work/pure.loss"
 check "[ \$(wc -l <'$work/ft.loss') -eq 8 ] && diff '$work/ft.loss' '$work/ref.loss'" \
-	"losses and gradient norms of steps 1-8 equal the reference (survivors at step 3, the lost stage at step 2)"
+	"losses and gradient norms of steps 1-8 equal the reference (survivors at step $A, the lost stage at step 2)"
 check "! diff -q '$work/ft.loss' '$work/pure.loss' >/dev/null" \
-	"and differ from a resume with every stage at step 3 (the lost stage's step is lost)"
+	"and differ from a resume with every stage at step $A (the lost stage's steps are lost)"
+if [ "$fault" = diesave ]; then
+	check "grep -aq 'CLPIPE_FAULT: rank $K dies while saving the checkpoint of step $A' '$work/ft.out' && grep -aq 'barrier .checkpoint files written.: rank $K .* lost' '$work/ft.out'" \
+		"rank $K died inside the checkpoint write of step $A, the survivors' barrier saw it"
+	check "[ ! -f '$work/ck/$ckA/manifest.json' ]" "the checkpoint of step $A never looked complete"
+fi
 [ $fail -ne 0 ] && { echo "--- ft.out"; cat "$work/ft.out"; echo "--- mix.out"; cat "$work/mix.out"; }
 exit $fail
