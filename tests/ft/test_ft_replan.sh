@@ -67,11 +67,33 @@ ckA=step-0000000$A
 for d in mix pure; do mkdir -p "$work/$d" && cp -r "$work/ref/$ckA" "$work/$d/"; done
 cp "$work/ref/step-00000002/"{model-rank$K.safetensors,optimizer-rank$K.safetensors,part-rank$K.json} \
 	"$work/mix/$ckA/"
-python3 - "$work/mix/$ckA" "$work/ref/step-00000002/part-rank$K.json" "$K" <<'EOF'
-import json, sys
-d, part, k = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# K = 0 with the head surviving: the head's copy of the tied embedding survives at step A
+# while a checkpoint stores stage 0's only: rank 0's step-2 files get the step-A embedding
+# (and its moments), byte for byte, and the manifest their new CRCs
+python3 - "$work/mix/$ckA" "$work/ref/step-00000002/part-rank$K.json" "$K" "$work/ref/$ckA" \
+	"$D" <<'EOF'
+import json, struct, sys, zlib
+d, part, k, src, nranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 m = json.load(open(d + "/manifest.json"))
 m["files"] = [f for f in m["files"] if f["rank"] != k] + json.load(open(part))["files"]
+def tensors(b):
+    n = struct.unpack("<Q", b[:8])[0]
+    return 8 + n, json.loads(b[8:8 + n])
+if k == 0 and nranks > 1:
+    for f in m["files"]:
+        if f["rank"] != 0:
+            continue
+        old = bytearray(open(d + "/" + f["file"], "rb").read())
+        new = open(src + "/" + f["file"], "rb").read()
+        (bo, ho), (bn, hn) = tensors(bytes(old)), tensors(new)
+        for name, e in ho.items():
+            if name.startswith("transformer.wte.weight"):
+                a, z = e["data_offsets"]
+                a2, z2 = hn[name]["data_offsets"]
+                old[bo + a:bo + z] = new[bn + a2:bn + z2]
+        open(d + "/" + f["file"], "wb").write(old)
+        f["crc32"] = "%08x" % (zlib.crc32(bytes(old)) & 0xffffffff)
+        f["bytes"] = len(old)
 json.dump(m, open(d + "/manifest.json", "w"), indent=1, sort_keys=True)
 EOF
 for d in mix pure; do
