@@ -202,7 +202,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		c2 = *cfg;
 		c2.pipeline.replicas = nwhole;
 		c2.ckpt.resume = 0;
-		st = clp_session_open(&nsess, &c2, CLP_SESSION_TRAIN, cont, out);
+		st = clp_session_open_bare(&nsess, &c2, cont, out);
 		if (st == CLP_OK)
 			st = clp_session_take_over(nsess, *s, agreed, (long)all[from].applied,
 						   all[from].pos);

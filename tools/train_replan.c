@@ -187,7 +187,7 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 	}
 	if (st == CLP_OK) {
 		config_of(pl, chosen, cfg, &c2);
-		st = clp_session_open(&res->sess, &c2, CLP_SESSION_TRAIN, res->cont, out);
+		st = clp_session_open_bare(&res->sess, &c2, res->cont, out);
 	}
 	if (st == CLP_OK)
 		st = clp_session_take_over_lost(res->sess, s, a->step, a->applied, a->pos, &r);

@@ -416,7 +416,8 @@ static clp_status open_model(clp_session *s)
 	if (s->mode == CLP_SESSION_TRAIN && s->prec == CLP_F16)
 		CLP_TRY(clp_exec_set_loss_scale(s->ex, (float)s->cfg.train.loss_scale,
 						s->cfg.train.loss_scale_window));
-	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
+	/* a take-over writes every tensor (session_ft.h): the random fill would be thrown away */
+	return s->no_init ? CLP_OK : clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
 /* The steps of clp_session_open, each returning at the first failure; *ck is the checkpoint an
@@ -501,8 +502,8 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	return CLP_OK;
 }
 
-clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
-			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
+static clp_status open_as(clp_session **out, const clp_train_config *cfg,
+			  enum clp_session_mode mode, clp_comm *comm, FILE *fout, int no_init)
 {
 	clp_session *s = calloc(1, sizeof(*s));
 	clp_ckpt *ck = NULL;
@@ -513,6 +514,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	s->cfg = *cfg;
 	s->mode = mode;
+	s->no_init = no_init;
 	s->out = fout;
 	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
@@ -525,6 +527,18 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	}
 	*out = s;
 	return CLP_OK;
+}
+
+clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
+			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
+{
+	return open_as(out, cfg, mode, comm, fout, 0);
+}
+
+clp_status clp_session_open_bare(clp_session **out, const clp_train_config *cfg, clp_comm *comm,
+				 FILE *fout)
+{
+	return open_as(out, cfg, CLP_SESSION_TRAIN, comm, fout, 1);
 }
 
 void clp_session_close(clp_session *s)

@@ -101,7 +101,10 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 					 "which it did not hold", sess_rank(dst), id);
 		CLP_TRY(copy_stage(clp_exec_stage(dst->ex, i, NULL), clp_exec_stage(src->ex, j,
 										    NULL)));
+		if (dst->no_init) /* every tensor is written: the rest of what init does */
+			CLP_TRY(clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL)));
 	}
+	dst->no_init = 0;
 	if (data_pos && data_pos[0])
 		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
 	if (dst->prec == CLP_F16) {

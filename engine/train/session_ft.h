@@ -27,6 +27,13 @@ long clp_session_completed(const clp_session *s);
  * before the barrier and the manifest that make it complete; for tests of a failed save. */
 void clp_session_set_save_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud);
 
+/* A training session for a take-over (clp_session_take_over, _take_over_lost): as
+ * clp_session_open, but its parameters are not initialised (on a large model the random fill
+ * is most of the opening); the take-over writes every tensor, or initialises the session
+ * first when it cannot. Until then the session must not train. */
+clp_status clp_session_open_bare(clp_session **out, const clp_train_config *cfg, clp_comm *comm,
+				 FILE *fout);
+
 /* CLP_OK when a session's state can be taken over: AdamW (state in the stages' tensors) on a
  * schedule with replicas; CLP_ERR_UNSUPPORTED for K-FAC, PipeFisher and SkipPipe. */
 clp_status clp_session_can_take_over(const clp_session *s);

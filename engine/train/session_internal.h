@@ -50,6 +50,7 @@ struct clp_session {
 	void (*save_hook)(void *ud, long step); /* session_ft.h: tests of a failed save */
 	void *save_hook_ud;
 	long completed; /* steps whose update was applied (ahead of step during its save) */
+	int no_init;    /* opened for a take-over: tensors left uninitialised (session_ft.h) */
 	void (*logger)(void *ud, const clp_session_step *rec); /* rank 0 */
 	void *logger_ud;
 	int32_t specials[8], mask_id;

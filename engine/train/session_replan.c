@@ -146,7 +146,15 @@ clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long s
 		r->ckpt_step = clp_ckpt_step(c);
 		snprintf(r->ckpt, sizeof(r->ckpt), "%s", clp_ckpt_path(c));
 	}
-	st = take_steps(dst, src, c, r);
+	st = CLP_OK;
+	if (!c && dst->no_init) /* the lost layers keep their initialisation: make it */
+		st = clp_exec_init_params(dst->ex, (uint64_t)dst->cfg.train.seed);
+	else if (dst->no_init) /* every tensor is written below: the rest of what init does */
+		for (int i = 0; st == CLP_OK && i < clp_exec_nstages(dst->ex); i++)
+			st = clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL));
+	dst->no_init = 0;
+	if (st == CLP_OK)
+		st = take_steps(dst, src, c, r);
 	clp_ckpt_close(c);
 	CLP_TRY(st);
 	if (data_pos && data_pos[0])
