@@ -40,4 +40,5 @@ check "[ -f '$work/ck/step-00000002/manifest.json' ] && [ \$(ls '$work/ck' | wc 
 "$clpipe" eval --ckpt "$work/ck" --eval.batches=1 >"$work/eval.out" 2>&1
 check "[ $? -eq 0 ] && grep -aq 'val loss' '$work/eval.out'" "it loads and evaluates"
 [ $fail -ne 0 ] && { echo "--- ft.out"; cat "$work/ft.out"; echo "--- eval.out"; cat "$work/eval.out"; }
+[ $fail -eq 0 ] && rm -rf "$work/ck" # 0.8 GB
 exit $fail
