@@ -244,9 +244,10 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
  * term (raises SIGINT or SIGTERM, as Ctrl-C or a scheduler would: the run stops at the next
  * step's end with a checkpoint), intint (two SIGINTs: the second stops at once), diesave
  * (SIGKILL while saving the checkpoint of that step: after this rank's files, before the
- * manifest). */
+ * manifest), dierec (SIGKILL in its STEP-th recovery under ULFM, once the survivors' shrink
+ * has counted it: tools/train_ft.c). */
 struct fault {
-	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint, 6 diesave */
+	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint, 6 diesave, 7 dierec */
 	long step;
 	struct ft *ft; /* ULFM: what a recovery goes on from (train_ft.h) */
 };
@@ -260,7 +261,7 @@ static void fault_hook(void *ud, long step)
 
 	lost_update(step); /* what a signal would now report */
 	ft_mark(f->ft, step);
-	if (!f->kind || f->kind == 6 || step != f->step)
+	if (!f->kind || f->kind >= 6 || step != f->step)
 		return;
 	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld (at %.3f s since the epoch)\n",
 		f->rank, what[f->kind], step, ft_wall());
@@ -293,7 +294,7 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 			f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2
 				  : !strcmp(kind, "int") ? 3 : !strcmp(kind, "term") ? 4
 				  : !strcmp(kind, "intint") ? 5 : !strcmp(kind, "diesave") ? 6
-				  : 0;
+				  : !strcmp(kind, "dierec") ? 7 : 0;
 			clp_session_set_save_hook(s, save_fault, f);
 			return;
 		}
@@ -537,12 +538,21 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 
 		lost_install(s, rank, nranks, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
+		ft.die_in = f.kind == 7 ? (int)f.step : 0;
 		ft_follow(&ft, s);
 		st = clp_session_train(s, NULL);
 		while (st == CLP_ERR_PEER_LOST && clp_comm_ft(comm) && !idle) { /* ULFM: go on */
-			st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+			for (int tries = 1;; tries++) {
+				st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+				if (st == CLP_OK || !ft.retry || tries == 8)
+					break;
+				/* another rank lost while recovering: the old session stands, again */
+				printf("ft: rank %d: another rank was lost during the recovery (%s); "
+				       "recovering again\n", rank, clp_last_error());
+				fflush(stdout);
+			}
 			if (st != CLP_OK || idle)
-				break; /* a recovery that failed is not tried again */
+				break; /* a recovery that failed otherwise is not tried again */
 			clp_session_set_hook(s, fault_hook, &f);
 			clp_session_set_save_hook(s, save_fault, &f);
 			st = clp_session_train(s, NULL);

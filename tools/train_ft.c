@@ -8,6 +8,7 @@
  * replica is whole is not recovered here (the last checkpoint stays; tools/supervise.sh). */
 #include "tools/train_ft.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -111,7 +112,10 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	/* lost after this rank applied the step (during its evaluation or checkpoint) */
 	int after = clp_session_completed(*s) > clp_session_steps_done(*s);
 
+	int final = 0; /* a failure that another try would meet again (no replica holds ...) */
+
 	*idle = 0;
+	ft->retry = 0;
 	snprintf(why, sizeof(why), "%s", clp_last_error());
 	if (clp_session_completed(*s) > ft->done) { /* lost during the evaluation or save after a step */
 		ft->done = clp_session_completed(*s);
@@ -138,7 +142,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		whole_replicas(*s, alive, n, whole, &nwhole);
 		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan) {
 			lost_list(cur, alive, lost, sizeof(lost));
-			st = no_replica(lost, n - nf, cfg);
+			st = no_replica(lost, n - nf, cfg), final = 1;
 		}
 		alone = replan && nf == n - 1; /* every other rank is lost: no one to agree with */
 		if (!alone)
@@ -146,6 +150,12 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	}
 	if (st == CLP_OK && !alone)
 		st = clp_comm_shrink(cur, &nc);
+	if (st == CLP_OK && ft->die_in == ft->events + 1) { /* a test's second failure */
+		fprintf(stderr, "CLPIPE_FAULT: rank %d dies in recovery %d, after the shrink (at %.3f "
+			"s since the epoch)\n", me, ft->die_in, ft_wall());
+		fflush(stderr);
+		raise(SIGKILL);
+	}
 	if (st == CLP_OK)
 		all = calloc(alone ? 1 : (size_t)clp_comm_size(nc), sizeof(*all));
 	mine.old_rank = me;
@@ -169,7 +179,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		lost_list(cur, alive, lost, sizeof(lost));
 		whole_replicas(*s, alive, n, whole, &nwhole);
 		if (nwhole == 0 && !replan)
-			st = no_replica(lost, ns_, cfg);
+			st = no_replica(lost, ns_, cfg), final = 1;
 	}
 	if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
 		struct ft_agreed a = {me, agreed, (long)all[from].applied, all[from].pos, lost};
@@ -239,8 +249,11 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		cont = NULL;
 		ft_follow(ft, *s);
 	}
-	if (st != CLP_OK)
+	if (st != CLP_OK) {
+		/* a peer lost in the recovery's own calls (shrink, allgather, the new session) */
+		ft->retry = st == CLP_ERR_PEER_LOST && !final;
 		clp_error_context(st, "rank %d recovering from a lost rank (%s): ", me, why);
+	}
 	clp_session_close(nsess);
 	clp_comm_free(cont);
 	clp_comm_free(nc);

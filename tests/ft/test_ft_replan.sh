@@ -17,8 +17,11 @@
 # written (its files written, the manifest not: CLPIPE_FAULT=diesave:K:4). That checkpoint
 # must never look complete, the survivors agree on step 4 (they had applied it) and take the
 # lost stage from the previous one (step 2); the reference then trains to step 4.
+# With FAULT = dierec and K = "K1,K2": K1 dies after step 3 and K2 inside the recovery, once
+# the survivors' shrink has counted it (CLPIPE_FAULT=die:K1:3,dierec:K2:1): the survivors'
+# agreement fails, they recover again without it, and both lost stages come from step 2.
 # Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS [FAULT STEP]
-#        (NEWLAYERS e.g. "[2]"; FAULT die (default, STEP 3) or diesave)
+#        (NEWLAYERS e.g. "[2]"; FAULT die (default, STEP 3), diesave or dierec)
 set -u
 clpipe=$1
 mpirun=$2
@@ -28,7 +31,8 @@ newlayers=$6
 fault=${7:-die}
 A=${8:-3}     # the step the survivors agree on
 N=$((A + 1))  # the next one
-work=$3/replan-$D-$K-$fault
+IFS=, read -r -a ks <<<"$K"
+work=$3/replan-$D-${K/,/-}-$fault
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
@@ -39,17 +43,21 @@ common=(--data "$work/corpus.txt" --model.n_layer="$D" --model.d_model=32 --mode
         --eval.batches=1 --pipeline.schedule=1f1b --pipeline.deadline=60
         --pipeline.deterministic=true)
 mpi=("$mpirun" --with-ft ulfm --oversubscribe)
-S=$((D - 1))
+S=$((D - ${#ks[@]}))
+spec=$fault:$K:$A
+[ "$fault" = dierec ] && spec=die:${ks[0]}:$A,dierec:${ks[1]}:1
 
 # the run with a failure
-CLPIPE_FAULT=$fault:$K:$A timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" \
+CLPIPE_FAULT=$spec timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" \
 	--pipeline.stages="$D" --steps 8 --ckpt.every=2 --ckpt.dir="$work/ck" >"$work/ft.out" 2>&1
 rc=$?
 check "[ $rc -eq 0 ]" "the run with rank $K of $D stages killed ($fault) at step $A ends with exit 0 (got $rc)"
 check "grep -aq '^step 8/8 ' '$work/ft.out'" "it reaches its planned step count"
-events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -F "lost rank $K (host " |
+lostk=$(for k in "${ks[@]}"; do printf 'rank %s \\(host [^)]*\\), ' "$k"; done)
+holders=$(for k in "${ks[@]}"; do printf '%s (layers %s-%s), ' "$k" "$k" "$k"; done)
+events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -E "lost ${lostk%, } during" |
 	grep -F "agreed on step $A, step $N is " | grep -F "; new layout $S stage" |
-	grep -F "layers $newlayers; no other holder of stage $K " |
+	grep -F "layers $newlayers; no other holder of stage" | grep -F " ${holders%, }: re-planned" |
 	grep -F "(step 2: $((A - 2)) step$([ $A -eq 3 ] || echo s) of theirs lost); recovered in" | wc -l; }
 check "[ \$(events) -eq $S ]" \
 	"every survivor logs the lost rank, its host, the agreed step, the new layout, where the lost stage came from and the seconds"
@@ -65,17 +73,22 @@ timeout 300 "${mpi[@]}" -np "$D" "$clpipe" train "${common[@]}" --pipeline.stage
 check "[ $? -eq 0 ]" "the reference's first part runs"
 ckA=step-0000000$A
 for d in mix pure; do mkdir -p "$work/$d" && cp -r "$work/ref/$ckA" "$work/$d/"; done
-cp "$work/ref/step-00000002/"{model-rank$K.safetensors,optimizer-rank$K.safetensors,part-rank$K.json} \
-	"$work/mix/$ckA/"
+for k in "${ks[@]}"; do
+	cp "$work/ref/step-00000002/"{model-rank$k.safetensors,optimizer-rank$k.safetensors,part-rank$k.json} \
+		"$work/mix/$ckA/"
+done
 # K = 0 with the head surviving: the head's copy of the tied embedding survives at step A
 # while a checkpoint stores stage 0's only: rank 0's step-2 files get the step-A embedding
 # (and its moments), byte for byte, and the manifest their new CRCs
-python3 - "$work/mix/$ckA" "$work/ref/step-00000002/part-rank$K.json" "$K" "$work/ref/$ckA" \
-	"$D" <<'EOF'
+python3 - "$work/mix/$ckA" "$work/ref/step-00000002" "$K" "$work/ref/$ckA" "$D" <<'EOF'
 import json, struct, sys, zlib
-d, part, k, src, nranks = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+d, old2, ks, src, nranks = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+ks = [int(x) for x in ks.split(",")]
 m = json.load(open(d + "/manifest.json"))
-m["files"] = [f for f in m["files"] if f["rank"] != k] + json.load(open(part))["files"]
+m["files"] = [f for f in m["files"] if f["rank"] not in ks]
+for k in ks:
+    m["files"] += json.load(open("%s/part-rank%d.json" % (old2, k)))["files"]
+k = ks[0] if len(ks) == 1 else -1
 def tensors(b):
     n = struct.unpack("<Q", b[:8])[0]
     return 8 + n, json.loads(b[8:8 + n])
@@ -115,6 +128,10 @@ if [ "$fault" = diesave ]; then
 	check "grep -aq 'CLPIPE_FAULT: rank $K dies while saving the checkpoint of step $A' '$work/ft.out' && grep -aq 'barrier .checkpoint files written.: rank $K .* lost' '$work/ft.out'" \
 		"rank $K died inside the checkpoint write of step $A, the survivors' barrier saw it"
 	check "[ ! -f '$work/ck/$ckA/manifest.json' ]" "the checkpoint of step $A never looked complete"
+fi
+if [ "$fault" = dierec ]; then
+	check "grep -aq 'CLPIPE_FAULT: rank ${ks[1]} dies in recovery 1, after the shrink' '$work/ft.out' && grep -aq '^ft: rank [0-9]: another rank was lost during the recovery .*recovering again' '$work/ft.out'" \
+		"rank ${ks[1]} died inside the recovery, and the survivors recovered again"
 fi
 [ $fail -ne 0 ] && { echo "--- ft.out"; cat "$work/ft.out"; echo "--- mix.out"; cat "$work/mix.out"; }
 exit $fail
