@@ -5,7 +5,10 @@
 # stdbuf -oL); the kill's time is the dying rank's own clock (its CLPIPE_FAULT line).
 #   tools/bench_ft.sh ulfm   DP2 x PP2 under ULFM (build-ulfm, mpirun --with-ft ulfm)
 #   tools/bench_ft.sh sup    DP2 x PP2 under Open MPI 4.1 (build) and tools/supervise.sh
-#   tools/bench_ft.sh pp2    PP2 under ULFM (no other holder) and tools/supervise.sh
+#   tools/bench_ft.sh pp2    PP2 under ULFM (no other holder), pipeline.replan = false, and
+#                            tools/supervise.sh
+#   tools/bench_ft.sh replan PP2 under ULFM (no other holder): re-planned to 1 stage on the
+#                            survivor, stage 1 reloaded from the checkpoint of step 2
 set -u
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/env.sh"
@@ -25,8 +28,11 @@ case $mode in
   sup)  CLPIPE_FAULT=die:3:3 "$root/tools/supervise.sh" -- mpirun --allow-run-as-root --oversubscribe -np 4 \
           stdbuf -oL "$root/build/tools/clpipe" train "${common[@]}" --pipeline.replicas=2 2>&1 | stamp >"$work/out" ;;
   pp2)  CLPIPE_FAULT=die:1:3 "$root/tools/supervise.sh" -- "$ulfm/bin/mpirun" --with-ft ulfm --oversubscribe -np 2 \
-          stdbuf -oL "$root/build-ulfm/tools/clpipe" train "${common[@]}" 2>&1 | stamp >"$work/out" ;;
-  *) echo "usage: tools/bench_ft.sh ulfm|sup|pp2" >&2; exit 2 ;;
+          stdbuf -oL "$root/build-ulfm/tools/clpipe" train "${common[@]}" --pipeline.replan=false 2>&1 |
+          stamp >"$work/out" ;;
+  replan) CLPIPE_FAULT=die:1:3 "$ulfm/bin/mpirun" --with-ft ulfm --oversubscribe -np 2 stdbuf -oL \
+          "$root/build-ulfm/tools/clpipe" train "${common[@]}" 2>&1 | stamp >"$work/out" ;;
+  *) echo "usage: tools/bench_ft.sh ulfm|sup|pp2|replan" >&2; exit 2 ;;
 esac
 rc=${PIPESTATUS[0]}
 kill=$(grep -ao 'CLPIPE_FAULT: .*at [0-9.]*' "$work/out" | grep -o '[0-9.]*$')
@@ -34,4 +40,6 @@ next=$(grep -aE '^[0-9.]+ step 4/8 ' "$work/out" | tail -1 | cut -d' ' -f1)
 redone=$(grep -acE '^[0-9.]+ step 3/8 ' "$work/out")
 echo "$mode: exit $rc; kill to the next completed step (4): $(echo "$next - $kill" | bc) s;" \
      "step 3 run $redone time(s) (completed steps lost: $((redone - 1)));" \
-     "$(grep -ac 'failures survived' "$work/out") ULFM recovery summary"
+     "$(grep -ac 'failures survived' "$work/out") ULFM recovery summary" \
+     "$(grep -ao '[0-9]* from [^ ]* (step [0-9]*: [0-9]* steps\? of theirs lost); recovered in [0-9.]* s' "$work/out" |
+        sed 's/^/(re-plan: /; s/$/)/')"

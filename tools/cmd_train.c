@@ -12,6 +12,7 @@
 
 #include "engine/train/run_dir.h"
 #include "engine/train/session.h"
+#include "engine/train/session_ft.h"
 #include "tools/cli.h"
 #include "tools/train_ft.h"
 #include "tools/train_lost.h"
@@ -242,9 +243,12 @@ static int parse(const char *cmd, int argc, char **argv, clp_train_config *cfg, 
 /* CLPIPE_FAULT="KIND:RANK:STEP[,...]" makes that rank (of the job as started) act after that
  * step, to test how the job handles it: die (SIGKILL), stop (SIGSTOP: stops answering), int or
  * term (raises SIGINT or SIGTERM, as Ctrl-C or a scheduler would: the run stops at the next
- * step's end with a checkpoint), intint (two SIGINTs: the second stops at once). */
+ * step's end with a checkpoint), intint (two SIGINTs: the second stops at once), diesave
+ * (SIGKILL while saving the checkpoint of that step: after this rank's files, before the
+ * manifest), dierec (SIGKILL in its STEP-th recovery under ULFM, once the survivors' shrink
+ * has counted it: tools/train_ft.c). */
 struct fault {
-	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint */
+	int kind, rank; /* kind 1 die, 2 stop, 3 int, 4 term, 5 intint, 6 diesave, 7 dierec */
 	long step;
 	struct ft *ft; /* ULFM: what a recovery goes on from (train_ft.h) */
 };
@@ -258,7 +262,7 @@ static void fault_hook(void *ud, long step)
 
 	lost_update(step); /* what a signal would now report */
 	ft_mark(f->ft, step);
-	if (!f->kind || step != f->step)
+	if (!f->kind || f->kind >= 6 || step != f->step)
 		return;
 	fprintf(stderr, "CLPIPE_FAULT: rank %d %s after step %ld (at %.3f s since the epoch)\n",
 		f->rank, what[f->kind], step, ft_wall());
@@ -266,6 +270,18 @@ static void fault_hook(void *ud, long step)
 	raise(sigs[f->kind]);
 	if (f->kind == 5) /* a second Ctrl-C: at once */
 		raise(SIGINT);
+}
+
+static void save_fault(void *ud, long step)
+{
+	const struct fault *f = ud;
+
+	if (f->kind != 6 || step != f->step)
+		return;
+	fprintf(stderr, "CLPIPE_FAULT: rank %d dies while saving the checkpoint of step %ld "
+		"(at %.3f s since the epoch)\n", f->rank, step, ft_wall());
+	fflush(stderr);
+	raise(SIGKILL);
 }
 
 static void install_fault(clp_session *s, int rank, struct fault *f)
@@ -278,7 +294,9 @@ static void install_fault(clp_session *s, int rank, struct fault *f)
 		if (sscanf(e, "%7[a-z]:%d:%ld", kind, &f->rank, &f->step) == 3 && f->rank == rank) {
 			f->kind = !strcmp(kind, "die") ? 1 : !strcmp(kind, "stop") ? 2
 				  : !strcmp(kind, "int") ? 3 : !strcmp(kind, "term") ? 4
-				  : !strcmp(kind, "intint") ? 5 : 0;
+				  : !strcmp(kind, "intint") ? 5 : !strcmp(kind, "diesave") ? 6
+				  : !strcmp(kind, "dierec") ? 7 : 0;
+			clp_session_set_save_hook(s, save_fault, f);
 			return;
 		}
 }
@@ -583,13 +601,23 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 
 		lost_install(s, rank, nranks, clp_session_steps_done(s));
 		install_fault(s, rank, &f);
+		ft.die_in = f.kind == 7 ? (int)f.step : 0;
 		ft_follow(&ft, s);
 		st = clp_session_train(s, NULL);
 		while (st == CLP_ERR_PEER_LOST && clp_comm_ft(comm) && !idle) { /* ULFM: go on */
-			st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+			for (int tries = 1;; tries++) {
+				st = ft_recover(&ft, &s, &cfg, ft.cont ? ft.cont : comm, stdout, &idle);
+				if (st == CLP_OK || !ft.retry || tries == 8)
+					break;
+				/* another rank lost while recovering: the old session stands, again */
+				printf("ft: rank %d: another rank was lost during the recovery (%s); "
+				       "recovering again\n", rank, clp_last_error());
+				fflush(stdout);
+			}
 			if (st != CLP_OK || idle)
-				break; /* a recovery that failed is not tried again */
+				break; /* a recovery that failed otherwise is not tried again */
 			clp_session_set_hook(s, fault_hook, &f);
+			clp_session_set_save_hook(s, save_fault, &f);
 			st = clp_session_train(s, NULL);
 		}
 		if (st == CLP_OK && !idle) {

@@ -8,11 +8,13 @@
  * replica is whole is not recovered here (the last checkpoint stays; tools/supervise.sh). */
 #include "tools/train_ft.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "engine/train/session_ft.h"
+#include "tools/train_replan.h"
 
 struct ft_info {
 	int32_t old_rank, pad;
@@ -101,20 +103,33 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	clp_comm *nc = NULL, *cont = NULL;
 	struct ft_info mine = {0}, *all = NULL;
 	unsigned char *alive = calloc((size_t)n, 1), *whole = calloc((size_t)n + 1, 1);
-	char why[512], lost[256];
+	char why[512], lost[256], layout[160] = "", note[1408] = "";
 	clp_train_config c2;
 	clp_session *nsess = NULL;
 	long agreed = -1;
 	clp_status st = CLP_OK;
+	int replan = 0, alone = 0;
+	/* lost after this rank applied the step (during its evaluation or checkpoint) */
+	int after = clp_session_completed(*s) > clp_session_steps_done(*s);
+
+	int final = 0; /* a failure that another try would meet again (no replica holds ...) */
 
 	*idle = 0;
+	ft->retry = 0;
 	snprintf(why, sizeof(why), "%s", clp_last_error());
+	if (clp_session_completed(*s) > ft->done) { /* lost during the evaluation or save after a step */
+		ft->done = clp_session_completed(*s);
+		ft->applied = clp_session_applied(*s);
+		clp_session_data_pos(*s, ft->pos, sizeof(ft->pos));
+	}
 	if (!alive || !whole) {
 		free(alive);
 		free(whole);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
 	}
 	st = clp_session_can_take_over(*s); /* refused before anything is built */
+	/* a plain pipeline (no replicas) re-plans over the survivors when no replica is whole */
+	replan = st == CLP_OK && cfg->pipeline.replan && clp_session_plain_pipeline(*s);
 	/* what this rank already knows: with no replica left whole there is nothing to agree
 	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
 	{
@@ -125,16 +140,24 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 			if (failed[i] >= 0 && failed[i] < n)
 				alive[failed[i]] = 0;
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (st == CLP_OK && nf > 0 && nwhole == 0) {
+		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan) {
 			lost_list(cur, alive, lost, sizeof(lost));
-			st = no_replica(lost, n - nf, cfg);
+			st = no_replica(lost, n - nf, cfg), final = 1;
 		}
-		memset(alive, 0, (size_t)n);
+		alone = replan && nf == n - 1; /* every other rank is lost: no one to agree with */
+		if (!alone)
+			memset(alive, 0, (size_t)n);
+	}
+	if (st == CLP_OK && !alone)
+		st = clp_comm_shrink(cur, &nc);
+	if (st == CLP_OK && ft->die_in == ft->events + 1) { /* a test's second failure */
+		fprintf(stderr, "CLPIPE_FAULT: rank %d dies in recovery %d, after the shrink (at %.3f "
+			"s since the epoch)\n", me, ft->die_in, ft_wall());
+		fflush(stderr);
+		raise(SIGKILL);
 	}
 	if (st == CLP_OK)
-		st = clp_comm_shrink(cur, &nc);
-	if (st == CLP_OK)
-		all = calloc((size_t)clp_comm_size(nc), sizeof(*all));
+		all = calloc(alone ? 1 : (size_t)clp_comm_size(nc), sizeof(*all));
 	mine.old_rank = me;
 	mine.done = ft->done;
 	mine.applied = ft->applied;
@@ -142,10 +165,12 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	if (st == CLP_OK && !all)
 		st = clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
 	/* who is left and what each completed: every survivor gets the same table */
-	if (st == CLP_OK)
+	if (st == CLP_OK && alone)
+		all[0] = mine;
+	else if (st == CLP_OK)
 		st = clp_comm_allgather(nc, &mine, sizeof(mine), all, "recovery: survivors' steps");
 	if (st == CLP_OK) {
-		ns_ = clp_comm_size(nc);
+		ns_ = alone ? 1 : clp_comm_size(nc);
 		for (int i = 0; i < ns_; i++) {
 			alive[all[i].old_rank] = 1;
 			if (agreed < 0 || all[i].done < agreed)
@@ -153,10 +178,23 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		}
 		lost_list(cur, alive, lost, sizeof(lost));
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (nwhole == 0)
-			st = no_replica(lost, ns_, cfg);
+		if (nwhole == 0 && !replan)
+			st = no_replica(lost, ns_, cfg), final = 1;
 	}
-	if (st == CLP_OK) {
+	if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
+		struct ft_agreed a = {me, agreed, (long)all[from].applied, all[from].pos, lost};
+		struct ft_replanned *res = calloc(1, sizeof(*res));
+
+		st = res ? ft_replan(*s, cfg, &nc, alive, &a, out, res)
+			 : clp_error(CLP_ERR_NOMEM, "out of host memory recovering");
+		if (st == CLP_OK) {
+			nsess = res->sess;
+			cont = res->cont;
+			snprintf(layout, sizeof(layout), "%s", res->layout);
+			snprintf(note, sizeof(note), "; %s", res->note);
+		}
+		free(res);
+	} else if (st == CLP_OK) {
 		int mine_whole = whole[clp_session_replica(*s, me)];
 
 		st = clp_comm_split(nc, mine_whole ? 0 : -1, me, &cont);
@@ -170,11 +208,11 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 			*idle = 1;
 		}
 	}
-	if (st == CLP_OK && cont) {
+	if (st == CLP_OK && cont && !nsess) {
 		c2 = *cfg;
 		c2.pipeline.replicas = nwhole;
 		c2.ckpt.resume = 0;
-		st = clp_session_open(&nsess, &c2, CLP_SESSION_TRAIN, cont, out);
+		st = clp_session_open_bare(&nsess, &c2, cont, out);
 		if (st == CLP_OK)
 			st = clp_session_take_over(nsess, *s, agreed, (long)all[from].applied,
 						   all[from].pos);
@@ -190,13 +228,18 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		nsess = NULL;
 		e->step = agreed;
 		snprintf(e->lost, sizeof(e->lost), "%s", lost);
-		snprintf(e->layout, sizeof(e->layout), "%ld stages x %d replica%s over %d ranks",
-			 cfg->pipeline.stages, nwhole, nwhole == 1 ? "" : "s", clp_comm_size(cont));
+		if (layout[0])
+			snprintf(e->layout, sizeof(e->layout), "%s", layout);
+		else
+			snprintf(e->layout, sizeof(e->layout), "%ld stages x %d replica%s over %d "
+				 "ranks", cfg->pipeline.stages, nwhole, nwhole == 1 ? "" : "s",
+				 clp_comm_size(cont));
 		e->seconds = clp_comm_now() - t0;
 		printf("ft: rank %d (host %s), now rank %d: lost %s during step %ld (%s); %d "
-		       "survivors agreed on step %ld, step %ld is redone; new layout %s; "
+		       "survivor%s agreed on step %ld, step %ld is %s; new layout %s%s; "
 		       "recovered in %.2f s\n", me, clp_comm_host(cur), clp_comm_rank(cont), lost,
-		       agreed + 1, why, ns_, agreed, agreed + 1, e->layout, e->seconds);
+		       agreed + 1, why, ns_, ns_ == 1 ? "" : "s", agreed, agreed + 1,
+		       after && agreed == ft->done ? "next" : "redone", e->layout, note, e->seconds);
 		fflush(stdout);
 		ft->events++;
 		ft->t_detect = t0;
@@ -206,8 +249,11 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		cont = NULL;
 		ft_follow(ft, *s);
 	}
-	if (st != CLP_OK)
+	if (st != CLP_OK) {
+		/* a peer lost in the recovery's own calls (shrink, allgather, the new session) */
+		ft->retry = st == CLP_ERR_PEER_LOST && !final;
 		clp_error_context(st, "rank %d recovering from a lost rank (%s): ", me, why);
+	}
 	clp_session_close(nsess);
 	clp_comm_free(cont);
 	clp_comm_free(nc);

@@ -199,10 +199,10 @@ int sess_rank(const clp_session *s)
 
 /* ---- open and close --------------------------------------------------------------------------- */
 
-/* The schedule: the configured pipeline for training, one stage for evaluation. */
-static clp_status make_schedule(clp_session *s)
+/* The steps of sess_make_schedule, returning at the first failure (*sched freed by the caller). */
+static clp_status sched_steps(const clp_session *s, const clp_train_config *c, int nranks,
+			      clp_sched **sched)
 {
-	const clp_train_config *c = &s->cfg;
 	clp_gen_opts o;
 	const clp_cfg_ints *lay = &c->pipeline.layers;
 	int train = s->mode == CLP_SESSION_TRAIN;
@@ -222,7 +222,7 @@ static clp_status make_schedule(clp_session *s)
 	if (o.kind < 0)
 		return clp_error(CLP_ERR_INVALID, "pipeline.schedule = \"%s\": unknown",
 				 c->pipeline.schedule);
-	st = clp_sched_generate(&s->sched, &o);
+	st = clp_sched_generate(sched, &o);
 	if (st != CLP_OK)
 		return clp_error_context(st, "pipeline (schedule %s, %ld stages, %ld replicas, %d "
 					 "micro-batches): ", c->pipeline.schedule, c->pipeline.stages,
@@ -230,33 +230,48 @@ static clp_status make_schedule(clp_session *s)
 	if (train && lay->n) {
 		int sum = 0;
 
-		if (lay->n != s->sched->nstages)
+		if (lay->n != (*sched)->nstages)
 			return clp_error(CLP_ERR_INVALID, "pipeline.layers has %d entries for %d stages",
-					 lay->n, s->sched->nstages);
+					 lay->n, (*sched)->nstages);
 		for (int i = 0; i < lay->n; i++) {
-			s->sched->stages[i].first_layer = sum;
-			s->sched->stages[i].nlayers = (int)lay->v[i];
+			(*sched)->stages[i].first_layer = sum;
+			(*sched)->stages[i].nlayers = (int)lay->v[i];
 			sum += (int)lay->v[i];
 		}
 		if (sum != s->m.n_layer)
 			return clp_error(CLP_ERR_INVALID, "pipeline.layers adds up to %d layers, the "
 					 "model has model.n_layer = %d", sum, s->m.n_layer);
 	}
-	if (s->sched->nranks != clp_comm_size(s->comm))
+	if ((*sched)->nranks != nranks)
 		return clp_error(CLP_ERR_INVALID, "pipeline: %ld stages x %ld replicas need %d ranks; "
 				 "this job has %d (mpirun -np %d)", c->pipeline.stages,
-				 c->pipeline.replicas, s->sched->nranks, clp_comm_size(s->comm),
-				 s->sched->nranks);
+				 c->pipeline.replicas, (*sched)->nranks, nranks,
+				 (*sched)->nranks);
 	if (train && c->pipeline.layout[0]) { /* the plan's stages are the schedule's */
 		clp_layout *l = NULL;
 
 		st = clp_layout_load(c->pipeline.layout, &l);
 		if (st == CLP_OK)
-			st = clp_layout_check(l, s->sched, c->pipeline.layout);
+			st = clp_layout_check(l, *sched, c->pipeline.layout);
 		clp_layout_free(l);
 		CLP_TRY(st);
 	}
-	return clp_sched_validate(s->sched, 1);
+	return clp_sched_validate(*sched, 1);
+}
+
+/* The schedule: the configured pipeline (of config c, over nranks ranks) for training, one
+ * stage for evaluation. */
+clp_status sess_make_schedule(const clp_session *s, const clp_train_config *c, int nranks,
+			      clp_sched **out)
+{
+	clp_sched *sched = NULL;
+	clp_status st = sched_steps(s, c, nranks, &sched);
+
+	if (st != CLP_OK)
+		clp_sched_free(sched);
+	else
+		*out = sched;
+	return st;
 }
 
 /* Host names match when equal, or when one is the other's first label ("n1", "n1.lab"). */
@@ -389,7 +404,7 @@ static clp_status open_model(clp_session *s)
 		return clp_stage_init_params(s->st, (uint64_t)s->cfg.train.seed);
 	}
 	if (!s->sched)
-		CLP_TRY(make_schedule(s));
+		CLP_TRY(sess_make_schedule(s, &s->cfg, clp_comm_size(s->comm), &s->sched));
 	if (s->mode == CLP_SESSION_TRAIN)
 		CLP_TRY(sess_pf_plan(s));
 	CLP_TRY(sess_check_memory(s));
@@ -401,7 +416,8 @@ static clp_status open_model(clp_session *s)
 	if (s->mode == CLP_SESSION_TRAIN && s->prec == CLP_F16)
 		CLP_TRY(clp_exec_set_loss_scale(s->ex, (float)s->cfg.train.loss_scale,
 						s->cfg.train.loss_scale_window));
-	return clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
+	/* a take-over writes every tensor (session_ft.h): the random fill would be thrown away */
+	return s->no_init ? CLP_OK : clp_exec_init_params(s->ex, (uint64_t)s->cfg.train.seed);
 }
 
 /* The steps of clp_session_open, each returning at the first failure; *ck is the checkpoint an
@@ -486,8 +502,8 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	return CLP_OK;
 }
 
-clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
-			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
+static clp_status open_as(clp_session **out, const clp_train_config *cfg,
+			  enum clp_session_mode mode, clp_comm *comm, FILE *fout, int no_init)
 {
 	clp_session *s = calloc(1, sizeof(*s));
 	clp_ckpt *ck = NULL;
@@ -498,6 +514,7 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	s->cfg = *cfg;
 	s->mode = mode;
+	s->no_init = no_init;
 	s->out = fout;
 	clp_session_set_logger(s, NULL, NULL);
 	s->comm = comm;
@@ -510,6 +527,18 @@ clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
 	}
 	*out = s;
 	return CLP_OK;
+}
+
+clp_status clp_session_open(clp_session **out, const clp_train_config *cfg,
+			    enum clp_session_mode mode, clp_comm *comm, FILE *fout)
+{
+	return open_as(out, cfg, mode, comm, fout, 0);
+}
+
+clp_status clp_session_open_bare(clp_session **out, const clp_train_config *cfg, clp_comm *comm,
+				 FILE *fout)
+{
+	return open_as(out, cfg, CLP_SESSION_TRAIN, comm, fout, 1);
 }
 
 void clp_session_close(clp_session *s)

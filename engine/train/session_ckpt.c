@@ -159,6 +159,8 @@ static clp_status save_steps(clp_session *s, const char *cfgtext, clp_ckpt_write
 	CLP_TRY(clp_exec_optim_save(s->ex, *w));
 	CLP_TRY(sess_pf_save(s, *w));
 	CLP_TRY(clp_ckpt_writer_write(*w));
+	if (s->save_hook) /* this rank's files are durable; the manifest is not there yet */
+		s->save_hook(s->save_hook_ud, s->step);
 	/* every rank's files are durable before rank 0 writes the manifest */
 	if (clp_comm_size(s->comm) > 1)
 		CLP_TRY(clp_comm_barrier(s->comm, "checkpoint files written"));

@@ -30,6 +30,17 @@ long clp_session_applied(const clp_session *s)
 	return s->applied;
 }
 
+long clp_session_completed(const clp_session *s)
+{
+	return s->completed > s->step ? s->completed : s->step;
+}
+
+void clp_session_set_save_hook(clp_session *s, void (*fn)(void *ud, long step), void *ud)
+{
+	s->save_hook = fn;
+	s->save_hook_ud = ud;
+}
+
 /* The local stage of src holding global stage id `id` (-1: none). */
 static int find_stage(const clp_exec *e, int id)
 {
@@ -90,7 +101,10 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 					 "which it did not hold", sess_rank(dst), id);
 		CLP_TRY(copy_stage(clp_exec_stage(dst->ex, i, NULL), clp_exec_stage(src->ex, j,
 										    NULL)));
+		if (dst->no_init) /* every tensor is written: the rest of what init does */
+			CLP_TRY(clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL)));
 	}
+	dst->no_init = 0;
 	if (data_pos && data_pos[0])
 		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
 	if (dst->prec == CLP_F16) {
@@ -100,7 +114,7 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 		clp_exec_loss_scale(src->ex, &scale, &good);
 		clp_exec_restore_loss_scale(dst->ex, scale, good);
 	}
-	dst->step = step;
+	dst->step = dst->completed = step;
 	dst->applied = applied;
 	return CLP_OK;
 }

@@ -47,6 +47,10 @@ struct clp_session {
 	int bert, byte_level;
 	void (*hook)(void *ud, long step);
 	void *hook_ud;
+	void (*save_hook)(void *ud, long step); /* session_ft.h: tests of a failed save */
+	void *save_hook_ud;
+	long completed; /* steps whose update was applied (ahead of step during its save) */
+	int no_init;    /* opened for a take-over: tensors left uninitialised (session_ft.h) */
 	void (*logger)(void *ud, const clp_session_step *rec); /* rank 0 */
 	void *logger_ud;
 	int32_t specials[8], mask_id;
@@ -118,6 +122,11 @@ int sess_rank(const clp_session *s);
 /* session_mem.c: refuse, before any device allocation, stages that cannot fit on the device
  * (the planner's memory model against the device's memory), naming the setting to lower */
 clp_status sess_check_memory(clp_session *s);
+/* The same for rank `rank` of schedule sched (a layout the session may move to: ft re-plan). */
+clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank);
+/* The schedule of config c over nranks ranks (s gives the model and the micro-batches). */
+clp_status sess_make_schedule(const clp_session *s, const clp_train_config *c, int nranks,
+			      clp_sched **out);
 
 /* session_skip.c: the path set and its schedule (sets s->sched, s->M = all micro-batches of a
  * step, s->R = 1); the step's per-micro-batch loss weights from its targets; evaluation of the

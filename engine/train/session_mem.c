@@ -86,6 +86,11 @@ static void what_to_lower(const clp_session *s, const need *n, char *buf, size_t
 
 clp_status sess_check_memory(clp_session *s)
 {
+	return sess_check_memory_at(s, s->sched, sess_rank(s));
+}
+
+clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank)
+{
 	const clp_cl_devinfo *d = clp_cl_ctx_device(s->ctx);
 	int L = s->m.n_layer;
 	const char *where = "less the 10% the planner also keeps free";
@@ -97,15 +102,15 @@ clp_status sess_check_memory(clp_session *s)
 	if (s->mode == CLP_SESSION_SAMPLE) {
 		CLP_TRY(add_stage(s, 0, L + 1, 1, 0, &n));
 	} else {
-		int cap = s->sched->ranks[sess_rank(s)].nops + 1, k;
+		int cap = sched->ranks[rank].nops + 1, k;
 		clp_exec_stage_need *st = calloc((size_t)cap, sizeof(*st));
 		clp_status e = CLP_OK;
 
 		if (!st)
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
-		k = clp_exec_rank_stages(s->sched, sess_rank(s), st, cap);
+		k = clp_exec_rank_stages(sched, rank, st, cap);
 		for (int i = 0; i < k && e == CLP_OK; i++) {
-			const clp_stage_info *si = &s->sched->stages[st[i].stage];
+			const clp_stage_info *si = &sched->stages[st[i].stage];
 
 			e = add_stage(s, si->embed ? 0 : si->first_layer + 1,
 				      si->head ? L + 1 : si->first_layer + si->nlayers, st[i].slots,
@@ -129,7 +134,7 @@ clp_status sess_check_memory(clp_session *s)
 			 "gradients %.2f GiB, "
 			 "optimizer state %.2f GiB, activations %.2f GiB (%d micro-batch slot(s) of "
 			 "%zu x %zu tokens), workspace %.2f GiB; %s",
-			 sess_rank(s), total(&n) / GIB, d->name, (double)d->global_mem / GIB,
+			 rank, total(&n) / GIB, d->name, (double)d->global_mem / GIB,
 			 usable / GIB, where,
 			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, n.act / GIB, n.slots,
 			 s->B, s->T, n.work / GIB, hint);

@@ -623,6 +623,7 @@ clp_status clp_session_train(clp_session *s, double *val_loss)
 		s->build_s = kernel_builds(s, nb0); /* so far, evaluations' included */
 		nbs = clp_cl_ctx_nbuilds(s->ctx);
 		CLP_TRY(train_step(s, step, tr_first, tr_last, &rec));
+		s->completed = step + 1;
 		built = kernel_builds(s, nbs);
 		if (built > 0.5 && sess_rank(s) == 0) {
 			clp_progress_clear(s->out, sess_tty(s));

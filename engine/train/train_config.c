@@ -113,6 +113,9 @@ static const clp_cfg_field fields[] = {
 	  "reduce in rank order (bitwise reproducible replicas)", 0, 0, NULL),
 	F(pipeline.deadline, "pipeline.deadline", CLP_CFG_FLOAT, "120",
 	  "seconds a wait on another rank may take before the job stops", 0.001, 1e7, NULL),
+	F(pipeline.replan, "pipeline.replan", CLP_CFG_BOOL, "true",
+	  "ULFM: a lost stage with no other holder is re-planned over the survivors (false: "
+	  "the run ends for tools/supervise.sh)", 0, 0, NULL),
 	F(pipeline.bind, "pipeline.bind", CLP_CFG_STRING, "\"auto\"",
 	  "bind each rank's threads near its device", 0, 0, "auto|none|core"),
 	F(pipeline.layout, "pipeline.layout", CLP_CFG_STRING, "\"\"",

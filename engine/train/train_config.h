@@ -57,6 +57,7 @@ typedef struct clp_train_config {
 		clp_cfg_ints layers; /* layers per stage ([]: as even as possible) */
 		int deterministic;   /* reductions in rank order: bitwise reproducible */
 		double deadline;     /* seconds any wait on another rank may take */
+		int replan;          /* ULFM: re-plan a lost stage with no other holder */
 		char bind[16];       /* auto | none | core */
 		char layout[1024];   /* rank layout (clpipe plan): rank -> device "host:selector" */
 		int pipefisher;      /* K-FAC work in the bubbles (optim.name = "kfac"; KFAC.md) */

@@ -6,7 +6,8 @@
 # those of a run without a failure (resuming is exact: tests/exec's resume tests; the printed
 # values must be equal). With MPIRUN (an Open MPI 5 with ULFM): the same under --with-ft ulfm,
 # where the survivor finds no replica that still holds every stage, says so naming the lost
-# rank, and exits non-zero by itself for the supervisor to relaunch.
+# rank, and exits non-zero by itself for the supervisor to relaunch (pipeline.replan = false:
+# by default it re-plans over itself, ft.pp2_replan_1).
 # Usage: test_ft_supervise.sh CLPIPE SUPERVISE WORKDIR [MPIRUN]
 set -u
 clpipe=$1
@@ -23,7 +24,8 @@ common=(--data "$work/corpus.txt" --model.n_layer=2 --model.d_model=32 --model.n
         --eval.batches=1 --pipeline.stages=2 --pipeline.schedule=1f1b --pipeline.deadline=60
         --ckpt.every=2)
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
-[ -n "$ulfm" ] && mpi=("$ulfm" --with-ft ulfm --oversubscribe -np 2)
+# under ULFM the survivors would re-plan over themselves (ft.pp2_replan_1): not here
+[ -n "$ulfm" ] && mpi=("$ulfm" --with-ft ulfm --oversubscribe -np 2) && common+=(--pipeline.replan=false)
 
 CLPIPE_FAULT=die:1:3 timeout 500 "$supervise" --tries 3 -- "${mpi[@]}" "$clpipe" train \
 	"${common[@]}" --ckpt.dir="$work/ck" >"$work/sup.out" 2>&1
