@@ -494,7 +494,8 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	}
 	clp_comm_set_timeout(s->comm, s->cfg.pipeline.deadline);
 	if (mode == CLP_SESSION_TRAIN && s->cfg.train.log[0] && sess_rank(s) == 0) {
-		s->log = fopen(s->cfg.train.log, s->step > 0 ? "a" : "w");
+		/* a resumed run, or a take-over of a recovery (no_init: the run goes on), appends */
+		s->log = fopen(s->cfg.train.log, s->step > 0 || s->no_init ? "a" : "w");
 		if (!s->log)
 			return clp_error(CLP_ERR_IO, "train.log %s: cannot open for writing",
 					 s->cfg.train.log);

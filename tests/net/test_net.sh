@@ -136,7 +136,7 @@ if [ "$mode" = supervise ]; then
 	CLPIPE_FAULT=stop:3:3 timeout -k 10 500 "$supervise" --tries 3 --probe "$netlab probe $lab {host}" -- \
 		"$netlab" mpirun "$lab" --hostfile "$work/hostfile" "${ft[@]}" -np 4 -x CLPIPE_FAULT \
 		"$prog" train "${common[@]}" --pipeline.stages=2 --pipeline.replicas=2 \
-		--ckpt.dir="$work/ck" >"$work/sup.out" 2>&1 &
+		--ckpt.dir="$work/ck" --train.log="$work/train.jsonl" >"$work/sup.out" 2>&1 &
 	job=$!
 	stopped=
 	for _ in $(seq 1 1200); do
@@ -184,27 +184,29 @@ if [ "$mode" = supervise ]; then
 			"the losses of steps 3-8 after the relaunch equal the run resumed so without a failure"
 	else
 		# Open MPI 5.0's runtime ends the job when it loses n1's daemon, and mpirun exits 0;
-		# n0's ranks, which ULFM told of the loss and which hold every stage, may go on
-		# training without their launcher (their output is gone with it) and finish, or be
-		# ended by their daemon first. The supervisor waits until they let go of the run
-		# directory and relaunches when they did not finish. Either way the run must end
-		# where one of the two runs without a failure ends: the survivors' own recovery
-		# (the agreed step 3, then PP2: ref 3) or the relaunch from the checkpoint of step
-		# 2 (ref 2).
+		# n0's ranks, which ULFM told of the loss and which hold every stage, go on without
+		# their launcher (their output gone with it, their train.log kept) until they finish
+		# or their own daemon ends them, one or both, at a moment nobody chooses: the
+		# survivors' recovery at the agreed step 3 (exactly ref 3), a relaunch from the
+		# checkpoint of step 2 (exactly ref 2) or from a later one the survivors wrote, or
+		# one survivor ended first and the other re-planning to one stage with the lost one
+		# reloaded from the newest checkpoint (a mix of states up to ckpt.every steps
+		# apart). At these learning rates (up to 8e-5) a step moves the validation loss by
+		# about 0.004 nats (5.5535 at step 1 to 5.5222 at step 8), so every outcome is within
+		# 0.01 of ref 3; a run that lost its training (0.03 away) fails.
 		ref 2 && ref 3
 		check "[ $? -eq 0 ]" "the two runs without a failure run"
 		got=$(val "$work/eval.out") r2=$(val "$work/ref2.eval") r3=$(val "$work/ref3.eval")
 		echo "final val: $got; after a relaunch from step 2: $r2; after the survivors' recovery at step 3: $r3"
-		if grep -aq 'supervise: finished after 1 relaunch' "$work/sup.out"; then
+		grep -aq 'supervise: finished after 1 relaunch' "$work/sup.out" &&
 			check "grep -aq 'supervise: host(s) n1 do not answer' '$work/sup.out'" "the relaunch left n1 out"
-			grep -aq 'resumed from .*step-00000002 at step 2' "$work/sup.out" && want=$r2 || want=$r3
-		else
-			echo "the survivors finished the run themselves"
-			want=$r3
-		fi
-		check "[ -n '$got' ] && [ '$got' = '$want' ]" "the final checkpoint evaluates as the run without a failure"
+		num() { echo "$1" | sed -E 's/^val loss ([0-9.]+).*/\1/'; }
+		check "awk -v a='$(num "$got")' -v b='$(num "$r3")' 'BEGIN { d = a - b; exit !(a > 0 && d < 0.01 && d > -0.01) }'" \
+			"the final checkpoint evaluates within 0.01 nats of the run without a failure"
+		check "grep -aq '\"event\":\"eval\",\"step\":8' '$work/train.jsonl' && [ \$(grep -ao '\"event\":\"step\",\"step\":[1-8],' '$work/train.jsonl' | sort -u | wc -l) -eq 8 ]" \
+			"train.log has every step 1-8 and the final evaluation (appended across the recovery)"
 	fi
-	[ $fail -ne 0 ] && { echo "--- sup.out"; cat "$work/sup.out"; }
+	[ $fail -ne 0 ] && { echo "--- sup.out"; cat "$work/sup.out"; echo "--- train.jsonl (what the ranks logged, also without their launcher)"; cat "$work/train.jsonl"; }
 	exit $fail
 fi
 
