@@ -68,6 +68,7 @@ struct clp_stage {
 	int recompute;          /* layers recomputed in the backward from their inputs */
 	unsigned char *skip;    /* per layer held: 1 = identity (partial inference) */
 	unsigned char *frozen;  /* per tensor: 1 = not trained (train.freeze); NULL: none */
+	unsigned char *trained; /* per unit: 1 = has gradient and moments (opts.frozen) */
 	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
 	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */

@@ -55,14 +55,23 @@ clp_status stage_lora_bwd(clp_stage *st, int blk, clp_stage_linear lin, clp_buf 
 
 	if (!adapter(st, blk, lin, CLP_ST_VALUE, &a, &b, &I, &O))
 		return CLP_OK;
-	adapter(st, blk, lin, CLP_ST_GRAD, &da, &db, &I, &O);
-	/* u = x A' (recomputed); dB += s dy' u; g = dy B; dA += s g' x; dx += s g A */
-	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, CLP_T, N, r, I, 1.0f, x, I, a, I, 0.0f, st->lora_u,
-			    r));
-	CLP_TRY(clp_cl_gemm(st->ctx, CLP_T, CLP_N, O, r, N, s, dy, O, st->lora_u, r, 1.0f, db, r));
+	da = stage_unit(st, CLP_ST_GRAD, (clp_role)(CLP_R_LORA_A + 2 * lin), blk);
+	db = stage_unit(st, CLP_ST_GRAD, (clp_role)(CLP_R_LORA_B + 2 * lin), blk);
+	/* u = x A' (recomputed); dB += s dy' u; g = dy B; dA += s g' x; dx += s g A (a frozen
+	 * adapter, train.freeze: no dA, dB) */
+	if (db.mem) {
+		CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, CLP_T, N, r, I, 1.0f, x, I, a, I, 0.0f,
+				    st->lora_u, r));
+		CLP_TRY(clp_cl_gemm(st->ctx, CLP_T, CLP_N, O, r, N, s, dy, O, st->lora_u, r, 1.0f,
+				    db, r));
+	}
+	if (!da.mem && !dx.mem)
+		return CLP_OK;
 	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, CLP_N, N, r, O, 1.0f, dy, O, b, r, 0.0f, st->lora_g,
 			    r));
-	CLP_TRY(clp_cl_gemm(st->ctx, CLP_T, CLP_N, r, I, N, s, st->lora_g, r, x, I, 1.0f, da, I));
+	if (da.mem)
+		CLP_TRY(clp_cl_gemm(st->ctx, CLP_T, CLP_N, r, I, N, s, st->lora_g, r, x, I, 1.0f,
+				    da, I));
 	if (!dx.mem)
 		return CLP_OK;
 	return clp_cl_gemm(st->ctx, CLP_N, CLP_N, N, I, r, s, st->lora_g, r, a, I, 1.0f, dx, I);
