@@ -124,6 +124,8 @@ clp_status stage_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb 
 		      int site, int backward, clp_buf dx);
 void stage_attn_geometry(const clp_stage *st, clp_nn_attn *a);
 
+/* stage_frozen.c: st->frozen and st->trained from clp_stage_opts.frozen (before allocation). */
+clp_status stage_apply_frozen(clp_stage *st, const unsigned char *frozen);
 /* Where the head accumulates the tied embedding's gradient. */
 clp_buf stage_tied_head_grad(clp_stage *st);
 /* stage_lora.c: after linear lin of block blk, y += s x A' B' (forward); its backward adds the
