@@ -10,6 +10,7 @@
 #include "cl/convert.h"
 #include "cl/ops.h"
 #include "cl/base/rng.h"
+#include "engine/model/stage_mem.h"
 
 static const char *const kind_names[5] = {"params", "grads", "adam_m", "adam_v",
 					   "param values"};
@@ -209,14 +210,17 @@ static clp_status alloc_misc(clp_stage *st)
 						      : 4,
 			   trains_tied_pair(st) ? st->V * st->C * sizeof(float) : 4,
 			   st->vt != CLP_F32 ? st->N * st->C * clp_dtype_size(st->vt) : 4,
-			   st->cfg.lora_r > 0 ? 2 * st->N * (size_t)st->cfg.lora_r * sizeof(float)
-					      : 4};
+			   clp_model_lora_work(&st->cfg, st->N) * sizeof(float)};
 	float *tab;
 	clp_status s;
 
 	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 5, names, bytes, &st->misc));
 	st->lora_u = clp_buf_view(clp_cl_block_view(st->misc, 4));
 	st->lora_g = clp_buf_plus(st->lora_u, st->N * (size_t)st->cfg.lora_r);
+	st->lora_t = clp_buf_plus(st->lora_g, st->N * (size_t)st->cfg.lora_r);
+	/* the same memory typed as a value: drop(x) */
+	st->lora_x = clp_buf_typed(st->lora_t.mem, st->lora_t.off * 4 / clp_dtype_size(st->vt),
+				   st->vt);
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
 	st->tied_grad = trains_tied_pair(st) ? clp_buf_view(clp_cl_block_view(st->misc, 2))
@@ -563,6 +567,7 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	if (st->has_emb)
 		CLP_TRY(stage_embedding_forward(st, s, mb));
 	if (st->has_head && mb->targets)
@@ -597,6 +602,7 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	if (st->has_head) {
 		CLP_TRY(stage_head_backward(st, s, loss_scale));
 		CLP_TRY(round_block_grad(st));
@@ -636,6 +642,7 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
 				 "opts.split");
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	for (int l = st->nl - 1; l >= 0; l--) {
 		if (st->skip && st->skip[l])
 			continue;

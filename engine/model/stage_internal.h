@@ -77,6 +77,9 @@ struct clp_stage {
 	clp_buf ftmp;           /* the forward's temporary: a value, TV_TMP's memory typed vt */
 	clp_buf gwire;          /* 16-bit stage: the (N,C) gradient message; else TV_DRES */
 	clp_buf lora_u, lora_g; /* LoRA: (N, r) fp32 x A' and dy B (stage_lora.c) */
+	clp_buf lora_x, lora_t; /* model.lora_dropout: (N, I) drop(x) (a value), then in the
+				 * backward s g A (fp32) in the same memory */
+	const clp_stage_mb *mb_now; /* the micro-batch being run: LoRA dropout's streams */
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;

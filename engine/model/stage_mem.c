@@ -5,7 +5,24 @@
  * real stages' allocations, so a change to the stage's layout shows there. */
 #include <string.h>
 
+#include "engine/model/linear.h"
 #include "engine/model/stage_mem.h"
+
+size_t clp_model_lora_work(const clp_model_config *m, size_t N)
+{
+	size_t imax = 0;
+
+	if (m->lora_r <= 0)
+		return 1;
+	for (int l = 0; m->lora_dropout > 0 && l < CLP_LIN_COUNT; l++)
+		if (m->lora_mask & 1u << l) {
+			clp_stage_linear_info in;
+
+			clp_model_linear_get(m, (clp_stage_linear)l, &in);
+			imax = in.I > imax ? in.I : imax;
+		}
+	return 2 * N * (size_t)m->lora_r + N * imax;
+}
 
 clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, size_t B,
 			      size_t T, int split, int recompute, clp_model_mem *out)
@@ -118,7 +135,7 @@ clp_status clp_model_stage_mem_frozen(const clp_model_config *m, int first, int 
 	out->out_bytes = (int64_t)(N * C * vs);
 	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;
 	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (tied_grad ? V * C : 1) +
-	       (c.lora_r > 0 ? 2 * N * (size_t)c.lora_r : 1); /* LoRA's work (stage_lora.c) */
+	       clp_model_lora_work(&c, N); /* LoRA's work (stage_lora.c) */
 	/* the gradient message buffer of a 16-bit stage (4 bytes in fp32) */
 	out->work_bytes = (int64_t)((tmp + misc) * 4 + (precision == CLP_F32 ? 4 : N * C * vs) +
 				    (recompute ? rla : 0));

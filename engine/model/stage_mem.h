@@ -33,6 +33,10 @@ clp_status clp_model_stage_mem(const clp_model_config *m, int first_block, int l
 clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first_block, int last_block,
 				   size_t B, size_t T, int split, int recompute,
 				   clp_dtype precision, clp_model_mem *out);
+/* LoRA's work buffer of a stage, in floats (N rows): u = x A' and g = dy B (N x r each), and
+ * with model.lora_dropout the dropped input drop(x) of the widest adapted linear (N x I),
+ * which the backward reuses for s g A. At least 1. */
+size_t clp_model_lora_work(const clp_model_config *m, size_t N);
 /* Which tensors a run does not train (train.freeze, a LoRA base): frozen(user, d) is 1 for
  * those. A unit whose tensors are all frozen has no gradient and no optimizer state (as
  * clp_stage_opts.frozen makes a stage); its weights (and 16-bit copy) stay. */

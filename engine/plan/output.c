@@ -131,6 +131,7 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	mc->dropout = (float)c->model.dropout;
 	mc->lora_r = (int)c->model.lora_r; /* LoRA: the base counts as weights only */
 	mc->lora_alpha = (float)c->model.lora_alpha;
+	mc->lora_dropout = (float)c->model.lora_dropout;
 	if (mc->lora_r > 0)
 		CLP_TRY(clp_train_lora_mask(mc, c->model.lora_targets, &mc->lora_mask));
 	snprintf(m->freeze, sizeof(m->freeze), "%s", c->train.freeze);

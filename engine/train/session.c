@@ -91,6 +91,8 @@ static clp_status model_config(clp_session *s)
 	m->tied = c->model.tie_embeddings;
 	m->lora_r = (int)c->model.lora_r;
 	m->lora_alpha = (float)c->model.lora_alpha;
+	/* LoRA dropout is training's (PEFT's): eval and sample run the adapters whole */
+	m->lora_dropout = s->mode == CLP_SESSION_TRAIN ? (float)c->model.lora_dropout : 0.0f;
 	if (m->lora_r > 0)
 		CLP_TRY(sess_lora_mask(m, c->model.lora_targets, &m->lora_mask));
 	if (m->vocab < tv)

@@ -119,6 +119,7 @@ static void test_frozen_stages(void)
 					m.lora_r = 3;
 					m.lora_alpha = 6;
 					m.lora_mask = 15;
+					m.lora_dropout = mode & 1 ? 0.2f : 0.0f; /* drop(x) */
 				}
 				CHECK_OK(clp_model_config_resolve(&m));
 				CHECK_OK(clp_param_table_build(&m, 0, 4, &full));
