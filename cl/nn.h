@@ -79,7 +79,7 @@ clp_status clp_nn_embed_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf tokens, cl
 				size_t C, size_t V, size_t ntypes);
 /* dwte += rows of dout grouped by token (tok: index of this batch's tokens, n = B*T);
  * dwpe[t] += sum over b of dout[b,t] (dwpe.mem NULL: skipped); dwtt likewise by type (type_idx
- * NULL: skipped). Fixed summation order: bitwise reproducible. */
+ * or dwtt.mem NULL: skipped; dwte.mem NULL: a frozen table, skipped). Fixed summation order: bitwise reproducible. */
 clp_status clp_nn_embed_backward(clp_cl_ctx *ctx, clp_buf dwte, clp_buf dwpe, clp_buf dwtt,
 				 clp_buf dout, const clp_nn_index *tok,
 				 const clp_nn_index *type_idx, size_t B, size_t T, size_t C);
@@ -104,6 +104,8 @@ clp_status clp_nn_rope_backward(clp_cl_ctx *ctx, clp_buf dx, size_t ld, clp_buf 
 clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, clp_buf rstd,
 				    clp_buf inp, clp_buf w, clp_buf b, size_t N, size_t C,
 				    float eps);
+/* Backward: dinp += the input gradient, dw, db += their column sums (mem NULL: a frozen
+ * weight or bias, not accumulated). */
 clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf db,
 				     clp_buf dout, clp_buf inp, clp_buf w, clp_buf mean,
 				     clp_buf rstd, size_t N, size_t C);
@@ -111,6 +113,7 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 /* RMSNorm (LLaMA): out (N,C) = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps). Saves rstd. */
 clp_status clp_nn_rmsnorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf rstd, clp_buf inp,
 				  clp_buf w, size_t N, size_t C, float eps);
+/* Backward as layernorm's (dw.mem NULL: not accumulated). */
 clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf dout,
 				   clp_buf inp, clp_buf w, clp_buf rstd, size_t N, size_t C);
 
@@ -201,7 +204,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 /* dh (N,C) += dlogits w, dw (V,C) += dlogits^T h with dlogits = (softmax - onehot) * scale for
  * valid rows (scale = 1 / global count of valid targets, so micro-batches of a pipeline sum to
  * the global mean's gradient). Logits are recomputed per chunk. With a bias, dbias (V) += column
- * sums of dlogits (dbias.mem NULL: not accumulated). */
+ * sums of dlogits (dbias.mem NULL: not accumulated; dw.mem NULL likewise: a frozen head). */
 clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf dbias,
 				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
 				float scale, size_t N, size_t C, size_t V, size_t vchunk);

@@ -176,8 +176,12 @@ clp_status clp_nn_embed_backward(clp_cl_ctx *ctx, clp_buf dwte, clp_buf dwpe, cl
 		return clp_error(CLP_ERR_INVALID, "embed_backward: no token index");
 	CLP_TRY(clp_nn_require_f32("embed_backward", 4, "dwte", dwte, "dwpe", dwpe, "dwtt",
 				   type_idx ? dwtt : CLP_BUF_NONE, "dout", dout));
-	CLP_TRY(table_backward(ctx, dwte, dout, tok, B * T, C, "embed_bwd"));
-	if (type_idx)
+	if (tok->n != B * T) /* also when a frozen table (mem NULL) adds nothing */
+		return clp_error(CLP_ERR_INVALID, "embed_backward: the index holds %zu positions, "
+				 "the batch has %zu", tok->n, B * T);
+	if (dwte.mem) /* mem NULL: a frozen table, nothing to add */
+		CLP_TRY(table_backward(ctx, dwte, dout, tok, B * T, C, "embed_bwd"));
+	if (type_idx && dwtt.mem)
 		CLP_TRY(table_backward(ctx, dwtt, dout, type_idx, B * T, C, "embed_type_bwd"));
 	if (dwpe.mem) {
 		cl_kernel k;

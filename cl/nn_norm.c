@@ -63,8 +63,9 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
 			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
 	CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
-	CLP_TRY(clp_nn_colsum_acc(ctx, dw, part, 0, 2 * C, nb, C));
-	return clp_nn_colsum_acc(ctx, db, part, C, 2 * C, nb, C);
+	if (dw.mem) /* mem NULL: a frozen weight or bias, no column sums */
+		CLP_TRY(clp_nn_colsum_acc(ctx, dw, part, 0, 2 * C, nb, C));
+	return db.mem ? clp_nn_colsum_acc(ctx, db, part, C, 2 * C, nb, C) : CLP_OK;
 }
 
 clp_status clp_nn_rmsnorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf rstd, clp_buf inp,
@@ -108,7 +109,7 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
 			    CLP_ARG(c), CLP_ARG(r)));
 	CLP_TRY(clp_nn_run_rows(ctx, k, "rmsnorm_bwd", nb));
-	return clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C);
+	return dw.mem ? clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C) : CLP_OK;
 }
 
 clp_status clp_nn_bias_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf bias, size_t N, size_t C)

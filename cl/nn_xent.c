@@ -134,8 +134,9 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 		CLP_TRY(clp_nn_run_rows(ctx, kg, "xent_grad", N));
 		if (dbias.mem)
 			CLP_TRY(clp_nn_bias_backward(ctx, clp_buf_plus(dbias, c0), dl, N, cw));
-		CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cw, C, N, 1.0f, dl, cw, h, C, 1.0f,
-				    clp_buf_plus(dw, c0 * C), C));
+		if (dw.mem) /* mem NULL: a frozen head, no weight gradient */
+			CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cw, C, N, 1.0f, dl, cw, h, C, 1.0f,
+					    clp_buf_plus(dw, c0 * C), C));
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, N, C, cw, 1.0f, dl, cw, wc, C, 1.0f, dh, C));
 	}
 	return CLP_OK;

@@ -317,8 +317,8 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 			printf("  %-10s %-24s %12.3f  [%10.3f .. %10.3f]\n", clp_plan_block_name(blk),
 			       fig_names[f], s->median * 1e3, s->min * 1e3, s->max * 1e3);
 		}
-		if (clp_model_stage_mem_prec(&m->cfg, range[blk][0], range[blk][1], m->batch,
-					     m->seq, 0, 0, m->precision, &mem) == CLP_OK)
+		if (clp_plan_stage_mem(m, &m->cfg, range[blk][0], range[blk][1], 0, 0, &mem) ==
+		    CLP_OK)
 			printf("  %-10s memory: parameters %.1f MiB (+ gradients, AdamW 2x, 16-bit "
 			       "copy %.1f MiB), activations %.1f MiB per micro-batch, message %.2f "
 			       "MiB, workspace %.1f MiB\n", clp_plan_block_name(blk),
@@ -335,15 +335,16 @@ static clp_status print_memory(const clp_plan_model *m, int recompute)
 	clp_model_mem mem;
 	int64_t total;
 
-	CLP_TRY(clp_model_stage_mem_prec(&m->cfg, 0, m->cfg.n_layer + 1, m->batch, m->seq, 0,
-					 recompute, m->precision, &mem));
-	total = 2 * mem.param_bytes + mem.copy_bytes + mem.opt_bytes + mem.act_bytes +
-		mem.work_bytes;
+	CLP_TRY(clp_plan_stage_mem(m, &m->cfg, 0, m->cfg.n_layer + 1, 0, recompute, &mem));
+	total = mem.param_bytes + mem.grad_bytes + mem.copy_bytes + mem.opt_bytes +
+		mem.act_bytes + mem.work_bytes;
 	printf("memory of %s, %d layers, micro-batch %zu x %zu, %s%s, one stage:\n",
 	       clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch, m->seq,
 	       clp_dtype_name(m->precision), recompute ? ", recomputation" : "");
-	printf("  parameters     %14lld bytes (fp32 masters; gradients as many)\n",
-	       (long long)mem.param_bytes);
+	printf("  parameters     %14lld bytes (fp32 masters)\n", (long long)mem.param_bytes);
+	printf("  gradients      %14lld bytes (%s)\n", (long long)mem.grad_bytes,
+	       mem.grad_bytes == mem.param_bytes ? "every parameter trained"
+						  : "the trained tensors: LoRA, train.freeze");
 	printf("  16-bit copy    %14lld bytes\n", (long long)mem.copy_bytes);
 	printf("  optimizer      %14lld bytes (AdamW's two moments)\n", (long long)mem.opt_bytes);
 	printf("  activations    %14lld bytes per micro-batch slot (kept from forward to "

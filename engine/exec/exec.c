@@ -77,6 +77,7 @@ static clp_status add_stage(clp_exec *e, int stage, int pipe)
 		.split = has_split(&e->s->ranks[e->rank], stage, pipe),
 		.recompute = e->recompute,
 		.precision = e->prec,
+		.frozen = e->frozen,
 	};
 	const clp_param_table *t;
 	clp_status st;
@@ -280,6 +281,7 @@ clp_status clp_exec_create(clp_exec **out, clp_comm *comm, clp_cl_ctx *ctx, cons
 	e->C = (size_t)m->d_model;
 	e->det = o->deterministic;
 	e->recompute = o->recompute;
+	e->frozen = o->frozen;
 	e->prec = o->precision;
 	e->loss_scale = 1.0f;
 	e->opt = &clp_exec_adamw;

@@ -36,6 +36,8 @@ typedef struct clp_exec_opts {
 	clp_dtype precision; /* storage of the stages' values (CLP_F32 when zero; cl/nn.h
 			      * "Storage"): activations and gradients between stages travel in it
 			      * (half the bytes in bf16 / fp16); all-reduces stay fp32 */
+	const unsigned char *frozen; /* clp_stage_opts.frozen for every stage (borrowed: it
+				      * outlives the executor); NULL: all trained */
 } clp_exec_opts;
 
 /* The schedule must be valid (clp_sched_validate) and have comm's size of ranks. The schedule

@@ -339,7 +339,7 @@ static int tied_pair(clp_exec *e, clp_buf *emb, clp_buf *copy, size_t *n)
 		const clp_param_table *t = clp_stage_table(e->ls[i].st);
 
 		for (int k = 0; k < t->ntensors; k++)
-			if (t->tensors[k].role == CLP_R_TOK_EMB) {
+			if (t->tensors[k].role == CLP_R_TOK_EMB && clp_stage_trained(e->ls[i].st, k)) {
 				*(exec_tied_copy(&t->tensors[k]) ? copy : emb) =
 					clp_stage_tensor(e->ls[i].st, CLP_ST_GRAD, k);
 				*n = t->tensors[k].numel;

@@ -53,6 +53,7 @@ struct clp_exec {
 			     * the step of the op it precedes) */
 	size_t B, T, N, C;
 	int det, recompute;
+	const unsigned char *frozen; /* clp_exec_opts.frozen (borrowed) */
 	clp_comm **gcomm;    /* per schedule group: its communicator (NULL: not a member) */
 	cl_mem acc;          /* this rank's loss sum */
 	double *tsum;        /* per tensor of the whole model: sum of squares, then flags */

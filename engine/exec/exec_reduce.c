@@ -34,6 +34,8 @@ clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st
 			if (skip_tied && exec_tied_copy(&t->tensors[k]))
 				continue;
 			b[nb] = clp_stage_tensor(st[i], CLP_ST_GRAD, k);
+			if (!b[nb].mem) /* frozen: no gradient (alike in every member) */
+				continue;
 			n[nb++] = t->tensors[k].numel;
 		}
 	}
@@ -62,7 +64,7 @@ static clp_status stage_sumsq(clp_exec *e, struct lstage *l, float *h)
 	}
 	/* the owned ones, in two launches (issue 30); a frozen one's: left out */
 	for (int k = 0; k < t->ntensors; k++)
-		if (l->owns[k] && !clp_stage_frozen(l->st, k)) {
+		if (l->owns[k] && !clp_stage_frozen(l->st, k) && clp_stage_trained(l->st, k)) {
 			g[no] = clp_stage_tensor(l->st, CLP_ST_GRAD, k);
 			n[no] = t->tensors[k].numel;
 			n[t->ntensors + no++] = l->stats.off + 4 * (size_t)k;

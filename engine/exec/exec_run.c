@@ -32,11 +32,23 @@ static clp_status allreduce_tied(clp_exec *e, const clp_op *op)
 		free(h);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for the tied embedding");
 	}
+	/* a frozen embedding (the same on every rank of the group): no gradient to sum */
+	for (int i = 0; i < e->nls; i++) {
+		const clp_param_table *t = clp_stage_table(e->ls[i].st);
+
+		for (int k = 0; k < t->ntensors; k++)
+			if (t->tensors[k].role == CLP_R_TOK_EMB && !clp_stage_trained(e->ls[i].st, k)) {
+				free(sum);
+				free(h);
+				return CLP_OK;
+			}
+	}
 	for (int i = 0; s == CLP_OK && i < e->nls; i++) {
 		const clp_param_table *t = clp_stage_table(e->ls[i].st);
 
 		for (int k = 0; s == CLP_OK && k < t->ntensors; k++)
-			if (t->tensors[k].role == CLP_R_TOK_EMB && e->ls[i].pipe == 0) {
+			if (t->tensors[k].role == CLP_R_TOK_EMB && e->ls[i].pipe == 0 &&
+			    clp_stage_trained(e->ls[i].st, k)) {
 				s = clp_stage_read(e->ls[i].st, CLP_ST_GRAD, k, h);
 				for (size_t j = 0; j < n; j++)
 					sum[j] += h[j];
@@ -49,7 +61,7 @@ static clp_status allreduce_tied(clp_exec *e, const clp_op *op)
 		const clp_param_table *t = clp_stage_table(e->ls[i].st);
 
 		for (int k = 0; s == CLP_OK && k < t->ntensors; k++)
-			if (t->tensors[k].role == CLP_R_TOK_EMB)
+			if (t->tensors[k].role == CLP_R_TOK_EMB && clp_stage_trained(e->ls[i].st, k))
 				s = clp_stage_write(e->ls[i].st, CLP_ST_GRAD, k, sum);
 	}
 	free(sum);

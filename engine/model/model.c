@@ -74,7 +74,10 @@ clp_status clp_model_config_resolve(clp_model_config *c)
 		return clp_error(CLP_ERR_INVALID, "model.lora_r = %d: expected 0 (no adapters) to "
 				 "model.d_model = %d", c->lora_r, c->d_model);
 	if (c->lora_r == 0)
-		c->lora_mask = 0;
+		c->lora_mask = 0, c->lora_dropout = 0;
+	if (!(c->lora_dropout >= 0 && c->lora_dropout < 1))
+		return clp_error(CLP_ERR_INVALID, "model.lora_dropout = %g: expected 0 <= p < 1",
+				 (double)c->lora_dropout);
 	if (c->lora_r > 0 && (c->lora_mask == 0 || !(c->lora_alpha > 0)))
 		return clp_error(CLP_ERR_INVALID, "model.lora_r = %d needs target linears and "
 				 "model.lora_alpha > 0 (it is %g)", c->lora_r, (double)c->lora_alpha);

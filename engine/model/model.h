@@ -31,6 +31,8 @@ typedef struct clp_model_config {
 	int lora_r;    /* LoRA: rank of the adapters (0: none) on the linears of lora_mask */
 	float lora_alpha; /* LoRA: the adapters' output is scaled by lora_alpha / lora_r */
 	unsigned lora_mask; /* LoRA: bit l for linear l (clp_stage_linear, linear.h) */
+	float lora_dropout; /* LoRA: dropout on the adapters' input, y += s B A drop(x) (PEFT's
+			     * lora_dropout); 0 disables (and is 0 without adapters) */
 } clp_model_config;
 
 const char *clp_preset_name(clp_preset p);

@@ -10,6 +10,7 @@
 #include "cl/convert.h"
 #include "cl/ops.h"
 #include "cl/base/rng.h"
+#include "engine/model/stage_mem.h"
 
 static const char *const kind_names[5] = {"params", "grads", "adam_m", "adam_v",
 					   "param values"};
@@ -36,16 +37,18 @@ static clp_status alloc_params(clp_stage *st)
 		s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
 		goto out;
 	}
-	for (int u = 0; u < nu; u++) {
+	for (int u = 0; u < nu; u++)
 		names[u] = st->tab.units[u].name;
-		bytes[u] = st->tab.units[u].numel * sizeof(float);
-	}
 	for (int k = 0; k <= CLP_ST_VALUE && s == CLP_OK; k++) {
 		st->units[k] = calloc((size_t)nu, sizeof(clp_buf));
 		if (!st->units[k]) {
 			s = clp_error(CLP_ERR_NOMEM, "out of host memory for the stage");
 			break;
 		}
+		/* gradients and moments: none for a unit all of whose tensors are frozen */
+		for (int u = 0; u < nu; u++)
+			bytes[u] = k == CLP_ST_PARAM || st->trained[u]
+					   ? st->tab.units[u].numel * sizeof(float) : 0;
 		if (k == CLP_ST_VALUE) { /* the copy forward and backward read */
 			if (st->vt == CLP_F32) {
 				memcpy(st->units[k], st->units[CLP_ST_PARAM], (size_t)nu * sizeof(clp_buf));
@@ -56,8 +59,10 @@ static clp_status alloc_params(clp_stage *st)
 		}
 		s = clp_cl_block_create(st->ctx, kind_names[k], nu, names, bytes, &st->blk[k]);
 		for (int u = 0; s == CLP_OK && u < nu; u++)
-			st->units[k][u] = clp_buf_view_as(clp_cl_block_view(st->blk[k], u),
-							  k == CLP_ST_VALUE ? st->vt : CLP_F32);
+			st->units[k][u] = bytes[u] ? clp_buf_view_as(clp_cl_block_view(st->blk[k], u),
+								     k == CLP_ST_VALUE ? st->vt
+										       : CLP_F32)
+						   : (clp_buf)CLP_BUF_NONE;
 	}
 out:
 	free(names);
@@ -189,6 +194,12 @@ static int holds_tied_pair(const clp_stage *st)
 	return st->has_emb && st->has_head && st->cfg.tied;
 }
 
+/* ... and trains it: the head's share of its gradient is kept apart (tied_grad). */
+static int trains_tied_pair(const clp_stage *st)
+{
+	return holds_tied_pair(st) && stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0).mem;
+}
+
 static clp_status alloc_misc(clp_stage *st)
 {
 	const char *names[5] = {"grad stats", "rope table", "tied head gradient",
@@ -197,19 +208,23 @@ static clp_status alloc_misc(clp_stage *st)
 	size_t bytes[5] = {4 * sizeof(float), st->cfg.preset == CLP_PRESET_LLAMA
 						      ? (size_t)st->cfg.ctx * half * 2 * sizeof(float)
 						      : 4,
-			   holds_tied_pair(st) ? st->V * st->C * sizeof(float) : 4,
+			   trains_tied_pair(st) ? st->V * st->C * sizeof(float) : 4,
 			   st->vt != CLP_F32 ? st->N * st->C * clp_dtype_size(st->vt) : 4,
-			   st->cfg.lora_r > 0 ? 2 * st->N * (size_t)st->cfg.lora_r * sizeof(float)
-					      : 4};
+			   clp_model_lora_work(&st->cfg, st->N) * sizeof(float)};
 	float *tab;
 	clp_status s;
 
 	CLP_TRY(clp_cl_block_create(st->ctx, "stage misc", 5, names, bytes, &st->misc));
 	st->lora_u = clp_buf_view(clp_cl_block_view(st->misc, 4));
 	st->lora_g = clp_buf_plus(st->lora_u, st->N * (size_t)st->cfg.lora_r);
+	st->lora_t = clp_buf_plus(st->lora_g, st->N * (size_t)st->cfg.lora_r);
+	/* the same memory typed as a value: drop(x) */
+	st->lora_x = clp_buf_typed(st->lora_t.mem, st->lora_t.off * 4 / clp_dtype_size(st->vt),
+				   st->vt);
 	st->stats = clp_buf_view(clp_cl_block_view(st->misc, 0));
 	st->rope = clp_buf_view(clp_cl_block_view(st->misc, 1));
-	st->tied_grad = clp_buf_view(clp_cl_block_view(st->misc, 2));
+	st->tied_grad = trains_tied_pair(st) ? clp_buf_view(clp_cl_block_view(st->misc, 2))
+					     : (clp_buf)CLP_BUF_NONE;
 	st->gwire = st->vt != CLP_F32 ? clp_buf_view_as(clp_cl_block_view(st->misc, 3), st->vt)
 				      : st->tv[TV_DRES];
 	if (st->cfg.preset != CLP_PRESET_LLAMA)
@@ -302,6 +317,8 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 	if (s == CLP_OK)
 		s = map_global(st);
 	if (s == CLP_OK)
+		s = stage_apply_frozen(st, o->frozen);
+	if (s == CLP_OK)
 		s = alloc_params(st);
 	for (int i = 0; s == CLP_OK && i < o->slots; i++)
 		s = alloc_slot(st, &st->slots[i], i);
@@ -344,6 +361,7 @@ void clp_stage_free(clp_stage *st)
 	free(st->global_index);
 	free(st->skip);
 	free(st->frozen);
+	free(st->trained);
 	clp_param_table_free(&st->tab);
 	free(st);
 }
@@ -387,6 +405,10 @@ clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *ho
 	uint16_t *h16;
 	clp_status s;
 
+	if (!b.mem) { /* a frozen tensor's gradient or moments: none, read as zeros */
+		memset(host, 0, n * sizeof(float));
+		return CLP_OK;
+	}
 	if (b.dt == CLP_F32)
 		return clp_cl_read(st->ctx, b.mem, b.off * 4, n * 4, host);
 	if (!(h16 = malloc(n * 2 + 2)))
@@ -427,6 +449,14 @@ clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const fl
 		return clp_error(CLP_ERR_INVALID, "stage: %s: the %s value copy is written through "
 				 "its master (CLP_ST_PARAM)", st->tab.tensors[tensor].name,
 				 clp_dtype_name(st->vt));
+	if (!b.mem) { /* a frozen tensor has no gradient or moments: only zeros fit */
+		for (size_t i = 0; i < st->tab.tensors[tensor].numel; i++)
+			if (host[i] != 0.0f)
+				return clp_error(CLP_ERR_STATE, "stage: %s is frozen: it has no %s",
+						 st->tab.tensors[tensor].name,
+						 w == CLP_ST_GRAD ? "gradient" : "optimizer state");
+		return CLP_OK;
+	}
 	CLP_TRY(clp_cl_write(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host));
 	return w == CLP_ST_PARAM || w == CLP_ST_VALUE ? refresh_tensor(st, tensor) : CLP_OK;
 }
@@ -468,7 +498,9 @@ clp_status clp_stage_init_params(clp_stage *st, uint64_t seed)
 	}
 	for (int k = CLP_ST_GRAD; k <= CLP_ST_ADAM_V; k++)
 		for (int u = 0; u < st->tab.nunits; u++)
-			CLP_TRY(clp_cl_fill(st->ctx, st->units[k][u], 0.0f, st->tab.units[u].numel));
+			if (st->units[k][u].mem)
+				CLP_TRY(clp_cl_fill(st->ctx, st->units[k][u], 0.0f,
+						    st->tab.units[u].numel));
 	return clp_stage_refresh_values(st);
 }
 
@@ -535,6 +567,7 @@ clp_status clp_stage_forward(clp_stage *st, const clp_stage_mb *mb, float inv_co
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	if (st->has_emb)
 		CLP_TRY(stage_embedding_forward(st, s, mb));
 	if (st->has_head && mb->targets)
@@ -569,6 +602,7 @@ clp_status clp_stage_backward(clp_stage *st, const clp_stage_mb *mb, float loss_
 
 	CLP_TRY(check_slot(st, mb));
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	if (st->has_head) {
 		CLP_TRY(stage_head_backward(st, s, loss_scale));
 		CLP_TRY(round_block_grad(st));
@@ -608,6 +642,7 @@ clp_status clp_stage_backward_weight(clp_stage *st, const clp_stage_mb *mb)
 		return clp_error(CLP_ERR_STATE, "stage: split backward on a stage created without "
 				 "opts.split");
 	s = &st->slots[mb->slot];
+	st->mb_now = mb;
 	for (int l = st->nl - 1; l >= 0; l--) {
 		if (st->skip && st->skip[l])
 			continue;
@@ -627,11 +662,15 @@ clp_status clp_stage_zero_grads(clp_stage *st)
 	for (int u = 0, v; u < st->tab.nunits; u = v) {
 		size_t end = g[u].off + st->tab.units[u].numel;
 
+		if (!g[u].mem) { /* frozen: no gradient */
+			v = u + 1;
+			continue;
+		}
 		for (v = u + 1; v < st->tab.nunits && g[v].mem == g[u].mem && g[v].off >= end; v++)
 			end = g[v].off + st->tab.units[v].numel;
 		CLP_TRY(clp_cl_fill(st->ctx, g[u], 0.0f, end - g[u].off));
 	}
-	if (holds_tied_pair(st))
+	if (trains_tied_pair(st))
 		CLP_TRY(clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C));
 	return CLP_OK;
 }
@@ -646,16 +685,16 @@ clp_status clp_stage_fold_tied(clp_stage *st)
 {
 	clp_buf g = stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0);
 
-	if (!holds_tied_pair(st))
+	if (!trains_tied_pair(st))
 		return CLP_OK;
 	return clp_cl_add(st->ctx, g, g, st->tied_grad, st->V * st->C);
 }
 
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
 {
-	int nu = st->tab.nunits;
-	clp_buf *g = calloc((size_t)nu, sizeof(*g));
-	size_t *n = calloc((size_t)nu, sizeof(*n));
+	int nu = st->tab.nunits, m = 0;
+	clp_buf *g = calloc((size_t)nu + 1, sizeof(*g));
+	size_t *n = calloc((size_t)nu + 1, sizeof(*n));
 	clp_status s;
 
 	if (!g || !n) {
@@ -663,11 +702,12 @@ clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)
 		free(n);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	}
-	for (int u = 0; u < nu; u++) {
-		g[u] = st->units[CLP_ST_GRAD][u];
-		n[u] = st->tab.units[u].numel;
-	}
-	s = clp_nn_grad_stats(st->ctx, stats, g, n, nu, max_norm);
+	for (int u = 0; u < nu; u++)
+		if (st->units[CLP_ST_GRAD][u].mem) { /* a frozen unit: no gradient */
+			g[m] = st->units[CLP_ST_GRAD][u];
+			n[m++] = st->tab.units[u].numel;
+		}
+	s = clp_nn_grad_stats(st->ctx, stats, g, n, m, max_norm);
 	free(g);
 	free(n);
 	return s;
@@ -708,22 +748,6 @@ clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_
 	CLP_TRY(s);
 	/* a skipped (non-finite) step left the masters as they were: the copy is too */
 	return clp_stage_refresh_values(st);
-}
-
-clp_status clp_stage_set_frozen(clp_stage *st, int tensor, int frozen)
-{
-	if (tensor < 0 || tensor >= st->tab.ntensors)
-		return clp_error(CLP_ERR_INVALID, "freeze: tensor %d of a stage of %d", tensor,
-				 st->tab.ntensors);
-	if (!st->frozen && !(st->frozen = calloc((size_t)st->tab.ntensors, 1)))
-		return clp_error(CLP_ERR_NOMEM, "out of host memory");
-	st->frozen[tensor] = frozen != 0;
-	return CLP_OK;
-}
-
-int clp_stage_frozen(const clp_stage *st, int tensor)
-{
-	return st->frozen && tensor >= 0 && tensor < st->tab.ntensors && st->frozen[tensor];
 }
 
 clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats)

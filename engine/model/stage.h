@@ -34,6 +34,12 @@ typedef struct clp_stage_opts {
 			      * the messages between stages and a 16-bit copy of the parameters
 			      * that forward and backward read; masters, gradients, statistics and
 			      * AdamW state stay fp32 */
+	const unsigned char *frozen; /* per tensor of the whole model's table (by index): 1 =
+				      * not trained (train.freeze, a LoRA base). A unit whose
+				      * tensors are all frozen gets no gradient and no AdamW
+				      * moments (no memory) and the backward computes no weight
+				      * gradient for it (its input gradient still flows). NULL:
+				      * every tensor trained */
 } clp_stage_opts;
 
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
@@ -130,9 +136,15 @@ clp_status clp_stage_adamw(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf sta
 clp_status clp_stage_adamw_scaled(clp_stage *st, const clp_nn_adamw_hp *hp, clp_buf stats,
 				  float gscale);
 /* train.freeze: a frozen tensor is not trained: clp_stage_adamw leaves it and its moments as
- * they are (bit for bit) and the executor leaves its gradient out of the norm. */
+ * they are (bit for bit) and the executor leaves its gradient out of the norm. Tensors frozen
+ * by opts.frozen have no gradient or moments at all (clp_stage_trained): clp_stage_tensor gives
+ * a buffer with mem NULL for them, clp_stage_read zeros, and clp_stage_write takes only zeros.
+ * Freezing an allocated tensor later keeps its memory; unfreezing one without memory is an
+ * error. */
 clp_status clp_stage_set_frozen(clp_stage *st, int tensor, int frozen);
 int clp_stage_frozen(const clp_stage *st, int tensor);
+/* Has tensor a gradient and AdamW moments (its unit holds a tensor not frozen at creation)? */
+int clp_stage_trained(const clp_stage *st, int tensor);
 /* A device buffer of 4 floats for grad stats, owned by the stage. */
 clp_buf clp_stage_stats(const clp_stage *st);
 

@@ -15,6 +15,8 @@
 static clp_status weight_grad(clp_stage *st, clp_buf dw, clp_buf dy, clp_buf x, size_t N,
 			      size_t I, size_t O, int in_out)
 {
+	if (!dw.mem) /* frozen: no gradient, no product */
+		return CLP_OK;
 	if (in_out)
 		return clp_cl_gemm(st->ctx, CLP_T, CLP_N, I, O, N, 1.0f, x, I, dy, O, 1.0f, dw, O);
 	return clp_cl_gemm(st->ctx, CLP_T, CLP_N, O, I, N, 1.0f, dy, O, x, I, 1.0f, dw, I);
@@ -22,7 +24,8 @@ static clp_status weight_grad(clp_stage *st, clp_buf dw, clp_buf dy, clp_buf x, 
 
 /* For y = x W (+ b): dx = beta dx + dy W' (skipped when dx.mem is NULL), db += column sums of
  * dy, and dW += x' dy, or, in the input half of a split backward, dy kept in stash for the
- * weight half. Layouts as stage_linear_fwd. */
+ * weight half. A frozen W or b (dw, db with mem NULL) gets no product. Layouts as
+ * stage_linear_fwd. */
 static clp_status linear_bwd(clp_stage *st, clp_buf dx, float beta, clp_buf dw, clp_buf db,
 			     clp_buf dy, clp_buf x, clp_buf w, size_t N, size_t I, size_t O,
 			     int in_out, clp_buf stash)
@@ -32,8 +35,10 @@ static clp_status linear_bwd(clp_stage *st, clp_buf dx, float beta, clp_buf dw, 
 	if (dx.mem)
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, in_out ? CLP_T : CLP_N, N, I, O, 1.0f, dy, O, w,
 				    in_out ? O : I, beta, dx, I));
-	if (st->bw_mode == 1 && stash.mem)
-		CLP_TRY(clp_cl_copy(ctx, stash, dy, N * O));
+	if (st->bw_mode == 1 && stash.mem) {
+		if (dw.mem)
+			CLP_TRY(clp_cl_copy(ctx, stash, dy, N * O));
+	}
 	else
 		CLP_TRY(weight_grad(st, dw, dy, x, N, I, O, in_out));
 	if (db.mem)
@@ -224,6 +229,13 @@ clp_status stage_embedding_backward(clp_stage *st, struct slot *s, const clp_sta
 	int bert = st->cfg.preset == CLP_PRESET_BERT;
 	clp_buf dy;
 
+	/* nothing before the embedding: with all its tensors frozen it has nothing to do */
+	if (!stage_unit(st, CLP_ST_GRAD, CLP_R_TOK_EMB, 0).mem &&
+	    !stage_unit(st, CLP_ST_GRAD, CLP_R_POS_EMB, 0).mem &&
+	    !stage_unit(st, CLP_ST_GRAD, CLP_R_TYPE_EMB, 0).mem &&
+	    !stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_W, 0).mem &&
+	    !stage_unit(st, CLP_ST_GRAD, CLP_R_EMB_LN_B, 0).mem)
+		return CLP_OK;
 	CLP_TRY(branch_grad(st, st->tv[TV_DRES], mb, st->cfg.n_layer, 2, &dy));
 	if (bert) {
 		CLP_TRY(clp_cl_fill(ctx, st->tv[TV_DA], 0.0f, N * C));

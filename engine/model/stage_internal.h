@@ -68,6 +68,7 @@ struct clp_stage {
 	int recompute;          /* layers recomputed in the backward from their inputs */
 	unsigned char *skip;    /* per layer held: 1 = identity (partial inference) */
 	unsigned char *frozen;  /* per tensor: 1 = not trained (train.freeze); NULL: none */
+	unsigned char *trained; /* per unit: 1 = has gradient and moments (opts.frozen) */
 	clp_cl_block *rmem;     /* recompute: one layer's activations, shared by all */
 	clp_buf rla[LA_COUNT];
 	int bw_mode;            /* 0 full backward, 1 input half (B) */
@@ -76,6 +77,9 @@ struct clp_stage {
 	clp_buf ftmp;           /* the forward's temporary: a value, TV_TMP's memory typed vt */
 	clp_buf gwire;          /* 16-bit stage: the (N,C) gradient message; else TV_DRES */
 	clp_buf lora_u, lora_g; /* LoRA: (N, r) fp32 x A' and dy B (stage_lora.c) */
+	clp_buf lora_x, lora_t; /* model.lora_dropout: (N, I) drop(x) (a value), then in the
+				 * backward s g A (fp32) in the same memory */
+	const clp_stage_mb *mb_now; /* the micro-batch being run: LoRA dropout's streams */
 	clp_buf rope;           /* (T, hd/2, 2) cos/sin table (llama) */
 	clp_cl_block *misc;
 	clp_buf stats;
@@ -123,6 +127,8 @@ clp_status stage_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb 
 		      int site, int backward, clp_buf dx);
 void stage_attn_geometry(const clp_stage *st, clp_nn_attn *a);
 
+/* stage_frozen.c: st->frozen and st->trained from clp_stage_opts.frozen (before allocation). */
+clp_status stage_apply_frozen(clp_stage *st, const unsigned char *frozen);
 /* Where the head accumulates the tied embedding's gradient. */
 clp_buf stage_tied_head_grad(clp_stage *st);
 /* stage_lora.c: after linear lin of block blk, y += s x A' B' (forward); its backward adds the

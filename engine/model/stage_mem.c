@@ -5,7 +5,24 @@
  * real stages' allocations, so a change to the stage's layout shows there. */
 #include <string.h>
 
+#include "engine/model/linear.h"
 #include "engine/model/stage_mem.h"
+
+size_t clp_model_lora_work(const clp_model_config *m, size_t N)
+{
+	size_t imax = 0;
+
+	if (m->lora_r <= 0)
+		return 1;
+	for (int l = 0; m->lora_dropout > 0 && l < CLP_LIN_COUNT; l++)
+		if (m->lora_mask & 1u << l) {
+			clp_stage_linear_info in;
+
+			clp_model_linear_get(m, (clp_stage_linear)l, &in);
+			imax = in.I > imax ? in.I : imax;
+		}
+	return 2 * N * (size_t)m->lora_r + N * imax;
+}
 
 clp_status clp_model_stage_mem(const clp_model_config *m, int first, int last, size_t B,
 			      size_t T, int split, int recompute, clp_model_mem *out)
@@ -17,11 +34,43 @@ clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first, int la
 				   size_t T, int split, int recompute, clp_dtype precision,
 				   clp_model_mem *out)
 {
+	return clp_model_stage_mem_frozen(m, first, last, B, T, split, recompute, precision, NULL,
+					  NULL, out);
+}
+
+int clp_model_lora_base(const void *model_config, const clp_tensor_desc *d)
+{
+	const clp_model_config *c = model_config;
+
+	return c->lora_r > 0 && !(d->role >= CLP_R_LORA_A && d->role <= CLP_R_LORA_LAST);
+}
+
+/* The elements of the units with a tensor not frozen (stage.c's apply_frozen). */
+static size_t trained_numel(const clp_param_table *t, clp_model_frozen_fn frozen,
+			    const void *user)
+{
+	size_t n = 0;
+
+	for (int i = 0; i < t->ntensors;) { /* a unit's tensors follow each other */
+		int u = t->tensors[i].unit, trained = 0;
+
+		for (; i < t->ntensors && t->tensors[i].unit == u; i++)
+			trained |= !frozen || !frozen(user, &t->tensors[i]);
+		n += trained ? t->units[u].numel : 0;
+	}
+	return n;
+}
+
+clp_status clp_model_stage_mem_frozen(const clp_model_config *m, int first, int last, size_t B,
+				     size_t T, int split, int recompute, clp_dtype precision,
+				     clp_model_frozen_fn frozen, const void *user,
+				     clp_model_mem *out)
+{
 	clp_model_config c = *m;
 	clp_param_table tab;
 	size_t N = B * T, C, H, KVH, hd, F, V, dq, dfc, nl, la = 0, rla, sa, tmp, misc;
 	size_t vs = clp_dtype_size(precision), lav, laf, sav, saf;
-	int bert, llama, emb, head, L;
+	int bert, llama, emb, head, L, tied_grad;
 
 	memset(out, 0, sizeof(*out));
 	CLP_TRY(clp_model_config_resolve(&c));
@@ -34,8 +83,13 @@ clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first, int la
 		return clp_error(CLP_ERR_INVALID, "stage memory: unknown precision %d",
 				 (int)precision);
 	out->param_bytes = (int64_t)tab.numel * 4;
+	out->grad_bytes = (int64_t)trained_numel(&tab, frozen, user) * 4;
 	out->copy_bytes = precision == CLP_F32 ? 0 : (int64_t)(tab.numel * vs);
-	out->opt_bytes = 2 * out->param_bytes;
+	out->opt_bytes = 2 * out->grad_bytes;
+	/* the head's share of a tied embedding's gradient, kept apart on a stage holding both
+	 * ends: only when the embedding trains */
+	tied_grad = first == 0 && last == c.n_layer + 1 && c.tied &&
+		    (!frozen || !frozen(user, &tab.tensors[0]));
 	clp_param_table_free(&tab);
 
 	C = (size_t)c.d_model, H = (size_t)c.n_head, KVH = (size_t)c.n_kv_head, hd = C / H;
@@ -80,8 +134,8 @@ clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first, int la
 	out->act_bytes = (int64_t)((nl + 1) * N * C * vs + nl * la + sa);
 	out->out_bytes = (int64_t)(N * C * vs);
 	tmp = 3 * N * C + N * dq + N * H * hd + N * dfc + N * F + N * C;
-	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (emb && head && c.tied ? V * C : 1) +
-	       (c.lora_r > 0 ? 2 * N * (size_t)c.lora_r : 1); /* LoRA's work (stage_lora.c) */
+	misc = 4 + (llama ? (size_t)c.ctx * (hd / 2) * 2 : 1) + (tied_grad ? V * C : 1) +
+	       clp_model_lora_work(&c, N); /* LoRA's work (stage_lora.c) */
 	/* the gradient message buffer of a 16-bit stage (4 bytes in fp32) */
 	out->work_bytes = (int64_t)((tmp + misc) * 4 + (precision == CLP_F32 ? 4 : N * C * vs) +
 				    (recompute ? rla : 0));

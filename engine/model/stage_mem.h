@@ -14,9 +14,11 @@
 /* Device memory of a stage holding blocks first..last (0 embedding, 1..L layers, L+1 head) as
  * clp_stage_create allocates it (alignment padding aside). */
 typedef struct clp_model_mem {
-	int64_t param_bytes; /* parameters (fp32 masters); gradients are as large */
+	int64_t param_bytes; /* parameters (fp32 masters), frozen ones included */
+	int64_t grad_bytes;  /* gradients: the units with a trained tensor (param_bytes when
+			      * nothing is frozen) */
 	int64_t copy_bytes;  /* the 16-bit copy of the parameters (0 in fp32) */
-	int64_t opt_bytes;   /* AdamW's two moments */
+	int64_t opt_bytes;   /* AdamW's two moments: 2 x grad_bytes */
 	int64_t act_bytes;   /* one micro-batch's activation slot */
 	int64_t out_bytes;   /* the stage's output (N, C) in the precision: the message to the next
 			      * stage, and the gradient message back */
@@ -31,5 +33,20 @@ clp_status clp_model_stage_mem(const clp_model_config *m, int first_block, int l
 clp_status clp_model_stage_mem_prec(const clp_model_config *m, int first_block, int last_block,
 				   size_t B, size_t T, int split, int recompute,
 				   clp_dtype precision, clp_model_mem *out);
+/* LoRA's work buffer of a stage, in floats (N rows): u = x A' and g = dy B (N x r each), and
+ * with model.lora_dropout the dropped input drop(x) of the widest adapted linear (N x I),
+ * which the backward reuses for s g A. At least 1. */
+size_t clp_model_lora_work(const clp_model_config *m, size_t N);
+/* Which tensors a run does not train (train.freeze, a LoRA base): frozen(user, d) is 1 for
+ * those. A unit whose tensors are all frozen has no gradient and no optimizer state (as
+ * clp_stage_opts.frozen makes a stage); its weights (and 16-bit copy) stay. */
+typedef int (*clp_model_frozen_fn)(const void *user, const clp_tensor_desc *d);
+/* The LoRA rule: with m->lora_r > 0, every tensor but the adapters (user: the config). */
+int clp_model_lora_base(const void *model_config, const clp_tensor_desc *d);
+/* clp_model_stage_mem_prec with frozen tensors (frozen NULL: all trained, as _prec). */
+clp_status clp_model_stage_mem_frozen(const clp_model_config *m, int first_block, int last_block,
+				     size_t B, size_t T, int split, int recompute,
+				     clp_dtype precision, clp_model_frozen_fn frozen,
+				     const void *user, clp_model_mem *out);
 
 #endif

@@ -7,6 +7,29 @@
 #include <string.h>
 
 #include "engine/plan/plan.h"
+#include "engine/train/freeze.h"
+
+struct frozen_rule {
+	const clp_model_config *c;
+	const char *freeze;
+};
+
+static int frozen(const void *user, const clp_tensor_desc *d)
+{
+	const struct frozen_rule *r = user;
+
+	return clp_train_frozen(r->c, r->freeze, d);
+}
+
+clp_status clp_plan_stage_mem(const clp_plan_model *m, const clp_model_config *c, int first,
+			      int last, int split, int recompute, clp_model_mem *out)
+{
+	struct frozen_rule r = {c, m->freeze};
+	int any = c->lora_r > 0 || m->freeze[0];
+
+	return clp_model_stage_mem_frozen(c, first, last, m->batch, m->seq, split, recompute,
+					  m->precision, any ? frozen : NULL, &r, out);
+}
 
 static const char *const block_names[CLP_PLAN_NBLOCKS] = {"embedding", "layer", "head"};
 
@@ -164,11 +187,11 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 				else
 					kind_times(c, k, i)[t] = v;
 			}
-		st = clp_model_stage_mem_prec(&m->cfg, first, last, m->batch, m->seq, split,
-					     recompute, m->precision, &mem);
+		st = clp_plan_stage_mem(m, &m->cfg, first, last, split, recompute, &mem);
 		if (st != CLP_OK)
 			break;
 		sc->param_bytes = mem.param_bytes;
+		sc->frozen_bytes = mem.param_bytes - mem.grad_bytes;
 		sc->opt_bytes = mem.opt_bytes;
 		sc->act_bytes = sc->act_w_bytes = mem.act_bytes; /* a slot lives until its W */
 		sc->out_bytes = mem.out_bytes;
@@ -208,8 +231,7 @@ clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kind
 		clp_stage_cost *sc = &c->stages[blk];
 		clp_model_mem mem;
 
-		st = clp_model_stage_mem_prec(&m->cfg, range[blk][0], range[blk][1], m->batch,
-					     m->seq, 0, 0, m->precision, &mem);
+		st = clp_plan_stage_mem(m, &m->cfg, range[blk][0], range[blk][1], 0, 0, &mem);
 		if (st != CLP_OK)
 			break;
 		memcpy(sc->t, &t[(size_t)blk * CLP_COST_NTIMES], CLP_COST_NTIMES * sizeof(double));
@@ -220,6 +242,7 @@ clp_status clp_plan_blocks_make(const clp_plan_model *m, const char *const *kind
 		sc->act_bytes = sc->act_w_bytes = mem.act_bytes;
 		sc->out_bytes = mem.out_bytes;
 		sc->param_bytes = mem.param_bytes;
+		sc->frozen_bytes = mem.param_bytes - mem.grad_bytes;
 		sc->opt_bytes = mem.opt_bytes;
 		sc->work_bytes = mem.work_bytes;
 		sc->kfac_bytes = mem.kfac_bytes;

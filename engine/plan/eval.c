@@ -110,14 +110,13 @@ static clp_status mem_coeffs(plan_ctx *x)
 		} else {
 			f1 = f2 = 1, l1 = 1, l2 = 2;
 		}
-		CLP_TRY(clp_model_stage_mem_prec(&c1, f1, l1, x->m->batch, x->m->seq, sp, rc,
-						 x->m->precision, &m1));
-		CLP_TRY(clp_model_stage_mem_prec(&c2, f2, l2, x->m->batch, x->m->seq, sp, rc,
-						 x->m->precision, &m2));
+		CLP_TRY(clp_plan_stage_mem(x->m, &c1, f1, l1, sp, rc, &m1));
+		CLP_TRY(clp_plan_stage_mem(x->m, &c2, f2, l2, sp, rc, &m2));
 		/* masters, gradients, optimizer state and the 16-bit copy (0 in fp32) */
-		x->st_b[i] = (2 * m2.param_bytes + m2.opt_bytes + m2.copy_bytes) -
-			     (2 * m1.param_bytes + m1.opt_bytes + m1.copy_bytes);
-		x->st_a[i] = 2 * m1.param_bytes + m1.opt_bytes + m1.copy_bytes + m1.work_bytes -
+		x->st_b[i] = (m2.param_bytes + m2.grad_bytes + m2.opt_bytes + m2.copy_bytes) -
+			     (m1.param_bytes + m1.grad_bytes + m1.opt_bytes + m1.copy_bytes);
+		x->st_a[i] = m1.param_bytes + m1.grad_bytes + m1.opt_bytes + m1.copy_bytes +
+			     m1.work_bytes -
 			     x->st_b[i];
 		x->act_d[i] = m2.act_bytes - m1.act_bytes;
 		x->act_c[i] = m1.act_bytes - x->act_d[i];

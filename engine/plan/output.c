@@ -8,6 +8,7 @@
 #include "engine/data/tokenizer.h"
 #include "engine/plan/plan.h"
 #include "engine/sched/gen.h"
+#include "engine/train/freeze.h"
 #include "engine/train/optim_kind.h"
 
 static json_t *ints(const int *v, int n)
@@ -128,6 +129,12 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 			    : 256 + (mc->preset == CLP_PRESET_BERT ? 5 : 1);
 	mc->rope_theta = (float)c->model.rope_theta;
 	mc->dropout = (float)c->model.dropout;
+	mc->lora_r = (int)c->model.lora_r; /* LoRA: the base counts as weights only */
+	mc->lora_alpha = (float)c->model.lora_alpha;
+	mc->lora_dropout = (float)c->model.lora_dropout;
+	if (mc->lora_r > 0)
+		CLP_TRY(clp_train_lora_mask(mc, c->model.lora_targets, &mc->lora_mask));
+	snprintf(m->freeze, sizeof(m->freeze), "%s", c->train.freeze);
 	CLP_TRY(clp_model_config_resolve(mc));
 	m->batch = (size_t)c->train.batch;
 	m->seq = (size_t)(c->train.seq ? c->train.seq : mc->ctx);

@@ -71,7 +71,15 @@ typedef struct clp_plan_model {
 				* backwards of one micro-batch of the layer (Muon; 0: none) */
 	clp_dtype precision;  /* train.precision: activations and messages in 2 bytes an element
 			       * for bf16 / fp16, plus the 16-bit weight copy (CLP_F32 when zero) */
+	char freeze[1024];    /* train.freeze: with cfg's LoRA base, the tensors kept as weights
+			       * only (no gradient or optimizer state) */
 } clp_plan_model;
+
+/* The memory of blocks first..last of model c (m's config, or one of another layer count) as
+ * clp_model_stage_mem_frozen counts it for m's run: its precision, micro-batch, and frozen
+ * tensors (m->freeze, cfg's LoRA base). */
+clp_status clp_plan_stage_mem(const clp_plan_model *m, const clp_model_config *c, int first,
+			      int last, int split, int recompute, clp_model_mem *out);
 
 /* The block table of measured times (what `clpipe bench --model` writes): t holds, for each of
  * the n device kinds (the first is the table's, the others go under `devices`), per block

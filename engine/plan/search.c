@@ -354,8 +354,10 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 				for (int k = 0; st == CLP_OK && k < CLP_SCHED_KIND_COUNT; k++) {
 					int pfs[3], npf = 0;
 
+					/* LoRA runs no split backward (the stage refuses zbh1) */
 					if (!(x.o.kinds & (1u << k)) ||
-					    (k == CLP_SCHED_INTERLEAVED && (D < 2 || x.o.chunks < 2)))
+					    (k == CLP_SCHED_INTERLEAVED && (D < 2 || x.o.chunks < 2)) ||
+					    (k == CLP_SCHED_ZBH1 && m->cfg.lora_r > 0))
 						continue;
 					if (m->kfac && x.o.pipefisher < 0)
 						pfs[npf++] = 0, pfs[npf++] = 1;

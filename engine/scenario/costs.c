@@ -217,7 +217,7 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	static const char *const keys[] = {
 		"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
 		"kfac_inv_s", "kfac_precond_s", "act_bytes", "act_w_bytes", "out_bytes",
-		"param_bytes", "opt_bytes", "kfac_bytes", "work_bytes", "layers", "devices", "blocks",
+		"param_bytes", "frozen_bytes", "opt_bytes", "kfac_bytes", "work_bytes", "layers", "devices", "blocks",
 		NULL};
 	clp_stage_cost *sc = &c->stages[s];
 	char at[64];
@@ -243,6 +243,8 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 				  &sc->out_bytes));
 	CLP_TRY(clp_json_i64(file, at, o, "param_bytes", 0, 0, CLP_COST_MAX_BYTES,
 				  &sc->param_bytes));
+	CLP_TRY(clp_json_i64(file, at, o, "frozen_bytes", 0, 0, CLP_COST_MAX_BYTES,
+				  &sc->frozen_bytes));
 	CLP_TRY(clp_json_i64(file, at, o, "opt_bytes", 0, 0, CLP_COST_MAX_BYTES,
 				  &sc->opt_bytes));
 	CLP_TRY(clp_json_i64(file, at, o, "kfac_bytes", 0, 0, CLP_COST_MAX_BYTES,
@@ -254,8 +256,12 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	blocks = json_object_get(o, "blocks");
 	if (json_is_string(blocks))
 		snprintf(sc->blocks, sizeof(sc->blocks), "%s", json_string_value(blocks));
+	if (sc->frozen_bytes > sc->param_bytes)
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.frozen_bytes (%lld) exceeds param_bytes "
+				 "(%lld)", file, at, (long long)sc->frozen_bytes,
+				 (long long)sc->param_bytes);
 	if (sc->opt_bytes < 0)
-		sc->opt_bytes = 2 * sc->param_bytes;
+		sc->opt_bytes = 2 * clp_cost_grad_bytes(sc);
 	if (sc->act_w_bytes < 0)
 		sc->act_w_bytes = sc->act_bytes;
 	if (sc->act_w_bytes > sc->act_bytes)
@@ -398,6 +404,8 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 		json_object_set_new(o, "act_w_bytes", json_integer(sc->act_w_bytes));
 		json_object_set_new(o, "out_bytes", json_integer(sc->out_bytes));
 		json_object_set_new(o, "param_bytes", json_integer(sc->param_bytes));
+		if (sc->frozen_bytes)
+			json_object_set_new(o, "frozen_bytes", json_integer(sc->frozen_bytes));
 		json_object_set_new(o, "opt_bytes", json_integer(sc->opt_bytes));
 		if (sc->kfac_bytes)
 			json_object_set_new(o, "kfac_bytes", json_integer(sc->kfac_bytes));

@@ -32,7 +32,10 @@ typedef struct clp_stage_cost {
 	int64_t out_bytes;   /* output activation per micro-batch: the message to the next stage
 			      * (and the size of the gradient coming back) */
 	int64_t param_bytes;
-	int64_t opt_bytes;   /* optimizer state (AdamW: 2 x param_bytes, the default) */
+	int64_t frozen_bytes; /* of param_bytes, the frozen tensors' (train.freeze, a LoRA
+			       * base): no gradient, no all-reduce (default 0) */
+	int64_t opt_bytes;   /* optimizer state (AdamW: 2 x the trained param_bytes, the
+			      * default) */
 	int64_t kfac_bytes;  /* K-FAC factors and their inverses */
 	int64_t work_bytes;  /* held all step besides parameters: backward temporaries, the
 			      * recomputation buffer (the planner's tables; 0 elsewhere) */
@@ -45,6 +48,12 @@ typedef struct clp_stage_cost {
  * and small multiples the simulator and planner make of them stay far from overflowing; totals
  * over many stages or micro-batches add with clp_bytes_add, which saturates. */
 #define CLP_COST_MAX_BYTES ((int64_t)1 << 50)
+
+/* Bytes of stage sc's gradients: its parameters less the frozen ones. */
+static inline int64_t clp_cost_grad_bytes(const clp_stage_cost *sc)
+{
+	return sc->param_bytes - sc->frozen_bytes;
+}
 
 static inline int64_t clp_bytes_add(int64_t a, int64_t b)
 {

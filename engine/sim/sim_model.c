@@ -105,7 +105,7 @@ int64_t sim_coll_bytes(const sim *S, const clp_op *op)
 		return c->stages[st].param_bytes;
 	if (op->kind == CLP_OP_KFAC_SYNC || op->kind == CLP_OP_KFAC_INV_SYNC)
 		return c->stages[st].kfac_bytes / (c->stages[st].nlayers > 0 ? c->stages[st].nlayers : 1);
-	return op->what == CLP_RED_GRADS ? c->stages[st].param_bytes : 0;
+	return op->what == CLP_RED_GRADS ? clp_cost_grad_bytes(&c->stages[st]) : 0;
 }
 
 int64_t sim_act_bytes(const sim *S, int stage)
@@ -427,7 +427,8 @@ clp_status sim_static_memory(sim *S)
 				held[2 * st] = 1;
 				/* each field is at most CLP_COST_MAX_BYTES: the sum of one
 				 * stage fits, the total over stages saturates */
-				bytes = clp_bytes_add(bytes, 2 * c->stages[st].param_bytes +
+				bytes = clp_bytes_add(bytes, c->stages[st].param_bytes +
+							     clp_cost_grad_bytes(&c->stages[st]) +
 							     c->stages[st].opt_bytes +
 							     c->stages[st].work_bytes +
 							     clp_costs_wcopy_bytes(c, st));

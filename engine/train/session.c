@@ -91,6 +91,8 @@ static clp_status model_config(clp_session *s)
 	m->tied = c->model.tie_embeddings;
 	m->lora_r = (int)c->model.lora_r;
 	m->lora_alpha = (float)c->model.lora_alpha;
+	/* LoRA dropout is training's (PEFT's): eval and sample run the adapters whole */
+	m->lora_dropout = s->mode == CLP_SESSION_TRAIN ? (float)c->model.lora_dropout : 0.0f;
 	if (m->lora_r > 0)
 		CLP_TRY(sess_lora_mask(m, c->model.lora_targets, &m->lora_mask));
 	if (m->vocab < tv)
@@ -377,6 +379,7 @@ static clp_status open_model(clp_session *s)
 		.deterministic = s->cfg.pipeline.deterministic,
 		.recompute = s->cfg.train.recompute,
 		.precision = s->prec,
+		.frozen = s->frozen,
 	};
 	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1, .precision = s->prec};
 	size_t n;
@@ -468,9 +471,13 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	s->N = s->B * s->T;
 	s->M = mode == CLP_SESSION_TRAIN ? (int)s->cfg.train.micro_batches : 1;
 	s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
+	if (*ck && mode == CLP_SESSION_TRAIN) /* train.init: what the file lacks is trained */
+		CLP_TRY(sess_init_list(s, *ck, 0));
+	if (mode == CLP_SESSION_TRAIN) /* before the stages: frozen tensors get no gradients */
+		CLP_TRY(sess_freeze(s));
 	CLP_TRY(open_model(s));
 	if (*ck && mode == CLP_SESSION_TRAIN) { /* train.init: weights only */
-		CLP_TRY(sess_load_init(s, *ck, 0));
+		CLP_TRY(sess_init_load(s, *ck));
 	} else if (*ck) {
 		CLP_TRY(sess_check_identity(s, *ck));
 		/* a foreign file may lack the head (BertModel): initialised, and said */
@@ -479,8 +486,6 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 		else
 			CLP_TRY(sess_load_tensors(s, *ck, 0));
 	}
-	if (mode == CLP_SESSION_TRAIN)
-		CLP_TRY(sess_freeze(s));
 	if (mode == CLP_SESSION_TRAIN && s->cfg.ckpt.resume) {
 		if (!s->cfg.ckpt.dir[0])
 			return clp_error(CLP_ERR_INVALID, "ckpt.resume needs ckpt.dir");
@@ -562,6 +567,7 @@ void clp_session_close(clp_session *s)
 	free(s->tg);
 	free(s->types);
 	free(s->init_fresh);
+	free(s->frozen);
 	free(s);
 }
 

@@ -82,7 +82,8 @@ static clp_status add_tensors(clp_session *s, clp_ckpt_writer *w, float ***bufs,
 					return clp_error(CLP_ERR_NOMEM, "out of host memory saving");
 				*bufs = nb;
 			}
-			for (int j = 0; j < 3; j++) {
+			/* a frozen tensor: its weights only (it has no optimizer state) */
+			for (int j = 0; j < (clp_stage_trained(st, k) ? 3 : 1); j++) {
 				char name[CLP_HF_NAME + 16];
 				float *h = malloc(d->numel * sizeof(float));
 

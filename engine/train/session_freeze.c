@@ -1,8 +1,9 @@
 /* train.freeze: parameter-name patterns (shell globs, comma-separated) whose tensors are not
  * trained; and LoRA (model.lora_*): the linears that get adapters, the base frozen. A pattern
  * matches a tensor's name as checkpoints store it (GPT-2's with and without "transformer.");
- * each pattern must match some tensor of the model. The stages then leave frozen tensors out
- * of the update and of the gradient norm (clp_stage_set_frozen). */
+ * each pattern must match some tensor of the model. The mask (s->frozen) goes to the stages
+ * as they are made (clp_stage_opts.frozen): a frozen tensor gets no gradient, no AdamW moments
+ * and no weight-gradient products, and is left out of the update and the gradient norm. */
 #include "engine/train/session_internal.h"
 
 #include <fnmatch.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "engine/model/linear.h"
+#include "engine/train/freeze.h"
 #include "engine/train/hf.h"
 
 /* Does tensor name match one of the n patterns (each pattern's hits counted in hits)? */
@@ -95,6 +97,25 @@ clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsign
 	return CLP_OK;
 }
 
+clp_status clp_train_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask)
+{
+	return sess_lora_mask(m, targets, mask);
+}
+
+int clp_train_frozen(const clp_model_config *m, const char *patterns, const clp_tensor_desc *d)
+{
+	char (*pat)[256];
+	int n = 0, hits[64] = {0}, out;
+
+	if (m->lora_r > 0 && !is_lora(d->role))
+		return 1;
+	if (!patterns[0] || !(pat = calloc(64, sizeof(*pat))))
+		return 0;
+	out = parse(patterns, pat, 64, &n) == CLP_OK && matches(m->preset, d->name, pat, n, hits);
+	free(pat);
+	return out;
+}
+
 /* LoRA freezes the base: every tensor but the adapters and those train.init did not find in its
  * file (a BertModel's masked-LM head: initialised, so trained). */
 static int lora_frozen(const clp_session *s, const clp_param_table *full, const char *name,
@@ -103,28 +124,6 @@ static int lora_frozen(const clp_session *s, const clp_param_table *full, const 
 	int i = clp_param_find(full, name);
 
 	return s->m.lora_r > 0 && !is_lora(role) && !(s->init_fresh && i >= 0 && s->init_fresh[i]);
-}
-
-static clp_status freeze_stage(const clp_session *s, const clp_param_table *full,
-			       clp_stage *st, clp_preset p, char (*pat)[256], int n)
-{
-	const clp_param_table *t = clp_stage_table(st);
-	int *hits = calloc((size_t)n + 1, sizeof(int));
-
-	if (!hits)
-		return clp_error(CLP_ERR_NOMEM, "out of host memory");
-	for (int i = 0; i < t->ntensors; i++)
-		if (matches(p, t->tensors[i].name, pat, n, hits) ||
-		    lora_frozen(s, full, t->tensors[i].name, t->tensors[i].role)) {
-			clp_status e = clp_stage_set_frozen(st, i, 1);
-
-			if (e != CLP_OK) {
-				free(hits);
-				return e;
-			}
-		}
-	free(hits);
-	return CLP_OK;
 }
 
 clp_status sess_freeze(clp_session *s)
@@ -153,9 +152,14 @@ clp_status sess_freeze(clp_session *s)
 		free(hits);
 		return st;
 	}
-	for (int i = 0; i < t.ntensors; i++)
+	free(s->frozen);
+	s->frozen = calloc((size_t)t.ntensors + 1, 1);
+	if (!s->frozen)
+		st = clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int i = 0; st == CLP_OK && i < t.ntensors; i++)
 		if (matches(s->m.preset, t.tensors[i].name, pat, n, hits) ||
 		    lora_frozen(s, &t, t.tensors[i].name, t.tensors[i].role)) {
+			s->frozen[i] = 1;
 			nfrozen++;
 			frozen += t.tensors[i].numel;
 		}
@@ -169,8 +173,6 @@ clp_status sess_freeze(clp_session *s)
 			"trained%s\n", nfrozen, t.ntensors, frozen, t.numel, t.numel - frozen,
 			s->m.lora_r > 0 ? " (the LoRA adapters, and what train.init initialised)"
 					: "");
-	for (int i = 0; st == CLP_OK && i < clp_exec_nstages(s->ex); i++)
-		st = freeze_stage(s, &t, clp_exec_stage(s->ex, i, NULL), s->m.preset, pat, n);
 	clp_param_table_free(&t);
 	free(pat);
 	free(hits);

@@ -68,6 +68,9 @@ struct clp_session {
 	double t_saved;       /* clp_now() of the last checkpoint (or the run's start) */
 	char last_ckpt[1100]; /* the checkpoint this run saved last ("": none) */
 	double build_s;       /* seconds of kernel builds during the run (a cold cache) */
+	unsigned char *frozen;     /* train.freeze, LoRA: per tensor of the whole model, 1 = not
+				    * trained (the stages allocate no gradient or moments for
+				    * it); NULL: all trained (sess_freeze) */
 	unsigned char *init_fresh; /* train.init: per tensor of the whole model, 1 = not in the
 				    * file, initialised (LoRA trains these too) */
 };
@@ -95,8 +98,13 @@ clp_status sess_load_tensors(clp_session *s, clp_ckpt *c, int optim);
  * lacks keep their initialisation and are listed by name in one line, the file's tensors the
  * model does not use in another. heads_only: only head tensors may be missing. */
 clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only);
-/* session_freeze.c: train.freeze marks the matching tensors of every stage frozen (each
- * pattern must match one; AdamW only) and says how many parameters remain trained. */
+/* Its two halves: the tensors the file lacks (s->init_fresh) and has unused, listed (before
+ * the stages exist: sess_freeze needs init_fresh); then the load into the stages. */
+clp_status sess_init_list(clp_session *s, clp_ckpt *c, int heads_only);
+clp_status sess_init_load(clp_session *s, clp_ckpt *c);
+/* session_freeze.c: train.freeze and LoRA's frozen base as s->frozen (each pattern must match
+ * a tensor; AdamW only), before the stages are made (after sess_init_list); says how many
+ * parameters remain trained. */
 clp_status sess_freeze(clp_session *s);
 /* model.lora_targets as linears (bit l: clp_stage_linear l) of model m ("": all four). */
 clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask);

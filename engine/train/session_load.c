@@ -111,7 +111,8 @@ static clp_status load_stage(clp_stage *stage, clp_ckpt *c, clp_preset p, int op
 		st = clp_hf_read(c, CLP_CKPT_MODEL, p, d->name, "", buf, d->ndim, shape);
 		if (st == CLP_OK)
 			st = clp_stage_write(stage, CLP_ST_PARAM, i, buf);
-		for (int k = 1; optim && st == CLP_OK && k < 3; k++) {
+		/* a frozen tensor has no optimizer state (its checkpoint holds none) */
+		for (int k = 1; optim && clp_stage_trained(stage, i) && st == CLP_OK && k < 3; k++) {
 			st = clp_hf_read(c, CLP_CKPT_OPTIM, p, d->name,
 					 k == 1 ? ".exp_avg" : ".exp_avg_sq", buf, d->ndim, shape);
 			if (st == CLP_OK)
@@ -203,7 +204,7 @@ static clp_status compare(clp_session *s, clp_ckpt *c, int heads_only, char *mis
 	return st;
 }
 
-clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only)
+clp_status sess_init_list(clp_session *s, clp_ckpt *c, int heads_only)
 {
 	enum { CAP = 4096 };
 	char *missing = malloc(CAP), *unused = malloc(CAP);
@@ -229,9 +230,18 @@ clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only)
 		if (nm && s->mode == CLP_SESSION_EVAL)
 			fprintf(o, "init: the loss is that of an untrained head\n");
 	}
-	if (st == CLP_OK)
-		st = load_all(s, c, 0, 1);
 	free(missing);
 	free(unused);
 	return st;
+}
+
+clp_status sess_init_load(clp_session *s, clp_ckpt *c)
+{
+	return load_all(s, c, 0, 1);
+}
+
+clp_status sess_load_init(clp_session *s, clp_ckpt *c, int heads_only)
+{
+	CLP_TRY(sess_init_list(s, c, heads_only));
+	return sess_init_load(s, c);
 }

@@ -40,17 +40,33 @@ static double total(const need *n)
 	return n->param + n->grad + n->opt + n->act + n->work + n->kfac;
 }
 
-static clp_status add_stage(clp_session *s, int first, int last, int slots, int split, need *n)
+/* s->frozen (sess_freeze) by name: the whole model's table gives each tensor's index. */
+struct frozen_of {
+	const clp_session *s;
+	const clp_param_table *full;
+};
+
+static int frozen(const void *user, const clp_tensor_desc *d)
+{
+	const struct frozen_of *f = user;
+	int i = clp_param_find(f->full, d->name);
+
+	return i >= 0 && f->s->frozen[i];
+}
+
+static clp_status add_stage(clp_session *s, const clp_param_table *full, int first, int last,
+			    int slots, int split, need *n)
 {
 	clp_model_mem pm;
 	const clp_optim_info *o = s->optim;
+	struct frozen_of f = {s, full};
 
-	CLP_TRY(clp_model_stage_mem_prec(&s->m, first, last, s->B, s->T, split,
-					s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute,
-					s->prec, &pm));
+	CLP_TRY(clp_model_stage_mem_frozen(&s->m, first, last, s->B, s->T, split,
+					  s->mode == CLP_SESSION_TRAIN && s->cfg.train.recompute,
+					  s->prec, s->frozen ? frozen : NULL, &f, &pm));
 	n->param += (double)(pm.param_bytes + pm.copy_bytes);
-	n->grad += (double)pm.param_bytes;
-	n->opt += (double)(pm.param_bytes / 4 * o->state_bytes); /* 4 bytes a parameter */
+	n->grad += (double)pm.grad_bytes; /* frozen tensors: none, nor optimizer state */
+	n->opt += (double)(pm.grad_bytes / 4 * o->state_bytes); /* 4 bytes a parameter */
 	n->act += (double)pm.act_bytes * slots;
 	n->work += (double)pm.work_bytes;
 	n->kfac += o->curvature && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
@@ -97,26 +113,32 @@ clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank
 	double usable;
 	need n;
 	char hint[256];
+	clp_param_table full = {0};
 
 	memset(&n, 0, sizeof(n));
+	if (s->frozen)
+		CLP_TRY(clp_param_table_build(&s->m, 0, L + 1, &full));
 	if (s->mode == CLP_SESSION_SAMPLE) {
-		CLP_TRY(add_stage(s, 0, L + 1, 1, 0, &n));
+		CLP_TRY(add_stage(s, &full, 0, L + 1, 1, 0, &n));
 	} else {
 		int cap = sched->ranks[rank].nops + 1, k;
 		clp_exec_stage_need *st = calloc((size_t)cap, sizeof(*st));
 		clp_status e = CLP_OK;
 
-		if (!st)
+		if (!st) {
+			clp_param_table_free(&full);
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
+		}
 		k = clp_exec_rank_stages(sched, rank, st, cap);
 		for (int i = 0; i < k && e == CLP_OK; i++) {
 			const clp_stage_info *si = &sched->stages[st[i].stage];
 
-			e = add_stage(s, si->embed ? 0 : si->first_layer + 1,
+			e = add_stage(s, &full, si->embed ? 0 : si->first_layer + 1,
 				      si->head ? L + 1 : si->first_layer + si->nlayers, st[i].slots,
 				      st[i].split, &n);
 		}
 		free(st);
+		clp_param_table_free(&full);
 		CLP_TRY(e);
 	}
 	if (!d || !d->global_mem)

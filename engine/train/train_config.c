@@ -29,6 +29,9 @@ static const clp_cfg_field fields[] = {
 	  "linears; the rest of the model is frozen (0: no adapters)", 0, 1 << 16, NULL),
 	F(model.lora_alpha, "model.lora_alpha", CLP_CFG_FLOAT, "16",
 	  "LoRA: the adapters' output is scaled by lora_alpha / lora_r", 1e-6, 1e6, NULL),
+	F(model.lora_dropout, "model.lora_dropout", CLP_CFG_FLOAT, "0",
+	  "LoRA: dropout probability on the adapters' input, B A drop(x) (PEFT's lora_dropout; "
+	  "0: none)", 0, 0.99, NULL),
 	F(model.lora_targets, "model.lora_targets", CLP_CFG_STRING, "\"\"",
 	  "LoRA: the linears with adapters, name globs matched against layer 0's weights "
 	  "(\"*c_attn*,*q_proj*\"), comma-separated (\"\": qkv, attention output, both MLP)", 0, 0,

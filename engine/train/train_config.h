@@ -14,6 +14,7 @@ typedef struct clp_train_config {
 		int tie_embeddings;  /* llama: no lm_head, the head is the token embedding */
 		long lora_r;         /* LoRA rank (0: no adapters) */
 		double lora_alpha;   /* LoRA: adapters scaled by lora_alpha / lora_r */
+		double lora_dropout; /* LoRA: dropout on the adapters' input */
 		char lora_targets[256]; /* LoRA: linears by name glob ("": all four of a layer) */
 	} model;
 	struct {

@@ -100,7 +100,7 @@ static void batch(int step, int32_t *tok, int32_t *tg)
 static void train(clp_comm *comm, const clp_sched *s, counted *c, double *loss)
 {
 	clp_model_config m = model();
-	clp_exec_opts o = {BB, TT, 1, 0, CLP_F32};
+	clp_exec_opts o = {BB, TT, 1, 0, CLP_F32, NULL};
 	clp_exec *e = NULL;
 	int32_t tok[MB * BB * TT], tg[MB * BB * TT];
 
@@ -148,7 +148,7 @@ static void third_optimizer(clp_comm *comm, const clp_sched *s)
 static void services(clp_comm *comm, const clp_sched *s)
 {
 	clp_model_config m = model();
-	clp_exec_opts o = {BB, TT, 1, 0, CLP_F32};
+	clp_exec_opts o = {BB, TT, 1, 0, CLP_F32, NULL};
 	clp_exec *e = NULL;
 	clp_exec_counts n;
 	clp_comm *g = NULL;

@@ -53,7 +53,7 @@ static int32_t *ids(json_t *a, size_t *rows, size_t *cols)
 /* A stage of the whole model with the fixture's weights, read through clp_hf_read. */
 static clp_stage *load(const clp_model_config *m, clp_ckpt *ck, size_t B, size_t T)
 {
-	clp_stage_opts o = {B, T, 1, 0, 0, CLP_F32};
+	clp_stage_opts o = {B, T, 1, 0, 0, CLP_F32, NULL};
 	clp_stage *st = NULL;
 	const clp_param_table *tab;
 

@@ -66,7 +66,7 @@ print(f"bert_base: fine-tuning from --init, mean loss of steps 1-5 {first:.3f}, 
 PY
 
 # 2. a pipeline from --init equals one device
-for extra in "" "--model.lora_r=2 --optim.lr=3e-2"; do
+for extra in "" "--model.lora_r=2 --optim.lr=3e-2" "--model.lora_r=2 --model.lora_dropout=0.2 --optim.lr=3e-2"; do
 pipe=(--init "$fx/gpt2" --data "$corpus" --train.batch=2 --train.micro_batches=2 --train.steps=3
       --eval.every=0 --eval.batches=2 --pipeline.deterministic=true --optim.warmup=1 $extra)
 "$clpipe" train "${pipe[@]}" --log "$work/one.log" >/dev/null
@@ -204,6 +204,28 @@ la = {x["step"]: x["loss"] for x in a if x["event"] == "step"}
 lb = {x["step"]: x["loss"] for x in b if x["event"] == "step"}
 assert lb and all(la[k] == v for k, v in lb.items()), (la, lb)
 print(f"bert LoRA: resumed at step 2, steps 3-4 bitwise as the uninterrupted run: {lb}")
+PY
+# LoRA dropout (model.lora_dropout): a resumed run draws the masks the uninterrupted one does;
+# the masks move the loss; eval (no dropout) of the checkpoint equals its merged export's
+lora+=(--model.lora_dropout=0.3)
+"$clpipe" train "${lora[@]}" --train.steps=4 --log "$work/ld.log" --ckpt.dir="$work/ld" >/dev/null
+"$clpipe" train "${lora[@]}" --train.steps=2 --ckpt.dir="$work/ld-res" >/dev/null
+"$clpipe" train "${lora[@]}" --train.steps=4 --ckpt.dir="$work/ld-res" --resume \
+	--log "$work/ld-res.log" >/dev/null
+"$clpipe" export --merge-lora --dtype fp32 "$work/ld" "$work/ld-merged" >/dev/null
+a=$("$clpipe" eval --ckpt "$work/ld" "${common[@]}" --json)
+b=$("$clpipe" eval --ckpt "$work/ld-merged" "${common[@]}" --json 2>/dev/null)
+python3 - "$work/lo-bert.log" "$work/ld.log" "$work/ld-res.log" "$a" "$b" <<'PY'
+import json, sys
+a, d, r = ([json.loads(l) for l in open(p)] for p in sys.argv[1:4])
+la, ld, lr = ({x["step"]: x["loss"] for x in y if x["event"] == "step"} for y in (a, d, r))
+assert lr and all(ld[k] == v for k, v in lr.items()), (ld, lr)
+# step 1 is alike (B starts at 0: the branch adds nothing yet); step 2 has moved adapters
+assert ld[1] == la[1] and ld[2] != la[2], (la, ld)
+e, m = json.loads(sys.argv[4]), json.loads(sys.argv[5])
+assert abs(e["loss"] - m["loss"]) <= 1e-5 * e["loss"], (e, m)
+print(f"bert LoRA dropout 0.3: step 2 loss {ld[2]:.6f} (no dropout {la[2]:.6f}); resumed steps "
+      f"3-4 bitwise: {lr}; eval {e['loss']:.6f} = merged export {m['loss']:.6f}")
 PY
 
 # 6. refusals, by name

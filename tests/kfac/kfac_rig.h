@@ -49,7 +49,7 @@ static inline clp_status rig_tap(void *user, const clp_stage_mb *mb, int li, clp
  * and biases, masked targets): 2 layers of width 12, MLP 20, vocabulary 23, B 2 x T 7. */
 static inline int rig_open(rig *r, clp_preset preset, uint64_t seed)
 {
-	clp_stage_opts so = {2, 7, 1, 0, 0, CLP_F32};
+	clp_stage_opts so = {2, 7, 1, 0, 0, CLP_F32, NULL};
 	th_rng g = th_rng_seed(seed);
 
 	memset(r, 0, sizeof(*r));

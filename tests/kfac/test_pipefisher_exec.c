@@ -68,7 +68,7 @@ static const clp_nn_adamw_hp hp0 = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1};
 static clp_stage *serial(int K, int steps)
 {
 	clp_model_config c = model();
-	clp_stage_opts so = {BB, TT, 1, 0, 0, CLP_F32};
+	clp_stage_opts so = {BB, TT, 1, 0, 0, CLP_F32, NULL};
 	clp_kfac_opts o = kfac_opts(K);
 	clp_stage *st = NULL;
 	clp_kfac_opt *k = NULL;
@@ -250,7 +250,7 @@ static void test_pipefisher_equals_serial(void)
 	g.layers = c.n_layer;
 	CHECK_OK(clp_sched_generate(&base, &g));
 	for (int r = 0; r < D; r++) {
-		clp_stage_opts so = {BB, TT, M, 0, 0, CLP_F32};
+		clp_stage_opts so = {BB, TT, M, 0, 0, CLP_F32, NULL};
 
 		CHECK_OK(clp_stage_create(&st[r], th_ctx(), &c, r ? 3 : 0, r ? 5 : 2, &so));
 		if (!st[r])

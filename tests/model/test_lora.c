@@ -41,7 +41,7 @@ static void setup(struct run *r, clp_preset p)
 
 static clp_stage *make(const clp_model_config *c, int recompute, clp_dtype prec)
 {
-	clp_stage_opts o = {B, T, 1, 0, recompute, prec};
+	clp_stage_opts o = {B, T, 1, 0, recompute, prec, NULL};
 	clp_stage *st = NULL;
 
 	CHECK_OK(clp_stage_create(&st, th_ctx(), c, 0, clp_model_nblocks(c) - 1, &o));

@@ -114,7 +114,7 @@ static void unload(struct golden *g)
 /* A stage holding the whole model with the fixture's weights. */
 static clp_stage *make_stage(struct golden *g)
 {
-	clp_stage_opts o = {g->B, g->T, 1, 0, 0, CLP_F32};
+	clp_stage_opts o = {g->B, g->T, 1, 0, 0, CLP_F32, NULL};
 	clp_stage *st = NULL;
 	const clp_param_table *tab;
 

@@ -73,6 +73,26 @@ static void check_norm(size_t N, size_t C, int rms, th_rng *r)
 		tn_get(mdb, 0, got2, C);
 		th_close(what, got2, db, C, 1e-4, 1e-4);
 	}
+	/* a frozen weight and bias (dw, db mem NULL): the same input gradient, bit for bit */
+	{
+		cl_mem mdi2 = tn_buf(dinp0, nc);
+		float *got3 = malloc(nc * 4);
+
+		tn_get(mdi, 0, got, nc);
+		if (rms)
+			CHECK_OK(clp_nn_rmsnorm_backward(ctx, clp_buf_at(mdi2, 0), CLP_BUF_NONE,
+							 clp_buf_at(mg, 0), clp_buf_at(mi, 0),
+							 clp_buf_at(mw, 0), clp_buf_at(mr, 0), N, C));
+		else
+			CHECK_OK(clp_nn_layernorm_backward(ctx, clp_buf_at(mdi2, 0), CLP_BUF_NONE,
+							   CLP_BUF_NONE, clp_buf_at(mg, 0),
+							   clp_buf_at(mi, 0), clp_buf_at(mw, 0),
+							   clp_buf_at(mm, 0), clp_buf_at(mr, 0), N, C));
+		tn_get(mdi2, 0, got3, nc);
+		CHECK(!memcmp(got, got3, nc * 4), "%s: dinp differs without dw, db", what);
+		clReleaseMemObject(mdi2);
+		free(got3);
+	}
 	/* The reference backward against finite differences (small shapes only). */
 	if (nc <= 800) {
 		struct fd_ctx f = {inp, w, b, g, N, C, rms, out};

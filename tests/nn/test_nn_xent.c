@@ -121,6 +121,26 @@ static void check_xent_t(size_t N, size_t C, size_t V, size_t vchunk, int fd, in
 	else
 		for (size_t j = 0; j < V; j++)
 			CHECK(got[j] == db0[j], "%s: dbias written without a bias", what);
+	/* a frozen head (dw mem NULL): the same dh and dbias, bit for bit */
+	{
+		cl_mem mdh2 = tn_buf(dh0, N * C), mdb2 = tn_buf(db0, V);
+		size_t most = N * C > V ? N * C : V;
+		float *a = malloc(most * 4), *b2 = malloc(most * 4);
+
+		CHECK_OK(clp_nn_xent_backward(ctx, clp_buf_at(mdh2, 0), CLP_BUF_NONE,
+					      with_bias ? clp_buf_at(mdb2, 0) : CLP_BUF_NONE,
+					      clp_buf_typed(mh, 0, t), clp_buf_typed(mw, 0, t), bb,
+					      clp_buf_at(mt, 0), clp_buf_at(mz, 0), 1.0f / (float)valid,
+					      N, C, V, vchunk));
+		tn_get(mdh, 0, a, N * C);
+		tn_get(mdh2, 0, b2, N * C);
+		CHECK(!memcmp(a, b2, N * C * 4), "%s: dh differs without dw", what);
+		tn_get(mdb, 0, a, V);
+		tn_get(mdb2, 0, b2, V);
+		CHECK(!with_bias || !memcmp(a, b2, V * 4), "%s: dbias differs without dw", what);
+		clReleaseMemObject(mdh2), clReleaseMemObject(mdb2);
+		free(a), free(b2);
+	}
 	if (fd) {
 		struct fd_xent f = {h, w, bias, tg, N, C, V, 1.0f / (float)valid, losses};
 		double *gh = tn_dbl(NULL, N * C), *gw = tn_dbl(NULL, V * C), e;

@@ -149,6 +149,21 @@ static void test_costs(void)
 	}
 	clp_costs_free(c2);
 	clp_costs_free(c);
+	/* frozen_bytes: gradients and the default optimizer state are the trained share's; saved
+	 * and read back */
+	CHECK_OK(clp_costs_load(tmp_file("frozen.json", "{\"format\": \"clpipe-costs\", "
+					 "\"stages\": [{\"fwd_s\": 1, \"bwd_s\": 2, \"param_bytes\": "
+					 "1000, \"frozen_bytes\": 900}]}"), &c));
+	if (c) {
+		CHECK(c->stages[0].frozen_bytes == 900 && clp_cost_grad_bytes(&c->stages[0]) == 100 &&
+		      c->stages[0].opt_bytes == 200, "frozen_bytes %lld, opt_bytes %lld",
+		      (long long)c->stages[0].frozen_bytes, (long long)c->stages[0].opt_bytes);
+		CHECK_OK(clp_costs_save(c, path));
+		CHECK_OK(clp_costs_load(path, &c2));
+		CHECK(c2 && c2->stages[0].frozen_bytes == 900, "frozen_bytes round trip");
+		clp_costs_free(c2);
+	}
+	clp_costs_free(c);
 }
 
 static void test_costs_errors(void)
@@ -170,6 +185,9 @@ static void test_costs_errors(void)
 		{"{\"format\": \"clpipe-costs\", \"stages\": []}", "stages: needs at least one stage"},
 		{"{\"format\": \"clpipe-costs\", \"stages\": [{\"fwd_s\": 1, \"bwd_s\": 2, "
 		 "\"act_bytes\": 1.5}]}", "stages[0].act_bytes: expected an integer"},
+		{"{\"format\": \"clpipe-costs\", \"stages\": [{\"fwd_s\": 1, \"bwd_s\": 2, "
+		 "\"param_bytes\": 10, \"frozen_bytes\": 11}]}",
+		 "stages[0].frozen_bytes (11) exceeds param_bytes (10)"},
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

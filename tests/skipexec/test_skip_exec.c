@@ -146,7 +146,7 @@ static void ref_run(ref *R, const clp_sched *s, const clp_skip_paths *p, const c
 	R->nst = S + 1;
 	for (int k = 0; k <= S; k++) {
 		const clp_stage_info *si = &s->stages[k];
-		clp_stage_opts o = {B, T, 1, 0, 0, precision};
+		clp_stage_opts o = {B, T, 1, 0, 0, precision, NULL};
 
 		CHECK_OK(clp_stage_create(&R->st[k], ctx, m, si->embed ? 0 : si->first_layer + 1,
 					  si->head ? L + 1 : si->first_layer + si->nlayers, &o));
@@ -288,7 +288,7 @@ static void run_scenario(const scenario *sc)
 	clp_skip_paths *p = make_paths(sc, &r);
 	clp_sched *s = NULL;
 	clp_exec *e = NULL;
-	clp_exec_opts o = {B, T, 0, 0, precision};
+	clp_exec_opts o = {B, T, 0, 0, precision, NULL};
 	int rank = clp_comm_rank(world), cap = sc->memory;
 	size_t N = (size_t)B * T;
 	int32_t *tok = NULL, *tg = NULL;
