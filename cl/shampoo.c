@@ -48,7 +48,7 @@ clp_status clp_shampoo_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf
 }
 
 clp_status clp_shampoo_root_init(clp_cl_ctx *ctx, clp_buf a, clp_buf m, clp_buf x, size_t n,
-				 clp_buf nrm, int p)
+				 clp_buf nrm, int p, float ridge)
 {
 	cl_kernel k;
 	cl_ulong ao = a.off, mo = m.off, xo = x.off, nn = n, no = nrm.off;
@@ -57,9 +57,9 @@ clp_status clp_shampoo_root_init(clp_cl_ctx *ctx, clp_buf a, clp_buf m, clp_buf 
 	if (!n)
 		return CLP_OK;
 	CLP_TRY(kernel(ctx, "clp_shampoo_root_init", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(m.mem), CLP_ARG(mo),
+	CLP_TRY(clp_cl_args(ctx, k, 11, CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(m.mem), CLP_ARG(mo),
 			    CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(nn), CLP_ARG(nrm.mem), CLP_ARG(no),
-			    CLP_ARG(fp)));
+			    CLP_ARG(fp), CLP_ARG(ridge)));
 	return run_ew(ctx, k, "shampoo_root_init", n * n);
 }
 
@@ -108,7 +108,7 @@ clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int
 	if (!n)
 		return CLP_OK;
 	CLP_TRY(clp_cl_nrm2(ctx, w->nrm, a, n * n));
-	CLP_TRY(clp_shampoo_root_init(ctx, a, m, x, n, w->nrm, p));
+	CLP_TRY(clp_shampoo_root_init(ctx, a, m, x, n, w->nrm, p, (float)CLP_SHAMPOO_RIDGE));
 	for (int it = 0; it < iters; it++) {
 		/* T = (1 + 1/p) I - M / p */
 		CLP_TRY(clp_shampoo_affine_eye(ctx, t, m, n, -1.0f / (float)p,

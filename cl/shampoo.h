@@ -9,9 +9,13 @@
  *   u   = Li x Ri;  buf = u
  *   W  *= 1 - lr wd;  W -= lr u
  * The inverse 4th roots come from the coupled Newton iteration (Guo and Higham 2006, the form
- * of Anil et al.'s Scalable Shampoo) on the engine's GEMM: with z = (1 + p) / (2 ||A||_F),
- * M = z A, X = z^(1/p) I, `iters` times: T = (1 + 1/p) I - M / p;  X = X T;  M = T^p M. The
- * reference takes an SVD instead (tools/check_shampoo.sh compares, docs/OPTIMIZERS.md).
+ * of Anil et al.'s Scalable Shampoo) on the engine's GEMM, of A + delta I with the ridge
+ * delta = CLP_SHAMPOO_RIDGE ||A||_F (Scalable Shampoo's 1e-6 of the largest eigenvalue: in fp32
+ * the products leave A's smallest eigenvalues uncertain by about u ||A||, and an eigenvalue
+ * rounded below zero makes the iteration diverge): with z = (1 + p) / (2 (||A||_F + delta)),
+ * M = z (A + delta I), X = z^(1/p) I, `iters` times: T = (1 + 1/p) I - M / p;  X = X T;
+ * M = T^p M. The reference takes an SVD of A instead (tools/check_shampoo.sh compares,
+ * docs/OPTIMIZERS.md).
  * The gradient is multiplied by gscale and, with stats (clp_nn_grad_stats), by the clip
  * factor; a set non-finite flag skips the update on the device (the statistics gain 0). */
 #ifndef CLP_CL_SHAMPOO_H
@@ -19,7 +23,8 @@
 
 #include "cl/runtime.h"
 
-#define CLP_SHAMPOO_ROOT 4 /* the root of each side's statistics (2 x the order, 2) */
+#define CLP_SHAMPOO_ROOT 4     /* the root of each side's statistics (2 x the order, 2) */
+#define CLP_SHAMPOO_RIDGE 1e-6 /* delta / ||A||_F */
 
 typedef struct clp_shampoo_hp {
 	float lr;           /* this step's learning rate */
@@ -40,14 +45,15 @@ typedef struct clp_shampoo_work {
 clp_status clp_shampoo_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf x, size_t n,
 				float mu, int first, float gscale, clp_buf stats);
 clp_status clp_shampoo_root_init(clp_cl_ctx *ctx, clp_buf a, clp_buf m, clp_buf x, size_t n,
-				 clp_buf nrm, int p);
+				 clp_buf nrm, int p, float ridge);
 clp_status clp_shampoo_affine_eye(clp_cl_ctx *ctx, clp_buf out, clp_buf in, size_t n,
 				  float alpha, float beta);
 clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u, size_t n,
 			     float decay_mul, float lr, clp_buf stats);
 
-/* out = a^(-1/p) for a symmetric positive definite n x n matrix (p = 1..8) by `iters` coupled
- * Newton iterations, with w's r[0..5] (n x n each) and nrm; out must not be one of them. */
+/* out = (a + delta I)^(-1/p), delta = CLP_SHAMPOO_RIDGE ||a||_F, for a symmetric positive
+ * semidefinite n x n matrix (p = 1..8) by `iters` coupled Newton iterations, with w's r[0..5]
+ * (n x n each) and nrm; out must not be one of them. */
 clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int iters,
 				const clp_shampoo_work *w, clp_buf out);
 

@@ -38,24 +38,26 @@ __kernel void clp_shampoo_momentum(__global const float *buf, ulong bo, __global
 	}
 }
 
-/* The start of the coupled Newton iteration for A^(-1/p) (n x n): z = (1 + p) / (2 nrm[0])
- * (nrm: ||A||_F >= the largest eigenvalue), M = z A, X = z^(1/p) I. A zero matrix gives M = 0,
- * X = 0 (and stays so). */
+/* The start of the coupled Newton iteration for (A + delta I)^(-1/p) (n x n), delta = ridge
+ * nrm[0] (nrm: ||A||_F >= the largest eigenvalue): z = (1 + p) / (2 (nrm + delta)),
+ * M = z (A + delta I), X = z^(1/p) I. A zero matrix gives M = 0, X = 0 (and stays so). */
 __kernel void clp_shampoo_root_init(__global const float *a, ulong ao, __global float *m,
 				    ulong mo, __global float *x, ulong xo, ulong n,
-				    __global const float *nrm, ulong no, float p)
+				    __global const float *nrm, ulong no, float p, float ridge)
 {
 	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n * n, i0 + NN_EW_CHUNK);
-	const float d = nrm[no];
-	const float z = d > 0.0f ? (1.0f + p) / (2.0f * d) : 0.0f;
+	const float d = nrm[no], delta = ridge * d;
+	const float z = d > 0.0f ? (1.0f + p) / (2.0f * (d + delta)) : 0.0f;
 	const float xd = z > 0.0f ? pow(z, 1.0f / p) : 0.0f;
 
 	a += ao;
 	m += mo;
 	x += xo;
 	for (ulong i = i0; i < i1; i++) {
-		m[i] = z * a[i];
-		x[i] = i % (n + 1) == 0 ? xd : 0.0f;
+		const int diag = i % (n + 1) == 0;
+
+		m[i] = z * (a[i] + (diag ? delta : 0.0f));
+		x[i] = diag ? xd : 0.0f;
 	}
 }
 

@@ -55,8 +55,10 @@ static void jacobi(double *a, size_t n, double *w, double *v)
 		w[i] = a[i * n + i];
 }
 
-int clp_ref_shampoo_inv_root(const double *a, size_t n, int p, double *out)
+int clp_ref_shampoo_inv_root(const double *a, size_t n, int p, double ridge, double *out)
 {
+	double f = 0;
+
 	double *c = malloc(n * n * sizeof(double) + 1), *v = malloc(n * n * sizeof(double) + 1);
 	double *w = malloc(n * sizeof(double) + 1);
 
@@ -65,6 +67,10 @@ int clp_ref_shampoo_inv_root(const double *a, size_t n, int p, double *out)
 		return -1;
 	}
 	memcpy(c, a, n * n * sizeof(double));
+	for (size_t i = 0; i < n * n; i++)
+		f += a[i] * a[i];
+	for (size_t i = 0; i < n; i++)
+		c[i * n + i] += ridge * sqrt(f);
 	jacobi(c, n, w, v);
 	for (size_t k = 0; k < n; k++)
 		w[k] = pow(w[k], -1.0 / p);
@@ -88,7 +94,7 @@ static double lerp(double s, double e, double w)
 
 int clp_ref_shampoo_step(double *p, double *buf, double *l, double *r, double *li, double *ri,
 			 const float *g, size_t rows, size_t cols, const clp_shampoo_hp *hp,
-			 double gscale)
+			 double gscale, double ridge)
 {
 	const size_t n = rows * cols;
 	double *x = malloc(n * sizeof(double) + 1), *t = malloc(n * sizeof(double) + 1);
@@ -115,8 +121,8 @@ int clp_ref_shampoo_step(double *p, double *buf, double *l, double *r, double *l
 				s += x[k * cols + i] * x[k * cols + j];
 			r[i * cols + j] += s;
 		}
-	if (hp->refresh && (clp_ref_shampoo_inv_root(l, rows, CLP_SHAMPOO_ROOT, li) ||
-			    clp_ref_shampoo_inv_root(r, cols, CLP_SHAMPOO_ROOT, ri))) {
+	if (hp->refresh && (clp_ref_shampoo_inv_root(l, rows, CLP_SHAMPOO_ROOT, ridge, li) ||
+			    clp_ref_shampoo_inv_root(r, cols, CLP_SHAMPOO_ROOT, ridge, ri))) {
 		free(x), free(t);
 		return -1;
 	}

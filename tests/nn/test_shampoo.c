@@ -125,7 +125,7 @@ static void test_inv_root(void)
 
 			spd(&r, n, bad ? 1 : n + 3, bad ? 1e-4 : 1e-2, a, ad);
 			ma = tn_buf(a, n * n), mo = tn_buf(NULL, n * n);
-			CHECK(clp_ref_shampoo_inv_root(ad, n, 4, ref) == 0, "reference");
+			CHECK(clp_ref_shampoo_inv_root(ad, n, 4, CLP_SHAMPOO_RIDGE, ref) == 0, "reference");
 			CHECK_OK(clp_shampoo_inv_root(ctx, clp_buf_at(ma, 0), n, 4, ITERS, &w,
 						      clp_buf_at(mo, 0)));
 			tn_get(mo, 0, got, n * n);
@@ -217,7 +217,8 @@ static void test_update(void)
 					clp_buf_at(mri, 0), rows, cols, &hp,
 					step == 2 ? clp_buf_at(ms, 0) : clp_buf_at(NULL, 0), 0.75f, &w));
 				CHECK(clp_ref_shampoo_step(rp, rb, rl, rr, rli, rri, g, rows, cols, &hp,
-							   step == 2 ? 0.375 : 0.75) == 0,
+							   step == 2 ? 0.375 : 0.75,
+							   CLP_SHAMPOO_RIDGE) == 0,
 				      "reference");
 			}
 			/* statistics from 0.5 I (kappa <= ~100: the ill-conditioned roots are
