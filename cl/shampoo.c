@@ -115,9 +115,14 @@ clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int
 					       1.0f + 1.0f / (float)p));
 		/* X' = X T */
 		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, x, n, t, n, 0.0f, x2, n));
-		/* T^p by repeated products into tt (t keeps T) */
+		/* T^p by repeated products into tt (t keeps T); T^4 as (T^2)^2 */
 		if (p == 1) {
 			CLP_TRY(clp_cl_copy(ctx, tt, t, n * n));
+		} else if (p == 4) {
+			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, m2,
+					    n));
+			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, m2, n, m2, n, 0.0f, tt,
+					    n));
 		} else {
 			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, tt,
 					    n));
@@ -171,5 +176,5 @@ double clp_shampoo_root_flops(size_t d, int iters)
 {
 	const double dd = (double)d;
 
-	return (double)iters * (CLP_SHAMPOO_ROOT + 1) * 2.0 * dd * dd * dd;
+	return (double)iters * 4 * 2.0 * dd * dd * dd; /* X T, T T, (T T)^2, T^4 M */
 }

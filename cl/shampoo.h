@@ -64,7 +64,7 @@ clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_b
 			      size_t cols, const clp_shampoo_hp *hp, clp_buf stats, float gscale,
 			      const clp_shampoo_work *w);
 
-/* Coupled Newton iterations of one root as GEMM flops: 5 products of d^3 each (2 d^3 flops). */
+/* Coupled Newton iterations of one 4th root as GEMM flops: 4 products of 2 d^3 flops each. */
 double clp_shampoo_root_flops(size_t d, int iters);
 
 #endif
