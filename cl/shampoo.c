@@ -2,6 +2,8 @@
  * Newton iteration for inverse roots and the step's products on the engine's GEMM. */
 #include "cl/shampoo.h"
 
+#include <math.h>
+
 #include "cl/gemm.h"
 #include "cl/nn_internal.h"
 #include "cl/ops.h"
@@ -94,6 +96,40 @@ clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u,
 	return run_ew(ctx, k, "shampoo_apply", n);
 }
 
+clp_status clp_shampoo_graft_dir(clp_cl_ctx *ctx, clp_buf x, clp_buf v, clp_buf a, size_t n,
+				 float beta2, float bc2, float eps, clp_buf stats)
+{
+	cl_kernel k;
+	cl_ulong xo = x.off, vo = v.off, ao = a.off, nn = n, so = stats.off;
+	cl_int has = stats.mem != NULL;
+	cl_mem sm = has ? stats.mem : x.mem;
+
+	if (!(beta2 >= 0.0f && beta2 < 1.0f) || !(bc2 > 0.0f) || !(eps > 0.0f))
+		return clp_error(CLP_ERR_INVALID, "shampoo graft: beta2 %g in [0, 1), bias "
+				 "correction %g and eps %g > 0", beta2, bc2, eps);
+	if (!n)
+		return CLP_OK;
+	CLP_TRY(kernel(ctx, "clp_shampoo_graft_dir", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 13, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(v.mem), CLP_ARG(vo),
+			    CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(nn), CLP_ARG(beta2), CLP_ARG(bc2),
+			    CLP_ARG(eps), CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
+	return run_ew(ctx, k, "shampoo_graft_dir", n);
+}
+
+clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t n,
+				   clp_buf nrm)
+{
+	cl_kernel k;
+	cl_ulong uo = u.off, ao = a.off, nn = n, no = nrm.off;
+
+	if (!n)
+		return CLP_OK;
+	CLP_TRY(kernel(ctx, "clp_shampoo_graft_scale", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(u.mem), CLP_ARG(uo), CLP_ARG(a.mem), CLP_ARG(ao),
+			    CLP_ARG(nn), CLP_ARG(nrm.mem), CLP_ARG(no)));
+	return run_ew(ctx, k, "shampoo_graft_scale", n);
+}
+
 /* r[0] M, r[1] M', r[2] T, r[3] T T (then T^p), r[4] X', out X; the products of M, X and T
  * commute (polynomials in a), so X T and T^p M need no particular side. */
 clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int iters,
@@ -143,7 +179,7 @@ clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int
 	return CLP_OK;
 }
 
-clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf v, clp_buf grad,
 			      clp_buf l, clp_buf r, clp_buf li, clp_buf ri, size_t rows,
 			      size_t cols, const clp_shampoo_hp *hp, clp_buf stats, float gscale,
 			      const clp_shampoo_work *w)
@@ -168,6 +204,16 @@ clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_b
 			    w->r[0], cols));
 	CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, rows, cols, cols, 1.0f, w->r[0], cols, ri, cols,
 			    0.0f, w->u, cols));
+	if (hp->graft) { /* a into r[1]; ||u||, ||a|| into nrm[0], nrm[1] */
+		const clp_buf a = w->r[1], n1 = clp_buf_at(w->nrm.mem, w->nrm.off + 1);
+		const double bc2 = 1.0 - pow((double)hp->beta2, (double)(hp->t > 0 ? hp->t : 1));
+
+		CLP_TRY(clp_shampoo_graft_dir(ctx, w->x, v, a, n, hp->beta2, (float)bc2, hp->eps,
+					      stats));
+		CLP_TRY(clp_cl_nrm2(ctx, w->nrm, w->u, n));
+		CLP_TRY(clp_cl_nrm2(ctx, n1, a, n));
+		CLP_TRY(clp_shampoo_graft_scale(ctx, w->u, a, n, w->nrm));
+	}
 	return clp_shampoo_apply(ctx, param, buf, w->u, n, (float)(1.0 - (double)hp->lr *
 						       hp->weight_decay), hp->lr, stats);
 }

@@ -33,10 +33,17 @@ typedef struct clp_shampoo_hp {
 	int first;          /* 1 on the tensor's first step: x = g */
 	int refresh;        /* 1: recompute the inverse roots this step */
 	int iters;          /* coupled Newton iterations per root */
+	/* Grafting (an extension, not in the package: Scalable Shampoo's layer-wise graft): 1
+	 * scales u to the Frobenius norm of Adam's direction of x, a = x / (sqrt(v / (1 -
+	 * beta2^t)) + eps) with v = beta2 v + (1 - beta2) x^2 (v: the caller's buffer), and takes
+	 * a itself while u = 0 (before the first roots). */
+	int graft;
+	float beta2, eps;
+	long t;             /* the 1-based step, for v's bias correction */
 } clp_shampoo_hp;
 
 /* Device scratch for tensors up to rows x cols and roots up to d x d, d = max(rows, cols): x
- * and u of rows x cols floats, r[0..5] of d x d, nrm of 1 float. */
+ * and u of rows x cols floats, r[0..5] of d x d, nrm of 2 floats. */
 typedef struct clp_shampoo_work {
 	clp_buf x, u, r[6], nrm;
 } clp_shampoo_work;
@@ -57,9 +64,14 @@ clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u,
 clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int iters,
 				const clp_shampoo_work *w, clp_buf out);
 
-/* One Shampoo step of param (rows x cols) with momentum buffer buf, statistics l, r and
- * their inverse roots li, ri, and gradient grad. */
-clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+clp_status clp_shampoo_graft_dir(clp_cl_ctx *ctx, clp_buf x, clp_buf v, clp_buf a, size_t n,
+				 float beta2, float bc2, float eps, clp_buf stats);
+clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t n,
+				   clp_buf nrm);
+
+/* One Shampoo step of param (rows x cols) with momentum buffer buf, the graft's second moment
+ * v (only with hp->graft), statistics l, r and their inverse roots li, ri, and gradient grad. */
+clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf v, clp_buf grad,
 			      clp_buf l, clp_buf r, clp_buf li, clp_buf ri, size_t rows,
 			      size_t cols, const clp_shampoo_hp *hp, clp_buf stats, float gscale,
 			      const clp_shampoo_work *w);

@@ -90,3 +90,43 @@ __kernel void clp_shampoo_apply(__global float *p, ulong po, __global float *buf
 		p[i] = p[i] * decay_mul - lr * u[i];
 	}
 }
+
+/* The graft's direction (Adam's normalisation of x, as Scalable Shampoo's RMSProp graft):
+ * v = beta2 v + (1 - beta2) x^2;  a = x / (sqrt(v / bc2) + eps), bc2 = 1 - beta2^t; nothing
+ * (v kept, a = 0) when the non-finite flag stats[1] is set. */
+__kernel void clp_shampoo_graft_dir(__global const float *x, ulong xo, __global float *v,
+				    ulong vo, __global float *a, ulong ao, ulong n, float beta2,
+				    float bc2, float eps, __global const float *stats, ulong so,
+				    int has_stats)
+{
+	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n, i0 + NN_EW_CHUNK);
+	const int skip = has_stats && stats[so + 1] != 0.0f;
+
+	x += xo;
+	v += vo;
+	a += ao;
+	for (ulong i = i0; i < i1; i++) {
+		if (skip) {
+			a[i] = 0.0f;
+			continue;
+		}
+		const float vi = beta2 * v[i] + (1.0f - beta2) * x[i] * x[i];
+
+		v[i] = vi;
+		a[i] = x[i] / (sqrt(vi / bc2) + eps);
+	}
+}
+
+/* u = u ||a|| / ||u|| (nrm[0] = ||u||_F, nrm[1] = ||a||_F), or a where ||u|| = 0 (before the
+ * first roots) */
+__kernel void clp_shampoo_graft_scale(__global float *u, ulong uo, __global const float *a,
+				      ulong ao, ulong n, __global const float *nrm, ulong no)
+{
+	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n, i0 + NN_EW_CHUNK);
+	const float nu = nrm[no], na = nrm[no + 1];
+
+	u += uo;
+	a += ao;
+	for (ulong i = i0; i < i1; i++)
+		u[i] = nu > 0.0f ? u[i] * (na / nu) : a[i];
+}

@@ -92,7 +92,8 @@ static double lerp(double s, double e, double w)
 	return w < 0.5 ? s + w * (e - s) : e - (e - s) * (1.0 - w);
 }
 
-int clp_ref_shampoo_step(double *p, double *buf, double *l, double *r, double *li, double *ri,
+int clp_ref_shampoo_step(double *p, double *buf, double *v, double *l, double *r, double *li,
+			 double *ri,
 			 const float *g, size_t rows, size_t cols, const clp_shampoo_hp *hp,
 			 double gscale, double ridge)
 {
@@ -142,6 +143,18 @@ int clp_ref_shampoo_step(double *p, double *buf, double *l, double *r, double *l
 				s += t[i * cols + k] * ri[k * cols + j];
 			buf[i * cols + j] = s;
 		}
+	if (hp->graft) {
+		const double bc2 = 1.0 - pow((double)hp->beta2, (double)(hp->t > 0 ? hp->t : 1));
+		double nu = 0, na = 0;
+
+		for (size_t i = 0; i < n; i++) { /* t = Adam's direction of x */
+			v[i] = hp->beta2 * v[i] + (1.0 - hp->beta2) * x[i] * x[i];
+			t[i] = x[i] / (sqrt(v[i] / bc2) + hp->eps);
+			nu += buf[i] * buf[i], na += t[i] * t[i];
+		}
+		for (size_t i = 0; i < n; i++)
+			buf[i] = nu > 0 ? buf[i] * sqrt(na) / sqrt(nu) : t[i];
+	}
 	for (size_t i = 0; i < n; i++)
 		p[i] = p[i] * (1.0 - (double)hp->lr * hp->weight_decay) - hp->lr * buf[i];
 	free(x), free(t);

@@ -73,9 +73,16 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 	const clp_exec_shampoo_step *set = settings;
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
 	clp_exec_counts c;
-	clp_shampoo_hp hp = {set->lr, set->adamw.weight_decay, m->o.momentum,
-			     set->adamw.step == 1, set->adamw.step % m->o.interval == 0,
-			     m->o.iters};
+	clp_shampoo_hp hp = {set->lr,
+			     set->adamw.weight_decay,
+			     m->o.momentum,
+			     set->adamw.step == 1,
+			     set->adamw.step % m->o.interval == 0,
+			     m->o.iters,
+			     m->o.graft,
+			     set->adamw.beta2,
+			     set->adamw.eps,
+			     set->adamw.step};
 
 	clp_exec_step_counts(e, &c);
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
@@ -98,7 +105,8 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 
 			if (sm)
 				CLP_TRY(clp_shampoo_update(
-					ctx, p, mom, g, clp_buf_at(sm, set_off(r, cc, 0)),
+					ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
+					clp_buf_at(sm, set_off(r, cc, 0)),
 					clp_buf_at(sm, set_off(r, cc, 1)),
 					clp_buf_at(sm, set_off(r, cc, 2)),
 					clp_buf_at(sm, set_off(r, cc, 3)), r, cc, &hp, stats,
@@ -289,7 +297,7 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 			CLP_TRY(state_buffer(ctx, t, m->o.eps, &m->state[k][i]));
 		}
 	}
-	n[0] = n[1] = big, n[8] = 1;
+	n[0] = n[1] = big, n[8] = 2;
 	for (int i = 2; i < 8; i++)
 		n[i] = dd;
 	for (int i = 0; i < 9; i++)

@@ -2,9 +2,10 @@
  * matrices (Muon's rule, clp_exec_muon_takes: attention q/k/v and output, MLP in and out) take
  * Shampoo steps (cl/shampoo.h), every other tensor (embeddings, head, norms, biases) AdamW. The
  * momentum buffer of a Shampoo matrix is the stage's AdamW first moment of that tensor (its
- * second moment stays zero); the statistics L, R and their inverse roots are the optimizer's
+ * second moment stays zero without grafting); the statistics L, R and their inverse roots are the optimizer's
  * own state, in checkpoints as shampoo.<tensor>.{L,R,L_inv,R_inv}. The roots are refreshed in
- * the optimizer step of every `interval`-th step. */
+ * the optimizer step of every `interval`-th step. With grafting the graft's second moment is the
+ * stage's AdamW second moment of the tensor. */
 #ifndef CLP_EXEC_EXEC_SHAMPOO_H
 #define CLP_EXEC_EXEC_SHAMPOO_H
 
@@ -18,6 +19,7 @@ typedef struct clp_exec_shampoo_opts {
 	float eps;       /* the statistics start at eps I (matrix_eps, 1e-6) */
 	int interval;    /* roots refreshed when the step count is a multiple (1) */
 	int iters;       /* coupled Newton iterations per root (25) */
+	int graft;       /* scale each update to Adam's norm (clp_shampoo_hp.graft; 0) */
 } clp_exec_shampoo_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the

@@ -71,6 +71,7 @@ static clp_status shampoo_open(clp_session *s)
 		.eps = (float)s->cfg.shampoo.eps,
 		.interval = (int)s->cfg.shampoo.interval,
 		.iters = (int)s->cfg.shampoo.iters,
+		.graft = s->cfg.shampoo.graft,
 	};
 
 	return clp_exec_shampoo(s->ex, &o);

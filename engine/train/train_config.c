@@ -204,6 +204,9 @@ static const clp_cfg_field fields[] = {
 	  1, 1 << 20, NULL),
 	F(shampoo.iters, "shampoo.iters", CLP_CFG_INT, "25",
 	  "Shampoo: coupled Newton iterations per inverse root", 0, 1000, NULL),
+	F(shampoo.graft, "shampoo.graft", CLP_CFG_BOOL, "false",
+	  "Shampoo: scale each matrix's update to the norm of Adam's (optim.beta2, optim.eps)",
+	  0, 0, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),

@@ -101,6 +101,7 @@ typedef struct clp_train_config {
 		double eps;          /* the statistics start at eps I */
 		long interval;       /* roots refreshed every interval-th step */
 		long iters;          /* coupled Newton iterations per root */
+		int graft;           /* scale each update to Adam's norm (not the package's) */
 	} shampoo;
 	struct {
 		long every, batches;

@@ -29,7 +29,7 @@
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
  * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
- * comparison covers them). */
+ * comparison covers them); "shampoograft": "exact" with shampoo.graft. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -137,6 +137,7 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
 		c->shampoo.momentum = 0.5;
 		c->shampoo.eps = 1e-4;
+		c->shampoo.graft = strstr(mode, "graft") != NULL; /* shampoograft: exact */
 	}
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
@@ -336,7 +337,8 @@ static void test_equivalence(void)
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
-					     !strcmp(mode, "shampoo") || !strcmp(mode, "pfrecompute")
+					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
+					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;
 

@@ -157,7 +157,7 @@ static void test_against_reference(void)
 		cl_mem mp, mb = tn_buf(NULL, n), mg = tn_buf(NULL, n), ml, mr, m[9], dev[4];
 		cl_mem mli = tn_buf(NULL, rows * rows), mri = tn_buf(NULL, cols * cols);
 		clp_shampoo_work w;
-		clp_shampoo_hp hp = {0, (float)wd, mom, 1, 0, ITERS};
+		clp_shampoo_hp hp = {0, (float)wd, mom, 1, 0, ITERS, 0, 0, 0, 0}; /* no graft */
 		rstate z, rg;
 		char what[96];
 
@@ -169,7 +169,7 @@ static void test_against_reference(void)
 		get_arr(json_array_get(json_object_get(fx, "params0"), i), p, p0, n);
 		mp = tn_buf(p, n);
 		z = rstate_new(p0, rows, cols, eps), rg = rstate_new(p0, rows, cols, eps);
-		m[0] = tn_buf(NULL, n), m[1] = tn_buf(NULL, n), m[8] = tn_buf(NULL, 1);
+		m[0] = tn_buf(NULL, n), m[1] = tn_buf(NULL, n), m[8] = tn_buf(NULL, 2);
 		for (int k = 0; k < 6; k++)
 			m[2 + k] = tn_buf(NULL, d * d);
 		w.x = clp_buf_at(m[0], 0), w.u = clp_buf_at(m[1], 0), w.nrm = clp_buf_at(m[8], 0);
@@ -183,13 +183,13 @@ static void test_against_reference(void)
 			hp.first = t == 0;
 			hp.refresh = (t + 1) % interval == 0;
 			CHECK_OK(clp_shampoo_update(ctx, clp_buf_at(mp, 0), clp_buf_at(mb, 0),
-						    clp_buf_at(mg, 0), clp_buf_at(ml, 0),
+						    clp_buf_at(NULL, 0), clp_buf_at(mg, 0), clp_buf_at(ml, 0),
 						    clp_buf_at(mr, 0), clp_buf_at(mli, 0),
 						    clp_buf_at(mri, 0), rows, cols, &hp,
 						    clp_buf_at(NULL, 0), 1.0f, &w));
-			CHECK(clp_ref_shampoo_step(z.p, z.b, z.l, z.r, z.li, z.ri, g, rows, cols, &hp,
-						   1.0, 0.0) == 0 &&
-				      clp_ref_shampoo_step(rg.p, rg.b, rg.l, rg.r, rg.li, rg.ri, g,
+			CHECK(clp_ref_shampoo_step(z.p, z.b, NULL, z.l, z.r, z.li, z.ri, g, rows, cols,
+						   &hp, 1.0, 0.0) == 0 &&
+				      clp_ref_shampoo_step(rg.p, rg.b, NULL, rg.l, rg.r, rg.li, rg.ri, g,
 							   rows, cols, &hp, 1.0,
 							   CLP_SHAMPOO_RIDGE) == 0,
 			      "reference");
