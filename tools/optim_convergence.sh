@@ -7,7 +7,7 @@
 #   K-FAC  kfac.lr in KFAC_LRS (default 1e-3 3e-3 1e-2; AdamW base, damping 0.03, optim.lr =
 #          3e-3; PipeFisher on the pipeline, its K on one device)
 #   Shampoo shampoo.lr in SHAMPOO_LRS (default 0.03 0.1 0.3; its AdamW tensors at optim.lr =
-#          3e-3; SHAMPOO_ARGS, default --shampoo.interval=10 --shampoo.momentum=0.5)
+#          3e-3; SHAMPOO_ARGS, default --shampoo.interval=1: the roots every step)
 # (a list of one blank, e.g. KFAC_LRS=" ", leaves that optimizer out)
 # Prints the Markdown table of tools/pipefisher_plot.py (steps and training seconds to the
 # target, the summed step times: start-up and evaluations left out) and writes
@@ -68,7 +68,7 @@ for where in one pipe; do
   for lr in ${SHAMPOO_LRS:-0.03 0.1 0.3}; do
     # shellcheck disable=SC2086 # SHAMPOO_ARGS is a list of flags
     train "shampoo-$where-lr$lr" --optim.name=shampoo --optim.lr=3e-3 --shampoo.lr="$lr" \
-      ${SHAMPOO_ARGS:---shampoo.interval=10 --shampoo.momentum=0.5} "$@"
+      ${SHAMPOO_ARGS:---shampoo.interval=1} "$@"
   done
 done
 python3 "$root/tools/pipefisher_plot.py" --target "$target" --svg "$out/convergence.svg" \
