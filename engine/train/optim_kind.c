@@ -48,6 +48,42 @@ static double muon_layer_work(const clp_train_config *c, const clp_model_config 
 	return clp_exec_muon_layer_work(m, tokens, (int)c->muon.ns_steps);
 }
 
+/* Shampoo: AdamW's settings for the other tensors, its matrices' rate shampoo.lr / optim.lr
+ * times the scheduled rate. */
+static void shampoo_step(const clp_train_config *c, double lr, long t, clp_optim_step *out)
+{
+	clp_nn_adamw_hp a;
+
+	adamw_step(c, lr, t, out);
+	a = out->adamw;
+	out->shampoo = (clp_exec_shampoo_step){
+		.adamw = a,
+		.lr = (float)(c->shampoo.lr > 0 && c->optim.lr > 0
+				      ? lr * (c->shampoo.lr / c->optim.lr)
+				      : lr),
+	};
+}
+
+static clp_status shampoo_open(clp_session *s)
+{
+	const clp_exec_shampoo_opts o = {
+		.momentum = (float)s->cfg.shampoo.momentum,
+		.eps = (float)s->cfg.shampoo.eps,
+		.interval = (int)s->cfg.shampoo.interval,
+		.iters = (int)s->cfg.shampoo.iters,
+		.graft = s->cfg.shampoo.graft,
+	};
+
+	return clp_exec_shampoo(s->ex, &o);
+}
+
+static double shampoo_layer_work(const clp_train_config *c, const clp_model_config *m,
+				 size_t tokens)
+{
+	return clp_exec_shampoo_layer_work(m, tokens, (int)c->shampoo.iters,
+					   (int)c->shampoo.interval);
+}
+
 #define ALL_PRECISIONS (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16)
 
 static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
@@ -78,6 +114,18 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.step = muon_step,
 		.layer_work = muon_layer_work,
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
+		.skippipe = 1,
+		.precisions = ALL_PRECISIONS,
+	},
+	[CLP_OPTIM_SHAMPOO] = {
+		.kind = CLP_OPTIM_SHAMPOO,
+		.label = "Shampoo",
+		.open = shampoo_open,
+		.step = shampoo_step,
+		.layer_work = shampoo_layer_work,
+		/* the momentum in AdamW's m; L, R and their roots (4 (rows^2 + cols^2) bytes a
+		 * matrix) are the optimizer's own, not in the memory model */
+		.state_bytes = 8,
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},

@@ -8,6 +8,7 @@
 
 #include "cl/nn.h"
 #include "engine/exec/exec_muon.h"
+#include "engine/exec/exec_shampoo.h"
 #include "engine/train/session.h"
 #include "engine/train/train_config.h"
 
@@ -16,6 +17,7 @@
 typedef union clp_optim_step {
 	clp_nn_adamw_hp adamw; /* AdamW, and K-FAC's base optimizer */
 	clp_exec_muon_step muon; /* Muon: its matrices' rate, AdamW's settings for the rest */
+	clp_exec_shampoo_step shampoo; /* Shampoo: the same */
 } clp_optim_step;
 
 typedef struct clp_optim_info {

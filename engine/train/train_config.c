@@ -159,7 +159,7 @@ static const clp_cfg_field fields[] = {
 	  "PipeFisher: run this saved K-step cycle (JSON) instead of running the pass", 0, 0,
 	  NULL),
 	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0,
-	  "adamw|kfac|muon"),
+	  "adamw|kfac|muon|shampoo"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
 	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,
 	  NULL),
@@ -197,6 +197,22 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(muon.ns_steps, "muon.ns_steps", CLP_CFG_INT, "5", "Muon: Newton-Schulz iterations", 0,
 	  99, NULL),
+	F(shampoo.lr, "shampoo.lr", CLP_CFG_FLOAT, "0.1",
+	  "Shampoo: peak learning rate of the layers' weight matrices, same schedule (0: optim.lr)",
+	  0, 100, NULL),
+	F(shampoo.momentum, "shampoo.momentum", CLP_CFG_FLOAT, "0",
+	  "Shampoo: momentum (lerp of the gradient toward the previous update)", 0, 0.999999,
+	  NULL),
+	F(shampoo.eps, "shampoo.eps", CLP_CFG_FLOAT, "1e-6",
+	  "Shampoo: the statistics L and R start at eps I", 0, 1e6, NULL),
+	F(shampoo.interval, "shampoo.interval", CLP_CFG_INT, "1",
+	  "Shampoo: inverse roots refreshed every interval-th step (zero update before the first)",
+	  1, 1 << 20, NULL),
+	F(shampoo.iters, "shampoo.iters", CLP_CFG_INT, "25",
+	  "Shampoo: coupled Newton iterations per inverse root", 0, 1000, NULL),
+	F(shampoo.graft, "shampoo.graft", CLP_CFG_BOOL, "false",
+	  "Shampoo: scale each matrix's update to the norm of Adam's (optim.beta2, optim.eps)",
+	  0, 0, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),
@@ -253,6 +269,7 @@ static const char *const optim_names[CLP_OPTIM_NKINDS] = {
 	[CLP_OPTIM_ADAMW] = "adamw",
 	[CLP_OPTIM_KFAC] = "kfac",
 	[CLP_OPTIM_MUON] = "muon",
+	[CLP_OPTIM_SHAMPOO] = "shampoo",
 };
 
 clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
@@ -262,6 +279,7 @@ clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
 			*out = (clp_optim_kind)k;
 			return CLP_OK;
 		}
-	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer (adamw|kfac|muon)",
+	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer "
+			 "(adamw|kfac|muon|shampoo)",
 			 c->optim.name);
 }

@@ -68,7 +68,7 @@ typedef struct clp_train_config {
 		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;
 	struct {
-		char name[16];       /* adamw | kfac | muon (clp_train_optim_kind) */
+		char name[16];       /* adamw | kfac | muon | shampoo (clp_train_optim_kind) */
 		double lr, min_lr;
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
@@ -97,6 +97,14 @@ typedef struct clp_train_config {
 		int nesterov;
 		long ns_steps;       /* Newton-Schulz iterations */
 	} muon;
+	struct {                     /* optim.name = "shampoo" (docs/OPTIMIZERS.md) */
+		double lr;           /* peak learning rate of the Shampoo matrices (0: optim.lr) */
+		double momentum;
+		double eps;          /* the statistics start at eps I */
+		long interval;       /* roots refreshed every interval-th step */
+		long iters;          /* coupled Newton iterations per root */
+		int graft;           /* scale each update to Adam's norm (not the package's) */
+	} shampoo;
 	struct {
 		long every, batches;
 		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */
@@ -130,6 +138,7 @@ typedef enum clp_optim_kind {
 	CLP_OPTIM_ADAMW,
 	CLP_OPTIM_KFAC,
 	CLP_OPTIM_MUON,
+	CLP_OPTIM_SHAMPOO,
 	CLP_OPTIM_NKINDS
 } clp_optim_kind;
 /* The kind of c->optim.name; CLP_ERR_INVALID naming the value and the kinds otherwise. */

@@ -415,6 +415,18 @@ static void test_muon_opt_cost(void)
 	CHECK(ma.opt_layer_work == 0 && fabs(mm.opt_layer_work / want - 1) < 1e-12,
 	      "Muon's work per layer %.9g (want %.9g), AdamW's %g", mm.opt_layer_work, want,
 	      ma.opt_layer_work);
+	{
+		/* Shampoo (shampoo.iters 25, roots every step): per layer the statistics and
+		 * preconditioning, 4 a b (a + b) a matrix (q, k, v, o: 8 C^3 each; MLP in and out:
+		 * 80 C^3 each), and two roots a matrix, 25 x 8 d^3 each (q, k, v, o: 400 C^3 each;
+		 * in and out: 200 (C^3 + 64 C^3) each): 27792 C^3 against 72 C^2 a token */
+		clp_plan_model msh;
+
+		model(&msh, 8, 8, "shampoo");
+		CHECK(fabs(msh.opt_layer_work / (27792.0 * 1024 / (72.0 * 8 * 128)) - 1) < 1e-12,
+		      "Shampoo's work per layer %.9g (want %.9g)", msh.opt_layer_work,
+		      27792.0 * 1024 / (72.0 * 8 * 128));
+	}
 	if (!b)
 		return;
 	CHECK_OK(clp_plan_init(&p, CLP_SCHED_1F1B, 4, 1, 1, 8));

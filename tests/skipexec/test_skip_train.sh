@@ -5,8 +5,8 @@
 # evaluates it with a stage removed; (2) a path file with a swap trains and resumes (with
 # recomputation: the head stage holds no layer); (3) a path file for 5 nodes on 4 ranks is
 # refused with a message; (4) a rank that stops makes its peers' dataflow stall past the
-# deadline with a message naming the wait, and the job ends non-zero; (1b) Muon on the paths of
-# (1): its job's validation loss is its checkpoint's.
+# deadline with a message naming the wait, and the job ends non-zero; (1b) Muon and (1c) Shampoo
+# on the paths of (1): the job's validation loss is its checkpoint's.
 # Usage: test_skip_train.sh CLPIPE DATADIR WORKDIR
 set -u
 clpipe=$1
@@ -50,6 +50,17 @@ muon_val=$(sed -n 's/^eval at step 3: val loss \([0-9.]*\),.*/\1/p' "$work/m.out
 muon_eval=$(sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p' "$work/m-eval.out")
 check "[ -n '$muon_val' ] && [ '$muon_val' = '$muon_eval' ] && [ '$muon_val' != '$train_val' ]" \
 	"Muon's validation loss ($muon_val) is its checkpoint's ($muon_eval), not AdamW's ($train_val)"
+
+# 1c. the same with Shampoo (optim.name = "shampoo", dataflow like Muon; roots every step)
+timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 3 --optim.name=shampoo \
+	--skip.stage_nodes=[2,1,2] --skip.path_len=2 --skip.memory=1 --train.micro_batches=2 \
+	--ckpt.dir="$work/ck-s" >"$work/s.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'step 3/3 | loss' '$work/s.out'" "Shampoo trains with paths"
+sh_val=$(sed -n 's/^eval at step 3: val loss \([0-9.]*\),.*/\1/p' "$work/s.out")
+"$clpipe" eval --ckpt "$work/ck-s" --eval.batches=4 --train.batch=2 >"$work/s-eval.out" 2>&1
+sh_eval=$(sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p' "$work/s-eval.out")
+check "[ -n '$sh_val' ] && [ '$sh_val' = '$sh_eval' ] && [ '$sh_val' != '$train_val' ] && [ '$sh_val' != '$muon_val' ]" \
+	"Shampoo's validation loss ($sh_val) is its checkpoint's ($sh_eval), not AdamW's or Muon's"
 
 # 2. a path file (a swap, forward-first node, cap 2): 2 steps, then resumed to 3
 timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 2 --skip.paths="$paths" \

@@ -141,5 +141,48 @@ static void test_muon_entry(void)
 	}
 }
 
+/* Shampoo: as Muon (installed at opening, every precision, SkipPipe, no PipeFisher), its
+ * matrices' rate shampoo.lr / optim.lr times the scheduled one; its work per layer counts the
+ * roots once per interval */
+static void test_shampoo_entry(void)
+{
+	const clp_optim_info *m = clp_optim_info_of(CLP_OPTIM_SHAMPOO);
+	clp_train_config c;
+	clp_model_config mc;
+	clp_optim_step st;
+	double w1, w10;
+
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
+	if (!m) {
+		CHECK(0, "the Shampoo entry exists");
+		return;
+	}
+	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe &&
+	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
+	      m->state_bytes == 8 && !strcmp(m->label, "Shampoo"), "Shampoo: installed at "
+	      "opening, every precision, SkipPipe, no PipeFisher");
+	c.optim.lr = 1e-3;
+	c.shampoo.lr = 0.1;
+	m->step(&c, 5e-4, 3, &st);
+	CHECK(st.shampoo.lr == (float)(5e-4 * 100) && st.shampoo.adamw.lr == 5e-4f &&
+	      st.shampoo.adamw.step == 3, "Shampoo's rate follows the schedule: %g",
+	      st.shampoo.lr);
+	snprintf(c.optim.name, sizeof(c.optim.name), "shampoo");
+	{
+		clp_optim_kind k = CLP_OPTIM_ADAMW;
+
+		CHECK_OK(clp_train_optim_kind(&c, &k));
+		CHECK(k == CLP_OPTIM_SHAMPOO, "\"shampoo\" is CLP_OPTIM_SHAMPOO (got %d)", (int)k);
+	}
+	mc = (clp_model_config){.preset = CLP_PRESET_GPT2, .n_layer = 2, .d_model = 64,
+				.n_head = 4, .vocab = 256, .ctx = 64};
+	CHECK_OK(clp_model_config_resolve(&mc));
+	w1 = clp_exec_shampoo_layer_work(&mc, 1024, 25, 1);
+	w10 = clp_exec_shampoo_layer_work(&mc, 1024, 25, 10);
+	CHECK(w1 > w10 && w10 > 0 && m->layer_work, "the roots' work shrinks with the interval: "
+	      "%g, %g", w1, w10);
+	CHECK(clp_exec_shampoo_layer_work(&mc, 1024, 25, 0) == 0, "interval 0 is refused");
+}
+
 TH_MAIN(TH_TEST(test_choices_are_the_kinds), TH_TEST(test_entries_complete),
-	TH_TEST(test_what_each_provides), TH_TEST(test_muon_entry))
+	TH_TEST(test_what_each_provides), TH_TEST(test_muon_entry), TH_TEST(test_shampoo_entry))

@@ -1,0 +1,330 @@
+/* Shampoo in the executor (exec_shampoo.h), an optimizer of the executor's interface
+ * (exec_optim.h) on its services (exec_env.h). Its state: per Shampoo matrix of each local
+ * stage one device buffer holding L, R, L_inv, R_inv, and one scratch set sized for the largest
+ * (the stages run their updates one after another on the rank's queue). Each OPT_STEP updates
+ * every local copy of its stage tensor by tensor, in the table's order: Shampoo for the layers'
+ * weight matrices, AdamW for the rest, then refreshes the stage's 16-bit value copy. The order
+ * and the kernels are those of one device, so a pipeline with the same gradients computes the
+ * same bits. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/exec/exec_env.h"
+#include "engine/exec/exec_muon.h"
+#include "engine/exec/exec_shampoo.h"
+
+#define NSET 4 /* L, R, L_inv, R_inv */
+
+static const char *const set_names[NSET] = {"L", "R", "L_inv", "R_inv"};
+
+typedef struct sst {
+	clp_exec_shampoo_opts o;
+	int n;            /* local stages */
+	cl_mem **state;   /* [stage][tensor]: L, R, L_inv, R_inv one after another (NULL: AdamW) */
+	int *ntensors;
+	cl_mem mem[9];    /* scratch: x, u, r[0..5], nrm */
+	clp_shampoo_work w;
+	float **host;     /* a checkpoint's copies, kept until the next save */
+	int nhost;
+} sst;
+
+/* Offset (floats) of set s in a rows x cols matrix's state buffer. */
+static size_t set_off(size_t rows, size_t cols, int s)
+{
+	const size_t l = rows * rows, r = cols * cols;
+
+	return s == 0 ? 0 : s == 1 ? l : s == 2 ? l + r : 2 * l + r;
+}
+
+static size_t set_dim(const clp_tensor_desc *t, int s)
+{
+	return s % 2 == 0 ? t->shape[0] : t->shape[1];
+}
+
+double clp_exec_shampoo_layer_work(const clp_model_config *m, size_t tokens, int iters,
+				   int interval)
+{
+	clp_param_table t;
+	double work = 0, w = 0;
+
+	if (!tokens || m->n_layer < 1 || interval < 1 ||
+	    clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors; i++) {
+		const clp_tensor_desc *d = &t.tensors[i];
+		double a = (double)d->shape[0], b = (double)d->shape[1];
+
+		if (d->ndim == 2)
+			w += a * b;
+		if (!clp_exec_muon_takes(d))
+			continue;
+		/* L, R += and L_inv x R_inv: 2 a b (a + b) flops each pair */
+		work += 4 * a * b * (a + b);
+		work += (clp_shampoo_root_flops(d->shape[0], iters) +
+			 clp_shampoo_root_flops(d->shape[1], iters)) / interval;
+	}
+	clp_param_table_free(&t);
+	return w > 0 ? work / (6 * w * (double)tokens) : 0;
+}
+
+static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const void *settings)
+{
+	const sst *m = state;
+	const clp_exec_shampoo_step *set = settings;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	clp_exec_counts c;
+	clp_shampoo_hp hp = {set->lr,
+			     set->adamw.weight_decay,
+			     m->o.momentum,
+			     set->adamw.step == 1,
+			     set->adamw.step % m->o.interval == 0,
+			     m->o.iters,
+			     m->o.graft,
+			     set->adamw.beta2,
+			     set->adamw.eps,
+			     set->adamw.step};
+
+	clp_exec_step_counts(e, &c);
+	for (int k = 0; k < clp_exec_nstages(e); k++) {
+		clp_stage *st;
+		const clp_param_table *tab;
+		clp_buf stats;
+
+		if (clp_exec_stage_id(e, k) != stage)
+			continue;
+		st = clp_exec_stage(e, k, NULL);
+		tab = clp_stage_table(st);
+		stats = clp_stage_stats(st);
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+			clp_buf p = clp_stage_tensor(st, CLP_ST_PARAM, i);
+			clp_buf mom = clp_stage_tensor(st, CLP_ST_ADAM_M, i);
+			clp_buf g = clp_stage_tensor(st, CLP_ST_GRAD, i);
+			cl_mem sm = m->state[k][i];
+			size_t r = t->shape[0], cc = t->shape[1];
+
+			if (sm)
+				CLP_TRY(clp_shampoo_update(
+					ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
+					clp_buf_at(sm, set_off(r, cc, 0)),
+					clp_buf_at(sm, set_off(r, cc, 1)),
+					clp_buf_at(sm, set_off(r, cc, 2)),
+					clp_buf_at(sm, set_off(r, cc, 3)), r, cc, &hp, stats,
+					1.0f / c.loss_scale, &m->w));
+			else
+				CLP_TRY(clp_nn_adamw_update(ctx, p, mom,
+							    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
+							    t->numel, &set->adamw, t->decay, stats,
+							    1.0f / c.loss_scale));
+		}
+		CLP_TRY(clp_stage_refresh_values(st));
+	}
+	return CLP_OK;
+}
+
+static void free_host(sst *m)
+{
+	for (int i = 0; i < m->nhost; i++)
+		free(m->host[i]);
+	free(m->host);
+	m->host = NULL;
+	m->nhost = 0;
+}
+
+/* The sets of every Shampoo matrix this rank saves (clp_exec_owns), under shampoo.<name>.<set>. */
+static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
+{
+	sst *m = state;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	int n = 0;
+
+	free_host(m);
+	for (int k = 0; k < m->n; k++)
+		n += NSET * m->ntensors[k];
+	if (!(m->host = calloc((size_t)n + 1, sizeof(float *))))
+		return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory saving a checkpoint");
+	for (int k = 0; k < m->n; k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+
+			if (!m->state[k][i] || !clp_exec_owns(e, k, i))
+				continue;
+			for (int s = 0; s < NSET; s++) {
+				size_t d = set_dim(t, s);
+				int64_t shape[2] = {(int64_t)d, (int64_t)d};
+				float *h = malloc(d * d * sizeof(float) + 1);
+				char name[CLP_MAX_NAME + 32];
+
+				if (!h)
+					return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory "
+							 "saving a checkpoint");
+				m->host[m->nhost++] = h;
+				snprintf(name, sizeof(name), "shampoo.%s.%s", t->name, set_names[s]);
+				CLP_TRY(clp_cl_read(ctx, m->state[k][i],
+						    set_off(t->shape[0], t->shape[1], s) * 4, d * d * 4,
+						    h));
+				CLP_TRY(clp_ckpt_writer_add(w, CLP_CKPT_OPTIM, name, h, 2, shape));
+			}
+		}
+	}
+	return CLP_OK;
+}
+
+static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
+{
+	sst *m = state;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+
+	for (int k = 0; k < m->n; k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+
+			if (!m->state[k][i])
+				continue;
+			for (int s = 0; s < NSET; s++) {
+				size_t d = set_dim(t, s);
+				int64_t shape[2] = {(int64_t)d, (int64_t)d};
+				float *h = malloc(d * d * sizeof(float) + 1);
+				char name[CLP_MAX_NAME + 32];
+				clp_status st;
+
+				if (!h)
+					return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory "
+							 "loading a checkpoint");
+				snprintf(name, sizeof(name), "shampoo.%s.%s", t->name, set_names[s]);
+				if (!clp_ckpt_find(c, CLP_CKPT_OPTIM, name)) {
+					free(h);
+					return clp_error(CLP_ERR_NOT_FOUND, "%s: no %s; the checkpoint "
+							 "was not written by a Shampoo run",
+							 clp_ckpt_path(c), name);
+				}
+				st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, h, 2, shape);
+				if (st == CLP_OK)
+					st = clp_cl_write(ctx, m->state[k][i],
+							  set_off(t->shape[0], t->shape[1], s) * 4,
+							  d * d * 4, h);
+				free(h);
+				CLP_TRY(st);
+			}
+		}
+	}
+	return CLP_OK;
+}
+
+static void shampoo_free(clp_exec *e, void *state)
+{
+	sst *m = state;
+
+	(void)e;
+	if (!m)
+		return;
+	free_host(m);
+	for (int k = 0; m->state && k < m->n; k++) {
+		for (int i = 0; m->state[k] && i < m->ntensors[k]; i++)
+			if (m->state[k][i])
+				clReleaseMemObject(m->state[k][i]);
+		free(m->state[k]);
+	}
+	free(m->state);
+	free(m->ntensors);
+	for (int i = 0; i < 9; i++)
+		if (m->mem[i])
+			clReleaseMemObject(m->mem[i]);
+	free(m);
+}
+
+static const clp_exec_optim exec_shampoo_optim = {
+	.name = "Shampoo",
+	.dataflow = 1,
+	.stage_step = shampoo_stage_step,
+	.save = shampoo_save,
+	.load = shampoo_load,
+	.free = shampoo_free,
+};
+
+/* The state buffer of a rows x cols matrix: L = R = eps I, the roots 0 (pytorch-optimizer's
+ * start: before the first refresh the update is zero). */
+static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, cl_mem *out)
+{
+	const size_t r = t->shape[0], c = t->shape[1], n = set_off(r, c, 3) + c * c;
+	float *h = calloc(n, sizeof(float));
+	clp_status st;
+
+	if (!h)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (size_t i = 0; i < r; i++)
+		h[i * r + i] = eps;
+	for (size_t i = 0; i < c; i++)
+		h[set_off(r, c, 1) + i * c + i] = eps;
+	st = clp_cl_buffer(ctx, n * sizeof(float), "shampoo state", out);
+	if (st == CLP_OK)
+		st = clp_cl_write(ctx, *out, 0, n * sizeof(float), h);
+	free(h);
+	return st;
+}
+
+static clp_status shampoo_alloc(clp_exec *e, sst *m)
+{
+	static const char *const names[9] = {"shampoo x", "shampoo u", "shampoo r0",
+					     "shampoo r1", "shampoo r2", "shampoo r3",
+					     "shampoo r4", "shampoo r5", "shampoo norm"};
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	size_t big = 1, dd = 1, n[9];
+
+	m->n = clp_exec_nstages(e);
+	m->state = calloc((size_t)m->n + 1, sizeof(*m->state));
+	m->ntensors = calloc((size_t)m->n + 1, sizeof(int));
+	if (!m->state || !m->ntensors)
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int k = 0; k < m->n; k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		m->ntensors[k] = tab->ntensors;
+		if (!(m->state[k] = calloc((size_t)tab->ntensors + 1, sizeof(cl_mem))))
+			return clp_error(CLP_ERR_NOMEM, "out of host memory");
+		for (int i = 0; i < tab->ntensors; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+			size_t d = t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1];
+
+			if (!clp_exec_muon_takes(t))
+				continue;
+			big = t->numel > big ? t->numel : big;
+			dd = d * d > dd ? d * d : dd;
+			CLP_TRY(state_buffer(ctx, t, m->o.eps, &m->state[k][i]));
+		}
+	}
+	n[0] = n[1] = big, n[8] = 2;
+	for (int i = 2; i < 8; i++)
+		n[i] = dd;
+	for (int i = 0; i < 9; i++)
+		CLP_TRY(clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]));
+	m->w.x = clp_buf_at(m->mem[0], 0), m->w.u = clp_buf_at(m->mem[1], 0);
+	for (int i = 0; i < 6; i++)
+		m->w.r[i] = clp_buf_at(m->mem[2 + i], 0);
+	m->w.nrm = clp_buf_at(m->mem[8], 0);
+	return CLP_OK;
+}
+
+clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
+{
+	sst *m;
+	clp_status s;
+
+	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || !(o->eps >= 0.0f) ||
+	    o->interval < 1 || o->iters < 0 || o->iters > 1000)
+		return clp_error(CLP_ERR_INVALID, "shampoo: momentum %g must be in [0, 1), eps %g "
+				 ">= 0, interval %d >= 1 and iters %d in 0..1000", o->momentum,
+				 o->eps, o->interval, o->iters);
+	if (!(m = calloc(1, sizeof(*m))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	m->o = *o;
+	if ((s = shampoo_alloc(e, m)) != CLP_OK) {
+		shampoo_free(e, m);
+		return s;
+	}
+	return clp_exec_set_optim(e, &exec_shampoo_optim, m);
+}
