@@ -66,6 +66,8 @@ typedef struct clp_exec_data {
 	uint64_t seed;
 	uint32_t step;
 	const float *inv_mb;
+	uint32_t mb_base; /* the global index of micro-batch 0 (a replica's share: r M); names
+			   * the dropout streams only (clp_stage_mb.stream_base) */
 } clp_exec_data;
 
 typedef struct clp_exec_result {

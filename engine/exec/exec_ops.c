@@ -89,6 +89,7 @@ static clp_stage_mb mb_of(const clp_exec *e, const clp_exec_data *d, int slot, i
 		.tokens = d->tokens + o,
 		.types = d->types ? d->types + o : NULL,
 		.targets = d->targets + o,
+		.stream_base = d->mb_base,
 	};
 }
 

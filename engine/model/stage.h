@@ -77,9 +77,13 @@ clp_buf clp_stage_unit(const clp_stage *st, clp_stage_what w, int unit);
  * on the stage with the head; -1 = no loss at that position). */
 typedef struct clp_stage_mb {
 	int slot;
-	uint32_t step, micro_batch; /* name the dropout streams */
+	uint32_t step, micro_batch; /* micro_batch: the index K-FAC keeps its inputs under */
 	uint64_t seed;
 	const int32_t *tokens, *types, *targets;
+	/* The dropout streams are named by (seed, step, micro_batch + stream_base): a replica's
+	 * micro-batches pass the global index of its first one (replica r of M each: r M), so
+	 * they draw the masks one device draws for them; 0 elsewhere. */
+	uint32_t stream_base;
 } clp_stage_mb;
 
 /* Skip layers (global layer indices; n = 0 clears): their forward passes the residual stream

@@ -29,8 +29,9 @@ clp_status stage_dropout(clp_stage *st, clp_buf x, size_t n, const clp_stage_mb 
 
 	if (st->cfg.dropout <= 0.0f)
 		return CLP_OK;
-	CLP_TRY(clp_rng_stream_init(&rs, mb->seed, mb->step, mb->micro_batch,
-				    (uint32_t)(layer * 8 + site), CLP_RNG_DROPOUT));
+	CLP_TRY(clp_rng_stream_init(&rs, mb->seed, mb->step,
+				    mb->micro_batch + mb->stream_base, (uint32_t)(layer * 8 + site),
+				    CLP_RNG_DROPOUT));
 	if (backward)
 		return clp_nn_dropout_backward(st->ctx, dx, x, n, st->cfg.dropout, &rs);
 	return clp_nn_dropout_forward(st->ctx, x, x, n, st->cfg.dropout, &rs);

@@ -51,7 +51,8 @@ static clp_status dropped(clp_stage *st, int blk, clp_stage_linear lin, clp_buf 
 	if (!mb)
 		return clp_error(CLP_ERR_STATE, "stage: LoRA dropout outside a micro-batch's "
 				 "forward or backward");
-	CLP_TRY(clp_rng_stream_init(rs, mb->seed, mb->step, mb->micro_batch,
+	CLP_TRY(clp_rng_stream_init(rs, mb->seed, mb->step,
+				    mb->micro_batch + mb->stream_base,
 				    (uint32_t)((blk - 1) * 8 + 3 + (int)lin), CLP_RNG_DROPOUT));
 	*xd = st->lora_x;
 	return clp_nn_dropout_forward(st->ctx, *xd, x, n, st->cfg.lora_dropout, rs);

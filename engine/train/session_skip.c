@@ -353,7 +353,7 @@ clp_status sess_skip_eval_forward(clp_session *s, float inv_count, double *loss)
 	for (int m = 0; m < s->M; m++) {
 		size_t o = (size_t)m * s->N;
 		clp_stage_mb mb = {0, 0, (uint32_t)m, (uint64_t)s->cfg.train.seed, s->in + o,
-				   s->types + o, s->tg + o};
+				   s->types + o, s->tg + o, 0};
 		float l = 0;
 		clp_buf b;
 

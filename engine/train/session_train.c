@@ -99,6 +99,7 @@ static clp_exec_data replica_data(const clp_session *s, size_t valid, uint32_t s
 		.inv_count = valid ? 1.0f / (float)valid : 0.0f,
 		.seed = (uint64_t)s->cfg.train.seed,
 		.step = step,
+		.mb_base = (uint32_t)rep * (uint32_t)s->M,
 	};
 }
 

@@ -113,7 +113,7 @@ static void train(clp_comm *comm, const clp_sched *s, counted *c, double *loss)
 	for (int step = 0; step < STEPS; step++) {
 		clp_nn_adamw_hp hp = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
 				      .weight_decay = 0.1f, .step = step + 1};
-		clp_exec_data d = {tok, NULL, tg, 1.0f / (MB * BB * TT), 3, (uint32_t)step, NULL};
+		clp_exec_data d = {tok, NULL, tg, 1.0f / (MB * BB * TT), 3, (uint32_t)step, NULL, 0};
 		clp_exec_result r = {0};
 
 		if (c)

@@ -29,7 +29,9 @@
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
  * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
- * comparison covers them); "shampoograft": "exact" with shampoo.graft. */
+ * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
+ * model.dropout = 0.1: a replica's micro-batches draw the dropout masks of their global
+ * indices (replica r's m-th is r M + m), the ones one device draws for them. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,6 +141,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.eps = 1e-4;
 		c->shampoo.graft = strstr(mode, "graft") != NULL; /* shampoograft: exact */
 	}
+	if (!strcmp(mode, "dropout"))
+		c->model.dropout = 0.1;
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
 		c->kfac.interval = 2;

@@ -90,7 +90,7 @@ static void check_loss(const char *name, const clp_model_config *m, clp_ckpt *ck
 	for (size_t i = 0; i < B * T; i++)
 		valid += tg[i] >= 0;
 	{
-		clp_stage_mb mb = {0, 0, 0, 7, in, types, tg};
+		clp_stage_mb mb = {0, 0, 0, 7, in, types, tg, 0};
 		clp_buf l = clp_stage_loss(st, 0);
 
 		CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)valid));
@@ -128,7 +128,7 @@ static void check_greedy(const char *name, const clp_model_config *m, clp_ckpt *
 		seq[i] = (int32_t)json_integer_value(json_array_get(prompt, i));
 	for (size_t k = n; dl && k < total; k++) {
 		size_t len = k < T ? k : T, best = 0;
-		clp_stage_mb mb = {0, 0, 0, 7, win, NULL, tg};
+		clp_stage_mb mb = {0, 0, 0, 7, win, NULL, tg, 0};
 
 		memset(win, 0, T * sizeof(int32_t));
 		memcpy(win, seq + k - len, len * sizeof(int32_t));

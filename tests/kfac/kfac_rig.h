@@ -87,7 +87,7 @@ static inline int rig_open(rig *r, clp_preset preset, uint64_t seed)
  * to the host (the optimizer's tap takes the factors during the backward). */
 static inline void rig_fwd_bwd(rig *r, uint32_t step, int m)
 {
-	clp_stage_mb mb = {0, step, (uint32_t)m, 7, r->tok[m], r->types[m], r->tg[m]};
+	clp_stage_mb mb = {0, step, (uint32_t)m, 7, r->tok[m], r->types[m], r->tg[m], 0};
 	float inv = 1.0f / (float)r->count;
 
 	CHECK_OK(clp_stage_forward(r->st, &mb, inv));

@@ -401,7 +401,7 @@ static void deferred(clp_preset preset)
 		CHECK_ERR(clp_kfac_opt_curv_a(a.k, 0, 0, 0), CLP_ERR_STATE, "tap", NULL);
 		for (int m = 0; m < RIG_M; m++) {
 			clp_stage_mb mb = {0, (uint32_t)step, (uint32_t)m, 7, b.tok[m], b.types[m],
-					   b.tg[m]};
+					   b.tg[m], 0};
 
 			rig_fwd_bwd(&a, (uint32_t)step, m);
 			CHECK_OK(clp_stage_forward(b.st, &mb, 1.0f / (float)b.count));
@@ -432,7 +432,7 @@ static void deferred(clp_preset preset)
 	CHECK_OK(clp_kfac_opt_step_begin(b.k, 2, (double)b.count, (double)(b.N * RIG_M), NULL));
 	for (int m = 0; m < 3; m++) {
 		clp_stage_mb mb = {0, 2, (uint32_t)m, 7, b.tok[m % RIG_M], b.types[m % RIG_M],
-				   b.tg[m % RIG_M]};
+				   b.tg[m % RIG_M], 0};
 
 		CHECK_OK(clp_stage_forward(b.st, &mb, 1.0f / (float)b.count));
 		if (m < 2)

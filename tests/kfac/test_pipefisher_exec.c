@@ -87,7 +87,7 @@ static clp_stage *serial(int K, int steps)
 		CHECK_OK(clp_stage_zero_grads(st));
 		CHECK_OK(clp_kfac_opt_step_begin(k, t, NN * M, NN * M, &collect));
 		for (int m = 0; m < M; m++) {
-			clp_stage_mb mb = {0, (uint32_t)t, (uint32_t)m, 7, tok, NULL, tg};
+			clp_stage_mb mb = {0, (uint32_t)t, (uint32_t)m, 7, tok, NULL, tg, 0};
 
 			batch(t, m, tok, tg);
 			CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (NN * M)));
@@ -173,7 +173,7 @@ static void run_op(const clp_op *op, int r, long t, int cycle0, clp_stage **st, 
 		   cl_mem pend, int32_t (*tok)[NN], int32_t (*tg)[NN])
 {
 	int l0 = clp_stage_first_layer(st[r]);
-	clp_stage_mb mb = {op->mb, (uint32_t)t, (uint32_t)op->mb, 7, tok[op->mb], NULL, tg[op->mb]};
+	clp_stage_mb mb = {op->mb, (uint32_t)t, (uint32_t)op->mb, 7, tok[op->mb], NULL, tg[op->mb], 0};
 	clp_nn_adamw_hp hp = hp0;
 
 	hp.step = t + 1;

@@ -65,7 +65,7 @@ static float *get(clp_stage *st, clp_stage_what w, int i)
 
 static void step(clp_stage *st, const struct run *r)
 {
-	clp_stage_mb mb = {0, 0, 0, 7, r->tokens, r->types, r->targets};
+	clp_stage_mb mb = {0, 0, 0, 7, r->tokens, r->types, r->targets, 0};
 
 	CHECK_OK(clp_stage_zero_grads(st));
 	CHECK_OK(clp_stage_forward(st, &mb, 1.0f / r->valid));

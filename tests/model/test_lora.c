@@ -60,7 +60,7 @@ static float *get(clp_stage *st, clp_stage_what w, int i)
 
 static double step(clp_stage *st, struct run *r)
 {
-	clp_stage_mb mb = {0, 0, 0, 7, r->tokens, r->types, r->targets};
+	clp_stage_mb mb = {0, 0, 0, 7, r->tokens, r->types, r->targets, 0};
 	float loss = NAN;
 
 	CHECK_OK(clp_stage_zero_grads(st));

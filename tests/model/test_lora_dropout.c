@@ -114,7 +114,7 @@ static void check_branch(clp_preset p, float drop)
 {
 	clp_model_config c = config(p, drop);
 	clp_stage *st = make(&c, 0);
-	clp_stage_mb mb = {0, 3, 1, 99, NULL, NULL, NULL};
+	clp_stage_mb mb = {0, 3, 1, 99, NULL, NULL, NULL, 0};
 	const size_t r = 3;
 	const double s = 5.0 / 3.0;
 
@@ -307,7 +307,7 @@ next:
 static float run(clp_stage *st, const clp_model_config *c, uint32_t micro_batch, float **grads)
 {
 	int32_t tok[NR], types[NR] = {0}, tg[NR];
-	clp_stage_mb mb = {0, 5, micro_batch, 17, tok, types, tg};
+	clp_stage_mb mb = {0, 5, micro_batch, 17, tok, types, tg, 0};
 	float loss = NAN;
 	size_t off = 0;
 

@@ -135,7 +135,7 @@ static clp_stage *make_stage(struct golden *g)
 
 static void run_step(clp_stage *st, struct golden *g, uint32_t step)
 {
-	clp_stage_mb mb = {0, step, 0, 7, g->tokens, g->types, g->targets};
+	clp_stage_mb mb = {0, step, 0, 7, g->tokens, g->types, g->targets, 0};
 
 	CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)g->valid));
 	CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (float)g->valid));
@@ -293,7 +293,7 @@ static void check_fd(const char *preset)
 			free(gr);
 		}
 		if (pass > 0) {
-			clp_stage_mb mb = {0, 0, 0, 7, g.tokens, g.types, g.targets};
+			clp_stage_mb mb = {0, 0, 0, 7, g.tokens, g.types, g.targets, 0};
 			float loss;
 
 			CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)g.valid));

@@ -168,7 +168,7 @@ static void ref_run(ref *R, const clp_sched *s, const clp_skip_paths *p, const c
 		for (int mb = 0; mb < p->nmb; mb++) {
 			int path[8], n = 0;
 			clp_stage_mb x = {0, (uint32_t)step, (uint32_t)mb, SEED, tok + mb * N, NULL,
-					  tg + mb * N};
+					  tg + mb * N, 0};
 			float l = 0;
 			clp_buf lb;
 
@@ -311,7 +311,7 @@ static void run_scenario(const scenario *sc)
 	inv = malloc((size_t)p->nmb * sizeof(float));
 	for (int step = 0; step < STEPS; step++) {
 		clp_nn_adamw_hp hp = hyper(step);
-		clp_exec_data d = {tok, NULL, tg, 0.0f, SEED, (uint32_t)step, inv};
+		clp_exec_data d = {tok, NULL, tg, 0.0f, SEED, (uint32_t)step, inv, 0};
 		clp_exec_result res = {0};
 		int visited = 0;
 
