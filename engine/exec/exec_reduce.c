@@ -26,6 +26,16 @@ clp_status exec_reduce_grads(clp_exec *e, const clp_op *op, clp_stage *const *st
 		free(n);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for %s", label);
 	}
+	/* the head's share of a tied embedding held with it joins it first: summed over the
+	 * replicas with the rest (a one-stage pipeline's replicas left it out) */
+	for (int i = 0; i < nst; i++) {
+		s = clp_stage_fold_tied(st[i]);
+		if (s != CLP_OK) {
+			free(b);
+			free(n);
+			return s;
+		}
+	}
 	/* the gradients of the stages in order, the head's copy of a tied embedding left out */
 	for (int i = 0; i < nst; i++) {
 		const clp_param_table *t = clp_stage_table(st[i]);

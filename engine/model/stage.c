@@ -687,7 +687,8 @@ clp_status clp_stage_fold_tied(clp_stage *st)
 
 	if (!trains_tied_pair(st))
 		return CLP_OK;
-	return clp_cl_add(st->ctx, g, g, st->tied_grad, st->V * st->C);
+	CLP_TRY(clp_cl_add(st->ctx, g, g, st->tied_grad, st->V * st->C));
+	return clp_cl_fill(st->ctx, st->tied_grad, 0.0f, st->V * st->C); /* once only */
 }
 
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm)

@@ -128,8 +128,9 @@ clp_status clp_stage_logits(clp_stage *st, int slot, size_t row0, size_t rows, c
 clp_status clp_stage_zero_grads(clp_stage *st);
 /* A stage holding both the embedding and the tied head keeps the head's share of the
  * embedding's gradient apart, as a pipeline does when they sit on two ranks, and adds it once
- * all micro-batches are done: call this before reading gradients, the norm or the optimizer.
- * The sum (embedding + head) is then the same in both layouts, bit for bit. */
+ * all micro-batches are done: call this before reading gradients, summing them over replicas,
+ * the norm or the optimizer. The sum (embedding + head) is then the same in both layouts, bit
+ * for bit. It clears the head's share, so a second call adds nothing. */
 clp_status clp_stage_fold_tied(clp_stage *st);
 /* Sum of squares and non-finite flag of all gradients into stats (see clp_nn_grad_stats). */
 clp_status clp_stage_grad_stats(clp_stage *st, clp_buf stats, float max_norm);
