@@ -381,7 +381,8 @@ static clp_status open_model(clp_session *s)
 		.precision = s->prec,
 		.frozen = s->frozen,
 	};
-	clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1, .precision = s->prec};
+	clp_stage_opts so = {
+		.B = s->B, .T = s->T, .slots = 1, .precision = s->prec, .frozen = s->frozen};
 	size_t n;
 
 	if (s->skip) /* the path set decides the micro-batches of a step */
@@ -473,8 +474,8 @@ static clp_status open_steps(clp_session *s, clp_comm *comm, clp_ckpt **ck)
 	s->R = mode == CLP_SESSION_TRAIN ? (int)s->cfg.pipeline.replicas : 1;
 	if (*ck && mode == CLP_SESSION_TRAIN) /* train.init: what the file lacks is trained */
 		CLP_TRY(sess_init_list(s, *ck, 0));
-	if (mode == CLP_SESSION_TRAIN) /* before the stages: frozen tensors get no gradients */
-		CLP_TRY(sess_freeze(s));
+	/* before the stages: frozen tensors get no gradients (eval, sample: none has one) */
+	CLP_TRY(mode == CLP_SESSION_TRAIN ? sess_freeze(s) : sess_weights_only(s));
 	CLP_TRY(open_model(s));
 	if (*ck && mode == CLP_SESSION_TRAIN) { /* train.init: weights only */
 		CLP_TRY(sess_init_load(s, *ck));

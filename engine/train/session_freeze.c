@@ -178,3 +178,22 @@ clp_status sess_freeze(clp_session *s)
 	free(hits);
 	return st;
 }
+
+clp_status sess_all_frozen(const clp_model_config *m, unsigned char **out)
+{
+	clp_param_table t;
+
+	*out = NULL;
+	CLP_TRY(clp_param_table_build(m, 0, clp_model_nblocks(m) - 1, &t));
+	*out = malloc((size_t)t.ntensors + 1);
+	if (*out)
+		memset(*out, 1, (size_t)t.ntensors + 1);
+	clp_param_table_free(&t);
+	return *out ? CLP_OK : clp_error(CLP_ERR_NOMEM, "out of host memory");
+}
+
+clp_status sess_weights_only(clp_session *s)
+{
+	free(s->frozen);
+	return sess_all_frozen(&s->m, &s->frozen);
+}

@@ -106,6 +106,11 @@ clp_status sess_init_load(clp_session *s, clp_ckpt *c);
  * a tensor; AdamW only), before the stages are made (after sess_init_list); says how many
  * parameters remain trained. */
 clp_status sess_freeze(clp_session *s);
+/* eval and sample: every tensor frozen, so the stages hold weights only (no gradients, no
+ * optimizer moments), as the memory check counts them. */
+clp_status sess_weights_only(clp_session *s);
+/* A mask (clp_stage_opts.frozen) freezing every tensor of model m, to free(). */
+clp_status sess_all_frozen(const clp_model_config *m, unsigned char **out);
 /* model.lora_targets as linears (bit l: clp_stage_linear l) of model m ("": all four). */
 clp_status sess_lora_mask(const clp_model_config *m, const char *targets, unsigned *mask);
 /* CLP_ERR_STATE naming the call unless the session was opened in mode a or b (-1: none). */

@@ -335,10 +335,17 @@ static clp_status gather_stage(clp_session *s, int k)
 clp_status sess_skip_eval_begin(clp_session *s)
 {
 	if (sess_rank(s) == 0 && !s->eval_st) {
+		/* forward only: weights, no gradients or moments */
 		clp_stage_opts so = {.B = s->B, .T = s->T, .slots = 1, .precision = s->prec};
+		unsigned char *all = NULL;
+		clp_status st = sess_all_frozen(&s->m, &all);
 
-		CLP_TRY(clp_stage_create(&s->eval_st, s->ctx, &s->m, 0, clp_model_nblocks(&s->m) - 1,
-					 &so));
+		so.frozen = all;
+		if (st == CLP_OK)
+			st = clp_stage_create(&s->eval_st, s->ctx, &s->m, 0,
+					      clp_model_nblocks(&s->m) - 1, &so);
+		free(all);
+		CLP_TRY(st);
 	}
 	for (int k = 0; k < s->sched->nstages; k++)
 		CLP_TRY(gather_stage(s, k));

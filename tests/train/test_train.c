@@ -10,6 +10,7 @@
 
 #include "cl/base/durable.h"
 #include "engine/train/session.h"
+#include "engine/train/session_internal.h"
 #include "tests/harness.h"
 #include "tests/train_util.h"
 
@@ -90,6 +91,24 @@ static void test_refuse_other_model(void)
 	fclose(devnull);
 }
 
+/* An eval or sample stage holds weights only: no tensor has a gradient or moments. */
+static void check_weights_only(const char *what, clp_stage *st)
+{
+	const clp_param_table *t;
+	int bad = 0;
+
+	CHECK(st != NULL, "%s: a stage", what);
+	if (!st)
+		return;
+	t = clp_stage_table(st);
+	for (int k = 0; k < t->ntensors; k++)
+		bad += clp_stage_trained(st, k) || clp_stage_tensor(st, CLP_ST_GRAD, k).mem ||
+		       clp_stage_tensor(st, CLP_ST_ADAM_M, k).mem ||
+		       clp_stage_tensor(st, CLP_ST_ADAM_V, k).mem;
+	CHECK(t->ntensors > 0 && bad == 0, "%s: %d of %d tensors have a gradient or moments",
+	      what, bad, t->ntensors);
+}
+
 static void test_eval_and_sample(void)
 {
 	clp_train_config c;
@@ -104,6 +123,7 @@ static void test_eval_and_sample(void)
 	c.eval.batches = 2;
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_EVAL, NULL, stdout));
 	if (s) {
+		check_weights_only("eval", clp_exec_stage(s->ex, 0, NULL));
 		CHECK_OK(clp_session_eval(s, 2, &loss, &bpb));
 		CHECK(loss > 0 && loss < 10 && bpb > 0, "eval from a checkpoint: loss %g bpb %g",
 		      loss, bpb);
@@ -138,6 +158,8 @@ static void test_eval_and_sample(void)
 	snprintf(path, sizeof(path), "%s/sample.txt", tu_dir());
 	f = fopen(path, "w+");
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_SAMPLE, NULL, stdout));
+	if (s)
+		check_weights_only("sample", s->st);
 	if (s && f) {
 		CHECK_OK(clp_session_sample(s, f));
 		rewind(f);
