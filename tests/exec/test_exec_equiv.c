@@ -31,7 +31,8 @@
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
  * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
  * model.dropout = 0.1: a replica's micro-batches draw the dropout masks of their global
- * indices (replica r's m-th is r M + m), the ones one device draws for them. */
+ * indices (replica r's m-th is r M + m), the ones one device draws for them; "loradropout" the
+ * same with LoRA adapters (model.lora_r 4, the base frozen) and model.lora_dropout = 0.2. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,6 +144,10 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	}
 	if (!strcmp(mode, "dropout"))
 		c->model.dropout = 0.1;
+	if (!strcmp(mode, "loradropout")) {
+		c->model.lora_r = 4;
+		c->model.lora_dropout = 0.2;
+	}
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
 		c->kfac.interval = 2;
