@@ -3,9 +3,10 @@
  * backward (hits counted), and every way the weights change marks the packs stale: after
  * clp_stage_adamw, after clp_stage_write, and after an optimizer's own write of the masters
  * followed by clp_stage_refresh_values (K-FAC, Muon), a forward without a new step (an
- * evaluation) gives bitwise the loss of a new stage that was given the same weights. A stage that kept packs of the old weights fails this (the update changes the loss,
- * checked). Tiny GPT-2 (Conv1D weights), LLaMA (GQA, untied head) and BERT (post-norm, head
- * bias) of odd sizes, in fp32 and bf16. */
+ * evaluation) gives bitwise the loss of a new stage that was given the same weights. A stage
+ * that kept packs of the old weights fails this (the update changes the loss, checked). Tiny
+ * GPT-2 (Conv1D weights), LLaMA (GQA, untied head) and BERT (post-norm, head bias) of odd
+ * sizes, in fp32 and bf16. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
