@@ -104,6 +104,7 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 clp_status clp_cl_gemm_hold(clp_cl_ctx *ctx, cl_mem mem);
 void clp_cl_gemm_stale(clp_cl_ctx *ctx, cl_mem mem);
 void clp_cl_gemm_release(clp_cl_ctx *ctx, cl_mem mem);
+int clp_cl_gemm_held(const clp_cl_ctx *ctx, cl_mem mem); /* 1 when held */
 typedef struct clp_gemm_cache_stats {
 	long packs;   /* packs made into kept memory */
 	long hits;    /* packs skipped: kept strips reused */

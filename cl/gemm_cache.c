@@ -61,6 +61,11 @@ clp_status clp_cl_gemm_hold(clp_cl_ctx *ctx, cl_mem mem)
 	return CLP_OK;
 }
 
+int clp_cl_gemm_held(const clp_cl_ctx *ctx, cl_mem mem)
+{
+	return held_index(ctx->gemm_cache, mem) >= 0;
+}
+
 void clp_cl_gemm_stale(clp_cl_ctx *ctx, cl_mem mem)
 {
 	struct clp_gemm_cache *c = ctx->gemm_cache;
@@ -151,7 +156,11 @@ clp_status clp_gemm_cache_find(clp_cl_ctx *ctx, const struct clp_gemm_pack_key *
 	}
 	e = &c->e[c->n];
 	memset(e, 0, sizeof(*e));
-	CLP_TRY(clp_cl_buffer(ctx, bytes, "a kept GEMM pack", &e->packed));
+	if (clp_cl_buffer(ctx, bytes, "a kept GEMM pack", &e->packed) != CLP_OK) {
+		clp_error_clear(); /* the device is full: keep no more, pack into scratch */
+		c->limit = c->bytes;
+		return CLP_OK;
+	}
 	e->key = *key;
 	e->bytes = bytes;
 	e->valid = 1;
