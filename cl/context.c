@@ -1,5 +1,6 @@
 /* OpenCL contexts: one device, one in-order profiling queue; kernel launches and timings. */
 #include "cl/base/clock.h"
+#include "cl/gemm_internal.h"
 #include "cl/runtime_internal.h"
 
 #include <stdarg.h>
@@ -206,6 +207,7 @@ void clp_cl_ctx_free(clp_cl_ctx *ctx)
 		clFinish(ctx->queue);
 	profile_clear(ctx);
 	free(ctx->prof);
+	clp_gemm_cache_free(ctx);
 	for (int i = 0; i < CLP_SCRATCH_COUNT; i++)
 		if (ctx->scratch[i])
 			clReleaseMemObject(ctx->scratch[i]);

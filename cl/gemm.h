@@ -90,6 +90,30 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
+/* Kept packs. The packed backend packs op(B) into strips before each product. When B is read
+ * from a held buffer, its strips are kept (one set per way the buffer is read: offset, leading
+ * dimension, transpose, size, storage and strip shape) and later products that read B the same
+ * way use them without packing again, until the buffer is marked stale: its next reads repack
+ * (into the same memory). Packing is the same kernel on the same data either way, so results
+ * are bitwise those of packing every time. The holder promises to call clp_cl_gemm_stale before
+ * or right after it writes the buffer (engine/model/stage.c: the weights, after each update and
+ * at the start of each step) and clp_cl_gemm_release before it frees it. Other backends pack
+ * nothing and ignore this. CLPIPE_GEMM_KEEP_PACKS=0 keeps nothing; CLPIPE_GEMM_KEEP_PACKS_MB
+ * caps the kept memory (default a quarter of the device's global memory; past it, products
+ * pack into scratch as before). */
+clp_status clp_cl_gemm_hold(clp_cl_ctx *ctx, cl_mem mem);
+void clp_cl_gemm_stale(clp_cl_ctx *ctx, cl_mem mem);
+void clp_cl_gemm_release(clp_cl_ctx *ctx, cl_mem mem);
+int clp_cl_gemm_held(const clp_cl_ctx *ctx, cl_mem mem); /* 1 when held */
+typedef struct clp_gemm_cache_stats {
+	long packs;   /* packs made into kept memory */
+	long hits;    /* packs skipped: kept strips reused */
+	long repacks; /* kept strips packed again after clp_cl_gemm_stale */
+	int entries;  /* kept sets of strips */
+	size_t bytes; /* their memory */
+} clp_gemm_cache_stats;
+void clp_cl_gemm_cache_stats(const clp_cl_ctx *ctx, clp_gemm_cache_stats *out);
+
 /* Check the arguments the way every backend needs them (sizes, leading dimensions). */
 clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,
 			       size_t lda, size_t ldb, size_t ldc);

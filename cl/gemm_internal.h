@@ -32,4 +32,19 @@ clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 				const struct clp_gemm_call *g);
 clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t);
 
+/* Kept packs (cl/gemm_cache.c): what a packing launch reads. */
+struct clp_gemm_pack_key {
+	cl_kernel kernel; /* the packing kernel: its build fixes strip shape and storage */
+	cl_mem mem;
+	size_t off, ld, stride, batch;
+	int trans;
+	size_t rows, K;
+};
+/* The kept strips for key (bytes of them) in *packed: *valid 1 when they hold the pack, 0 when
+ * the caller must pack into them now (a new or stale entry). *packed NULL: mem is not held or
+ * the cap is reached; pack into scratch. */
+clp_status clp_gemm_cache_find(clp_cl_ctx *ctx, const struct clp_gemm_pack_key *key,
+			       size_t bytes, cl_mem *packed, int *valid);
+void clp_gemm_cache_free(clp_cl_ctx *ctx);
+
 #endif

@@ -93,6 +93,28 @@ static clp_status pack(struct packed *p, cl_kernel k, const char *label, int S, 
 	return clp_cl_run(p->ctx, k, label, 3, gs, ls);
 }
 
+/* op(B)'s chunk of kk rows from ob into strips: kept ones when B's buffer is held (cl/gemm.h
+ * "Kept packs"; *out is then those, packed only when new or stale), else scratch Bp. */
+static clp_status pack_b(struct packed *p, const struct clp_gemm_call *g, size_t ob, size_t kk,
+			 cl_mem Bp, size_t sbp, cl_mem *out)
+{
+	struct clp_gemm_pack_key key = {p->pack_b, g->b.mem, ob, g->ldb, g->sb, g->batch,
+					(int)g->tb, g->n, kk};
+	cl_mem kept;
+	int valid;
+	clp_status s;
+
+	CLP_TRY(clp_gemm_cache_find(p->ctx, &key, g->batch * sbp * 4 + 4, &kept, &valid));
+	*out = kept ? kept : Bp;
+	if (kept && valid)
+		return CLP_OK;
+	s = pack(p, p->pack_b, "gemm_pack_b", p->NR, (int)g->tb, g->n, kk, g->b.mem, ob, g->ldb,
+		 g->sb, *out, sbp, g->batch);
+	if (s != CLP_OK && kept)
+		clp_cl_gemm_stale(p->ctx, g->b.mem);
+	return s;
+}
+
 /* Blocking: kc splits K evenly into blocks <= KC; mc and nc start at MC and NC and shrink until
  * there are enough work-groups (8 per thread) to balance the load. */
 static void blocking(const struct packed *p, size_t M, size_t N, size_t K, size_t batch, int *mc,
@@ -192,7 +214,7 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	struct packed p;
 	size_t K = g->alpha == 0.0f ? 0 : g->k; /* BLAS: alpha = 0 reads neither A nor B */
 	size_t kch;
-	cl_mem Ap = NULL, Bp = NULL;
+	cl_mem Ap = NULL, Bp = NULL, Bk = NULL;
 
 	if (!clp_gemm_packed_stores_c(t, g))
 		return clp_error(CLP_ERR_INVALID, "gemm packed: a 16-bit C needs one K block here "
@@ -217,11 +239,10 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		size_t sbp = packb_floats(&p, g->n, kk), sap = packa_floats(&p, g->m, kk);
 		struct region pa = {NULL, 0, 0, 0, 0}, pb = {NULL, 0, 0, 0, 0};
 
-		CLP_TRY(pack(&p, p.pack_b, "gemm_pack_b", p.NR, (int)g->tb, g->n, kk, g->b.mem, ob, g->ldb,
-			     g->sb, Bp, sbp, g->batch));
+		CLP_TRY(pack_b(&p, g, ob, kk, Bp, sbp, &Bk));
 		if (!uses_pack_a(&p, g->ta)) /* one chunk: kch == K */
 			return compute(&p, g->m, g->n, kk, g->alpha, g->a.mem, oa, g->lda, 0, g->sa,
-				       Bp, sbp, g->beta, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
+				       Bk, sbp, g->beta, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
 				       NULL, NULL);
 		CLP_TRY(pack(&p, p.pack_a, "gemm_pack_a", p.MR, (int)g->ta, g->m, kk, g->a.mem, oa,
 			     g->lda, g->sa, Ap, sap, g->batch));
@@ -236,7 +257,7 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			pb = (struct region){g->b.mem, ob + kk * (g->tb ? 1 : g->ldb),
 					     (int)(g->tb ? g->n : kn), (int)(g->tb ? kn : g->n),
 					     (int)g->ldb};
-		CLP_TRY(compute(&p, g->m, g->n, kk, g->alpha, Ap, 0, 0, 1, sap, Bp, sbp,
+		CLP_TRY(compute(&p, g->m, g->n, kk, g->alpha, Ap, 0, 0, 1, sap, Bk, sbp,
 				k0 == 0 ? g->beta : 1.0f, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
 				&pa, &pb));
 		if (K == 0)

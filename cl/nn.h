@@ -109,6 +109,13 @@ clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, 
 clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf db,
 				     clp_buf dout, clp_buf inp, clp_buf w, clp_buf mean,
 				     clp_buf rstd, size_t N, size_t C);
+/* A residual add then LayerNorm in one launch: xs (N,C) = a + b (kept: the residual stream),
+ * out = LayerNorm(xs) as clp_nn_layernorm_forward; the same values bit for bit as
+ * clp_nn_residual_forward then clp_nn_layernorm_forward. Backward: LayerNorm's, whose dinp
+ * accumulation is the residual's gradient already (no launch of its own). */
+clp_status clp_nn_residual_layernorm_forward(clp_cl_ctx *ctx, clp_buf xs, clp_buf out,
+					     clp_buf mean, clp_buf rstd, clp_buf a, clp_buf b,
+					     clp_buf w, clp_buf bias, size_t N, size_t C, float eps);
 
 /* RMSNorm (LLaMA): out (N,C) = inp * rstd * w, rstd = 1/sqrt(mean(inp^2) + eps). Saves rstd. */
 clp_status clp_nn_rmsnorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf rstd, clp_buf inp,
@@ -128,6 +135,14 @@ clp_status clp_nn_gelu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf inp, size_t
 			       clp_nn_gelu kind);
 clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
 				size_t n, clp_nn_gelu kind);
+/* dinp = gelu'(inp) * dout, overwritten: bitwise a zero fill then clp_nn_gelu_backward. */
+clp_status clp_nn_gelu_backward_set(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
+				    size_t n, clp_nn_gelu kind);
+/* The MLP up projection's epilogue in one launch: fc (N,F, dense) += bias (F), in place and
+ * kept for the backward, then act = gelu(fc); bitwise clp_nn_bias_forward then
+ * clp_nn_gelu_forward. The backward is clp_nn_gelu_backward(_set) and clp_nn_bias_backward. */
+clp_status clp_nn_bias_gelu_forward(clp_cl_ctx *ctx, clp_buf act, clp_buf fc, clp_buf bias,
+				    size_t N, size_t F, clp_nn_gelu kind);
 
 /* SwiGLU: out (N,F) = silu(gate) * up, gate and up (N,F) read with row stride ld. With LLaMA's
  * gate and up projections fused into one (2F, C) weight, one GEMM gives h (N, 2F) and
@@ -143,7 +158,8 @@ clp_status clp_nn_residual_backward(clp_cl_ctx *ctx, clp_buf da, clp_buf db, clp
 				    size_t n);
 
 /* Bias: out (N,C) += bias (C) in place (after a GEMM). Backward: dbias += column sums of dout,
- * in a fixed order. */
+ * in a fixed order (blocks of NN_ROWS_PER_BLOCK rows summed in order, then the blocks' sums in
+ * order), one launch. */
 clp_status clp_nn_bias_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf bias, size_t N, size_t C);
 clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, size_t N, size_t C);
 

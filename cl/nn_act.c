@@ -48,8 +48,8 @@ clp_status clp_nn_gelu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf inp, size_t
 	return ew_run(ctx, k, "gelu_fwd", n);
 }
 
-clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
-				size_t n, clp_nn_gelu kind)
+static clp_status gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
+				size_t n, clp_nn_gelu kind, cl_int set)
 {
 	cl_kernel k;
 	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, nn = n;
@@ -59,9 +59,41 @@ clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp
 	CLP_TRY(clp_nn_value_type("gelu_backward", &dt, 1, "inp", inp));
 	CLP_TRY(clp_nn_require_f32("gelu_backward", 2, "dinp", dinp, "dout", dout));
 	CLP_TRY(ew_kernel(ctx, dt, "clp_gelu_backward", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 8, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
-			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(nn), CLP_ARG(kd)));
+	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
+			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(nn), CLP_ARG(kd),
+			    CLP_ARG(set)));
 	return ew_run(ctx, k, "gelu_bwd", n);
+}
+
+clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
+				size_t n, clp_nn_gelu kind)
+{
+	return gelu_backward(ctx, dinp, dout, inp, n, kind, 0);
+}
+
+clp_status clp_nn_gelu_backward_set(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
+				    size_t n, clp_nn_gelu kind)
+{
+	return gelu_backward(ctx, dinp, dout, inp, n, kind, 1);
+}
+
+clp_status clp_nn_bias_gelu_forward(clp_cl_ctx *ctx, clp_buf act, clp_buf fc, clp_buf bias,
+				    size_t N, size_t F, clp_nn_gelu kind)
+{
+	cl_kernel k;
+	cl_ulong ao = act.off, fo = fc.off, bo = bias.off, nn = N * F;
+	cl_uint f = (cl_uint)F;
+	cl_int kd = kind;
+	clp_dtype dt;
+
+	if (F == 0 || F > 0xffffffffu || (N && nn / N != F))
+		return clp_error(CLP_ERR_INVALID, "bias_gelu_forward: bad shape N=%zu F=%zu", N, F);
+	CLP_TRY(clp_nn_value_type("bias_gelu_forward", &dt, 3, "act", act, "fc", fc, "bias",
+				  bias));
+	CLP_TRY(ew_kernel(ctx, dt, "clp_bias_gelu_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(act.mem), CLP_ARG(ao), CLP_ARG(fc.mem), CLP_ARG(fo),
+			    CLP_ARG(bias.mem), CLP_ARG(bo), CLP_ARG(nn), CLP_ARG(f), CLP_ARG(kd)));
+	return ew_run(ctx, k, "bias_gelu_fwd", nn);
 }
 
 static clp_status run_rows2(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t N, size_t F)

@@ -120,3 +120,16 @@ clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t p
 			    CLP_ARG(st), CLP_ARG(nb), CLP_ARG(cc)));
 	return clp_nn_run_rows(ctx, k, "nn_colsum", nn_cdiv(C, 64));
 }
+
+clp_status clp_nn_colsum_acc2(clp_cl_ctx *ctx, clp_buf d1, clp_buf d2, cl_mem part,
+			      size_t nblocks, size_t C)
+{
+	cl_kernel k;
+	cl_ulong o1 = d1.off, o2 = d2.off, po = 0;
+	cl_uint nb = (cl_uint)nblocks, cc = (cl_uint)C;
+
+	CLP_TRY(clp_cl_kernel(ctx, "nn_norm.cl", NULL, "clp_nn_colsum2", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 8, CLP_ARG(d1.mem), CLP_ARG(o1), CLP_ARG(d2.mem), CLP_ARG(o2),
+			    CLP_ARG(part), CLP_ARG(po), CLP_ARG(nb), CLP_ARG(cc)));
+	return clp_nn_run_rows(ctx, k, "nn_colsum", nn_cdiv(2 * C, 64));
+}

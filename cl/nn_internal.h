@@ -40,6 +40,10 @@ clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 /* dst[c] += sum over nblocks of part[blk * stride + c], c < C, blocks in order. */
 clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
 			     size_t stride, size_t nblocks, size_t C);
+/* Two at once: d1 += the block sums of columns [0, C) of part (2C per block), d2 += those of
+ * [C, 2C); the same sums in the same order as two clp_nn_colsum_acc calls, one launch. */
+clp_status clp_nn_colsum_acc2(clp_cl_ctx *ctx, clp_buf d1, clp_buf d2, cl_mem part,
+			      size_t nblocks, size_t C);
 
 /* The GPU-shaped attention (nn_attn_gpu.c), chosen by clp_nn_attention_*. _ready builds its
  * programs for values stored as dt without running anything (CLP_ERR_BUILD when they do not

@@ -38,6 +38,29 @@ clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, 
 	return clp_nn_run_rows(ctx, k, "layernorm_fwd", N);
 }
 
+clp_status clp_nn_residual_layernorm_forward(clp_cl_ctx *ctx, clp_buf xs, clp_buf out,
+					     clp_buf mean, clp_buf rstd, clp_buf a, clp_buf b,
+					     clp_buf w, clp_buf bias, size_t N, size_t C, float eps)
+{
+	cl_kernel k;
+	cl_ulong oo = out.off, mo = mean.off, ro = rstd.off, xo = xs.off, ao = a.off, bo = b.off;
+	cl_ulong wo = w.off, bio = bias.off;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	clp_dtype dt;
+
+	CLP_TRY(check_rows("residual_layernorm_forward", N, C));
+	CLP_TRY(clp_nn_value_type("residual_layernorm_forward", &dt, 6, "xs", xs, "out", out, "a",
+				  a, "b", b, "w", w, "bias", bias));
+	CLP_TRY(clp_nn_require_f32("residual_layernorm_forward", 2, "mean", mean, "rstd", rstd));
+	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_residual_forward", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(mean.mem),
+			    CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(xs.mem),
+			    CLP_ARG(xo), CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(b.mem), CLP_ARG(bo),
+			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(bias.mem), CLP_ARG(bio),
+			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
+	return clp_nn_run_rows(ctx, k, "residual_layernorm_fwd", N);
+}
+
 clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf db,
 				     clp_buf dout, clp_buf inp, clp_buf w, clp_buf mean,
 				     clp_buf rstd, size_t N, size_t C)
@@ -63,6 +86,8 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
 			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
 	CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
+	if (dw.mem && db.mem) /* one launch for both (issue 30) */
+		return clp_nn_colsum_acc2(ctx, dw, db, part, nb, C);
 	if (dw.mem) /* mem NULL: a frozen weight or bias, no column sums */
 		CLP_TRY(clp_nn_colsum_acc(ctx, dw, part, 0, 2 * C, nb, C));
 	return db.mem ? clp_nn_colsum_acc(ctx, db, part, C, 2 * C, nb, C) : CLP_OK;
@@ -130,19 +155,26 @@ clp_status clp_nn_bias_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf bias, size_
 clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, size_t N, size_t C)
 {
 	cl_kernel k;
-	cl_mem part;
-	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
-	cl_ulong xo = dout.off;
+	cl_ulong xo = dout.off, dso = dbias.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
 
 	CLP_TRY(check_rows("bias_backward", N, C));
 	CLP_TRY(clp_nn_require_f32("bias_backward", 2, "dbias", dbias, "dout", dout));
 	if (N == 0)
 		return CLP_OK;
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_rowblock_sum", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(part), CLP_ARG(dout.mem), CLP_ARG(xo), CLP_ARG(n),
-			    CLP_ARG(c), CLP_ARG(r)));
-	CLP_TRY(clp_nn_run_rows(ctx, k, "bias_bwd", nb));
-	return clp_nn_colsum_acc(ctx, dbias, part, 0, C, nb, C);
+	/* one launch, the order of the row-block partials then clp_nn_colsum it replaces */
+	if (!clp_nn_gpu_shape(ctx)) {
+		CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_grad_rows", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dbias.mem), CLP_ARG(dso), CLP_ARG(dout.mem),
+				    CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
+		return clp_nn_run_rows(ctx, k, "bias_bwd", nn_cdiv(C, 64));
+	}
+	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_grad", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dbias.mem), CLP_ARG(dso), CLP_ARG(dout.mem),
+			    CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
+	{ /* work-groups of adjacent columns: rows are read contiguously across a group */
+		size_t local = 64, global = nn_cdiv(C, local) * local;
+
+		return clp_cl_run(ctx, k, "bias_bwd", 1, &global, &local);
+	}
 }

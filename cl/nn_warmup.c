@@ -39,6 +39,9 @@ static clp_status run_all(clp_cl_ctx *ctx, cl_mem f[6], cl_mem ids, FILE *log)
 	CLP_TRY(clp_nn_bias_backward(ctx, d, c, 8, 16));
 	CLP_TRY(clp_nn_gelu_forward(ctx, c, a, 128, CLP_NN_GELU_TANH));
 	CLP_TRY(clp_nn_gelu_backward(ctx, c, a, b, 128, CLP_NN_GELU_ERF));
+	CLP_TRY(clp_nn_gelu_backward_set(ctx, c, a, b, 128, CLP_NN_GELU_ERF));
+	CLP_TRY(clp_nn_bias_gelu_forward(ctx, c, g, b, 8, 16, CLP_NN_GELU_TANH));
+	CLP_TRY(clp_nn_residual_layernorm_forward(ctx, g, c, d, e, a, b, b, b, 8, 16, 1e-5f));
 	CLP_TRY(clp_nn_swiglu_forward(ctx, c, a, b, 16, 8, 16));
 	CLP_TRY(clp_nn_swiglu_backward(ctx, c, d, e, a, b, 16, 8, 16));
 	CLP_TRY(clp_nn_residual_forward(ctx, c, a, b, 128));

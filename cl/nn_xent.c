@@ -100,6 +100,11 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 	}
 }
 
+static clp_status chunks_backward(clp_cl_ctx *ctx, cl_kernel kg, cl_mem scr, size_t vc,
+				  clp_buf dh, clp_buf dw, clp_buf dbias, clp_buf h, clp_buf w,
+				  clp_buf bias, clp_buf targets, clp_buf lse, float scale, size_t N,
+				  size_t C, size_t V);
+
 clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf dbias,
 				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
 				float scale, size_t N, size_t C, size_t V, size_t vchunk)
@@ -107,9 +112,9 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 	const size_t vc = chunk_cols(N, V, vchunk);
 	cl_kernel kg;
 	cl_mem scr;
-	cl_ulong tgo = targets.off, lso = lse.off;
-	cl_uint n = (cl_uint)N;
 	clp_dtype vt;
+	clp_status s;
+	int keep;
 
 	CLP_TRY(check("xent_backward", N, C, V));
 	CLP_TRY(clp_nn_value_type("xent_backward", &vt, 3, "h", h, "w", w, "bias", bias));
@@ -120,6 +125,25 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, scratch_floats(N, vc, bias) * sizeof(float),
 			       &scr));
 	CLP_TRY(clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_grad", &kg));
+	/* h is B of every chunk's dW product and nothing writes it here: packed once (issue 30) */
+	keep = !clp_cl_gemm_held(ctx, h.mem);
+	if (keep)
+		CLP_TRY(clp_cl_gemm_hold(ctx, h.mem));
+	s = chunks_backward(ctx, kg, scr, vc, dh, dw, dbias, h, w, bias, targets, lse, scale, N, C,
+			    V);
+	if (keep)
+		clp_cl_gemm_release(ctx, h.mem);
+	return s;
+}
+
+static clp_status chunks_backward(clp_cl_ctx *ctx, cl_kernel kg, cl_mem scr, size_t vc,
+				  clp_buf dh, clp_buf dw, clp_buf dbias, clp_buf h, clp_buf w,
+				  clp_buf bias, clp_buf targets, clp_buf lse, float scale, size_t N,
+				  size_t C, size_t V)
+{
+	cl_ulong tgo = targets.off, lso = lse.off;
+	cl_uint n = (cl_uint)N;
+
 	for (size_t c0 = 0; c0 < V; c0 += vc) {
 		size_t cw = V - c0 < vc ? V - c0 : vc;
 		cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;

@@ -64,6 +64,7 @@ struct clp_cl_ctx {
 
 	clp_gemm_tuning gemm_tuning;
 	int gemm_tuned;
+	struct clp_gemm_cache *gemm_cache; /* kept packs (cl/gemm_cache.c) */
 
 	int profiling;
 	struct clp_profile_rec *prof;

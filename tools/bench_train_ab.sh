@@ -4,17 +4,22 @@
 # noise falls on both, then each binary's median tokens/s over all its timed steps (the first
 # step of a run builds kernels and is left out) and the ratio B / A.
 # Usage: tools/bench_train_ab.sh BIN_A BIN_B [--rounds R] [--steps N] [--batch B]
+#                                [--model gpt2|mid|tiny]
+#   --model: gpt2 (default; 12 x 768, ctx 256, vocab 50257), mid (4 x 256, 4 heads, ctx 128,
+#   vocab 50257: bench_train.sh --small's shape), tiny (1 x 64, 4 heads, ctx 64, vocab 257: the
+#   tiny model of docs/OPENCL.md's portability table; default batch 2)
 #   e.g. a build of main against this tree's: tools/bench_train_ab.sh ../main/build/tools/clpipe build/tools/clpipe
 set -euo pipefail
 [ $# -ge 2 ] || { sed -n '2,7p' "$0"; exit 2; }
 a=$1 b=$2
 shift 2
-rounds=2 steps=4 batch=4
+rounds=2 steps=4 batch= shape=gpt2
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --batch) batch=$2; shift 2 ;;
+    --model) shape=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -24,8 +29,17 @@ trap 'rm -rf "$work"' EXIT
 corpus=$root/.cache/bench-corpus.txt
 mkdir -p "$root/.cache"
 [ -s "$corpus" ] || head -c 4000000 /dev/urandom | base64 > "$corpus"
-model=(--model.preset=gpt2 --model.n_layer=12 --model.d_model=768 --model.n_head=12
-       --model.ctx=256 --model.vocab=50257)
+case "$shape" in
+  gpt2) model=(--model.preset=gpt2 --model.n_layer=12 --model.d_model=768 --model.n_head=12
+               --model.ctx=256 --model.vocab=50257) ;;
+  mid) model=(--model.preset=gpt2 --model.n_layer=4 --model.d_model=256 --model.n_head=4
+              --model.ctx=128 --model.vocab=50257) ;;
+  tiny) model=(--model.preset=gpt2 --model.n_layer=1 --model.d_model=64 --model.n_head=4
+               --model.ctx=64 --model.vocab=257)
+        batch=${batch:-2} ;;
+  *) echo "unknown --model $shape (gpt2, mid or tiny)" >&2; exit 2 ;;
+esac
+batch=${batch:-4}
 for r in $(seq "$rounds"); do
   for which in A B; do
     bin=$a; [ $which = B ] && bin=$b

@@ -133,6 +133,8 @@ double *ck_spd(ck_env *e, size_t n, double shift, float *f);
 clp_status ck_run_gemm(ck_env *e, const ck_case *c);
 clp_status ck_run_norm(ck_env *e, const ck_case *c);
 clp_status ck_run_gelu(ck_env *e, const ck_case *c);
+clp_status ck_run_bias_gelu(ck_env *e, const ck_case *c); /* check_fused.c */
+clp_status ck_run_residual_layernorm(ck_env *e, const ck_case *c);
 clp_status ck_run_swiglu(ck_env *e, const ck_case *c);
 clp_status ck_run_bias(ck_env *e, const ck_case *c);
 clp_status ck_run_embed(ck_env *e, const ck_case *c);

@@ -171,6 +171,11 @@ static const char *const gelu_variants[] = {"tanh", "erf"};
 static const ck_row swiglu_rows[] = {
 	{{{1, 1}, 0}, ALLV}, {{{7, 33}, Q | FD}, ALLV}, {{{33, 100}, 0}, ALLV},
 };
+/* N, F: one row, rows of 7 (an 8-vector across rows), odd, several EW chunks of a CPU device */
+static const ck_row bias_gelu_rows[] = {
+	{{{1, 1}, 0}, ALLV}, {{{7, 33}, Q}, ALLV}, {{{33, 7}, 0}, ALLV}, {{{127, 127}, 0}, ALLV},
+	{{{20, 1001}, 0}, ALLV},
+};
 static const ck_row bias_rows[] = {
 	{{{1, 1}, 0}, ALLV}, {{{7, 33}, Q}, ALLV}, {{{127, 45}, 0}, ALLV},
 };
@@ -315,6 +320,15 @@ static const ck_entry table[] = {
 	  T0, {1e-6, 1e-5, 0}, FDTS,
 	  "out and dinp 1e-6 + 1e-5|x|: a few fp32 operations per element, tanh/erf to a few ulps "
 	  "(tests/nn/test_nn_act*.c)", ck_run_gelu, fl_elem, by_elem}, ROWS(gelu_rows)},
+	{{"bias_gelu", "N,F", VARS(gelu_variants), 0, CK_DT_ALL, OUT16(1e-6, 1e-5), T0,
+	  {1e-6, 1e-5, 0}, FDTS,
+	  "fused bias + GELU (issue 30): fc one rounded addition, act and the overwriting dfc as "
+	  "gelu (tests/nn/test_nn_fused.c)", ck_run_bias_gelu, fl_elem, by_elem},
+	 ROWS(bias_gelu_rows)},
+	{{"residual_layernorm", "N,C", NULL, 0, 0, CK_DT_ALL, OUT16(1e-5, 1e-5), {1e-6, 1e-5, 0},
+	  T0, FDTS, "fused residual add + LayerNorm (issue 30): xs one rounded addition, out, "
+	  "mean, rstd as layernorm (tests/nn/test_nn_fused.c)", ck_run_residual_layernorm,
+	  fl_rows, by_rows}, ROWS(norm_rows)},
 	{{"swiglu", "N,F", NULL, 0, 0, CK_DT_ALL, OUT16(1e-6, 1e-5), T0,
 	  {1e-5, 1e-5, 0}, FDTS, "out 1e-6 + 1e-5|x|, gradients 1e-5 + 1e-5|x| (tests/nn/"
 	  "test_nn_act*.c)", ck_run_swiglu, fl_elem, by_elem}, ROWS(swiglu_rows)},

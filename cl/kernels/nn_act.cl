@@ -61,8 +61,47 @@ __kernel void clp_gelu_forward(__global ST_T *out, ulong oo, __global const ST_T
 		ST_SV(out, i, gelu_f(ST_LD(inp, i), kind));
 }
 
+/* fc (N,F dense) = fc + bias, rounded and kept for the backward; act = gelu(fc) as stored:
+ * clp_bias_forward then clp_gelu_forward in one launch (the MLP up projection's epilogue, issue
+ * 30), element for element the same arithmetic, each element on the vector or scalar path
+ * clp_gelu_forward puts it on (the same EW_RANGE chunks). */
+__kernel void clp_bias_gelu_forward(__global ST_T *act, ulong ao, __global ST_T *fc, ulong fo,
+				    __global const ST_T *bias, ulong bo, ulong n, uint F, int kind)
+{
+	EW_RANGE(n);
+	act += ao;
+	fc += fo;
+	bias += bo;
+	ulong i = i0;
+	uint c = (uint)(i0 % F); /* the column of element i */
+	for (; i + 8 <= i1; i += 8) {
+		float8 bv;
+		if (c + 8 <= F) { /* the eight in one row */
+			bv = ST_LD8(bias, c);
+			c = c + 8 == F ? 0 : c + 8;
+		} else {
+			float t[8];
+			for (int j = 0; j < 8; j++) {
+				t[j] = ST_LD(bias, c);
+				c = c + 1 == F ? 0 : c + 1;
+			}
+			bv = vload8(0, t);
+		}
+		ST_SV8(fc, i, ST_LD8(fc, i) + bv);
+		ST_SV8(act, i, gelu_f8(ST_LD8(fc, i), kind));
+	}
+	for (; i < i1; i++) {
+		ST_SV(fc, i, ST_LD(fc, i) + ST_LD(bias, c));
+		ST_SV(act, i, gelu_f(ST_LD(fc, i), kind));
+		c = c + 1 == F ? 0 : c + 1;
+	}
+}
+
+/* dinp += gelu'(inp) dout; set: dinp = the same onto zeros (fma with 0: the bits of a zero fill
+ * then this kernel, without the fill's launch). */
 __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const float *dout,
-				ulong doo, __global const ST_T *inp, ulong io, ulong n, int kind)
+				ulong doo, __global const ST_T *inp, ulong io, ulong n, int kind,
+				int set)
 {
 	EW_RANGE(n);
 	dinp += dio;
@@ -70,10 +109,11 @@ __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const 
 	inp += io;
 	ulong i = i0;
 	for (; i + 8 <= i1; i += 8)
-		vstore8(fma(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i), vload8(0, dinp + i)),
+		vstore8(fma(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i),
+			    set ? (float8)(0.0f) : vload8(0, dinp + i)),
 			0, dinp + i);
 	for (; i < i1; i++)
-		dinp[i] = fma(gelu_df(ST_LD(inp, i), kind), dout[i], dinp[i]);
+		dinp[i] = fma(gelu_df(ST_LD(inp, i), kind), dout[i], set ? 0.0f : dinp[i]);
 }
 
 /* 2-D: dim 0 over column chunks, dim 1 over rows. out rows are dense (F), gate/up use ld. */

@@ -21,21 +21,12 @@ static inline float hsum8(float8 v)
 	return b.x + b.y;
 }
 
-/* out = (x - mean) * rstd * w + b; saves mean, rstd. */
-__kernel void clp_ln_forward(__global ST_T *out, ulong oo, __global float *mean, ulong mo,
-			     __global float *rstd, ulong ro, __global const ST_T *inp, ulong io,
-			     __global const ST_T *w, ulong wo, __global const ST_T *b, ulong bo,
-			     uint N, uint C, float eps)
+/* One row: y = (x - mean) * rstd * w + b; saves mean, rstd. */
+static inline void ln_row(__global ST_T *y, __global float *mean, __global float *rstd,
+			  const __global ST_T *x, const __global ST_T *w, const __global ST_T *b,
+			  uint C, float eps)
 {
-	const size_t n = get_global_id(0);
 	uint c;
-
-	if (n >= N)
-		return;
-	const __global ST_T *x = inp + io + n * C;
-	__global ST_T *y = out + oo + n * C;
-	w += wo;
-	b += bo;
 	float8 s8 = 0;
 	for (c = 0; c + 8 <= C; c += 8)
 		s8 += ST_LD8(x, c);
@@ -56,8 +47,47 @@ __kernel void clp_ln_forward(__global ST_T *out, ulong oo, __global float *mean,
 		ST_SV8(y, c, fma((ST_LD8(x, c) - m) * r, ST_LD8(w, c), ST_LD8(b, c)));
 	for (; c < C; c++)
 		ST_SV(y, c, fma((ST_LD(x, c) - m) * r, ST_LD(w, c), ST_LD(b, c)));
-	mean[mo + n] = m;
-	rstd[ro + n] = r;
+	*mean = m;
+	*rstd = r;
+}
+
+/* out = (x - mean) * rstd * w + b; saves mean, rstd. */
+__kernel void clp_ln_forward(__global ST_T *out, ulong oo, __global float *mean, ulong mo,
+			     __global float *rstd, ulong ro, __global const ST_T *inp, ulong io,
+			     __global const ST_T *w, ulong wo, __global const ST_T *b, ulong bo,
+			     uint N, uint C, float eps)
+{
+	const size_t n = get_global_id(0);
+
+	if (n >= N)
+		return;
+	ln_row(out + oo + n * C, mean + mo + n, rstd + ro + n, inp + io + n * C, w + wo, b + bo, C,
+	       eps);
+}
+
+/* xs = xa + xb (the residual stream, stored and kept), then out = LayerNorm(xs) read back as
+ * stored: clp_residual_forward (or clp_cl_add in fp32) and clp_ln_forward in one launch, the
+ * same arithmetic element for element (issue 30). */
+__kernel void clp_ln_residual_forward(__global ST_T *out, ulong oo, __global float *mean,
+				      ulong mo, __global float *rstd, ulong ro, __global ST_T *xs,
+				      ulong xso, __global const ST_T *xa, ulong xao,
+				      __global const ST_T *xb, ulong xbo, __global const ST_T *w,
+				      ulong wo, __global const ST_T *b, ulong bo, uint N, uint C,
+				      float eps)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	__global ST_T *x = xs + xso + n * C;
+	xa += xao + n * C;
+	xb += xbo + n * C;
+	for (c = 0; c + 8 <= C; c += 8)
+		ST_SV8(x, c, ST_LD8(xa, c) + ST_LD8(xb, c));
+	for (; c < C; c++)
+		ST_SV(x, c, ST_LD(xa, c) + ST_LD(xb, c));
+	ln_row(out + oo + n * C, mean + mo + n, rstd + ro + n, x, w + wo, b + bo, C, eps);
 }
 
 /* dinp += ...; part[blk] = (sum dout * xhat, sum dout) over the block's rows. */
@@ -198,25 +228,77 @@ __kernel void clp_bias_forward(__global ST_T *out, ulong oo, __global const ST_T
 		ST_SV(y, c, ST_LD(y, c) + ST_LD(bias, c));
 }
 
-/* part[blk] = sum of the block's R rows of x (N,C). */
-__kernel void clp_rowblock_sum(__global float *part, __global const float *x, ulong xo, uint N,
-			       uint C, uint R)
+/* dst[c] += the column sums of x (N,C): each block of R rows summed in order from 0, the
+ * blocks' sums added in order from 0 (the order of the two launches they replace, a row-block
+ * partial kernel then clp_nn_colsum), in one launch (the bias gradient, issue 30). The CPU
+ * shape: NN_COLS columns per work-item, each row read contiguously, eight columns a vector. */
+__kernel void clp_bias_grad_rows(__global float *dst, ulong dso, __global const float *x,
+				 ulong xo, uint N, uint C, uint R)
 {
-	const size_t blk = get_global_id(0);
-	const size_t n0 = blk * R, n1 = min((size_t)N, n0 + R);
-	__global float *p = part + blk * C;
-	uint c;
+	const uint c0 = get_global_id(0) * NN_COLS;
 
-	x += xo;
-	for (c = 0; c < C; c++)
-		p[c] = 0.0f;
-	for (size_t n = n0; n < n1; n++) {
-		const __global float *row = x + n * C;
-		for (c = 0; c + 8 <= C; c += 8)
-			vstore8(vload8(0, p + c) + vload8(0, row + c), 0, p + c);
-		for (; c < C; c++)
-			p[c] += row[c];
+	if (c0 >= C)
+		return;
+	const uint w = min(C - c0, (uint)NN_COLS), nv = w / 8, nt = w - 8 * nv;
+	float8 acc[NN_COLS / 8], p[NN_COLS / 8];
+	float tacc[8], tp[8];
+
+	x += xo + c0;
+	dst += dso + c0;
+	for (uint v = 0; v < NN_COLS / 8; v++)
+		acc[v] = 0.0f;
+	for (uint t = 0; t < 8; t++)
+		tacc[t] = 0.0f;
+	for (size_t n0 = 0; n0 < N; n0 += R) {
+		const size_t n1 = min((size_t)N, n0 + R);
+		for (uint v = 0; v < NN_COLS / 8; v++)
+			p[v] = 0.0f;
+		for (uint t = 0; t < 8; t++)
+			tp[t] = 0.0f;
+		if (w == NN_COLS) { /* a full strip: a fixed count the compiler keeps in registers */
+			for (size_t n = n0; n < n1; n++) {
+				const __global float *row = x + n * C;
+				_Pragma("unroll") for (uint v = 0; v < NN_COLS / 8; v++)
+					p[v] += vload8(v, row);
+			}
+		} else {
+			for (size_t n = n0; n < n1; n++) {
+				const __global float *row = x + n * C;
+				for (uint v = 0; v < nv; v++)
+					p[v] += vload8(v, row);
+				for (uint t = 0; t < nt; t++)
+					tp[t] += row[8 * nv + t];
+			}
+		}
+		for (uint v = 0; v < nv; v++)
+			acc[v] += p[v];
+		for (uint t = 0; t < nt; t++)
+			tacc[t] += tp[t];
 	}
+	for (uint v = 0; v < nv; v++)
+		vstore8(vload8(v, dst) + acc[v], v, dst);
+	for (uint t = 0; t < nt; t++)
+		dst[8 * nv + t] += tacc[t];
+}
+
+/* The same sums, the GPU shape: one column per work-item (work-groups of adjacent columns). */
+__kernel void clp_bias_grad(__global float *dst, ulong dso, __global const float *x, ulong xo,
+			    uint N, uint C, uint R)
+{
+	const uint c = get_global_id(0);
+
+	if (c >= C)
+		return;
+	x += xo + c;
+	float acc = 0.0f;
+	for (size_t n0 = 0; n0 < N; n0 += R) {
+		const size_t n1 = min((size_t)N, n0 + R);
+		float p = 0.0f;
+		for (size_t n = n0; n < n1; n++)
+			p += x[n * C];
+		acc += p;
+	}
+	dst[dso + c] += acc;
 }
 
 /* dst[c] += sum over blocks of part[po + blk * stride + c], blocks in order; NN_COLS columns per
@@ -241,4 +323,32 @@ __kernel void clp_nn_colsum(__global float *dst, ulong dso, __global const float
 	}
 	for (uint c = c0; c < c1; c++)
 		dst[c] += acc[c - c0];
+}
+
+/* The same for two destinations side by side in the partials (LayerNorm's dw then db, 2C
+ * columns per block): column j < C adds into d1[j], the others into d2[j - C]; one launch. */
+__kernel void clp_nn_colsum2(__global float *d1, ulong o1, __global float *d2, ulong o2,
+			     __global const float *part, ulong po, uint nblocks, uint C)
+{
+	const uint C2 = 2 * C;
+	const uint c0 = get_global_id(0) * NN_COLS;
+	const uint c1 = min(C2, c0 + NN_COLS);
+	float acc[NN_COLS];
+
+	if (c0 >= C2)
+		return;
+	part += po;
+	for (uint c = 0; c < NN_COLS; c++)
+		acc[c] = 0.0f;
+	for (uint blk = 0; blk < nblocks; blk++) {
+		const __global float *p = part + (size_t)blk * C2;
+		for (uint c = c0; c < c1; c++)
+			acc[c - c0] += p[c];
+	}
+	for (uint c = c0; c < c1; c++) {
+		if (c < C)
+			d1[o1 + c] += acc[c - c0];
+		else
+			d2[o2 + c - C] += acc[c - c0];
+	}
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cl/convert.h"
+#include "cl/gemm.h"
 #include "cl/ops.h"
 #include "cl/base/rng.h"
 #include "engine/model/stage_mem.h"
@@ -254,6 +255,26 @@ static clp_status map_global(clp_stage *st)
 	return CLP_OK;
 }
 
+/* The GEMM's kept packs of the weights (cl/gemm.h): the value buffers are held from creation to
+ * free, and every change of the weights (an update, a write, the start of a step) marks them
+ * stale, so each weight is packed once per step per way it is read. */
+enum { PACKS_HOLD, PACKS_STALE, PACKS_RELEASE };
+static void weight_packs(clp_stage *st, int what)
+{
+	const clp_buf *v = st->units[CLP_ST_VALUE];
+
+	for (int u = 0; v && u < st->tab.nunits; u++) {
+		if (!v[u].mem || (u > 0 && v[u].mem == v[u - 1].mem))
+			continue;
+		if (what == PACKS_HOLD)
+			(void)clp_cl_gemm_hold(st->ctx, v[u].mem);
+		else if (what == PACKS_STALE)
+			clp_cl_gemm_stale(st->ctx, v[u].mem);
+		else
+			clp_cl_gemm_release(st->ctx, v[u].mem);
+	}
+}
+
 clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_config *cfg,
 			    int first_block, int last_block, const clp_stage_opts *o)
 {
@@ -320,6 +341,8 @@ clp_status clp_stage_create(clp_stage **out, clp_cl_ctx *ctx, const clp_model_co
 		s = stage_apply_frozen(st, o->frozen);
 	if (s == CLP_OK)
 		s = alloc_params(st);
+	if (s == CLP_OK)
+		weight_packs(st, PACKS_HOLD);
 	for (int i = 0; s == CLP_OK && i < o->slots; i++)
 		s = alloc_slot(st, &st->slots[i], i);
 	if (s == CLP_OK)
@@ -351,6 +374,7 @@ void clp_stage_free(clp_stage *st)
 		free(sl->types);
 	}
 	free(st->slots);
+	weight_packs(st, PACKS_RELEASE);
 	for (int k = 0; k <= CLP_ST_VALUE; k++) {
 		clp_cl_block_free(st->blk[k]);
 		free(st->units[k]);
@@ -433,6 +457,7 @@ static clp_status refresh_tensor(clp_stage *st, int tensor)
 
 clp_status clp_stage_refresh_values(clp_stage *st)
 {
+	weight_packs(st, PACKS_STALE); /* every writer of the masters calls this (stage.h) */
 	if (st->vt == CLP_F32)
 		return CLP_OK;
 	for (int u = 0; u < st->tab.nunits; u++)
@@ -458,6 +483,8 @@ clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const fl
 		return CLP_OK;
 	}
 	CLP_TRY(clp_cl_write(st->ctx, b.mem, b.off * 4, st->tab.tensors[tensor].numel * 4, host));
+	if (w == CLP_ST_PARAM || w == CLP_ST_VALUE)
+		weight_packs(st, PACKS_STALE);
 	return w == CLP_ST_PARAM || w == CLP_ST_VALUE ? refresh_tensor(st, tensor) : CLP_OK;
 }
 
@@ -659,6 +686,7 @@ clp_status clp_stage_zero_grads(clp_stage *st)
 {
 	const clp_buf *g = st->units[CLP_ST_GRAD];
 
+	weight_packs(st, PACKS_STALE); /* a step starts with fresh packs, whoever wrote before */
 	for (int u = 0, v; u < st->tab.nunits; u = v) {
 		size_t end = g[u].off + st->tab.units[u].numel;
 

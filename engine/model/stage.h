@@ -65,9 +65,10 @@ clp_status clp_stage_read(clp_stage *st, clp_stage_what w, int tensor, float *ho
 clp_status clp_stage_write(clp_stage *st, clp_stage_what w, int tensor, const float *host);
 /* The storage type of the stage's values (opts.precision). */
 clp_dtype clp_stage_precision(const clp_stage *st);
-/* Round every master into the value copy (no-op in fp32). The stage does it itself after init,
- * clp_stage_write and clp_stage_adamw; an optimizer writing the masters another way (K-FAC)
- * calls it after its step. */
+/* Round every master into the value copy (no-op in fp32) and mark the GEMM's kept packs of the
+ * weights stale (cl/gemm.h "Kept packs"; in fp32 too). The stage does it itself after init,
+ * clp_stage_write and clp_stage_adamw; an optimizer writing the masters another way (K-FAC,
+ * Muon) must call it after its step, or the next forward reads packs of the old weights. */
 clp_status clp_stage_refresh_values(clp_stage *st);
 /* The device view of a tensor or unit (CLP_ST_VALUE: typed with the stage's precision). */
 clp_buf clp_stage_tensor(const clp_stage *st, clp_stage_what w, int tensor);

@@ -89,13 +89,14 @@ static clp_status gpt2_llama_layer_bwd(clp_stage *st, struct slot *s, int li,
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, gpt2, la[LA_DY_PROJ]));
 	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_PROJ, tv[TV_DACT], dy, la[LA_ACT], N));
-	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
-	if (gpt2)
-		CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
-					     CLP_NN_GELU_TANH));
-	else
+	if (gpt2) { /* overwrites: no fill (issue 30) */
+		CLP_TRY(clp_nn_gelu_backward_set(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
+						 CLP_NN_GELU_TANH));
+	} else {
+		CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * st->dfc));
 		CLP_TRY(clp_nn_swiglu_backward(ctx, tv[TV_DFC], OFF(tv[TV_DFC], F), tv[TV_DACT],
 					       la[LA_FC], OFF(la[LA_FC], F), 2 * F, N, F));
+	}
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DLN], 0.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_LN2], W(CLP_R_FC_W), N, C, st->dfc, gpt2, la[LA_DY_FC]));
@@ -149,9 +150,8 @@ static clp_status bert_layer_bwd(clp_stage *st, struct slot *s, int li, const cl
 	CLP_TRY(linear_bwd(st, tv[TV_DACT], 0.0f, G(CLP_R_PROJ_W), G(CLP_R_PROJ_B), dy, la[LA_ACT],
 			   W(CLP_R_PROJ_W), N, F, C, 0, la[LA_DY_PROJ]));
 	CLP_TRY(stage_lora_bwd(st, blk, CLP_LIN_PROJ, tv[TV_DACT], dy, la[LA_ACT], N));
-	CLP_TRY(clp_cl_fill(ctx, tv[TV_DFC], 0.0f, N * F));
-	CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
-				     CLP_NN_GELU_ERF));
+	CLP_TRY(clp_nn_gelu_backward_set(ctx, tv[TV_DFC], tv[TV_DACT], la[LA_FC], N * F,
+					 CLP_NN_GELU_ERF));
 	CLP_TRY(stage_tap(st, mb, li, CLP_LIN_FC, tv[TV_DFC]));
 	CLP_TRY(linear_bwd(st, tv[TV_DA], 1.0f, G(CLP_R_FC_W), G(CLP_R_FC_B), tv[TV_DFC],
 			   la[LA_XMID], W(CLP_R_FC_W), N, C, F, 0, la[LA_DY_FC]));
@@ -214,9 +214,8 @@ clp_status stage_head_backward(clp_stage *st, struct slot *s, float scale)
 						  G(CLP_R_HEAD_LN_B), tv[TV_DLN], s->sa[SA_HEAD_G],
 						  W(CLP_R_HEAD_LN_W), s->sa[SA_LNF_MEAN],
 						  s->sa[SA_LNF_RSTD], N, C));
-		CLP_TRY(clp_cl_fill(ctx, tv[TV_TMP], 0.0f, N * C));
-		CLP_TRY(clp_nn_gelu_backward(ctx, tv[TV_TMP], tv[TV_DA], s->sa[SA_HEAD_D], N * C,
-					     CLP_NN_GELU_ERF));
+		CLP_TRY(clp_nn_gelu_backward_set(ctx, tv[TV_TMP], tv[TV_DA], s->sa[SA_HEAD_D],
+						 N * C, CLP_NN_GELU_ERF));
 		return linear_bwd(st, dres, 0.0f, G(CLP_R_HEAD_DENSE_W), G(CLP_R_HEAD_DENSE_B),
 				  tv[TV_TMP], x, W(CLP_R_HEAD_DENSE_W), N, C, C, 0, none);
 	}

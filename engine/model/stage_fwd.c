@@ -98,6 +98,24 @@ clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stag
 	return stage_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
 }
 
+/* The MLP's first linear and GELU: fc = x W + b and act = gelu(fc), the bias and GELU in one
+ * launch (issue 30; bitwise the two), unless a LoRA adapter adds to fc after the bias. */
+static clp_status mlp_up(clp_stage *st, clp_buf *la, int blk, clp_buf x, clp_nn_gelu kind,
+			 int in_out)
+{
+	size_t N = st->N, C = st->C, F = st->F;
+	clp_buf w = stage_unit(st, CLP_ST_VALUE, CLP_R_FC_W, blk);
+	clp_buf b = stage_unit(st, CLP_ST_VALUE, CLP_R_FC_B, blk), none = CLP_BUF_NONE;
+
+	if (b.mem && (st->cfg.lora_r <= 0 || !(st->cfg.lora_mask & 1u << CLP_LIN_FC))) {
+		CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, none, N, C, F, in_out));
+		return clp_nn_bias_gelu_forward(st->ctx, la[LA_ACT], la[LA_FC], b, N, F, kind);
+	}
+	CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, b, N, C, F, in_out));
+	CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], x, N));
+	return clp_nn_gelu_forward(st->ctx, la[LA_ACT], la[LA_FC], N * F, kind);
+}
+
 clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_stage_mb *mb)
 {
 	clp_cl_ctx *ctx = st->ctx;
@@ -142,15 +160,11 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 	CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_ATT_O, tmp, la[LA_ATT], N));
 	CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 0, 0, none));
 	switch (st->cfg.preset) {
-	case CLP_PRESET_GPT2:
-		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_XMID], x, tmp, N * C));
-		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_LN2], la[LA_LN2_MEAN], la[LA_LN2_RSTD],
-						 la[LA_XMID], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
-						 eps));
-		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_LN2], W(CLP_R_FC_W), W(CLP_R_FC_B), N, C,
-				      F, 1));
-		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], la[LA_LN2], N));
-		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_TANH));
+	case CLP_PRESET_GPT2: /* the residual and LayerNorm in one launch (issue 30) */
+		CLP_TRY(clp_nn_residual_layernorm_forward(ctx, la[LA_XMID], la[LA_LN2],
+							  la[LA_LN2_MEAN], la[LA_LN2_RSTD], x, tmp,
+							  W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C, eps));
+		CLP_TRY(mlp_up(st, la, blk, la[LA_LN2], CLP_NN_GELU_TANH, 1));
 		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 1));
 		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_PROJ, tmp, la[LA_ACT], N));
@@ -170,22 +184,17 @@ clp_status stage_layer_forward(clp_stage *st, struct slot *s, int li, const clp_
 		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
 		return clp_nn_residual_forward(ctx, xo, la[LA_XMID], tmp, N * C);
 	case CLP_PRESET_BERT:
-		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES1], x, tmp, N * C));
-		CLP_TRY(clp_nn_layernorm_forward(ctx, la[LA_XMID], la[LA_LN1_MEAN], la[LA_LN1_RSTD],
-						 la[LA_RES1], W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C,
-						 eps));
-		CLP_TRY(stage_linear_fwd(st, la[LA_FC], la[LA_XMID], W(CLP_R_FC_W), W(CLP_R_FC_B), N,
-				      C, F, 0));
-		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_FC, la[LA_FC], la[LA_XMID], N));
-		CLP_TRY(clp_nn_gelu_forward(ctx, la[LA_ACT], la[LA_FC], N * F, CLP_NN_GELU_ERF));
+		CLP_TRY(clp_nn_residual_layernorm_forward(ctx, la[LA_RES1], la[LA_XMID],
+							  la[LA_LN1_MEAN], la[LA_LN1_RSTD], x, tmp,
+							  W(CLP_R_LN1_W), W(CLP_R_LN1_B), N, C, eps));
+		CLP_TRY(mlp_up(st, la, blk, la[LA_XMID], CLP_NN_GELU_ERF, 0));
 		CLP_TRY(stage_linear_fwd(st, tmp, la[LA_ACT], W(CLP_R_PROJ_W), W(CLP_R_PROJ_B), N, F,
 				      C, 0));
 		CLP_TRY(stage_lora_fwd(st, blk, CLP_LIN_PROJ, tmp, la[LA_ACT], N));
 		CLP_TRY(stage_dropout(st, tmp, N * C, mb, layer, 1, 0, none));
-		CLP_TRY(clp_nn_residual_forward(ctx, la[LA_RES2], la[LA_XMID], tmp, N * C));
-		return clp_nn_layernorm_forward(ctx, xo, la[LA_LN2_MEAN], la[LA_LN2_RSTD],
-						la[LA_RES2], W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C,
-						eps);
+		return clp_nn_residual_layernorm_forward(ctx, la[LA_RES2], xo, la[LA_LN2_MEAN],
+							 la[LA_LN2_RSTD], la[LA_XMID], tmp,
+							 W(CLP_R_LN2_W), W(CLP_R_LN2_B), N, C, eps);
 	}
 #undef W
 	return CLP_OK;

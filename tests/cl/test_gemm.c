@@ -342,6 +342,103 @@ static void test_16bit(void)
 	at = bt = ct = CLP_F32;
 }
 
+/* Kept packs (cl/gemm.h): on the packed backend a held B is packed once and its strips reused,
+ * bitwise the product of packing every time; after a write they are stale (a product still
+ * reads the old strips: this shows they are kept) until clp_cl_gemm_stale, after which the
+ * product is that of the new B. Odd sizes, both transposes of A and B, an offset and a padded
+ * leading dimension, K in several chunks (k = 1000, A transposed), a bf16 B. */
+static void kept_one(clp_cl_ctx *ctx, int ta, int tb, struct shape s, clp_dtype bty, th_rng *r)
+{
+	size_t lda = (ta ? s.m : s.k) + 1, ldb = (tb ? s.k : s.n) + 2, off = 3;
+	size_t na = (ta ? s.k : s.m) * lda, nb = off + (tb ? s.n : s.k) * ldb, nc = s.m * s.n;
+	float *a = malloc(na * 4 + 4), *b = malloc(nb * 4 + 4), *b2 = malloc(nb * 4 + 4);
+	float *c0 = malloc(nc * 4 + 4), *c = malloc(nc * 4 + 4), *c2 = malloc(nc * 4 + 4);
+	double *ref = malloc(nc * sizeof(double) + 8);
+	cl_mem A = NULL, B = NULL, Bfree = NULL, C = NULL;
+	clp_gemm_cache_stats st0, st;
+	char what[96];
+	int kept = getenv("CLPIPE_GEMM_KEEP_PACKS") == NULL;
+
+	snprintf(what, sizeof(what), "kept packs %c%c %zux%zux%zu %s", ta ? 'T' : 'N',
+		 tb ? 'T' : 'N', s.m, s.n, s.k, clp_dtype_name(bty));
+	th_fill_uniform(r, a, na, -1, 1);
+	th_fill_uniform(r, b, nb, -1, 1);
+	th_fill_uniform(r, b2, nb, -1, 1);
+	if (bty != CLP_F32) { /* what the device reads */
+		uint16_t *w = malloc(nb * 2 + 2);
+
+		clp_dtype_pack(bty, w, b2, nb);
+		clp_dtype_unpack(bty, b2, w, nb);
+		free(w);
+	}
+	CHECK_OK(clp_cl_buffer(ctx, na * 4 + 4, "A", &A));
+	CHECK_OK(clp_cl_buffer(ctx, nb * 4 + 4, "B", &B));
+	CHECK_OK(clp_cl_buffer(ctx, nb * 4 + 4, "B not held", &Bfree));
+	CHECK_OK(clp_cl_buffer(ctx, nc * 4 + 4, "C", &C));
+	upload(ctx, A, CLP_F32, a, na);
+	upload(ctx, B, bty, b, nb);
+	upload(ctx, Bfree, bty, b, nb);
+#define KGEMM(bm, out)                                                                             \
+	do {                                                                                       \
+		CHECK_OK(clp_cl_gemm(ctx, (clp_trans)ta, (clp_trans)tb, s.m, s.n, s.k, 1.0f,       \
+				     clp_buf_at(A, 0), lda, clp_buf_typed(bm, off, bty), ldb,      \
+				     0.0f, clp_buf_at(C, 0), s.n));                                \
+		download(ctx, C, CLP_F32, out, nc);                                                \
+	} while (0)
+	KGEMM(Bfree, c0); /* packed every time */
+	CHECK_OK(clp_cl_gemm_hold(ctx, B));
+	clp_cl_gemm_cache_stats(ctx, &st0);
+	KGEMM(B, c);
+	CHECK(memcmp(c, c0, nc * 4) == 0, "%s: first product not bitwise the unkept one", what);
+	KGEMM(B, c);
+	CHECK(memcmp(c, c0, nc * 4) == 0, "%s: product from kept strips not bitwise", what);
+	clp_cl_gemm_cache_stats(ctx, &st);
+	CHECK(!kept || (st.packs > st0.packs && st.hits > st0.hits), "%s: packs %ld -> %ld, hits "
+	      "%ld -> %ld: nothing kept", what, st0.packs, st.packs, st0.hits, st.hits);
+	upload(ctx, B, bty, b2, nb); /* the weights change; the holder has not said so yet */
+	KGEMM(B, c);
+	CHECK(!kept || memcmp(c, c0, nc * 4) == 0, "%s: the strips were not kept", what);
+	clp_cl_gemm_stale(ctx, B);
+	KGEMM(B, c);
+	upload(ctx, Bfree, bty, b2, nb);
+	KGEMM(Bfree, c2);
+	CHECK(memcmp(c, c2, nc * 4) == 0, "%s: after stale: not bitwise the new B's product",
+	      what);
+	clp_ref_gemm(ta, tb, s.m, s.n, s.k, 1.0f, a, lda, b2 + off, ldb, 0.0f, c0, s.n);
+	for (size_t i = 0; i < nc; i++)
+		ref[i] = c0[i];
+	th_close(what, c, ref, nc, 1e-5 * sqrt((double)s.k + 1), 1e-5 * sqrt((double)s.k + 1));
+	clp_cl_gemm_stale(ctx, B); /* stale twice: no harm */
+	clp_cl_gemm_release(ctx, B);
+	clp_cl_gemm_release(ctx, B); /* released twice: no harm */
+	clp_cl_gemm_cache_stats(ctx, &st);
+	CHECK(st.entries == 0 && st.bytes == 0, "%s: %d packs left after release", what,
+	      st.entries);
+#undef KGEMM
+	clReleaseMemObject(A);
+	clReleaseMemObject(B);
+	clReleaseMemObject(Bfree);
+	clReleaseMemObject(C);
+	free(a); free(b); free(b2); free(c0); free(c); free(c2); free(ref);
+}
+
+static void test_kept_packs(void)
+{
+	static const struct shape sh[] = {{1, 1, 1}, {7, 33, 127}, {33, 7, 1}, {127, 1, 33},
+					  {33, 127, 7}, {9, 20, 1000}};
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(77);
+
+	if (!ctx || !use_backend(ctx, CLP_GEMM_PACKED))
+		return;
+	for (int i = 0; i < 6; i++)
+		for (int ta = 0; ta < 2; ta++)
+			for (int tb = 0; tb < 2; tb++)
+				kept_one(ctx, ta, tb, sh[i], CLP_F32, &r);
+	kept_one(ctx, 0, 1, sh[1], CLP_BF16, &r);
+	kept_one(ctx, 1, 0, sh[5], CLP_F16, &r);
+}
+
 static void test_errors(void)
 {
 	clp_cl_ctx *ctx = th_ctx();
@@ -362,4 +459,4 @@ static void test_errors(void)
 }
 
 TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_clblast), TH_TEST(test_16bit),
-	TH_TEST(test_errors))
+	TH_TEST(test_errors), TH_TEST(test_kept_packs))
