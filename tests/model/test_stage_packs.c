@@ -47,7 +47,7 @@ static void setup(struct run *r, clp_preset p)
 
 static clp_stage *make(const clp_model_config *c, clp_dtype prec)
 {
-	clp_stage_opts o = {B, T, 1, 0, 0, prec};
+	clp_stage_opts o = {B, T, 1, 0, 0, prec, NULL};
 	clp_stage *st = NULL;
 
 	CHECK_OK(clp_stage_create(&st, th_ctx(), c, 0, clp_model_nblocks(c) - 1, &o));
@@ -58,7 +58,7 @@ static clp_stage *make(const clp_model_config *c, clp_dtype prec)
 
 static float forward(clp_stage *st, struct run *r, int m)
 {
-	clp_stage_mb mb = {0, 1, (uint32_t)m, 7, r->tokens[m], r->types, r->targets[m]};
+	clp_stage_mb mb = {0, 1, (uint32_t)m, 7, r->tokens[m], r->types, r->targets[m], 0};
 	float loss = NAN;
 
 	CHECK_OK(clp_stage_forward(st, &mb, 1.0f / r->valid));
@@ -128,7 +128,7 @@ static void one(clp_preset p, clp_dtype prec)
 	clp_cl_gemm_cache_stats(th_ctx(), &s0);
 	CHECK_OK(clp_stage_zero_grads(a));
 	for (int m = 0; m < 2; m++) {
-		clp_stage_mb mb = {0, 1, (uint32_t)m, 7, r.tokens[m], r.types, r.targets[m]};
+		clp_stage_mb mb = {0, 1, (uint32_t)m, 7, r.tokens[m], r.types, r.targets[m], 0};
 
 		CHECK_OK(clp_stage_forward(a, &mb, 1.0f / r.valid));
 		CHECK_OK(clp_stage_backward(a, &mb, 1.0f / r.valid));
