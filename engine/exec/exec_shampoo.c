@@ -83,12 +83,13 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 			     set->adamw.weight_decay,
 			     m->o.momentum,
 			     set->adamw.step == 1,
-			     set->adamw.step % m->o.interval == 0,
+			     set->adamw.step % m->o.interval == 0 || set->adamw.step <= m->o.warmup,
 			     m->o.iters,
 			     m->o.graft,
 			     set->adamw.beta2,
 			     set->adamw.eps,
-			     set->adamw.step};
+			     set->adamw.step,
+			     m->o.stat_beta};
 
 	clp_exec_step_counts(e, &c);
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
@@ -386,10 +387,12 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
 	clp_status s;
 
 	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || !(o->eps >= 0.0f) ||
-	    o->interval < 1 || o->iters < 0 || o->iters > 1000)
+	    o->interval < 1 || o->iters < 0 || o->iters > 1000 || o->warmup < 0 ||
+	    !(o->stat_beta >= 0.0f && o->stat_beta <= 1.0f))
 		return clp_error(CLP_ERR_INVALID, "shampoo: momentum %g must be in [0, 1), eps %g "
-				 ">= 0, interval %d >= 1 and iters %d in 0..1000", o->momentum,
-				 o->eps, o->interval, o->iters);
+				 ">= 0, interval %d >= 1, iters %d in 0..1000, warmup %d >= 0 and "
+				 "beta2 %g in [0, 1]", o->momentum, o->eps, o->interval, o->iters,
+				 o->warmup, o->stat_beta);
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;

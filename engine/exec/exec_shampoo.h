@@ -20,6 +20,9 @@ typedef struct clp_exec_shampoo_opts {
 	int interval;    /* roots refreshed when the step count is a multiple (1) */
 	int iters;       /* coupled Newton iterations per root (25) */
 	int graft;       /* scale each update to Adam's norm (clp_shampoo_hp.graft; 0) */
+	int warmup;      /* also refresh the roots at every step t <= warmup (0: none) */
+	float stat_beta; /* statistics as moving averages (clp_shampoo_hp.stat_beta; 0 or 1:
+			  * sums, the package's) */
 } clp_exec_shampoo_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the

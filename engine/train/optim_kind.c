@@ -72,6 +72,8 @@ static clp_status shampoo_open(clp_session *s)
 		.interval = (int)s->cfg.shampoo.interval,
 		.iters = (int)s->cfg.shampoo.iters,
 		.graft = s->cfg.shampoo.graft,
+		.warmup = (int)s->cfg.shampoo.warmup,
+		.stat_beta = (float)s->cfg.shampoo.beta2,
 	};
 
 	return clp_exec_shampoo(s->ex, &o);
