@@ -29,7 +29,9 @@
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
  * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
- * comparison covers them); "shampoograft": "exact" with shampoo.graft. */
+ * comparison covers them); "shampoograft": "exact" with shampoo.graft; "shampooema":
+ * "exact" with the graft, the statistics as moving averages (shampoo.beta2 0.9) and a start-up
+ * phase (shampoo.warmup 1, then roots every third step). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -138,6 +140,12 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.momentum = 0.5;
 		c->shampoo.eps = 1e-4;
 		c->shampoo.graft = strstr(mode, "graft") != NULL; /* shampoograft: exact */
+		if (!strcmp(mode, "shampooema")) { /* exact */
+			c->shampoo.graft = 1;
+			c->shampoo.beta2 = 0.9;
+			c->shampoo.warmup = 1;
+			c->shampoo.interval = 3;
+		}
 	}
 	if (!strcmp(mode, "kfac")) {
 		snprintf(c->optim.name, sizeof(c->optim.name), "kfac");
@@ -338,6 +346,7 @@ static void test_equivalence(void)
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
+					     !strcmp(mode, "shampooema") ||
 					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;
