@@ -29,9 +29,7 @@
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
  * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
- * comparison covers them); "shampoograft": "exact" with shampoo.graft; "shampooema":
- * "exact" with the graft, the statistics as moving averages (shampoo.beta2 0.9) and a start-up
- * phase (shampoo.warmup 1, then roots every third step). */
+ * comparison covers them); "shampoograft": "exact" with shampoo.graft. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,7 +138,9 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.momentum = 0.5;
 		c->shampoo.eps = 1e-4;
 		c->shampoo.graft = strstr(mode, "graft") != NULL; /* shampoograft: exact */
-		if (!strcmp(mode, "shampooema")) { /* exact */
+		/* shampooema: "exact" with the graft, the statistics as moving averages
+		 * (shampoo.beta2 0.9) and a start-up phase (warmup 1, then every third step) */
+		if (!strcmp(mode, "shampooema")) {
 			c->shampoo.graft = 1;
 			c->shampoo.beta2 = 0.9;
 			c->shampoo.warmup = 1;
