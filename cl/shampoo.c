@@ -185,15 +185,17 @@ clp_status clp_shampoo_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_b
 			      const clp_shampoo_work *w)
 {
 	const size_t n = rows * cols;
+	const int ema = hp->stat_beta > 0.0f && hp->stat_beta < 1.0f;
+	const float sa = ema ? 1.0f - hp->stat_beta : 1.0f, sb = ema ? hp->stat_beta : 1.0f;
 
 	if (!n)
 		return CLP_OK;
 	CLP_TRY(clp_shampoo_momentum(ctx, buf, grad, w->x, n, hp->momentum, hp->first, gscale,
 				     stats));
-	/* L += x x^T; R += x^T x */
-	CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, rows, rows, cols, 1.0f, w->x, cols, w->x, cols, 1.0f,
+	/* L += x x^T; R += x^T x (moving averages: L = b L + (1 - b) x x^T) */
+	CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, rows, rows, cols, sa, w->x, cols, w->x, cols, sb,
 			    l, rows));
-	CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cols, cols, rows, 1.0f, w->x, cols, w->x, cols, 1.0f,
+	CLP_TRY(clp_cl_gemm(ctx, CLP_T, CLP_N, cols, cols, rows, sa, w->x, cols, w->x, cols, sb,
 			    r, cols));
 	if (hp->refresh) {
 		CLP_TRY(clp_shampoo_inv_root(ctx, l, rows, CLP_SHAMPOO_ROOT, hp->iters, w, li));

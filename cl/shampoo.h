@@ -40,6 +40,10 @@ typedef struct clp_shampoo_hp {
 	int graft;
 	float beta2, eps;
 	long t;             /* the 1-based step, for v's bias correction */
+	/* The statistics as moving averages (an extension: Distributed Shampoo's and SOAP's
+	 * beta2): with 0 < stat_beta < 1, L = b L + (1 - b) x x^T and R likewise (a skipped step,
+	 * x = 0, then decays them by b); otherwise (0, 1) sums, the package's. */
+	float stat_beta;
 } clp_shampoo_hp;
 
 /* Device scratch for tensors up to rows x cols and roots up to d x d, d = max(rows, cols): x

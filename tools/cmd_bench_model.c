@@ -346,7 +346,13 @@ static clp_status print_memory(const clp_plan_model *m, int recompute)
 	       mem.grad_bytes == mem.param_bytes ? "every parameter trained"
 						  : "the trained tensors: LoRA, train.freeze");
 	printf("  16-bit copy    %14lld bytes\n", (long long)mem.copy_bytes);
-	printf("  optimizer      %14lld bytes (AdamW's two moments)\n", (long long)mem.opt_bytes);
+	if (mem.own_bytes)
+		printf("  optimizer      %14lld bytes (AdamW's two moments %lld, the optimizer's own "
+		       "state and scratch %lld)\n", (long long)mem.opt_bytes,
+		       (long long)(mem.opt_bytes - mem.own_bytes), (long long)mem.own_bytes);
+	else
+		printf("  optimizer      %14lld bytes (AdamW's two moments)\n",
+		       (long long)mem.opt_bytes);
 	printf("  activations    %14lld bytes per micro-batch slot (kept from forward to "
 	       "backward)\n", (long long)mem.act_bytes);
 	printf("  message        %14lld bytes (a stage's output, and its gradient)\n",

@@ -98,6 +98,8 @@ int clp_ref_shampoo_step(double *p, double *buf, double *v, double *l, double *r
 			 double gscale, double ridge)
 {
 	const size_t n = rows * cols;
+	const int ema = hp->stat_beta > 0.0f && hp->stat_beta < 1.0f;
+	const double b = hp->stat_beta;
 	double *x = malloc(n * sizeof(double) + 1), *t = malloc(n * sizeof(double) + 1);
 
 	if (!x || !t) {
@@ -112,7 +114,8 @@ int clp_ref_shampoo_step(double *p, double *buf, double *v, double *l, double *r
 
 			for (size_t k = 0; k < cols; k++)
 				s += x[i * cols + k] * x[j * cols + k];
-			l[i * rows + j] += s;
+			l[i * rows + j] = ema ? b * l[i * rows + j] + (1 - b) * s
+					      : l[i * rows + j] + s;
 		}
 	for (size_t i = 0; i < cols; i++)
 		for (size_t j = 0; j < cols; j++) {
@@ -120,7 +123,8 @@ int clp_ref_shampoo_step(double *p, double *buf, double *v, double *l, double *r
 
 			for (size_t k = 0; k < rows; k++)
 				s += x[k * cols + i] * x[k * cols + j];
-			r[i * cols + j] += s;
+			r[i * cols + j] = ema ? b * r[i * cols + j] + (1 - b) * s
+					      : r[i * cols + j] + s;
 		}
 	if (hp->refresh && (clp_ref_shampoo_inv_root(l, rows, CLP_SHAMPOO_ROOT, ridge, li) ||
 			    clp_ref_shampoo_inv_root(r, cols, CLP_SHAMPOO_ROOT, ridge, ri))) {

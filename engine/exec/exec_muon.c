@@ -112,22 +112,14 @@ static const clp_exec_optim exec_muon_optim = {
 	.free = muon_free,
 };
 
-clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
+/* The scratch's sizes in floats for a rank's tables: n[0..4] (x, x2, gram, poly, norm). */
+static void scratch_sizes(const clp_param_table *const *tabs, int nt, size_t n[5])
 {
-	static const char *const names[5] = {"muon x", "muon x2", "muon gram", "muon poly",
-					     "muon norm"};
-	clp_cl_ctx *ctx = clp_exec_ctx(e);
-	size_t big = 1, gram = 1, n[5];
-	mst *m;
+	size_t big = 1, gram = 1;
 
-	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || o->ns_steps < 0 || o->ns_steps >= 100)
-		return clp_error(CLP_ERR_INVALID, "muon: momentum %g must be in [0, 1) and "
-				 "ns_steps %d in 0..99", o->momentum, o->ns_steps);
-	for (int k = 0; k < clp_exec_nstages(e); k++) {
-		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
-
-		for (int i = 0; i < tab->ntensors; i++) {
-			const clp_tensor_desc *t = &tab->tensors[i];
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++) {
+			const clp_tensor_desc *t = &tabs[k]->tensors[i];
 			size_t s = t->shape[0] < t->shape[1] ? t->shape[0] : t->shape[1];
 
 			if (!clp_exec_muon_takes(t))
@@ -137,11 +129,59 @@ clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
 			if (s * s > gram)
 				gram = s * s;
 		}
+	n[0] = n[1] = big, n[2] = n[3] = gram, n[4] = 1;
+}
+
+int64_t clp_exec_muon_bytes(const clp_param_table *const *tabs, int nt)
+{
+	size_t n[5];
+	int64_t b = 0;
+
+	scratch_sizes(tabs, nt, n);
+	for (int i = 0; i < 5; i++)
+		b += (int64_t)(n[i] * sizeof(float));
+	return b;
+}
+
+int64_t clp_exec_muon_device_bytes(const clp_exec *e)
+{
+	const mst *m = clp_exec_optim_state(e);
+	int64_t b = 0;
+
+	if (clp_exec_optim_ops(e) != &exec_muon_optim || !m)
+		return 0;
+	for (int i = 0; i < 5; i++) {
+		size_t sz = 0;
+
+		if (clGetMemObjectInfo(m->mem[i], CL_MEM_SIZE, sizeof(sz), &sz, NULL) != CL_SUCCESS)
+			return 0;
+		b += (int64_t)sz;
 	}
+	return b;
+}
+
+clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
+{
+	static const char *const names[5] = {"muon x", "muon x2", "muon gram", "muon poly",
+					     "muon norm"};
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	const int ns = clp_exec_nstages(e);
+	const clp_param_table **tabs;
+	size_t n[5];
+	mst *m;
+
+	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || o->ns_steps < 0 || o->ns_steps >= 100)
+		return clp_error(CLP_ERR_INVALID, "muon: momentum %g must be in [0, 1) and "
+				 "ns_steps %d in 0..99", o->momentum, o->ns_steps);
+	if (!(tabs = calloc((size_t)ns + 1, sizeof(*tabs))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int k = 0; k < ns; k++)
+		tabs[k] = clp_stage_table(clp_exec_stage(e, k, NULL));
+	scratch_sizes(tabs, ns, n);
+	free(tabs);
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;
-	n[0] = n[1] = big, n[2] = n[3] = gram, n[4] = 1;
 	for (int i = 0; i < 5; i++) {
 		clp_status s = clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]);
 

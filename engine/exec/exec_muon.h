@@ -33,6 +33,16 @@ int clp_exec_muon_takes(const clp_tensor_desc *t);
  * (6 flops a weight and token): for the planner's cost of an optimizer step. 0 on failure. */
 double clp_exec_muon_layer_work(const clp_model_config *m, size_t tokens, int ns_steps);
 
+/* Device bytes clp_exec_muon allocates on a rank whose local stages hold the tables
+ * tabs[0..n-1], exactly (alignment padding aside): its scratch, 4 (2 x the largest Muon matrix
+ * + 2 x the largest min(rows, cols)^2 + 1) bytes (the momentum is the stages' AdamW first
+ * moment). The memory model's (clp_optim_info.own_bytes); tests/plan/test_plan_mem.c holds it
+ * equal to clp_exec_muon_device_bytes. */
+int64_t clp_exec_muon_bytes(const clp_param_table *const *tabs, int n);
+/* What the buffers of e's installed Muon hold (CL_MEM_SIZE summed); 0 when e's optimizer is
+ * not Muon or a size cannot be read. */
+int64_t clp_exec_muon_device_bytes(const clp_exec *e);
+
 /* Muon instead of AdamW. Before the first step. */
 clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o);
 

@@ -36,6 +36,12 @@ static size_t set_off(size_t rows, size_t cols, int s)
 	return s == 0 ? 0 : s == 1 ? l : s == 2 ? l + r : 2 * l + r;
 }
 
+/* Floats of a rows x cols matrix's state buffer: L, R, L_inv, R_inv. */
+static size_t state_floats(const clp_tensor_desc *t)
+{
+	return set_off(t->shape[0], t->shape[1], 3) + t->shape[1] * t->shape[1];
+}
+
 static size_t set_dim(const clp_tensor_desc *t, int s)
 {
 	return s % 2 == 0 ? t->shape[0] : t->shape[1];
@@ -77,12 +83,13 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 			     set->adamw.weight_decay,
 			     m->o.momentum,
 			     set->adamw.step == 1,
-			     set->adamw.step % m->o.interval == 0,
+			     set->adamw.step % m->o.interval == 0 || set->adamw.step <= m->o.warmup,
 			     m->o.iters,
 			     m->o.graft,
 			     set->adamw.beta2,
 			     set->adamw.eps,
-			     set->adamw.step};
+			     set->adamw.step,
+			     m->o.stat_beta};
 
 	clp_exec_step_counts(e, &c);
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
@@ -250,7 +257,7 @@ static const clp_exec_optim exec_shampoo_optim = {
  * start: before the first refresh the update is zero). */
 static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, cl_mem *out)
 {
-	const size_t r = t->shape[0], c = t->shape[1], n = set_off(r, c, 3) + c * c;
+	const size_t r = t->shape[0], c = t->shape[1], n = state_floats(t);
 	float *h = calloc(n, sizeof(float));
 	clp_status st;
 
@@ -267,13 +274,81 @@ static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float 
 	return st;
 }
 
+/* The scratch's sizes in floats for a rank's tables: n[0..8] (x, u, r0..r5, norm). */
+static void scratch_sizes(const clp_param_table *const *tabs, int nt, size_t n[9])
+{
+	size_t big = 1, dd = 1;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++) {
+			const clp_tensor_desc *t = &tabs[k]->tensors[i];
+			size_t d = t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1];
+
+			if (!clp_exec_muon_takes(t))
+				continue;
+			big = t->numel > big ? t->numel : big;
+			dd = d * d > dd ? d * d : dd;
+		}
+	n[0] = n[1] = big, n[8] = 2;
+	for (int i = 2; i < 8; i++)
+		n[i] = dd;
+}
+
+int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
+{
+	size_t n[9];
+	int64_t b = 0;
+
+	scratch_sizes(tabs, nt, n);
+	for (int i = 0; i < 9; i++)
+		b += (int64_t)(n[i] * sizeof(float));
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++)
+			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
+				b += (int64_t)(state_floats(&tabs[k]->tensors[i]) * sizeof(float));
+	return b;
+}
+
+static int64_t mem_size(cl_mem mem)
+{
+	size_t sz = 0;
+
+	return clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof(sz), &sz, NULL) == CL_SUCCESS
+		       ? (int64_t)sz
+		       : -1;
+}
+
+int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
+{
+	const sst *m = clp_exec_optim_state(e);
+	int64_t b = 0, x;
+
+	if (clp_exec_optim_ops(e) != &exec_shampoo_optim || !m)
+		return 0;
+	for (int i = 0; i < 9; i++) {
+		if ((x = mem_size(m->mem[i])) < 0)
+			return 0;
+		b += x;
+	}
+	for (int k = 0; k < m->n; k++)
+		for (int i = 0; i < m->ntensors[k]; i++) {
+			if (!m->state[k][i])
+				continue;
+			if ((x = mem_size(m->state[k][i])) < 0)
+				return 0;
+			b += x;
+		}
+	return b;
+}
+
 static clp_status shampoo_alloc(clp_exec *e, sst *m)
 {
 	static const char *const names[9] = {"shampoo x", "shampoo u", "shampoo r0",
 					     "shampoo r1", "shampoo r2", "shampoo r3",
 					     "shampoo r4", "shampoo r5", "shampoo norm"};
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
-	size_t big = 1, dd = 1, n[9];
+	const clp_param_table **tabs;
+	size_t n[9];
 
 	m->n = clp_exec_nstages(e);
 	m->state = calloc((size_t)m->n + 1, sizeof(*m->state));
@@ -286,20 +361,17 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 		m->ntensors[k] = tab->ntensors;
 		if (!(m->state[k] = calloc((size_t)tab->ntensors + 1, sizeof(cl_mem))))
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
-		for (int i = 0; i < tab->ntensors; i++) {
-			const clp_tensor_desc *t = &tab->tensors[i];
-			size_t d = t->shape[0] > t->shape[1] ? t->shape[0] : t->shape[1];
-
-			if (!clp_exec_muon_takes(t))
-				continue;
-			big = t->numel > big ? t->numel : big;
-			dd = d * d > dd ? d * d : dd;
-			CLP_TRY(state_buffer(ctx, t, m->o.eps, &m->state[k][i]));
-		}
+		for (int i = 0; i < tab->ntensors; i++)
+			if (clp_exec_muon_takes(&tab->tensors[i]))
+				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->o.eps,
+						     &m->state[k][i]));
 	}
-	n[0] = n[1] = big, n[8] = 2;
-	for (int i = 2; i < 8; i++)
-		n[i] = dd;
+	if (!(tabs = calloc((size_t)m->n + 1, sizeof(*tabs))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	for (int k = 0; k < m->n; k++)
+		tabs[k] = clp_stage_table(clp_exec_stage(e, k, NULL));
+	scratch_sizes(tabs, m->n, n);
+	free(tabs);
 	for (int i = 0; i < 9; i++)
 		CLP_TRY(clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]));
 	m->w.x = clp_buf_at(m->mem[0], 0), m->w.u = clp_buf_at(m->mem[1], 0);
@@ -315,10 +387,12 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
 	clp_status s;
 
 	if (!(o->momentum >= 0.0f && o->momentum < 1.0f) || !(o->eps >= 0.0f) ||
-	    o->interval < 1 || o->iters < 0 || o->iters > 1000)
+	    o->interval < 1 || o->iters < 0 || o->iters > 1000 || o->warmup < 0 ||
+	    !(o->stat_beta >= 0.0f && o->stat_beta <= 1.0f))
 		return clp_error(CLP_ERR_INVALID, "shampoo: momentum %g must be in [0, 1), eps %g "
-				 ">= 0, interval %d >= 1 and iters %d in 0..1000", o->momentum,
-				 o->eps, o->interval, o->iters);
+				 ">= 0, interval %d >= 1, iters %d in 0..1000, warmup %d >= 0 and "
+				 "beta2 %g in [0, 1]", o->momentum, o->eps, o->interval, o->iters,
+				 o->warmup, o->stat_beta);
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;

@@ -20,6 +20,9 @@ typedef struct clp_exec_shampoo_opts {
 	int interval;    /* roots refreshed when the step count is a multiple (1) */
 	int iters;       /* coupled Newton iterations per root (25) */
 	int graft;       /* scale each update to Adam's norm (clp_shampoo_hp.graft; 0) */
+	int warmup;      /* also refresh the roots at every step t <= warmup (0: none) */
+	float stat_beta; /* statistics as moving averages (clp_shampoo_hp.stat_beta; 0 or 1:
+			  * sums, the package's) */
 } clp_exec_shampoo_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the
@@ -36,6 +39,17 @@ typedef struct clp_exec_shampoo_step {
  * token): for the planner's cost of an optimizer step. 0 on failure. */
 double clp_exec_shampoo_layer_work(const clp_model_config *m, size_t tokens, int iters,
 				   int interval);
+
+/* Device bytes clp_exec_shampoo allocates on a rank whose local stages hold the tables
+ * tabs[0..n-1], exactly (alignment padding aside): per Shampoo matrix (clp_exec_muon_takes,
+ * rows x cols) L, R, L_inv and R_inv, 8 (rows^2 + cols^2) bytes, and one scratch set for the
+ * rank, 4 (2 x the largest matrix + 6 x the largest max(rows, cols)^2 + 2) bytes. The memory
+ * model's (clp_optim_info.own_bytes); tests/plan/test_plan_mem.c holds it equal to
+ * clp_exec_shampoo_device_bytes. */
+int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int n);
+/* What the buffers of e's installed Shampoo hold (CL_MEM_SIZE summed); 0 when e's optimizer
+ * is not Shampoo or a size cannot be read. */
+int64_t clp_exec_shampoo_device_bytes(const clp_exec *e);
 
 /* Shampoo instead of AdamW. Before the first step. */
 clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o);

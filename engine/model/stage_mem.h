@@ -24,6 +24,10 @@ typedef struct clp_model_mem {
 			      * stage, and the gradient message back */
 	int64_t work_bytes;  /* backward temporaries, misc tables, the recomputation buffer */
 	int64_t kfac_bytes;  /* K-FAC factors and both sets of inverses of its layers */
+	int64_t own_bytes;   /* the optimizer's own buffers beyond AdamW's moments (Shampoo's
+			      * statistics and roots, Muon's and Shampoo's scratch): 0 from the
+			      * functions here, which do not know the optimizer; clp_plan_stage_mem
+			      * sets it and adds it to opt_bytes */
 } clp_model_mem;
 clp_status clp_model_stage_mem(const clp_model_config *m, int first_block, int last_block,
 			      size_t B, size_t T, int split, int recompute, clp_model_mem *out);

@@ -26,9 +26,18 @@ clp_status clp_plan_stage_mem(const clp_plan_model *m, const clp_model_config *c
 {
 	struct frozen_rule r = {c, m->freeze};
 	int any = c->lora_r > 0 || m->freeze[0];
+	clp_param_table t;
+	const clp_param_table *tp = &t;
 
-	return clp_model_stage_mem_frozen(c, first, last, m->batch, m->seq, split, recompute,
-					  m->precision, any ? frozen : NULL, &r, out);
+	CLP_TRY(clp_model_stage_mem_frozen(c, first, last, m->batch, m->seq, split, recompute,
+					   m->precision, any ? frozen : NULL, &r, out));
+	if (!m->opt_own_bytes)
+		return CLP_OK;
+	CLP_TRY(clp_param_table_build(c, first, last, &t));
+	out->own_bytes = m->opt_own_bytes(&tp, 1);
+	out->opt_bytes += out->own_bytes;
+	clp_param_table_free(&t);
+	return CLP_OK;
 }
 
 static const char *const block_names[CLP_PLAN_NBLOCKS] = {"embedding", "layer", "head"};

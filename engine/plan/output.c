@@ -145,6 +145,7 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	CLP_TRY(clp_train_optim_kind(c, &kind));
 	m->kfac = clp_optim_info_of(kind)->curvature; /* K-FAC's work: its memory, PipeFisher */
 	m->kfac_interval = (int)c->kfac.interval;
+	m->opt_own_bytes = clp_optim_info_of(kind)->own_bytes;
 	if (clp_optim_info_of(kind)->layer_work)
 		m->opt_layer_work = clp_optim_info_of(kind)->layer_work(c, mc, m->batch * m->seq);
 	CLP_TRY(clp_costs_precision_parse(c->train.precision, "train.precision", &m->precision));

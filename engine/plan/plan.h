@@ -69,6 +69,10 @@ typedef struct clp_plan_model {
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
 	double opt_layer_work; /* the optimizer's extra work per layer and step, in forward +
 				* backwards of one micro-batch of the layer (Muon; 0: none) */
+	/* The optimizer's own device buffers on a rank holding stages with tables tabs[0..n-1]
+	 * (clp_optim_info.own_bytes: Shampoo's statistics, Muon's scratch; NULL: none). The
+	 * planner counts each stage as its own rank's. */
+	int64_t (*opt_own_bytes)(const clp_param_table *const *tabs, int n);
 	clp_dtype precision;  /* train.precision: activations and messages in 2 bytes an element
 			       * for bf16 / fp16, plus the 16-bit weight copy (CLP_F32 when zero) */
 	char freeze[1024];    /* train.freeze: with cfg's LoRA base, the tensors kept as weights
@@ -77,7 +81,8 @@ typedef struct clp_plan_model {
 
 /* The memory of blocks first..last of model c (m's config, or one of another layer count) as
  * clp_model_stage_mem_frozen counts it for m's run: its precision, micro-batch, and frozen
- * tensors (m->freeze, cfg's LoRA base). */
+ * tensors (m->freeze, cfg's LoRA base); with m->opt_own_bytes also the optimizer's own
+ * buffers of a rank holding just these blocks (own_bytes, added to opt_bytes). */
 clp_status clp_plan_stage_mem(const clp_plan_model *m, const clp_model_config *c, int first,
 			      int last, int split, int recompute, clp_model_mem *out);
 

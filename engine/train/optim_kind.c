@@ -72,6 +72,8 @@ static clp_status shampoo_open(clp_session *s)
 		.interval = (int)s->cfg.shampoo.interval,
 		.iters = (int)s->cfg.shampoo.iters,
 		.graft = s->cfg.shampoo.graft,
+		.warmup = (int)s->cfg.shampoo.warmup,
+		.stat_beta = (float)s->cfg.shampoo.beta2,
 	};
 
 	return clp_exec_shampoo(s->ex, &o);
@@ -114,6 +116,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.step = muon_step,
 		.layer_work = muon_layer_work,
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
+		.own_bytes = clp_exec_muon_bytes, /* its scratch */
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},
@@ -123,9 +126,10 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.open = shampoo_open,
 		.step = shampoo_step,
 		.layer_work = shampoo_layer_work,
-		/* the momentum in AdamW's m; L, R and their roots (4 (rows^2 + cols^2) bytes a
-		 * matrix) are the optimizer's own, not in the memory model */
+		/* the momentum in AdamW's m (graft: v in AdamW's v) */
 		.state_bytes = 8,
+		/* L, R and their roots, 8 (rows^2 + cols^2) bytes a matrix, and its scratch */
+		.own_bytes = clp_exec_shampoo_bytes,
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},

@@ -32,6 +32,11 @@ typedef struct clp_optim_info {
 	/* Device bytes of optimizer state per parameter (the memory model: the stage's blocks
 	 * keep AdamW's two fp32 moments for every optimizer, so 8 for both kinds today). */
 	int state_bytes;
+	/* Device bytes of the optimizer's own buffers beyond those (Shampoo's statistics and
+	 * roots, Muon's and Shampoo's scratch) on a rank whose local stages hold the tables
+	 * tabs[0..n-1], exactly as its installer allocates them (NULL: none). The session's
+	 * memory check, `clpipe plan` and `clpipe bench --memory` add it. */
+	int64_t (*own_bytes)(const clp_param_table *const *tabs, int n);
 	/* Also the K-FAC factors and inverses of its layers (clp_model_mem.kfac_bytes), and the
 	 * factor and inversion work the planner's costs and the serial cycle rule count. */
 	int curvature;

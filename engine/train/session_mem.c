@@ -1,6 +1,8 @@
 /* Limits before work: before a session allocates anything on its device, the memory its stages
  * will take there (the planner's model of what a stage allocates, engine/model/stage_mem.c, held equal
- * to real stages by tests/plan/test_plan_mem.c) is added up and checked against the device's
+ * to real stages by tests/plan/test_plan_mem.c), and the optimizer's own buffers (clp_optim_info.
+ * own_bytes: Shampoo's statistics and roots, scratch; tests/plan/test_optim_mem.c) are added up
+ * and checked against the device's
  * memory, so a model that cannot fit is refused in milliseconds with the total, the device and
  * the setting to lower, instead of allocating gigabytes and failing inside the OpenCL driver. */
 #include <stdio.h>
@@ -32,6 +34,7 @@ static double host_available(void)
 
 typedef struct need {
 	double param, grad, opt, act, work, kfac;
+	double own; /* the optimizer's own buffers (clp_optim_info.own_bytes), in opt too */
 	int slots;
 } need;
 
@@ -74,6 +77,35 @@ static clp_status add_stage(clp_session *s, const clp_param_table *full, int fir
 	return CLP_OK;
 }
 
+/* The optimizer's own buffers on a rank whose local stages are st[0..k-1] (clp_optim_info.
+ * own_bytes, on the tables the stages will build). */
+static clp_status add_own(clp_session *s, const clp_sched *sched, const clp_exec_stage_need *st,
+			  int k, need *n)
+{
+	const int L = s->m.n_layer;
+	clp_param_table *tab = calloc((size_t)k + 1, sizeof(*tab));
+	const clp_param_table **tabs = calloc((size_t)k + 1, sizeof(*tabs));
+	clp_status e = tab && tabs ? CLP_OK : clp_error(CLP_ERR_NOMEM, "out of host memory");
+	int built = 0;
+
+	for (; e == CLP_OK && built < k; built++) {
+		const clp_stage_info *si = &sched->stages[st[built].stage];
+
+		e = clp_param_table_build(&s->m, si->embed ? 0 : si->first_layer + 1,
+					  si->head ? L + 1 : si->first_layer + si->nlayers,
+					  &tab[built]);
+		tabs[built] = &tab[built];
+	}
+	if (e == CLP_OK)
+		n->own = (double)s->optim->own_bytes(tabs, k);
+	n->opt += n->own;
+	for (int i = 0; tab && i < built; i++)
+		clp_param_table_free(&tab[i]);
+	free(tab);
+	free(tabs);
+	return e;
+}
+
 /* The setting that most moves the largest part of the total. */
 static void what_to_lower(const clp_session *s, const need *n, char *buf, size_t len)
 {
@@ -81,6 +113,14 @@ static void what_to_lower(const clp_session *s, const need *n, char *buf, size_t
 	double C = m->d_model, F = m->d_ff, V = m->vocab, L = m->n_layer;
 	double state = n->param + n->grad + n->opt + n->kfac;
 
+	if (n->own > n->param + n->grad + n->opt - n->own + n->kfac && n->own > n->act + n->work) {
+		snprintf(buf, len, "%s's own optimizer state (%.2f GiB, growing with the square of "
+			 "each weight matrix's sides) is the largest part: lower %s (%d), split the "
+			 "model over more pipeline stages, or use optim.name = \"adamw\"",
+			 s->optim->label, n->own / GIB, F > C ? "model.d_ff" : "model.d_model",
+			 F > C ? m->d_ff : m->d_model);
+		return;
+	}
 	if (n->act + n->work > state) {
 		snprintf(buf, len, "lower train.batch (%zu), train.seq (%zu) or %s (%d)%s, or split "
 			 "the model over more pipeline stages", s->B, s->T,
@@ -112,7 +152,7 @@ clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank
 	const char *where = "less the 10% the planner also keeps free";
 	double usable;
 	need n;
-	char hint[256];
+	char hint[320], own[96] = "";
 	clp_param_table full = {0};
 
 	memset(&n, 0, sizeof(n));
@@ -137,6 +177,8 @@ clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank
 				      si->head ? L + 1 : si->first_layer + si->nlayers, st[i].slots,
 				      st[i].split, &n);
 		}
+		if (e == CLP_OK && s->mode == CLP_SESSION_TRAIN && s->optim->own_bytes)
+			e = add_own(s, sched, st, k, &n);
 		free(st);
 		clp_param_table_free(&full);
 		CLP_TRY(e);
@@ -151,13 +193,16 @@ clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank
 	if (total(&n) <= usable)
 		return CLP_OK;
 	what_to_lower(s, &n, hint, sizeof(hint));
+	if (n.own > 0)
+		snprintf(own, sizeof(own), " (of which %s's own %.2f GiB)", s->optim->label,
+			 n.own / GIB);
 	return clp_error(CLP_ERR_NOMEM, "the model does not fit: rank %d needs %.2f GiB on its "
 			 "device %s, which has %.2f GiB (%.2f GiB usable: %s): parameters %.2f GiB, "
 			 "gradients %.2f GiB, "
-			 "optimizer state %.2f GiB, activations %.2f GiB (%d micro-batch slot(s) of "
+			 "optimizer state %.2f GiB%s, activations %.2f GiB (%d micro-batch slot(s) of "
 			 "%zu x %zu tokens), workspace %.2f GiB; %s",
 			 rank, total(&n) / GIB, d->name, (double)d->global_mem / GIB,
 			 usable / GIB, where,
-			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, n.act / GIB, n.slots,
+			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, own, n.act / GIB, n.slots,
 			 s->B, s->T, n.work / GIB, hint);
 }

@@ -213,6 +213,12 @@ static const clp_cfg_field fields[] = {
 	F(shampoo.graft, "shampoo.graft", CLP_CFG_BOOL, "false",
 	  "Shampoo: scale each matrix's update to the norm of Adam's (optim.beta2, optim.eps)",
 	  0, 0, NULL),
+	F(shampoo.warmup, "shampoo.warmup", CLP_CFG_INT, "0",
+	  "Shampoo: also refresh the roots at every step up to this one (a start-up phase before "
+	  "shampoo.interval applies)", 0, 1 << 20, NULL),
+	F(shampoo.beta2, "shampoo.beta2", CLP_CFG_FLOAT, "1",
+	  "Shampoo: statistics as moving averages L = beta2 L + (1 - beta2) G G^T (1: sums, the "
+	  "package's)", 0.5, 1, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),

@@ -104,6 +104,8 @@ typedef struct clp_train_config {
 		long interval;       /* roots refreshed every interval-th step */
 		long iters;          /* coupled Newton iterations per root */
 		int graft;           /* scale each update to Adam's norm (not the package's) */
+		long warmup;         /* roots also at every step <= warmup (not the package's) */
+		double beta2;        /* statistics as moving averages (< 1; 1: sums, the package's) */
 	} shampoo;
 	struct {
 		long every, batches;

@@ -141,6 +141,14 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.momentum = 0.5;
 		c->shampoo.eps = 1e-4;
 		c->shampoo.graft = strstr(mode, "graft") != NULL; /* shampoograft: exact */
+		/* shampooema: "exact" with the graft, the statistics as moving averages
+		 * (shampoo.beta2 0.9) and a start-up phase (warmup 1, then every third step) */
+		if (!strcmp(mode, "shampooema")) {
+			c->shampoo.graft = 1;
+			c->shampoo.beta2 = 0.9;
+			c->shampoo.warmup = 1;
+			c->shampoo.interval = 3;
+		}
 	}
 	if (!strcmp(mode, "dropout"))
 		c->model.dropout = 0.1;
@@ -347,6 +355,7 @@ static void test_equivalence(void)
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
+					     !strcmp(mode, "shampooema") ||
 					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;

@@ -170,8 +170,8 @@ static void test_inv_root(void)
 }
 
 /* three whole steps of every shape (roots every step, every second step, and every second
- * step with the graft, whose first step is Adam's direction alone), a skipped step, a NaN
- * gradient */
+ * step with the graft, whose first step is Adam's direction alone, the last also with the
+ * statistics as moving averages, beta2 0.9), a skipped step, a NaN gradient */
 static void test_update(void)
 {
 	clp_cl_ctx *ctx = th_ctx();
@@ -180,8 +180,8 @@ static void test_update(void)
 	if (!ctx)
 		return;
 	for (size_t t = 0; t < NSHAPES; t++)
-		for (int var = 0; var < 3; var++) {
-			const int k = var ? 2 : 1, graft = var == 2;
+		for (int var = 0; var < 4; var++) {
+			const int k = var ? 2 : 1, graft = var >= 2;
 			size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
 			float *p = tn_rand(&r, n, -1, 1), *g = malloc(n * 4), *got = malloc(n * 4);
 			float *before = malloc(n * 4), *l0 = malloc(rows * rows * 4);
@@ -195,7 +195,8 @@ static void test_update(void)
 			const float stats[4] = {4.0f, 0.0f, 2.0f, 0.5f}, skip[4] = {NAN, 1, NAN, 0};
 			cl_mem ms = tn_buf(stats, 4);
 			clp_shampoo_work w = work_for(rows, cols, m);
-			clp_shampoo_hp hp = {0.02f, 0.1f, 0.9f, 1, 1, ITERS_STEP, graft, 0.95f, 1e-8f, 1};
+			clp_shampoo_hp hp = {0.02f, 0.1f, 0.9f, 1, 1, ITERS_STEP, graft, 0.95f, 1e-8f, 1,
+					     var == 3 ? 0.9f : 0.0f};
 			char what[80];
 
 			for (size_t i = 0; i < rows; i++)
@@ -209,8 +210,8 @@ static void test_update(void)
 			for (size_t i = 0; i < cols * cols; i++)
 				rr[i] = r0[i];
 			ml = tn_buf(l0, rows * rows), mr = tn_buf(r0, cols * cols);
-			snprintf(what, sizeof(what), "shampoo step %zux%zu interval %d graft %d", rows,
-				 cols, k, graft);
+			snprintf(what, sizeof(what), "shampoo step %zux%zu interval %d graft %d beta2 %g",
+				 rows, cols, k, graft, (double)hp.stat_beta);
 			for (int step = 1; step <= 3; step++) {
 				th_fill_uniform(&r, g, n, -2, 2);
 				CHECK_OK(clp_cl_write(ctx, mg, 0, n * 4, g));
@@ -234,6 +235,25 @@ static void test_update(void)
 			 * scale): fp32 products and 20 Newton iterations, tolerance 1e-5 */
 			tn_get(mp, 0, got, n);
 			th_close(what, got, rp, n, 1e-5, 0);
+			/* the statistics: sums, or moving averages with beta2 (fp32 products of
+			 * O(1) entries, at most 127 terms: relative 1e-5; with the graft they take
+			 * the momentum's error, below) */
+			{
+				float *gs = malloc((rows * rows + cols * cols) * 4);
+
+				tn_get(ml, 0, gs, rows * rows);
+				tn_get(mr, 0, gs + rows * rows, cols * cols);
+				if (graft)
+					CHECK(th_norm_err(gs, rl, rows * rows) <= 5e-5 &&
+					      th_norm_err(gs + rows * rows, rr, cols * cols) <= 5e-5,
+					      "%s: statistics normalised error %.3g, %.3g", what,
+					      th_norm_err(gs, rl, rows * rows),
+					      th_norm_err(gs + rows * rows, rr, cols * cols));
+				else
+					th_close(what, gs, rl, rows * rows, 1e-5, 1e-5),
+					th_close(what, gs + rows * rows, rr, cols * cols, 1e-5, 1e-5);
+				free(gs);
+			}
 			tn_get(mb, 0, got, n);
 			/* the graft scales u, and its error, by ||a|| / ||u|| (up to ~15 here): the
 			 * error relative to the norm is what the scale keeps, that of roots with kappa

@@ -157,7 +157,8 @@ static void test_against_reference(void)
 		cl_mem mp, mb = tn_buf(NULL, n), mg = tn_buf(NULL, n), ml, mr, m[9], dev[4];
 		cl_mem mli = tn_buf(NULL, rows * rows), mri = tn_buf(NULL, cols * cols);
 		clp_shampoo_work w;
-		clp_shampoo_hp hp = {0, (float)wd, mom, 1, 0, ITERS, 0, 0, 0, 0}; /* no graft */
+		clp_shampoo_hp hp = {0, (float)wd, mom, 1, 0, ITERS, 0, 0, 0, 0, 0}; /* no graft,
+									       * sums */
 		rstate z, rg;
 		char what[96];
 
