@@ -10,21 +10,6 @@
 
 #define MUON_FILE "muon.cl"
 
-static size_t cdiv(size_t a, size_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static clp_status run_ew(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
-{
-	size_t chunk, local, global;
-
-	clp_nn_ew_geometry(ctx, &chunk, &local);
-	global = cdiv(n ? n : 1, chunk);
-	global = cdiv(global, local) * local;
-	return clp_cl_run(ctx, k, label, 1, &global, &local);
-}
-
 double clp_muon_scaled_lr(double lr, size_t rows, size_t cols)
 {
 	double r = cols ? (double)rows / (double)cols : 1.0;
@@ -49,7 +34,7 @@ clp_status clp_muon_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u,
 			    CLP_ARG(u.mem), CLP_ARG(uo), CLP_ARG(nn), CLP_ARG(mu), CLP_ARG(nes),
 			    CLP_ARG(gscale), CLP_ARG(sm), CLP_ARG(so),
 			    CLP_ARG(has)));
-	return run_ew(ctx, k, "muon_momentum", n);
+	return clp_nn_run_ew(ctx, k, "muon_momentum", n);
 }
 
 clp_status clp_muon_normalize(clp_cl_ctx *ctx, clp_buf x, size_t n, clp_buf nrm, float eps)
@@ -62,7 +47,7 @@ clp_status clp_muon_normalize(clp_cl_ctx *ctx, clp_buf x, size_t n, clp_buf nrm,
 	CLP_TRY(clp_cl_kernel(ctx, MUON_FILE, clp_nn_ew_defines(ctx), "clp_muon_normalize", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(nn), CLP_ARG(nrm.mem),
 			    CLP_ARG(no), CLP_ARG(eps)));
-	return run_ew(ctx, k, "muon_normalize", n);
+	return clp_nn_run_ew(ctx, k, "muon_normalize", n);
 }
 
 clp_status clp_muon_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf u, size_t n, float decay_mul,
@@ -79,7 +64,7 @@ clp_status clp_muon_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf u, size_t n, float
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(p.mem), CLP_ARG(po), CLP_ARG(u.mem), CLP_ARG(uo),
 			    CLP_ARG(nn), CLP_ARG(decay_mul), CLP_ARG(lr),
 			    CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
-	return run_ew(ctx, k, "muon_apply", n);
+	return clp_nn_run_ew(ctx, k, "muon_apply", n);
 }
 
 /* Wide (rows <= cols): A = X X^T, X' = a X + B X. Tall: A = X^T X, X' = a X + X B, which is

@@ -14,15 +14,6 @@ static clp_status ew_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_
 	return clp_cl_kernel(ctx, ACT_FILE, clp_nn_ew_st_defines(ctx, dt), name, k);
 }
 
-static clp_status ew_run(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
-{
-	size_t chunk, local, global;
-
-	clp_nn_ew_geometry(ctx, &chunk, &local);
-	global = nn_cdiv(n, chunk);
-	return clp_cl_run(ctx, k, label, 1, &global, &local);
-}
-
 static void rng_args(const clp_rng_stream *s, cl_uint2 *key, cl_uint4 *ctr)
 {
 	key->s[0] = s->k0;
@@ -45,7 +36,7 @@ clp_status clp_nn_gelu_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf inp, size_t
 	CLP_TRY(ew_kernel(ctx, dt, "clp_gelu_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(inp.mem), CLP_ARG(io),
 			    CLP_ARG(nn), CLP_ARG(kd)));
-	return ew_run(ctx, k, "gelu_fwd", n);
+	return clp_nn_run_ew(ctx, k, "gelu_fwd", n);
 }
 
 static clp_status gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
@@ -62,7 +53,7 @@ static clp_status gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
 			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(nn), CLP_ARG(kd),
 			    CLP_ARG(set)));
-	return ew_run(ctx, k, "gelu_bwd", n);
+	return clp_nn_run_ew(ctx, k, "gelu_bwd", n);
 }
 
 clp_status clp_nn_gelu_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout, clp_buf inp,
@@ -93,7 +84,7 @@ clp_status clp_nn_bias_gelu_forward(clp_cl_ctx *ctx, clp_buf act, clp_buf fc, cl
 	CLP_TRY(ew_kernel(ctx, dt, "clp_bias_gelu_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(act.mem), CLP_ARG(ao), CLP_ARG(fc.mem), CLP_ARG(fo),
 			    CLP_ARG(bias.mem), CLP_ARG(bo), CLP_ARG(nn), CLP_ARG(f), CLP_ARG(kd)));
-	return ew_run(ctx, k, "bias_gelu_fwd", nn);
+	return clp_nn_run_ew(ctx, k, "bias_gelu_fwd", nn);
 }
 
 static clp_status run_rows2(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t N, size_t F)
@@ -160,7 +151,7 @@ clp_status clp_nn_residual_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf a, clp_
 	CLP_TRY(ew_kernel(ctx, dt, "clp_residual_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(a.mem), CLP_ARG(ao),
 			    CLP_ARG(b.mem), CLP_ARG(bo), CLP_ARG(nn)));
-	return ew_run(ctx, k, "residual_fwd", n);
+	return clp_nn_run_ew(ctx, k, "residual_fwd", n);
 }
 
 clp_status clp_nn_residual_backward(clp_cl_ctx *ctx, clp_buf da, clp_buf db, clp_buf dout,
@@ -173,7 +164,7 @@ clp_status clp_nn_residual_backward(clp_cl_ctx *ctx, clp_buf da, clp_buf db, clp
 	CLP_TRY(ew_kernel(ctx, CLP_F32, "clp_residual_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(da.mem), CLP_ARG(ao), CLP_ARG(db.mem), CLP_ARG(bo),
 			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(nn)));
-	return ew_run(ctx, k, "residual_bwd", n);
+	return clp_nn_run_ew(ctx, k, "residual_bwd", n);
 }
 
 static clp_status dropout(clp_cl_ctx *ctx, clp_buf out, clp_buf x, size_t n, float p,
@@ -201,7 +192,7 @@ static clp_status dropout(clp_cl_ctx *ctx, clp_buf out, clp_buf x, size_t n, flo
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(x.mem), CLP_ARG(xo),
 			    CLP_ARG(nn), CLP_ARG(thr), CLP_ARG(scale), CLP_ARG(key), CLP_ARG(ctr),
 			    CLP_ARG(md)));
-	return ew_run(ctx, k, mode ? "dropout_bwd" : "dropout_fwd", n);
+	return clp_nn_run_ew(ctx, k, mode ? "dropout_bwd" : "dropout_fwd", n);
 }
 
 clp_status clp_nn_dropout_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf inp, size_t n, float p,
@@ -230,7 +221,7 @@ static clp_status rng_fill(clp_cl_ctx *ctx, clp_buf out, size_t n, const clp_rng
 	CLP_TRY(ew_kernel(ctx, CLP_F32, "clp_rng_fill", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(nn), CLP_ARG(fi),
 			    CLP_ARG(a), CLP_ARG(b), CLP_ARG(key), CLP_ARG(ctr), CLP_ARG(md)));
-	return ew_run(ctx, k, "rng_fill", n);
+	return clp_nn_run_ew(ctx, k, "rng_fill", n);
 }
 
 clp_status clp_nn_rng_normal(clp_cl_ctx *ctx, clp_buf out, size_t n, const clp_rng_stream *s,

@@ -101,6 +101,15 @@ clp_status clp_nn_require_f32(const char *fn, int count, ...)
 	return st;
 }
 
+clp_status clp_nn_run_ew(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
+{
+	size_t chunk, local, global;
+
+	clp_nn_ew_geometry(ctx, &chunk, &local);
+	global = nn_cdiv(n ? n : 1, chunk); /* clp_cl_run rounds it up to the local size */
+	return clp_cl_run(ctx, k, label, 1, &global, &local);
+}
+
 clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
 {
 	size_t one = 1;

@@ -34,6 +34,9 @@ clp_status clp_nn_value_type(const char *fn, clp_dtype *out, int count, ...);
  * (const char *name, clp_buf) is fp32 (gradients, statistics). */
 clp_status clp_nn_require_f32(const char *fn, int count, ...);
 
+/* Launch an elementwise kernel over n elements (at least one work-item), in the context's
+ * elementwise geometry (clp_nn_ew_geometry: elements per work-item, local size). */
+clp_status clp_nn_run_ew(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
 /* Launch a 1-D kernel over n work-items with local size 1 (CPU shape). */
 clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
 

@@ -10,21 +10,6 @@
 
 #define SHAMPOO_FILE "shampoo.cl"
 
-static size_t cdiv(size_t a, size_t b)
-{
-	return (a + b - 1) / b;
-}
-
-static clp_status run_ew(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
-{
-	size_t chunk, local, global;
-
-	clp_nn_ew_geometry(ctx, &chunk, &local);
-	global = cdiv(n ? n : 1, chunk);
-	global = cdiv(global, local) * local;
-	return clp_cl_run(ctx, k, label, 1, &global, &local);
-}
-
 static clp_status kernel(clp_cl_ctx *ctx, const char *name, cl_kernel *k)
 {
 	return clp_cl_kernel(ctx, SHAMPOO_FILE, clp_nn_ew_defines(ctx), name, k);
@@ -46,7 +31,7 @@ clp_status clp_shampoo_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf
 	CLP_TRY(clp_cl_args(ctx, k, 13, CLP_ARG(buf.mem), CLP_ARG(bo), CLP_ARG(g.mem), CLP_ARG(go),
 			    CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(nn), CLP_ARG(mu), CLP_ARG(fi),
 			    CLP_ARG(gscale), CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
-	return run_ew(ctx, k, "shampoo_momentum", n);
+	return clp_nn_run_ew(ctx, k, "shampoo_momentum", n);
 }
 
 clp_status clp_shampoo_root_init(clp_cl_ctx *ctx, clp_buf a, clp_buf m, clp_buf x, size_t n,
@@ -62,7 +47,7 @@ clp_status clp_shampoo_root_init(clp_cl_ctx *ctx, clp_buf a, clp_buf m, clp_buf 
 	CLP_TRY(clp_cl_args(ctx, k, 11, CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(m.mem), CLP_ARG(mo),
 			    CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(nn), CLP_ARG(nrm.mem), CLP_ARG(no),
 			    CLP_ARG(fp), CLP_ARG(ridge)));
-	return run_ew(ctx, k, "shampoo_root_init", n * n);
+	return clp_nn_run_ew(ctx, k, "shampoo_root_init", n * n);
 }
 
 clp_status clp_shampoo_affine_eye(clp_cl_ctx *ctx, clp_buf out, clp_buf in, size_t n,
@@ -76,7 +61,7 @@ clp_status clp_shampoo_affine_eye(clp_cl_ctx *ctx, clp_buf out, clp_buf in, size
 	CLP_TRY(kernel(ctx, "clp_shampoo_affine_eye", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(in.mem), CLP_ARG(io),
 			    CLP_ARG(nn), CLP_ARG(alpha), CLP_ARG(beta)));
-	return run_ew(ctx, k, "shampoo_affine_eye", n * n);
+	return clp_nn_run_ew(ctx, k, "shampoo_affine_eye", n * n);
 }
 
 clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u, size_t n,
@@ -93,7 +78,7 @@ clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u,
 	CLP_TRY(clp_cl_args(ctx, k, 12, CLP_ARG(p.mem), CLP_ARG(po), CLP_ARG(buf.mem), CLP_ARG(bo),
 			    CLP_ARG(u.mem), CLP_ARG(uo), CLP_ARG(nn), CLP_ARG(decay_mul),
 			    CLP_ARG(lr), CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
-	return run_ew(ctx, k, "shampoo_apply", n);
+	return clp_nn_run_ew(ctx, k, "shampoo_apply", n);
 }
 
 clp_status clp_shampoo_graft_dir(clp_cl_ctx *ctx, clp_buf x, clp_buf v, clp_buf a, size_t n,
@@ -113,7 +98,7 @@ clp_status clp_shampoo_graft_dir(clp_cl_ctx *ctx, clp_buf x, clp_buf v, clp_buf 
 	CLP_TRY(clp_cl_args(ctx, k, 13, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(v.mem), CLP_ARG(vo),
 			    CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(nn), CLP_ARG(beta2), CLP_ARG(bc2),
 			    CLP_ARG(eps), CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
-	return run_ew(ctx, k, "shampoo_graft_dir", n);
+	return clp_nn_run_ew(ctx, k, "shampoo_graft_dir", n);
 }
 
 clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t n,
@@ -127,7 +112,7 @@ clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t
 	CLP_TRY(kernel(ctx, "clp_shampoo_graft_scale", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(u.mem), CLP_ARG(uo), CLP_ARG(a.mem), CLP_ARG(ao),
 			    CLP_ARG(nn), CLP_ARG(nrm.mem), CLP_ARG(no)));
-	return run_ew(ctx, k, "shampoo_graft_scale", n);
+	return clp_nn_run_ew(ctx, k, "shampoo_graft_scale", n);
 }
 
 /* r[0] M, r[1] M', r[2] T, r[3] T T (then T^p), r[4] X', out X; the products of M, X and T
