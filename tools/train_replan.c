@@ -207,7 +207,7 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 		if (r.ckpt_step >= 0)
 			snprintf(res->note, sizeof(res->note), "no other holder of stage%s %s: "
 				 "re-planned; this rank's %d tensors it held from memory (step %ld), "
-				 "%d from %s (step %ld: %ld step%s of theirs lost)",
+				 "%d from %.900s (step %ld: %ld step%s of theirs lost)",
 				 strchr(stages, ',') ? "s" : "", stages, r.from_memory, a->step,
 				 r.from_ckpt, r.ckpt, r.ckpt_step, a->step - r.ckpt_step,
 				 a->step - r.ckpt_step == 1 ? "" : "s");
