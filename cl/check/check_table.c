@@ -160,6 +160,7 @@ static const char *const gemm_variants[] = {"packed", "tiled", "clblast"};
 static const ck_row norm_rows[] = {
 	{{{1, 1}, 0}, ALLV},   {{{7, 33}, Q | FD}, ALLV}, {{{33, 7}, FD}, ALLV},
 	{{{127, 45}, 0}, ALLV}, {{{3, 768}, 0}, ALLV},
+	{{{32001, 65}, F32}, ALLV}, /* 1001 row blocks in the dw/db column sums */
 };
 /* n */
 static const ck_row gelu_rows[] = {
@@ -178,6 +179,7 @@ static const ck_row bias_gelu_rows[] = {
 };
 static const ck_row bias_rows[] = {
 	{{{1, 1}, 0}, ALLV}, {{{7, 33}, Q}, ALLV}, {{{127, 45}, 0}, ALLV},
+	{{{32001, 65}, F32}, ALLV}, /* 1001 row blocks in the column sum (llvmpipe, issue 30) */
 };
 /* B, T, C, V */
 static const ck_row embed_rows[] = {

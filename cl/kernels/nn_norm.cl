@@ -301,28 +301,24 @@ __kernel void clp_bias_grad(__global float *dst, ulong dso, __global const float
 	dst[dso + c] += acc;
 }
 
-/* dst[c] += sum over blocks of part[po + blk * stride + c], blocks in order; NN_COLS columns per
- * work-item. */
+/* dst[c] += sum over blocks of part[po + blk * stride + c], blocks in order from 0 (then added
+ * to dst once); one column per work-item. A strip of NN_COLS columns per work-item in a private
+ * array indexed c - c0 gave wrong sums on llvmpipe (Mesa 22.3.6) from about 1000 blocks on
+ * (N = 32001 rows at C = 65: every column off, the input gradient right; clpipe check's
+ * layernorm / rmsnorm rows of that size): no OpenCL rule limits a private array's indexing or
+ * a loop's count, so that is llvmpipe's. The sums are the same, in the same order. */
 __kernel void clp_nn_colsum(__global float *dst, ulong dso, __global const float *part, ulong po,
 			    uint stride, uint nblocks, uint C)
 {
-	const uint c0 = get_global_id(0) * NN_COLS;
-	const uint c1 = min(C, c0 + NN_COLS);
-	float acc[NN_COLS];
+	const uint c = get_global_id(0);
 
-	if (c0 >= C)
+	if (c >= C)
 		return;
-	part += po;
-	dst += dso;
-	for (uint c = 0; c < NN_COLS; c++)
-		acc[c] = 0.0f;
-	for (uint blk = 0; blk < nblocks; blk++) {
-		const __global float *p = part + (size_t)blk * stride;
-		for (uint c = c0; c < c1; c++)
-			acc[c - c0] += p[c];
-	}
-	for (uint c = c0; c < c1; c++)
-		dst[c] += acc[c - c0];
+	part += po + c;
+	float acc = 0.0f;
+	for (uint blk = 0; blk < nblocks; blk++)
+		acc += part[(size_t)blk * stride];
+	dst[dso + c] += acc;
 }
 
 /* The same for two destinations side by side in the partials (LayerNorm's dw then db, 2C
@@ -330,25 +326,16 @@ __kernel void clp_nn_colsum(__global float *dst, ulong dso, __global const float
 __kernel void clp_nn_colsum2(__global float *d1, ulong o1, __global float *d2, ulong o2,
 			     __global const float *part, ulong po, uint nblocks, uint C)
 {
-	const uint C2 = 2 * C;
-	const uint c0 = get_global_id(0) * NN_COLS;
-	const uint c1 = min(C2, c0 + NN_COLS);
-	float acc[NN_COLS];
+	const uint C2 = 2 * C, c = get_global_id(0);
 
-	if (c0 >= C2)
+	if (c >= C2)
 		return;
-	part += po;
-	for (uint c = 0; c < NN_COLS; c++)
-		acc[c] = 0.0f;
-	for (uint blk = 0; blk < nblocks; blk++) {
-		const __global float *p = part + (size_t)blk * C2;
-		for (uint c = c0; c < c1; c++)
-			acc[c - c0] += p[c];
-	}
-	for (uint c = c0; c < c1; c++) {
-		if (c < C)
-			d1[o1 + c] += acc[c - c0];
-		else
-			d2[o2 + c - C] += acc[c - c0];
-	}
+	part += po + c;
+	float acc = 0.0f;
+	for (uint blk = 0; blk < nblocks; blk++)
+		acc += part[(size_t)blk * C2];
+	if (c < C)
+		d1[o1 + c] += acc;
+	else
+		d2[o2 + c - C] += acc;
 }
