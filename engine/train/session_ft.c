@@ -86,6 +86,23 @@ clp_status clp_session_can_take_over(const clp_session *s)
 	return CLP_OK;
 }
 
+clp_status sess_take_over_rest(clp_session *dst, const clp_session *src, long step,
+			       long applied, const char *data_pos)
+{
+	if (data_pos && data_pos[0])
+		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
+	if (dst->prec == CLP_F16) {
+		float scale;
+		long good;
+
+		clp_exec_loss_scale(src->ex, &scale, &good);
+		clp_exec_restore_loss_scale(dst->ex, scale, good);
+	}
+	dst->step = dst->completed = step;
+	dst->applied = applied;
+	return CLP_OK;
+}
+
 clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, long applied,
 				 const char *data_pos)
 {
@@ -105,16 +122,5 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 			CLP_TRY(clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL)));
 	}
 	dst->no_init = 0;
-	if (data_pos && data_pos[0])
-		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
-	if (dst->prec == CLP_F16) {
-		float scale;
-		long good;
-
-		clp_exec_loss_scale(src->ex, &scale, &good);
-		clp_exec_restore_loss_scale(dst->ex, scale, good);
-	}
-	dst->step = dst->completed = step;
-	dst->applied = applied;
-	return CLP_OK;
+	return sess_take_over_rest(dst, src, step, applied, data_pos);
 }

@@ -163,5 +163,9 @@ void sess_report_end(clp_session *s);
  * other than 0, or a job under mpirun, which forwards output through ptys). */
 int sess_tty(const clp_session *s);
 void sess_report_free(clp_session *s);
+/* The end of a take-over (session_ft.c, session_replan.c): the survivors' data position, fp16
+ * loss scale and step counters into dst. */
+clp_status sess_take_over_rest(clp_session *dst, const clp_session *src, long step,
+			       long applied, const char *data_pos);
 
 #endif

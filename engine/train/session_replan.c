@@ -157,18 +157,7 @@ clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long s
 		st = take_steps(dst, src, c, r);
 	clp_ckpt_close(c);
 	CLP_TRY(st);
-	if (data_pos && data_pos[0])
-		CLP_TRY(clp_dataset_restore(dst->ds, data_pos));
-	if (dst->prec == CLP_F16) {
-		float scale;
-		long good;
-
-		clp_exec_loss_scale(src->ex, &scale, &good);
-		clp_exec_restore_loss_scale(dst->ex, scale, good);
-	}
-	dst->step = dst->completed = step;
-	dst->applied = applied;
-	return CLP_OK;
+	return sess_take_over_rest(dst, src, step, applied, data_pos);
 }
 
 /* This rank's token embedding (stage, tensor), 0 when it holds none. */
