@@ -28,6 +28,15 @@ static const char *human(double bytes, char *buf, size_t n)
 	return buf;
 }
 
+int64_t clp_cl_buffer_bytes(cl_mem m)
+{
+	size_t sz = 0;
+
+	return clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof(sz), &sz, NULL) == CL_SUCCESS
+		       ? (int64_t)sz
+		       : -1;
+}
+
 clp_status clp_cl_buffer(clp_cl_ctx *ctx, size_t bytes, const char *what, cl_mem *out)
 {
 	char h1[32], h2[32];

@@ -214,6 +214,8 @@ clp_status clp_cl_event_ms(cl_event ev, double *ms);
 /* A device buffer of bytes (<= the max allocation). Allocation is forced at creation (the buffer
  * is zero-filled), so a failure is reported here, with the size and device, not at first use. */
 clp_status clp_cl_buffer(clp_cl_ctx *ctx, size_t bytes, const char *what, cl_mem *out);
+/* A buffer's size in bytes (CL_MEM_SIZE), -1 when the implementation does not say. */
+int64_t clp_cl_buffer_bytes(cl_mem m);
 clp_status clp_cl_write(clp_cl_ctx *ctx, cl_mem m, size_t offset, size_t bytes, const void *src);
 clp_status clp_cl_read(clp_cl_ctx *ctx, cl_mem m, size_t offset, size_t bytes, void *dst);
 

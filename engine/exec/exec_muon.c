@@ -151,11 +151,11 @@ int64_t clp_exec_muon_device_bytes(const clp_exec *e)
 	if (clp_exec_optim_ops(e) != &exec_muon_optim || !m)
 		return 0;
 	for (int i = 0; i < 5; i++) {
-		size_t sz = 0;
+		int64_t sz = clp_cl_buffer_bytes(m->mem[i]);
 
-		if (clGetMemObjectInfo(m->mem[i], CL_MEM_SIZE, sizeof(sz), &sz, NULL) != CL_SUCCESS)
+		if (sz < 0)
 			return 0;
-		b += (int64_t)sz;
+		b += sz;
 	}
 	return b;
 }

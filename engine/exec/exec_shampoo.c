@@ -309,15 +309,6 @@ int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
 	return b;
 }
 
-static int64_t mem_size(cl_mem mem)
-{
-	size_t sz = 0;
-
-	return clGetMemObjectInfo(mem, CL_MEM_SIZE, sizeof(sz), &sz, NULL) == CL_SUCCESS
-		       ? (int64_t)sz
-		       : -1;
-}
-
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 {
 	const sst *m = clp_exec_optim_state(e);
@@ -326,7 +317,7 @@ int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 	if (clp_exec_optim_ops(e) != &exec_shampoo_optim || !m)
 		return 0;
 	for (int i = 0; i < 9; i++) {
-		if ((x = mem_size(m->mem[i])) < 0)
+		if ((x = clp_cl_buffer_bytes(m->mem[i])) < 0)
 			return 0;
 		b += x;
 	}
@@ -334,7 +325,7 @@ int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 		for (int i = 0; i < m->ntensors[k]; i++) {
 			if (!m->state[k][i])
 				continue;
-			if ((x = mem_size(m->state[k][i])) < 0)
+			if ((x = clp_cl_buffer_bytes(m->state[k][i])) < 0)
 				return 0;
 			b += x;
 		}
