@@ -11,6 +11,7 @@
 #include "engine/io/config.h"
 #include "engine/sched/gen.h"
 #include "engine/pass/scenario.h"
+#include "engine/scenario/shared_cores.h"
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
 #include "engine/sim/sim.h"
@@ -29,6 +30,7 @@ typedef struct sim_cfg {
 	double tf, tb, tw;
 	long eager_bytes;
 	double hop_s, task_gap_s;
+	long shared_cores;
 	int recompute, validate, strict_memory;
 	char trace[PATH_MAX_], svg[PATH_MAX_], compare[PATH_MAX_];
 	int full_trace, json, bench;
@@ -90,6 +92,10 @@ static const clp_cfg_field fields[] = {
 	  "(SkipPipe's cost model: 0.35)", 0, 1e6, NULL),
 	F(task_gap_s, "task_gap_s", CLP_CFG_FLOAT, "0", "idle seconds after each F/B/W on a rank "
 	  "(SkipPipe's cost model: 0.13)", 0, 1e6, NULL),
+	F(shared_cores, "shared_cores", CLP_CFG_INT, "0", "every rank's compute shares this many "
+	  "cores of one machine (a network lab of namespaces; processor sharing, docs/PIPELINE.md); "
+	  "--calibrate then takes each op's time alone from the trace; 0: a device each", 0,
+	  1 << 20, NULL),
 	F(recompute, "recompute", CLP_CFG_BOOL, "false", "activation recomputation", 0, 0, NULL),
 	F(validate, "validate", CLP_CFG_BOOL, "true", "validate the schedule first (with a dry "
 	  "run)", 0, 0, NULL),
@@ -201,6 +207,8 @@ static clp_status make_costs(const sim_cfg *c, const clp_sched *s, clp_costs **o
 		int nset = 0;
 		clp_status st = clp_trace_read_chrome(c->calibrate, &t);
 
+		if (st == CLP_OK && c->shared_cores > 0)
+			st = clp_trace_solo(&t, (int)c->shared_cores);
 		if (st == CLP_OK)
 			st = clp_costs_calibrate(*out, &t, &nset);
 		clp_trace_free(&t);
@@ -460,6 +468,7 @@ static clp_status sim_steps(const sim_cfg *c, clp_scenario *sc, clp_sim_opts *o,
 	o->recompute = c->recompute;
 	o->hop_s = c->hop_s;
 	o->task_gap_s = c->task_gap_s;
+	o->shared_cores = (int)c->shared_cores;
 	o->trace_limit = c->bench ? 0 : c->full_trace ? SIZE_MAX : CLP_SIM_TRACE_DEFAULT;
 	t0 = clp_now();
 	st = clp_scenario_sim(sc, o, r);

@@ -49,6 +49,9 @@ static const clp_cfg_field fields[] = {
 	F(hop_s, "hop_s", CLP_CFG_FLOAT, "0", "seconds added to every hop", 0, 1e6, NULL),
 	F(gap_s, "gap_s", CLP_CFG_FLOAT, "0", "idle seconds after each task on a node", 0, 1e6,
 	  NULL),
+	F(shared_cores, "shared_cores", CLP_CFG_INT, "0", "the nodes' compute shares this many "
+	  "cores of one machine (a network lab of namespaces; processor sharing, docs/PIPELINE.md); "
+	  "0: a device each", 0, 1 << 20, NULL),
 	F(seed, "seed", CLP_CFG_INT, "1", "random seed (search, random paths)", 0, 1e15, NULL),
 	F(iterations, "iterations", CLP_CFG_INT, "3000", "scheduler: local-search moves", 0, 1e9,
 	  NULL),
@@ -252,6 +255,7 @@ clp_status skip_load_env(const skip_cfg *c, int S, skip_inputs *in)
 	in->env.costs = in->costs;
 	in->env.hop_s = c->authors ? 0.35 : c->hop_s;
 	in->env.gap_s = c->authors ? 0.13 : c->gap_s;
+	in->env.shared_cores = (int)c->shared_cores;
 	return CLP_OK;
 }
 

@@ -16,6 +16,7 @@ typedef struct skip_cfg {
 	long stages, microbatches, path_len, max_jump, max_swaps, memory;
 	int balance, deadlock_free, authors;
 	double hop_s, gap_s;
+	long shared_cores;
 	long seed, iterations, restarts, alloc_iterations, baseline_iterations, random, pipelines;
 	double time_limit;
 	char paths_out[SKIP_PATH], schedule_out[SKIP_PATH], layout_out[SKIP_PATH];

@@ -218,7 +218,7 @@ static int in_gap(sim *S, int r, const clp_op *op, double t)
 static void run_compute(sim *S, int r, int64_t g, const clp_op *op, double t)
 {
 	sim_rank *R = &S->rs[r];
-	double d = sim_op_time(S, r, op);
+	double d = sim_op_time(S, r, op) * (S->scale ? S->scale[g] : 1);
 	int64_t act = sim_act_bytes(S, op->stage), act_w = sim_act_w_bytes(S, op->stage);
 
 	if (is_task(op->kind) && d > 0)
@@ -689,15 +689,25 @@ static void teardown(sim *S)
 clp_status clp_sim_run(const clp_sched *s, const clp_sim_opts *o, clp_sim_result *res)
 {
 	clp_sim_opts dflt;
+
+	if (!o) {
+		clp_sim_opts_default(&dflt);
+		o = &dflt;
+	}
+	if (o->shared_cores > 0)
+		return sim_shared_run(s, o, res);
+	return sim_run_scaled(s, o, NULL, res);
+}
+
+clp_status sim_run_scaled(const clp_sched *s, const clp_sim_opts *o, const double *scale,
+			  clp_sim_result *res)
+{
 	sim S = {0};
 	clp_status st;
 	double t = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (!o) {
-		clp_sim_opts_default(&dflt);
-		o = &dflt;
-	}
+	S.scale = scale;
 	st = setup(&S, s, o, res);
 	for (int r = 0; st == CLP_OK && r < s->nranks && S.err == CLP_OK; r++)
 		rank_step(&S, r, 0);

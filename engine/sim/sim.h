@@ -45,6 +45,11 @@ typedef struct clp_sim_opts {
 	 * posted and complete. -1 for an op that never ran. (The PipeFisher pass reads bubbles
 	 * from these.) */
 	double *op_t0, *op_t1;
+	/* > 0: every rank's compute shares this many cores of one machine (the network lab's
+	 * namespaces, ranks oversubscribing one CPU): n compute ops at once each run at
+	 * min(1, shared_cores / n) of their cost table's speed (processor sharing, sim_shared.c).
+	 * 0: each rank computes on its own device. */
+	int shared_cores;
 } clp_sim_opts;
 
 typedef struct clp_sim_rank {

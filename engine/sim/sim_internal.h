@@ -62,11 +62,18 @@ typedef struct sim {
 	clp_trace_stats stats;
 	clp_sim_result *res;
 	clp_status err; /* first allocation failure inside the loop */
+	const double *scale; /* per op: its compute time's factor (shared cores), or NULL */
 } sim;
 
 /* Per-op flags: posted (send/receive), done (complete), arrived (an eager message before its
  * receive), started (transfer under way), eager, executed (dataflow: issued). */
 enum { F_POSTED = 1, F_DONE = 2, F_ARRIVED = 4, F_STARTED = 8, F_EAGER = 16, F_EXEC = 32 };
+
+/* sim.c: one run with each compute op's time multiplied by scale[g] (NULL: 1). */
+clp_status sim_run_scaled(const clp_sched *s, const clp_sim_opts *o, const double *scale,
+			  clp_sim_result *res);
+/* sim_shared.c: clp_sim_run when o->shared_cores > 0. */
+clp_status sim_shared_run(const clp_sched *s, const clp_sim_opts *o, clp_sim_result *res);
 
 /* sim_model.c */
 double sim_op_time(const sim *S, int rank, const clp_op *op);

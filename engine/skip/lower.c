@@ -537,6 +537,7 @@ static clp_status run(const clp_skip_env *e, const clp_costs *costs, const clp_l
 	o.layout = e->cluster ? layout : NULL;
 	o.hop_s = e->hop_s;
 	o.task_gap_s = e->gap_s;
+	o.shared_cores = e->shared_cores;
 	o.trace_limit = full ? SIZE_MAX : 0;
 	st = clp_sim_run(s, &o, r);
 	clp_sched_free(s);

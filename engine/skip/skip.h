@@ -103,6 +103,8 @@ typedef struct clp_skip_env {
 	clp_skip_rules rules;
 	double hop_s;               /* added to every hop (SkipPipe's model: 0.35 s) */
 	double gap_s;               /* idle after each task on a node (SkipPipe's model: 0.13 s) */
+	int shared_cores;           /* > 0: the nodes' compute shares this many cores of one
+				     * machine (clp_sim_opts.shared_cores); 0: a device each */
 } clp_skip_env;
 
 /* Resolve the nodes' device ids against the cluster (node i on device i where none is given);
