@@ -18,6 +18,9 @@
 # Needs root (tools/netlab.sh check).
 # Usage: tools/bench_net.sh [MBIT ...]    link rates in Mbit/s (default: 50 100 200); the
 #        SkipPipe comparison runs at the first rate. Output under .cache/bench-net/.
+#        CLPN_SKIP_ONLY=1: only the SkipPipe comparison. CLPN_SKIP_LAYERS=L (default 4, one a
+#        stage): a deeper model in it, the same messages: more compute against the links, as on
+#        a slower machine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/env.sh"
@@ -61,6 +64,7 @@ table=$out/table.md
 echo "| link | schedule | measured link | measured step | simulated step | gap | simulated, free links | simulated link share |" >"$table"
 echo "|---|---|---|---|---|---|---|---|" >>"$table"
 for mbit in "${rates[@]}"; do
+	[ "${CLPN_SKIP_ONLY:-0}" = 1 ] && break
 	Bps=$((mbit * 1000000 / 8))
 	cat >"$out/lab.json" <<EOF
 {"format": "clpipe-cluster", "version": 1, "name": "netlab $mbit Mbit/s",
@@ -128,7 +132,7 @@ for p in full skip; do
 	tr=$out/skippipe-$p.json
 	echo "== $p paths: measured (trace of step 3)"
 	timeout -k 10 600 "$netlab" mpirun "$lab" -np 4 "$clpipe" train --data "$corpus" \
-		--model.preset=llama --model.n_layer=4 --model.d_model=$W --model.n_head=4 \
+		--model.preset=llama --model.n_layer=${CLPN_SKIP_LAYERS:-4} --model.d_model=$W --model.n_head=4 \
 		--model.ctx=$T --train.batch=$B --train.micro_batches=6 --eval.every=0 \
 		--eval.batches=1 --pipeline.bind=none --optim.warmup=1 --steps 3 --no-ckpt \
 		--pipeline.schedule=skippipe --skip.paths="$out/${p}_paths.json" --train.trace="$tr" |
