@@ -212,6 +212,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		c2 = *cfg;
 		c2.pipeline.replicas = nwhole;
 		c2.ckpt.resume = 0;
+		c2.pipeline.pipefisher_schedule[0] = '\0'; /* a saved cycle is the old layout's */
 		st = clp_session_open_bare(&nsess, &c2, cont, out);
 		if (st == CLP_OK)
 			st = clp_session_take_over(nsess, *s, agreed, (long)all[from].applied,

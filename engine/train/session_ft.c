@@ -78,11 +78,25 @@ static clp_status copy_stage(clp_stage *to, clp_stage *from)
 clp_status clp_session_can_take_over(const clp_session *s)
 {
 	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_can_take_over"));
-	if (s->skip || clp_exec_optim_ops(s->ex)->save || st_pf_K(s) > 0)
-		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers AdamW "
-				 "on the pipeline schedules with replicas (not %s%s): resume from "
-				 "the last checkpoint", s->skip ? "SkipPipe" : "",
-				 s->skip ? "" : clp_exec_optim_ops(s->ex)->name);
+	if (s->skip)
+		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers the "
+				 "pipeline schedules with replicas or a plain pipeline (not "
+				 "SkipPipe): resume from the last checkpoint");
+	return CLP_OK;
+}
+
+/* PipeFisher: the inputs and output gradients kept for a cycle's deferred factors live in the
+ * old executor and are not carried over (nor saved: checkpoints fall at cycle ends), so the
+ * agreed step must end a cycle of the old session and start one of the new. */
+static clp_status pf_aligned(const clp_session *dst, const clp_session *src, long step)
+{
+	int K = st_pf_K(src), K2 = st_pf_K(dst);
+
+	if ((K > 1 && step % K) || (K2 > 1 && step % K2))
+		return clp_error(CLP_ERR_UNSUPPORTED, "the agreed step %ld lies inside a PipeFisher "
+				 "cycle (K = %d, the new layout's K = %d): the data kept for its "
+				 "deferred factors is not carried over; resume from the last "
+				 "checkpoint (tools/supervise.sh does)", step, K, K2);
 	return CLP_OK;
 }
 
@@ -110,6 +124,7 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 	CLP_TRY(clp_session_can_take_over(src));
 	if (dst->skip)
 		return clp_session_can_take_over(dst);
+	CLP_TRY(pf_aligned(dst, src, step));
 	for (int i = 0; i < clp_exec_nstages(dst->ex); i++) {
 		int id = clp_exec_stage_id(dst->ex, i), j = find_stage(src->ex, id);
 
@@ -122,5 +137,10 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 			CLP_TRY(clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL)));
 	}
 	dst->no_init = 0;
+	{
+		int counts[3];
+
+		CLP_TRY(sess_ft_optim_copy(dst, src, NULL, counts));
+	}
 	return sess_take_over_rest(dst, src, step, applied, data_pos);
 }
