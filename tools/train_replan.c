@@ -217,6 +217,13 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 				 "%d initialised (no checkpoint yet: the lost layers start again)",
 				 strchr(stages, ',') ? "s" : "", stages, r.from_memory, a->step,
 				 r.from_init);
+		if (r.optim[0] + r.optim[1] + r.optim[2]) {
+			size_t e = strlen(res->note);
+
+			snprintf(res->note + e, sizeof(res->note) - e, "; the optimizer's own "
+				 "state: %d tensors from memory, %d from the checkpoint, %d "
+				 "initialised", r.optim[0], r.optim[1], r.optim[2]);
+		}
 	}
 	if (st != CLP_OK) {
 		clp_session_close(res->sess);

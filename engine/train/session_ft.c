@@ -88,7 +88,7 @@ clp_status clp_session_can_take_over(const clp_session *s)
 /* PipeFisher: the inputs and output gradients kept for a cycle's deferred factors live in the
  * old executor and are not carried over (nor saved: checkpoints fall at cycle ends), so the
  * agreed step must end a cycle of the old session and start one of the new. */
-static clp_status pf_aligned(const clp_session *dst, const clp_session *src, long step)
+clp_status sess_pf_aligned(const clp_session *dst, const clp_session *src, long step)
 {
 	int K = st_pf_K(src), K2 = st_pf_K(dst);
 
@@ -124,7 +124,7 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 	CLP_TRY(clp_session_can_take_over(src));
 	if (dst->skip)
 		return clp_session_can_take_over(dst);
-	CLP_TRY(pf_aligned(dst, src, step));
+	CLP_TRY(sess_pf_aligned(dst, src, step));
 	for (int i = 0; i < clp_exec_nstages(dst->ex); i++) {
 		int id = clp_exec_stage_id(dst->ex, i), j = find_stage(src->ex, id);
 
@@ -140,7 +140,7 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 	{
 		int counts[3];
 
-		CLP_TRY(sess_ft_optim_copy(dst, src, NULL, counts));
+		CLP_TRY(sess_ft_optim_copy(dst, src, 0, NULL, counts));
 	}
 	return sess_take_over_rest(dst, src, step, applied, data_pos);
 }

@@ -58,6 +58,8 @@ clp_status clp_session_layout_fits(clp_session *s, const clp_train_config *c, in
 
 typedef struct clp_ft_reload {
 	int from_memory, from_ckpt, from_init; /* tensors (parameters with their moments) */
+	int optim[3]; /* the optimizer's own tensors (Shampoo's, K-FAC's): from memory, the
+		       * checkpoint, initial */
 	long ckpt_step;                        /* the checkpoint's step; -1: none */
 	char ckpt[1024];                       /* its directory */
 } clp_ft_reload;

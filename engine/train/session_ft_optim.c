@@ -166,12 +166,12 @@ static clp_status merge(clp_session *dst, clp_ckpt *const from[3], const char *r
 	return st;
 }
 
-clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, const char *ckpt,
+clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, clp_ckpt *ck,
 			      int counts[3])
 {
 	const clp_exec_optim *ops = clp_exec_optim_ops(src->ex);
 	char ra[1100] = "", rb[1100] = "", rc[1100] = "";
-	clp_ckpt *a = NULL, *b = NULL, *c = NULL, *m = NULL;
+	clp_ckpt *a = NULL, *c = NULL, *m = NULL;
 	clp_status st;
 
 	counts[0] = counts[1] = counts[2] = 0;
@@ -183,20 +183,13 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, const char *ck
 	st = tmp_root(ra, sizeof(ra));
 	if (st == CLP_OK)
 		st = save_all(src, ra, &a);
-	if (st == CLP_OK && !ckpt) { /* the same stages: the survivor's state as it is */
+	if (st == CLP_OK && !replan) { /* the same stages: the survivor's state as it is */
 		st = load_all(dst, a);
 		counts[0] = a ? clp_ckpt_count(a, CLP_CKPT_OPTIM) : 0;
 		goto done;
 	}
 	/* a re-plan: what the new session needs, by name, from the old one, the checkpoint or
 	 * its initialisation */
-	if (st == CLP_OK && ckpt[0]) {
-		st = clp_ckpt_open(&b, ckpt);
-		if (st == CLP_OK && !clp_ckpt_count(b, CLP_CKPT_OPTIM)) {
-			clp_ckpt_close(b);
-			b = NULL;
-		}
-	}
 	if (st == CLP_OK)
 		st = tmp_root(rc, sizeof(rc));
 	if (st == CLP_OK)
@@ -204,7 +197,7 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, const char *ck
 	if (st == CLP_OK)
 		st = tmp_root(rb, sizeof(rb));
 	if (st == CLP_OK) {
-		clp_ckpt *const from[3] = {a, b, c};
+		clp_ckpt *const from[3] = {a, ck, c};
 
 		st = merge(dst, from, rb, &m, counts);
 	}
@@ -212,7 +205,6 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, const char *ck
 		st = load_all(dst, m);
 done:
 	clp_ckpt_close(a);
-	clp_ckpt_close(b);
 	clp_ckpt_close(c);
 	clp_ckpt_close(m);
 	if (ra[0])
