@@ -514,11 +514,19 @@ static void summary(const clp_session *s, int argc, char *const *args, const str
 	if (ft && ft->events) { /* the commands go on in the layout the run went on in */
 		const clp_train_config *c = clp_session_config(s);
 		const struct ft_event *e = &ft->ev[(ft->events - 1) % 8];
-		size_t l = (size_t)snprintf(sum.relayout, sizeof(sum.relayout), "--pipeline.stages="
-					    "%ld --pipeline.replicas=%ld", (long)c->pipeline.stages,
-					    (long)c->pipeline.replicas);
+		int skip = clp_session_skip(s);
+		size_t l = skip ? (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
+						   "--skip.stage_nodes=")
+				: (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
+						   "--pipeline.stages=%ld --pipeline.replicas=%ld",
+						   (long)c->pipeline.stages,
+						   (long)c->pipeline.replicas);
 
-		for (int i = 0; i < c->pipeline.layers.n && l < sizeof(sum.relayout); i++)
+		for (int i = 0; skip && i < c->skip.stage_nodes.n && l < sizeof(sum.relayout); i++)
+			l += (size_t)snprintf(sum.relayout + l, sizeof(sum.relayout) - l, "%s%ld%s",
+					      i ? "," : "[", (long)c->skip.stage_nodes.v[i],
+					      i + 1 == c->skip.stage_nodes.n ? "]" : "");
+		for (int i = 0; !skip && i < c->pipeline.layers.n && l < sizeof(sum.relayout); i++)
 			l += (size_t)snprintf(sum.relayout + l, sizeof(sum.relayout) - l, "%s%ld%s",
 					      i ? "," : " --pipeline.layers=[", (long)c->pipeline
 					      .layers.v[i], i + 1 == c->pipeline.layers.n ? "]" : "");

@@ -108,7 +108,8 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	clp_session *nsess = NULL;
 	long agreed = -1;
 	clp_status st = CLP_OK;
-	int replan = 0, alone = 0;
+	int replan = 0, alone = 0, skip = 0;
+	clp_cfg_ints nodes; /* SkipPipe: the survivors' nodes per stage */
 	/* lost after this rank applied the step (during its evaluation or checkpoint) */
 	int after = clp_session_completed(*s) > clp_session_steps_done(*s);
 
@@ -130,6 +131,8 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	st = clp_session_can_take_over(*s); /* refused before anything is built */
 	/* a plain pipeline (no replicas) re-plans over the survivors when no replica is whole */
 	replan = st == CLP_OK && cfg->pipeline.replan && clp_session_plain_pipeline(*s);
+	/* SkipPipe: a stage with several nodes has other holders; paths over the nodes left */
+	skip = st == CLP_OK && clp_session_skip(*s);
 	/* what this rank already knows: with no replica left whole there is nothing to agree
 	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
 	{
@@ -140,7 +143,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 			if (failed[i] >= 0 && failed[i] < n)
 				alive[failed[i]] = 0;
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan) {
+		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan && !skip) {
 			lost_list(cur, alive, lost, sizeof(lost));
 			st = no_replica(lost, n - nf, cfg), final = 1;
 		}
@@ -178,10 +181,27 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		}
 		lost_list(cur, alive, lost, sizeof(lost));
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (nwhole == 0 && !replan)
+		if (nwhole == 0 && !replan && !skip)
 			st = no_replica(lost, ns_, cfg), final = 1;
 	}
-	if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
+	if (st == CLP_OK && skip) { /* every survivor goes on, keeping its stage */
+		st = clp_session_skip_survivors(*s, alive, &nodes);
+		if (st != CLP_OK) {
+			final = 1;
+			clp_error_context(st, "lost %s: ", lost);
+		} else {
+			size_t l = (size_t)snprintf(layout, sizeof(layout), "SkipPipe, %d stages over "
+						    "%d nodes [", nodes.n, ns_);
+
+			for (int k = 0; k < nodes.n && l < sizeof(layout); k++)
+				l += (size_t)snprintf(layout + l, sizeof(layout) - l, "%s%ld",
+						      k ? ", " : "", nodes.v[k]);
+			if (l < sizeof(layout))
+				snprintf(layout + l, sizeof(layout) - l, "] per stage");
+			cont = nc;
+			nc = NULL;
+		}
+	} else if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
 		struct ft_agreed a = {me, agreed, (long)all[from].applied, all[from].pos, lost};
 		struct ft_replanned *res = calloc(1, sizeof(*res));
 
@@ -210,7 +230,9 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	}
 	if (st == CLP_OK && cont && !nsess) {
 		c2 = *cfg;
-		c2.pipeline.replicas = nwhole;
+		c2.pipeline.replicas = skip ? 1 : nwhole;
+		if (skip) /* the new session's path scheduler plans over the nodes left */
+			c2.skip.stage_nodes = nodes;
 		c2.ckpt.resume = 0;
 		c2.pipeline.pipefisher_schedule[0] = '\0'; /* a saved cycle is the old layout's */
 		st = clp_session_open_bare(&nsess, &c2, cont, out);
