@@ -518,7 +518,8 @@ static void summary(const clp_session *s, int argc, char *const *args, const str
 		size_t l = skip ? (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
 						   "--skip.stage_nodes=")
 				: (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
-						   "--pipeline.stages=%ld --pipeline.replicas=%ld",
+						   "--pipeline.schedule=%s --pipeline.stages=%ld "
+						   "--pipeline.replicas=%ld", c->pipeline.schedule,
 						   (long)c->pipeline.stages,
 						   (long)c->pipeline.replicas);
 

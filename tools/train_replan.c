@@ -114,6 +114,8 @@ static void config_of(const struct plan *pl, int c, const clp_train_config *cfg,
 	for (int i = 0; i < pl->ns; i++)
 		c2->pipeline.layers.v[i] = pl->lay[c][i];
 	c2->pipeline.layout[0] = '\0'; /* a plan's layout names the old ranks' devices */
+	if (!strcmp(c2->pipeline.schedule, "chimera")) /* its twins are gone: one pipeline */
+		snprintf(c2->pipeline.schedule, sizeof(c2->pipeline.schedule), "1f1b");
 	c2->ckpt.resume = 0;
 }
 
@@ -204,7 +206,13 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 			l += (size_t)snprintf(res->layout + l, sizeof(res->layout) - l, "%s%ld",
 					      i ? ", " : "", pl->lay[chosen][i]);
 		snprintf(res->layout + l, sizeof(res->layout) - l, "]");
-		if (r.ckpt_step >= 0)
+		if (!r.from_ckpt && !r.from_init) /* Chimera: the twin copies this rank held */
+			snprintf(res->note, sizeof(res->note), "stage%s %s re-planned; this rank "
+				 "held all its %d tensors of the new layout in memory (step %ld%s): "
+				 "none of their steps lost", strchr(stages, ',') ? "s" : "", stages,
+				 r.from_memory, a->step, strcmp(cfg->pipeline.schedule, "chimera")
+				 ? "" : ", Chimera's twin copies");
+		else if (r.ckpt_step >= 0)
 			snprintf(res->note, sizeof(res->note), "no other holder of stage%s %s: "
 				 "re-planned; this rank's %d tensors it held from memory (step %ld), "
 				 "%d from %.900s (step %ld: %ld step%s of theirs lost)",

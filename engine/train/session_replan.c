@@ -19,7 +19,11 @@ int clp_session_plain_pipeline(const clp_session *s)
 	if (s->mode != CLP_SESSION_TRAIN || s->skip || !sc || sc->nreplicas != 1 ||
 	    sc->nchunks != 1 || sc->nstages != sc->nranks)
 		return 0;
-	return kind == CLP_SCHED_GPIPE || kind == CLP_SCHED_1F1B || kind == CLP_SCHED_ZBH1;
+	/* Chimera: stage k on rank k (the down pipeline) and its twin on rank D - 1 - k; re-planned
+	 * over the down pipeline's order as 1F1B, a lost stage's layers from a survivor's twin copy
+	 * when the survivor they go to holds it */
+	return kind == CLP_SCHED_GPIPE || kind == CLP_SCHED_1F1B || kind == CLP_SCHED_ZBH1 ||
+	       kind == CLP_SCHED_CHIMERA;
 }
 
 int clp_session_stage_layers(const clp_session *s, int stage, int *first)
