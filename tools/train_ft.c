@@ -3,9 +3,11 @@
  * agree on the last step every survivor completed (an allgather over the survivors), drop the
  * step in flight, and go on in the same processes: the replicas that still hold every stage
  * form the new layout (fewer replicas, the same stages), a new session over them takes over
- * each rank's current weights and AdamW moments (session_ft.h), and training continues to the
- * planned step count. Ranks of a replica that lost a stage leave (exit 0). A layout where no
- * replica is whole is not recovered here (the last checkpoint stays; tools/supervise.sh). */
+ * each rank's current weights, moments and optimizer state (session_ft.h), and training
+ * continues to the planned step count. Ranks of a replica that lost a stage leave (exit 0).
+ * SkipPipe: every survivor goes on, and the new session plans paths over the nodes left. A
+ * plain pipeline or Chimera with no whole replica is re-planned (train_replan.c); other layouts
+ * are not recovered here (the last checkpoint stays; tools/supervise.sh). */
 #include "tools/train_ft.h"
 
 #include <signal.h>
@@ -187,8 +189,13 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	if (st == CLP_OK && skip) { /* every survivor goes on, keeping its stage */
 		st = clp_session_skip_survivors(*s, alive, &nodes);
 		if (st != CLP_OK) {
+			char msg[640];
+
+			snprintf(msg, sizeof(msg), "%s", clp_last_error());
 			final = 1;
-			clp_error_context(st, "lost %s: ", lost);
+			st = clp_error(st, "lost %s: %s; the last checkpoint under %s stays intact: "
+				       "resume from it (tools/supervise.sh does)", lost, msg,
+				       cfg->ckpt.dir[0] ? cfg->ckpt.dir : "ckpt.dir (unset: none)");
 		} else {
 			size_t l = (size_t)snprintf(layout, sizeof(layout), "SkipPipe, %d stages over "
 						    "%d nodes [", nodes.n, ns_);

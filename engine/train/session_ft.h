@@ -1,8 +1,9 @@
 /* Fault tolerance of a training session (issue 28): what a survivor needs from the session it
  * was running when a rank was lost, and how its new session (over the survivors, fewer
- * replicas) takes over the old one's state in the same process: parameters and AdamW moments
- * of every stage it holds, the step count, the optimizer's step count, the data position of
- * the last completed step, the fp16 loss scale. The step in flight is dropped. tools/train_ft.c
+ * replicas or SkipPipe nodes) takes over the old one's state in the same process: parameters
+ * and moments of every stage it holds, the optimizer's own state (session_ft_optim.c), the
+ * step count, the optimizer's step count, the data position of the last completed step, the
+ * fp16 loss scale. The step in flight is dropped. tools/train_ft.c
  * drives it (revoke, shrink, agree, the new layout). */
 #ifndef CLP_TRAIN_SESSION_FT_H
 #define CLP_TRAIN_SESSION_FT_H
