@@ -206,12 +206,11 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 			l += (size_t)snprintf(res->layout + l, sizeof(res->layout) - l, "%s%ld",
 					      i ? ", " : "", pl->lay[chosen][i]);
 		snprintf(res->layout + l, sizeof(res->layout) - l, "]");
-		if (!r.from_ckpt && !r.from_init) /* Chimera: the twin copies this rank held */
+		if (!r.from_ckpt && !r.from_init && !strcmp(cfg->pipeline.schedule, "chimera"))
 			snprintf(res->note, sizeof(res->note), "stage%s %s re-planned; this rank "
-				 "held all its %d tensors of the new layout in memory (step %ld%s): "
-				 "none of their steps lost", strchr(stages, ',') ? "s" : "", stages,
-				 r.from_memory, a->step, strcmp(cfg->pipeline.schedule, "chimera")
-				 ? "" : ", Chimera's twin copies");
+				 "held all its %d tensors of the new layout in memory (step %ld, "
+				 "Chimera's twin copies): none of their steps lost",
+				 strchr(stages, ',') ? "s" : "", stages, r.from_memory, a->step);
 		else if (r.ckpt_step >= 0)
 			snprintf(res->note, sizeof(res->note), "no other holder of stage%s %s: "
 				 "re-planned; this rank's %d tensors it held from memory (step %ld), "
