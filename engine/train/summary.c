@@ -137,7 +137,10 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 	fmt_count(s->tokens, tok, sizeof(tok));
 	fprintf(out, "== run summary\n");
 	fprintf(out, "steps:       %ld of %ld", s->steps, s->planned);
-	if (s->first_step > 0)
+	if (s->first_step > 0 && s->relayout_why[0]) /* the session of the last recovery's */
+		fprintf(out, " (%ld in the layout the run went on in, from step %ld: the tokens "
+			"and wall time below count from there)", run, s->first_step);
+	else if (s->first_step > 0)
 		fprintf(out, " (%ld in this run, resumed at step %ld)", run, s->first_step);
 	if (s->stopped)
 		fprintf(out, ", stopped by signal %d", s->stopped);

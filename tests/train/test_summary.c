@@ -187,7 +187,11 @@ static void test_relayout(void)
 		 "--pipeline.replicas=1 --pipeline.layers=[2]");
 	snprintf(s.relayout_why, sizeof(s.relayout_why), "after step 3: 1 stage x 1 replica over "
 		 "1 rank, layers [2]");
+	s.first_step = 3;
 	t = print(&s, 5, argv);
+	has(t, "steps:       1500 of 1500 (1497 in the layout the run went on in, from step 3: the "
+	       "tokens and wall time below count from there)\n");
+	lacks(t, "resumed at step");
 	has(t, "train on:    mpirun -np 2 build/tools/clpipe train --optim.name=muon "
 	       "--pipeline.schedule=1f1b --pipeline.stages=1 --pipeline.replicas=1 "
 	       "'--pipeline.layers=[2]' --ckpt.dir=.cache/q-ckpt --resume --train.steps=3000   (the "
