@@ -42,7 +42,8 @@ check "[ $rc -eq 0 ]" "the run with rank $K of $D killed after step 3 ends with 
 check "grep -aq '^step 8/8 ' '$work/ft.out'" "it reaches its planned step count"
 lay=$([ "$S" -eq 1 ] && echo "1 stage x 1 replica over 1 rank" || echo "$S stages x 1 replica over $S ranks")
 events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -F "lost rank $K (host" |
-	grep -F "agreed on step 3, step 4 is redone; new layout $lay, layers $newlayers; stage $K (layers $K-$K) re-planned; this rank held all its " |
+	grep -E "agreed on step 3, step 4 is (redone|next); new layout" |
+	grep -F "new layout $lay, layers $newlayers; stage $K (layers $K-$K) re-planned; this rank held all its " |
 	grep -F "tensors of the new layout in memory (step 3, Chimera's twin copies): none of their steps lost; recovered in" | wc -l; }
 check "[ \$(events) -eq $S ]" \
 	"every survivor logs the lost rank, the agreed step, the new layout, the twin copies and the seconds"
