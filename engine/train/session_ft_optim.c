@@ -4,7 +4,7 @@
  * survivor's old session to its new one through the optimizer's own checkpoint code (the
  * table's save and load hooks; K-FAC's per stage, engine/optim/kfac_ckpt.c), so the copy is the
  * state a checkpoint would carry, by name. The writer writes files: they go to a private
- * directory in memory (/dev/shm when there is one, else TMPDIR or /tmp), removed at once. For
+ * directory in memory (/dev/shm; where that fails, TMPDIR, then /tmp), removed at once. For
  * the copy every rank writes all it holds (clp_exec_save_all), not only what replica 0 saves.
  * A re-plan (no holder) merges: a tensor the survivor held comes from its old session, one of
  * the lost stage's from the last checkpoint, else the new session's initial state. */
@@ -19,16 +19,23 @@
 
 #include "engine/optim/kfac.h"
 
-/* A private directory for one copy. */
-static clp_status tmp_root(char *buf, size_t n)
+/* The places tried for the copy, in order: memory first. */
+static const char *base_of(int i)
 {
 	const char *t = getenv("TMPDIR");
-	const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : t && t[0] ? t : "/tmp";
 
-	snprintf(buf, n, "%s/clpipe-ft-XXXXXX", base);
-	if (!mkdtemp(buf))
+	return i == 0 ? "/dev/shm" : i == 1 ? (t && t[0] ? t : "/tmp") : "/tmp";
+}
+
+/* A private directory for one copy under base i. */
+static clp_status tmp_root(int i, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s/clpipe-ft-XXXXXX", base_of(i));
+	if (access(base_of(i), W_OK) != 0 || !mkdtemp(buf)) {
+		buf[0] = '\0';
 		return clp_error(CLP_ERR_IO, "recovery: cannot make a private directory under %s "
-				 "for the optimizer's state", base);
+				 "for the optimizer's state", base_of(i));
+	}
 	return CLP_OK;
 }
 
@@ -173,6 +180,7 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, cl
 	char ra[1100] = "", rb[1100] = "", rc[1100] = "";
 	clp_ckpt *a = NULL, *c = NULL, *m = NULL;
 	clp_status st;
+	int base;
 
 	counts[0] = counts[1] = counts[2] = 0;
 	if (!ops->save)
@@ -180,9 +188,21 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, cl
 	if (clp_exec_optim_ops(dst->ex) != ops || !ops->load)
 		return clp_error(CLP_ERR_STATE, "recovery: the new session's optimizer is %s, the "
 				 "old one's %s", clp_exec_optim_ops(dst->ex)->name, ops->name);
-	st = tmp_root(ra, sizeof(ra));
-	if (st == CLP_OK)
-		st = save_all(src, ra, &a);
+	/* /dev/shm first; where it is missing or too small (a container's 64 MiB), TMPDIR, /tmp */
+	for (base = 0; base < 3; base++) {
+		st = tmp_root(base, ra, sizeof(ra));
+		if (st == CLP_OK)
+			st = save_all(src, ra, &a);
+		if (st == CLP_OK)
+			break;
+		clp_ckpt_close(a);
+		a = NULL;
+		if (ra[0])
+			rm_tree(ra);
+		ra[0] = '\0';
+		if (base < 2)
+			clp_error_clear();
+	}
 	if (st == CLP_OK && !replan) { /* the same stages: the survivor's state as it is */
 		st = load_all(dst, a);
 		counts[0] = a ? clp_ckpt_count(a, CLP_CKPT_OPTIM) : 0;
@@ -191,11 +211,11 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, cl
 	/* a re-plan: what the new session needs, by name, from the old one, the checkpoint or
 	 * its initialisation */
 	if (st == CLP_OK)
-		st = tmp_root(rc, sizeof(rc));
+		st = tmp_root(base, rc, sizeof(rc));
 	if (st == CLP_OK)
 		st = save_all(dst, rc, &c);
 	if (st == CLP_OK)
-		st = tmp_root(rb, sizeof(rb));
+		st = tmp_root(base, rb, sizeof(rb));
 	if (st == CLP_OK) {
 		clp_ckpt *const from[3] = {a, ck, c};
 
