@@ -16,13 +16,20 @@
 # printed losses and gradient norms must be equal (the printing's rounding: 5e-5 nats, 5e-4 in
 # the norm). A survivor that was already past step 2's update (in its stop-and-save exchange)
 # when the loss reached it logs "step 3 is next" instead of "redone": the same state.
-# Usage: test_ft_skip.sh CLPIPE MPIRUN WORKDIR K NEWNODES
+# Train arguments after NEWNODES (--optim.name=shampoo: its own state taken over too) go to
+# every run.
+# Usage: test_ft_skip.sh CLPIPE MPIRUN WORKDIR K NEWNODES [train args...]
 set -u
 clpipe=$1
 mpirun=$2
 K=$4
 newnodes=$5
-work=$3/skip-$K
+root=$3
+shift 5
+extra=("$@")
+tag=""
+[ ${#extra[@]} -gt 0 ] && tag=-$(printf '%s' "${extra[0]#--optim.name=}" | tr -c 'a-z0-9' '_')
+work=$root/skip-$K$tag
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
@@ -31,7 +38,7 @@ for i in $(seq 1 3000); do echo "the quick brown fox jumps over the lazy dog $((
 common=(--data "$work/corpus.txt" --model.n_layer=3 --model.d_model=32 --model.n_head=4
         --model.ctx=16 --train.batch=2 --train.micro_batches=2 --eval.every=0
         --eval.batches=2 --pipeline.schedule=skippipe --optim.warmup=1 --pipeline.deadline=60
-        --pipeline.deterministic=true)
+        --pipeline.deterministic=true "${extra[@]}")
 mpi=("$mpirun" --with-ft ulfm --oversubscribe)
 shown=$(printf '%s' "$newnodes" | sed 's/,/, /g')
 
