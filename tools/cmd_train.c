@@ -504,13 +504,36 @@ static void print_json(const clp_session *s, double loss, double bpb)
 }
 
 /* The summary at the end of a run, with the run's own arguments in its resume command. */
-static void summary(const clp_session *s, int argc, char *const *args)
+static void summary(const clp_session *s, int argc, char *const *args, const struct ft *ft)
 {
 	clp_train_summary sum;
 	char program[4096];
 
 	if (clp_session_summary(s, &sum) != CLP_OK)
 		return;
+	if (ft && ft->events) { /* the commands go on in the layout the run went on in */
+		const clp_train_config *c = clp_session_config(s);
+		const struct ft_event *e = &ft->ev[(ft->events - 1) % 8];
+		int skip = clp_session_skip(s);
+		size_t l = skip ? (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
+						   "--skip.stage_nodes=")
+				: (size_t)snprintf(sum.relayout, sizeof(sum.relayout),
+						   "--pipeline.schedule=%s --pipeline.stages=%ld "
+						   "--pipeline.replicas=%ld", c->pipeline.schedule,
+						   (long)c->pipeline.stages,
+						   (long)c->pipeline.replicas);
+
+		for (int i = 0; skip && i < c->skip.stage_nodes.n && l < sizeof(sum.relayout); i++)
+			l += (size_t)snprintf(sum.relayout + l, sizeof(sum.relayout) - l, "%s%ld%s",
+					      i ? "," : "[", (long)c->skip.stage_nodes.v[i],
+					      i + 1 == c->skip.stage_nodes.n ? "]" : "");
+		for (int i = 0; !skip && i < c->pipeline.layers.n && l < sizeof(sum.relayout); i++)
+			l += (size_t)snprintf(sum.relayout + l, sizeof(sum.relayout) - l, "%s%ld%s",
+					      i ? "," : " --pipeline.layers=[", (long)c->pipeline
+					      .layers.v[i], i + 1 == c->pipeline.layers.n ? "]" : "");
+		snprintf(sum.relayout_why, sizeof(sum.relayout_why), "after step %ld: %s", e->step,
+			 e->layout);
+	}
 	clp_train_summary_program(program, sizeof(program));
 	clp_train_summary_print(stdout, &sum, program, argc - 1, args + 1);
 }
@@ -627,7 +650,7 @@ static int run(const char *cmd, enum clp_session_mode mode, int argc, char **arg
 			if (clp_session_stopped(s, NULL))
 				say_stopped(s, lrank, lsize);
 			if (lrank == 0) {
-				summary(s, nargs, args);
+				summary(s, nargs, args, &ft);
 				ft_summary(&ft, stdout);
 			}
 			if (clp_session_stopped(s, NULL)) {

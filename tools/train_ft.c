@@ -3,9 +3,11 @@
  * agree on the last step every survivor completed (an allgather over the survivors), drop the
  * step in flight, and go on in the same processes: the replicas that still hold every stage
  * form the new layout (fewer replicas, the same stages), a new session over them takes over
- * each rank's current weights and AdamW moments (session_ft.h), and training continues to the
- * planned step count. Ranks of a replica that lost a stage leave (exit 0). A layout where no
- * replica is whole is not recovered here (the last checkpoint stays; tools/supervise.sh). */
+ * each rank's current weights, moments and optimizer state (session_ft.h), and training
+ * continues to the planned step count. Ranks of a replica that lost a stage leave (exit 0).
+ * SkipPipe: every survivor goes on, and the new session plans paths over the nodes left. A
+ * plain pipeline or Chimera with no whole replica is re-planned (train_replan.c); other layouts
+ * are not recovered here (the last checkpoint stays; tools/supervise.sh). */
 #include "tools/train_ft.h"
 
 #include <signal.h>
@@ -108,7 +110,8 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	clp_session *nsess = NULL;
 	long agreed = -1;
 	clp_status st = CLP_OK;
-	int replan = 0, alone = 0;
+	int replan = 0, alone = 0, skip = 0;
+	clp_cfg_ints nodes; /* SkipPipe: the survivors' nodes per stage */
 	/* lost after this rank applied the step (during its evaluation or checkpoint) */
 	int after = clp_session_completed(*s) > clp_session_steps_done(*s);
 
@@ -130,6 +133,8 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	st = clp_session_can_take_over(*s); /* refused before anything is built */
 	/* a plain pipeline (no replicas) re-plans over the survivors when no replica is whole */
 	replan = st == CLP_OK && cfg->pipeline.replan && clp_session_plain_pipeline(*s);
+	/* SkipPipe: a stage with several nodes has other holders; paths over the nodes left */
+	skip = st == CLP_OK && clp_session_skip(*s);
 	/* what this rank already knows: with no replica left whole there is nothing to agree
 	 * on (and Open MPI 5.0.11's shrink to a single survivor does not return) */
 	{
@@ -140,7 +145,7 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 			if (failed[i] >= 0 && failed[i] < n)
 				alive[failed[i]] = 0;
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan) {
+		if (st == CLP_OK && nf > 0 && nwhole == 0 && !replan && !skip) {
 			lost_list(cur, alive, lost, sizeof(lost));
 			st = no_replica(lost, n - nf, cfg), final = 1;
 		}
@@ -178,10 +183,32 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 		}
 		lost_list(cur, alive, lost, sizeof(lost));
 		whole_replicas(*s, alive, n, whole, &nwhole);
-		if (nwhole == 0 && !replan)
+		if (nwhole == 0 && !replan && !skip)
 			st = no_replica(lost, ns_, cfg), final = 1;
 	}
-	if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
+	if (st == CLP_OK && skip) { /* every survivor goes on, keeping its stage */
+		st = clp_session_skip_survivors(*s, alive, &nodes);
+		if (st != CLP_OK) {
+			char msg[640];
+
+			snprintf(msg, sizeof(msg), "%s", clp_last_error());
+			final = 1;
+			st = clp_error(st, "lost %s: %s; the last checkpoint under %s stays intact: "
+				       "resume from it (tools/supervise.sh does)", lost, msg,
+				       cfg->ckpt.dir[0] ? cfg->ckpt.dir : "ckpt.dir (unset: none)");
+		} else {
+			size_t l = (size_t)snprintf(layout, sizeof(layout), "SkipPipe, %d stages over "
+						    "%d nodes [", nodes.n, ns_);
+
+			for (int k = 0; k < nodes.n && l < sizeof(layout); k++)
+				l += (size_t)snprintf(layout + l, sizeof(layout) - l, "%s%ld",
+						      k ? ", " : "", nodes.v[k]);
+			if (l < sizeof(layout))
+				snprintf(layout + l, sizeof(layout) - l, "] per stage");
+			cont = nc;
+			nc = NULL;
+		}
+	} else if (st == CLP_OK && nwhole == 0) { /* no other holder: re-plan, reload the lost stage */
 		struct ft_agreed a = {me, agreed, (long)all[from].applied, all[from].pos, lost};
 		struct ft_replanned *res = calloc(1, sizeof(*res));
 
@@ -210,8 +237,11 @@ clp_status ft_recover(struct ft *ft, clp_session **s, const clp_train_config *cf
 	}
 	if (st == CLP_OK && cont && !nsess) {
 		c2 = *cfg;
-		c2.pipeline.replicas = nwhole;
+		c2.pipeline.replicas = skip ? 1 : nwhole;
+		if (skip) /* the new session's path scheduler plans over the nodes left */
+			c2.skip.stage_nodes = nodes;
 		c2.ckpt.resume = 0;
+		c2.pipeline.pipefisher_schedule[0] = '\0'; /* a saved cycle is the old layout's */
 		st = clp_session_open_bare(&nsess, &c2, cont, out);
 		if (st == CLP_OK)
 			st = clp_session_take_over(nsess, *s, agreed, (long)all[from].applied,

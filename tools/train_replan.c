@@ -22,17 +22,26 @@ struct plan {
 	int ncand;
 	long lay[MAXC][CLP_CFG_MAX_INTS]; /* layers per new stage, per candidate */
 	int worst[MAXC];
+	int chimera;     /* old rank r's twin (its up pipeline's copy of stage r) is rank n-1-r */
+	int twin[MAXC];  /* Chimera: lost layers that go to the survivor holding their twin */
 };
 
 /* The survivor holding old stage r's layers in candidate split p[] (p[k]: the first stage of
  * run k that goes right); its new rank. */
-static int holder(const struct plan *pl, const unsigned char *alive, const int *p, int r)
+static int holder_old(const struct plan *pl, const int *p, int r)
 {
-	int to = r, nr = 0;
+	int to = r;
 
 	for (int k = 0; k < pl->runs; k++)
 		if (r >= pl->ra[k] && r <= pl->rb[k])
 			to = r < p[k] ? pl->ra[k] - 1 : pl->rb[k] + 1;
+	return to;
+}
+
+static int holder(const struct plan *pl, const unsigned char *alive, const int *p, int r)
+{
+	int to = holder_old(pl, p, r), nr = 0;
+
 	for (int q = 0; q < to; q++)
 		nr += alive[q];
 	return nr;
@@ -44,8 +53,12 @@ static void add_candidate(struct plan *pl, const unsigned char *alive, const int
 	int w = 0;
 
 	memset(lay, 0, sizeof(pl->lay[0]));
-	for (int r = 0; r < pl->n; r++)
+	pl->twin[pl->ncand] = 0;
+	for (int r = 0; r < pl->n; r++) {
 		lay[holder(pl, alive, p, r)] += pl->nl[r];
+		if (pl->chimera && !alive[r] && holder_old(pl, p, r) == pl->n - 1 - r)
+			pl->twin[pl->ncand] += pl->nl[r];
+	}
 	for (int i = 0; i < pl->ns; i++)
 		w = lay[i] > w ? (int)lay[i] : w;
 	pl->worst[pl->ncand++] = w;
@@ -75,6 +88,7 @@ static clp_status make_plan(clp_session *s, const unsigned char *alive, struct p
 
 	memset(pl, 0, sizeof(*pl));
 	pl->n = clp_session_nranks(s);
+	pl->chimera = !strcmp(clp_session_config(s)->pipeline.schedule, "chimera");
 	if (pl->n > CLP_CFG_MAX_INTS)
 		return clp_error(CLP_ERR_UNSUPPORTED, "re-planning a pipeline of %d stages (at most "
 				 "%d)", pl->n, CLP_CFG_MAX_INTS);
@@ -89,17 +103,22 @@ static clp_status make_plan(clp_session *s, const unsigned char *alive, struct p
 		}
 	}
 	enumerate(pl, alive, 0, p);
-	/* the most even first, stable (insertion sort on a few candidates) */
+	/* Chimera: the most lost layers kept from twin copies first (their steps are not
+	 * lost); then the most even; stable (insertion sort on a few candidates) */
 	for (int i = 1; i < pl->ncand; i++)
-		for (int j = i; j > 0 && pl->worst[j] < pl->worst[j - 1]; j--) {
+		for (int j = i; j > 0 && (pl->twin[j] > pl->twin[j - 1] ||
+					  (pl->twin[j] == pl->twin[j - 1] &&
+					   pl->worst[j] < pl->worst[j - 1])); j--) {
 			long t[CLP_CFG_MAX_INTS];
-			int w = pl->worst[j];
+			int w = pl->worst[j], tw = pl->twin[j];
 
 			memcpy(t, pl->lay[j], sizeof(t));
 			memcpy(pl->lay[j], pl->lay[j - 1], sizeof(t));
 			memcpy(pl->lay[j - 1], t, sizeof(t));
 			pl->worst[j] = pl->worst[j - 1];
 			pl->worst[j - 1] = w;
+			pl->twin[j] = pl->twin[j - 1];
+			pl->twin[j - 1] = tw;
 		}
 	return CLP_OK;
 }
@@ -114,6 +133,8 @@ static void config_of(const struct plan *pl, int c, const clp_train_config *cfg,
 	for (int i = 0; i < pl->ns; i++)
 		c2->pipeline.layers.v[i] = pl->lay[c][i];
 	c2->pipeline.layout[0] = '\0'; /* a plan's layout names the old ranks' devices */
+	if (!strcmp(c2->pipeline.schedule, "chimera")) /* its twins are gone: one pipeline */
+		snprintf(c2->pipeline.schedule, sizeof(c2->pipeline.schedule), "1f1b");
 	c2->ckpt.resume = 0;
 }
 
@@ -204,7 +225,12 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 			l += (size_t)snprintf(res->layout + l, sizeof(res->layout) - l, "%s%ld",
 					      i ? ", " : "", pl->lay[chosen][i]);
 		snprintf(res->layout + l, sizeof(res->layout) - l, "]");
-		if (r.ckpt_step >= 0)
+		if (!r.from_ckpt && !r.from_init && !strcmp(cfg->pipeline.schedule, "chimera"))
+			snprintf(res->note, sizeof(res->note), "stage%s %s re-planned; this rank "
+				 "held all its %d tensors of the new layout in memory (step %ld, "
+				 "Chimera's twin copies): none of their steps lost",
+				 strchr(stages, ',') ? "s" : "", stages, r.from_memory, a->step);
+		else if (r.ckpt_step >= 0)
 			snprintf(res->note, sizeof(res->note), "no other holder of stage%s %s: "
 				 "re-planned; this rank's %d tensors it held from memory (step %ld), "
 				 "%d from %.900s (step %ld: %ld step%s of theirs lost)",
@@ -217,6 +243,13 @@ clp_status ft_replan(clp_session *s, const clp_train_config *cfg, clp_comm **nc,
 				 "%d initialised (no checkpoint yet: the lost layers start again)",
 				 strchr(stages, ',') ? "s" : "", stages, r.from_memory, a->step,
 				 r.from_init);
+		if (r.optim[0] + r.optim[1] + r.optim[2]) {
+			size_t e = strlen(res->note);
+
+			snprintf(res->note + e, sizeof(res->note) - e, "; the optimizer's own "
+				 "state: %d tensors from memory, %d from the checkpoint, %d "
+				 "initialised", r.optim[0], r.optim[1], r.optim[2]);
+		}
 	}
 	if (st != CLP_OK) {
 		clp_session_close(res->sess);

@@ -401,7 +401,12 @@ clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner)
 
 int clp_exec_owns(const clp_exec *e, int i, int t)
 {
-	return e->ls[i].owns[t];
+	return e->save_all || e->ls[i].owns[t];
+}
+
+void clp_exec_save_all(clp_exec *e, int on)
+{
+	e->save_all = on != 0;
 }
 
 int clp_exec_stage_id(const clp_exec *e, int i)

@@ -115,6 +115,10 @@ int clp_exec_nstages(const clp_exec *e);
 clp_stage *clp_exec_stage(const clp_exec *e, int i, int *owner);
 /* 1 when tensor t of local stage i is saved by this rank. */
 int clp_exec_owns(const clp_exec *e, int i, int t);
+/* on: clp_exec_owns says 1 for every tensor of every local stage (a head's copy of the tied
+ * embedding too) until called with 0: an optimizer's save hook then writes all the state this
+ * rank holds, for a survivor's take-over in the same process (engine/train/session_ft.h). */
+void clp_exec_save_all(clp_exec *e, int on);
 /* The IR stage of local stage i (a SkipPipe origin holds stage 0 and the head, stage S). */
 int clp_exec_stage_id(const clp_exec *e, int i);
 

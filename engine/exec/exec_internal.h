@@ -45,6 +45,7 @@ struct clp_exec {
 	clp_model_config m;
 	clp_param_table full; /* the whole model, for tensor order and ownership */
 	int rank, replica;
+	int save_all; /* clp_exec_save_all: clp_exec_owns says 1 for every tensor */
 	struct lstage *ls;
 	int nls;
 	struct opstate *os; /* per op of this rank's list */

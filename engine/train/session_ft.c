@@ -78,11 +78,21 @@ static clp_status copy_stage(clp_stage *to, clp_stage *from)
 clp_status clp_session_can_take_over(const clp_session *s)
 {
 	CLP_TRY(sess_check_mode(s, CLP_SESSION_TRAIN, -1, "clp_session_can_take_over"));
-	if (s->skip || clp_exec_optim_ops(s->ex)->save || st_pf_K(s) > 0)
-		return clp_error(CLP_ERR_UNSUPPORTED, "recovery in the same processes covers AdamW "
-				 "on the pipeline schedules with replicas (not %s%s): resume from "
-				 "the last checkpoint", s->skip ? "SkipPipe" : "",
-				 s->skip ? "" : clp_exec_optim_ops(s->ex)->name);
+	return CLP_OK;
+}
+
+/* PipeFisher: the inputs and output gradients kept for a cycle's deferred factors live in the
+ * old executor and are not carried over (nor saved: checkpoints fall at cycle ends), so the
+ * agreed step must end a cycle of the old session and start one of the new. */
+clp_status sess_pf_aligned(const clp_session *dst, const clp_session *src, long step)
+{
+	int K = st_pf_K(src), K2 = st_pf_K(dst);
+
+	if ((K > 1 && step % K) || (K2 > 1 && step % K2))
+		return clp_error(CLP_ERR_UNSUPPORTED, "the agreed step %ld lies inside a PipeFisher "
+				 "cycle (K = %d, the new layout's K = %d): the data kept for its "
+				 "deferred factors is not carried over; resume from the last "
+				 "checkpoint (tools/supervise.sh does)", step, K, K2);
 	return CLP_OK;
 }
 
@@ -108,8 +118,7 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 {
 	CLP_TRY(sess_check_mode(dst, CLP_SESSION_TRAIN, -1, "clp_session_take_over"));
 	CLP_TRY(clp_session_can_take_over(src));
-	if (dst->skip)
-		return clp_session_can_take_over(dst);
+	CLP_TRY(sess_pf_aligned(dst, src, step));
 	for (int i = 0; i < clp_exec_nstages(dst->ex); i++) {
 		int id = clp_exec_stage_id(dst->ex, i), j = find_stage(src->ex, id);
 
@@ -122,5 +131,67 @@ clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, 
 			CLP_TRY(clp_stage_zero_grads(clp_exec_stage(dst->ex, i, NULL)));
 	}
 	dst->no_init = 0;
+	{
+		int counts[3];
+
+		CLP_TRY(sess_ft_optim_copy(dst, src, 0, NULL, counts));
+	}
 	return sess_take_over_rest(dst, src, step, applied, data_pos);
+}
+
+int clp_session_skip(const clp_session *s)
+{
+	return s->skip;
+}
+
+/* The stage of the schedule's rank r: the lowest IR stage its list runs (a SkipPipe origin
+ * runs stage 0 and the head); -1 when none. */
+static int rank_stage(const clp_sched *sc, int r)
+{
+	int k = -1;
+
+	for (int i = 0; i < sc->ranks[r].nops; i++) {
+		const clp_op *op = &sc->ranks[r].ops[i];
+
+		if (op->kind == CLP_OP_FWD && (k < 0 || op->stage < k))
+			k = op->stage;
+	}
+	return k;
+}
+
+clp_status clp_session_skip_survivors(const clp_session *s, const unsigned char *alive,
+				      clp_cfg_ints *nodes)
+{
+	const clp_sched *sc = s->sched;
+	int S, prev = 0;
+
+	if (!s->skip || !sc)
+		return clp_error(CLP_ERR_STATE, "clp_session_skip_survivors: not a SkipPipe run");
+	S = sc->nstages - 1; /* the head stage S is the origins' */
+	if (S < 1 || S > CLP_CFG_MAX_INTS)
+		return clp_error(CLP_ERR_STATE, "skippipe: %d stages", S);
+	memset(nodes, 0, sizeof(*nodes));
+	nodes->n = S;
+	for (int r = 0; r < sc->nranks; r++) {
+		int k = rank_stage(sc, r);
+
+		if (k < 0 || k >= S)
+			return clp_error(CLP_ERR_STATE, "skippipe: rank %d runs no stage", r);
+		if (k < prev && s->cfg.skip.paths[0])
+			return clp_error(CLP_ERR_UNSUPPORTED, "skippipe: the path set %s gives rank "
+					 "%d stage %d after a rank of stage %d; paths over the nodes "
+					 "left are planned for nodes in stage order (skip.stage_nodes)",
+					 s->cfg.skip.paths, r, k, prev);
+		prev = k;
+		nodes->v[k] += alive[r] != 0;
+	}
+	for (int k = 0; k < S; k++)
+		if (!nodes->v[k]) {
+			int first = sc->stages[k].first_layer, nl = sc->stages[k].nlayers;
+
+			return clp_error(CLP_ERR_UNSUPPORTED, "no node of SkipPipe stage %d (layers "
+					 "%d-%d) is left: the survivors cannot hold the model", k,
+					 first, first + nl - 1);
+		}
+	return CLP_OK;
 }

@@ -1,8 +1,9 @@
 /* Fault tolerance of a training session (issue 28): what a survivor needs from the session it
  * was running when a rank was lost, and how its new session (over the survivors, fewer
- * replicas) takes over the old one's state in the same process: parameters and AdamW moments
- * of every stage it holds, the step count, the optimizer's step count, the data position of
- * the last completed step, the fp16 loss scale. The step in flight is dropped. tools/train_ft.c
+ * replicas or SkipPipe nodes) takes over the old one's state in the same process: parameters
+ * and moments of every stage it holds, the optimizer's own state (session_ft_optim.c), the
+ * step count, the optimizer's step count, the data position of the last completed step, the
+ * fp16 loss scale. The step in flight is dropped. tools/train_ft.c
  * drives it (revoke, shrink, agree, the new layout). */
 #ifndef CLP_TRAIN_SESSION_FT_H
 #define CLP_TRAIN_SESSION_FT_H
@@ -34,15 +35,26 @@ void clp_session_set_save_hook(clp_session *s, void (*fn)(void *ud, long step), 
 clp_status clp_session_open_bare(clp_session **out, const clp_train_config *cfg, clp_comm *comm,
 				 FILE *fout);
 
-/* CLP_OK when a session's state can be taken over: AdamW (state in the stages' tensors) on a
- * schedule with replicas; CLP_ERR_UNSUPPORTED for K-FAC, PipeFisher and SkipPipe. */
+/* CLP_OK when a session's state can be taken over (every optimizer: the stages' tensors and
+ * the optimizer's own state, session_ft_optim.c; SkipPipe too). */
 clp_status clp_session_can_take_over(const clp_session *s);
 /* dst (a new training session whose rank holds the same stages as src's rank) takes over
  * src's state as of the end of step `step` (steps done) with `applied` optimizer steps and the
- * data position data_pos. CLP_ERR_UNSUPPORTED for an optimizer with state beyond the stages'
- * tensors (K-FAC, PipeFisher) or SkipPipe; CLP_ERR_INVALID when the stages differ. */
+ * data position data_pos: the stages' tensors and the optimizer's own state (Shampoo's, K-FAC's).
+ * CLP_ERR_UNSUPPORTED with PipeFisher when step ends no cycle of both sessions (the data kept
+ * for deferred factors is not carried over); CLP_ERR_INVALID when the stages differ. */
 clp_status clp_session_take_over(clp_session *dst, clp_session *src, long step, long applied,
 				 const char *data_pos);
+
+/* SkipPipe (issue 28): a stage with several nodes has other holders. clp_session_skip: 1 for a
+ * SkipPipe run. clp_session_skip_survivors: the nodes per stage of the survivors (alive[r]:
+ * rank r of the schedule is left), in stage order, for skip.stage_nodes of the new session,
+ * whose path scheduler plans paths over them (rank i is node i, nodes in stage order: every
+ * survivor keeps its stage). CLP_ERR_UNSUPPORTED when a stage has no node left (the message
+ * names it and its layers) or a skip.paths file does not put the nodes in stage order. */
+int clp_session_skip(const clp_session *s);
+clp_status clp_session_skip_survivors(const clp_session *s, const unsigned char *alive,
+				      clp_cfg_ints *nodes);
 
 /* A lost stage with no other holder (session_replan.c). The survivors re-plan a plain
  * pipeline (one stage per rank, one replica: GPipe, 1F1B, ZB-H1) over the ranks left. */
@@ -58,6 +70,8 @@ clp_status clp_session_layout_fits(clp_session *s, const clp_train_config *c, in
 
 typedef struct clp_ft_reload {
 	int from_memory, from_ckpt, from_init; /* tensors (parameters with their moments) */
+	int optim[3]; /* the optimizer's own tensors (Shampoo's, K-FAC's): from memory, the
+		       * checkpoint, initial */
 	long ckpt_step;                        /* the checkpoint's step; -1: none */
 	char ckpt[1024];                       /* its directory */
 } clp_ft_reload;

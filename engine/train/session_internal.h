@@ -128,6 +128,14 @@ clp_status sess_pf_plan(clp_session *s);
 int st_pf_K(const clp_session *s);
 clp_status sess_pf_save(clp_session *s, clp_ckpt_writer *w);
 clp_status sess_pf_resumed(const clp_session *s);
+/* session_ft_optim.c: the optimizer's own state (the table's save hook; K-FAC's per stage) of
+ * src's rank into dst's, for a take-over in the same process. replan 0: the same stages, all
+ * from src; 1: by name from src, else from checkpoint ck (NULL: none), else dst's initial
+ * state; counts[0..2] say how many tensors came from each. */
+/* session_ft.c: CLP_ERR_UNSUPPORTED unless step ends a PipeFisher cycle of src and dst. */
+clp_status sess_pf_aligned(const clp_session *dst, const clp_session *src, long step);
+clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, clp_ckpt *ck,
+			      int counts[3]);
 /* train.precision as a storage type (the schema allows only fp32, bf16 and fp16). */
 clp_dtype sess_precision(const clp_train_config *c);
 /* Rank 0 prints; the others are quiet. */

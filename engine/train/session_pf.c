@@ -282,6 +282,18 @@ static clp_status from_checkpoint(clp_session *s, clp_sched **cycle)
 	text = clp_ckpt_meta(ck, PF_META);
 	snprintf(name, sizeof(name), "%s: %s", clp_ckpt_path(ck), PF_META);
 	st = text ? clp_sched_from_json(text, name, cycle) : CLP_OK;
+	if (st == CLP_OK && *cycle && clp_pipefisher_check(s->sched, *cycle) != CLP_OK) {
+		/* another layout wrote it (a run resumed over fewer replicas, as after a lost
+		 * rank): the pass plans this layout's cycle */
+		if (sess_rank(s) == 0)
+			fprintf(s->out, "pipefisher: the K = %d cycle of %s is not this layout's "
+				"(%s); the pass plans a new one\n", (*cycle)->nsteps,
+				clp_ckpt_path(ck), clp_last_error());
+		clp_error_clear();
+		clp_sched_free(*cycle);
+		*cycle = NULL;
+		text = NULL;
+	}
 	if (st == CLP_OK && text && sess_rank(s) == 0)
 		fprintf(s->out, "pipefisher: the K = %d cycle of %s\n", (*cycle)->nsteps,
 			clp_ckpt_path(ck));

@@ -19,7 +19,11 @@ int clp_session_plain_pipeline(const clp_session *s)
 	if (s->mode != CLP_SESSION_TRAIN || s->skip || !sc || sc->nreplicas != 1 ||
 	    sc->nchunks != 1 || sc->nstages != sc->nranks)
 		return 0;
-	return kind == CLP_SCHED_GPIPE || kind == CLP_SCHED_1F1B || kind == CLP_SCHED_ZBH1;
+	/* Chimera: stage k on rank k (the down pipeline) and its twin on rank D - 1 - k; re-planned
+	 * over the down pipeline's order as 1F1B, a lost stage's layers from a survivor's twin copy
+	 * when the survivor they go to holds it */
+	return kind == CLP_SCHED_GPIPE || kind == CLP_SCHED_1F1B || kind == CLP_SCHED_ZBH1 ||
+	       kind == CLP_SCHED_CHIMERA;
 }
 
 int clp_session_stage_layers(const clp_session *s, int stage, int *first)
@@ -129,6 +133,7 @@ clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long s
 	CLP_TRY(sess_check_mode(dst, CLP_SESSION_TRAIN, -1, "clp_session_take_over_lost"));
 	CLP_TRY(clp_session_can_take_over(src));
 	CLP_TRY(clp_session_can_take_over(dst));
+	CLP_TRY(sess_pf_aligned(dst, src, step));
 	if (dst->cfg.ckpt.dir[0]) {
 		st = clp_ckpt_open_latest(&c, dst->cfg.ckpt.dir);
 		if (st == CLP_ERR_NOT_FOUND) {
@@ -155,6 +160,8 @@ clp_status clp_session_take_over_lost(clp_session *dst, clp_session *src, long s
 	dst->no_init = 0;
 	if (st == CLP_OK)
 		st = take_steps(dst, src, c, r);
+	if (st == CLP_OK) /* the optimizer's own state by name, the same way */
+		st = sess_ft_optim_copy(dst, src, 1, c, r->optim);
 	clp_ckpt_close(c);
 	CLP_TRY(st);
 	return sess_take_over_rest(dst, src, step, applied, data_pos);

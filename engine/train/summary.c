@@ -60,8 +60,28 @@ static int starts(const char *a, const char *prefix)
 	return !strncmp(a, prefix, strlen(prefix));
 }
 
-/* The run's arguments less those the resume command sets itself, with the run's directory. */
-static void args(FILE *out, int argc, char *const *argv, int drop_steps, const char *dir)
+/* a names a key that one of the words of over ("--k=v ...") sets: 1 "--k=v", 2 "--k" (its
+ * value follows) */
+static int overridden(const char *a, const char *over)
+{
+	for (const char *w = over; w && *w;) {
+		const char *eq = strchr(w, '='), *end = strchr(w, ' ');
+		size_t k;
+
+		if (!end)
+			end = w + strlen(w);
+		k = eq && eq < end ? (size_t)(eq - w) : (size_t)(end - w);
+		if (!strncmp(a, w, k) && (a[k] == '=' || a[k] == '\0'))
+			return a[k] == '=' ? 1 : 2;
+		w = *end ? end + 1 : end;
+	}
+	return 0;
+}
+
+/* The run's arguments less those the resume command sets itself, with the run's directory and
+ * over's words in place of the settings they replace. */
+static void args(FILE *out, int argc, char *const *argv, int drop_steps, const char *dir,
+		 const char *over)
 {
 	int has_dir = 0;
 
@@ -71,9 +91,14 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps, const c
 		has_dir |= starts(argv[i], "--ckpt.dir");
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
+		int o = overridden(a, over);
 
 		if (!strcmp(a, "--resume") || starts(a, "--resume=") || starts(a, "--ckpt.resume"))
 			continue;
+		if (o) {
+			i += o == 2; /* and its value */
+			continue;
+		}
 		if (drop_steps && (!strcmp(a, "--steps") || !strcmp(a, "--train.steps"))) {
 			i++; /* and its value */
 			continue;
@@ -82,6 +107,17 @@ static void args(FILE *out, int argc, char *const *argv, int drop_steps, const c
 			continue;
 		fputc(' ', out);
 		shell_word(out, a);
+	}
+	for (const char *w = over; w && *w;) { /* one word each (a value may hold ", ") */
+		const char *next = strstr(w + 2, " --");
+		char word[256];
+		size_t n = next ? (size_t)(next - w) : strlen(w);
+
+		snprintf(word, sizeof(word), "%.*s", (int)(n < sizeof(word) ? n : sizeof(word) - 1),
+			 w);
+		fputc(' ', out);
+		shell_word(out, word);
+		w = next ? next + 1 : w + n;
 	}
 	if (argc >= 0 && !has_dir && dir[0]) { /* a default run directory, or the file's */
 		fputs(" --ckpt.dir=", out);
@@ -101,7 +137,10 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 	fmt_count(s->tokens, tok, sizeof(tok));
 	fprintf(out, "== run summary\n");
 	fprintf(out, "steps:       %ld of %ld", s->steps, s->planned);
-	if (s->first_step > 0)
+	if (s->first_step > 0 && s->relayout_why[0]) /* the session of the last recovery's */
+		fprintf(out, " (%ld in the layout the run went on in, from step %ld: the tokens "
+			"and wall time below count from there)", run, s->first_step);
+	else if (s->first_step > 0)
 		fprintf(out, " (%ld in this run, resumed at step %ld)", run, s->first_step);
 	if (s->stopped)
 		fprintf(out, ", stopped by signal %d", s->stopped);
@@ -157,13 +196,17 @@ void clp_train_summary_print(FILE *out, const clp_train_summary *s, const char *
 	}
 	if (s->steps < s->planned) { /* stopped early: go on with the same schedule */
 		fprintf(out, "resume:      %s%s train", mpi, program);
-		args(out, argc, argv, 0, s->ckpt_dir);
-		fprintf(out, " --resume%s\n", s->target_ratio > 0 ? " --eval.target_ratio=0" : "");
+		args(out, argc, argv, 0, s->ckpt_dir, s->relayout);
+		fprintf(out, " --resume%s", s->target_ratio > 0 ? " --eval.target_ratio=0" : "");
+		if (s->relayout_why[0])
+			fprintf(out, "   (the layout the run went on in %s)", s->relayout_why);
+		fputc('\n', out);
 	} else { /* the schedule is done: train further on a longer one */
 		fprintf(out, "train on:    %s%s train", mpi, program);
-		args(out, argc, argv, 1, s->ckpt_dir);
+		args(out, argc, argv, 1, s->ckpt_dir, s->relayout);
 		fprintf(out, " --resume --train.steps=%ld   (the learning rate follows the longer "
-			"schedule)\n", 2 * s->planned);
+			"schedule%s%s)\n", 2 * s->planned, s->relayout_why[0] ?
+			"; the layout the run went on in " : "", s->relayout_why);
 	}
 }
 

@@ -29,6 +29,11 @@ typedef struct clp_train_summary {
 	int ranks;            /* the job's ranks: > 1, the commands that train start with mpirun */
 	int stopped;          /* the signal that stopped the run (0: none) */
 	double build_s;       /* of wall_s, kernel builds of a cold cache (left out of tokens/s) */
+	/* After a lost rank (issue 28): the layout the run went on in, as "--key=value" words that
+	 * replace the run's own settings of those keys in the commands ("": none), and why
+	 * ("after step 2: 2 stages x 1 replica over 2 ranks"). */
+	char relayout[256];
+	char relayout_why[200];
 } clp_train_summary;
 
 /* Print it. program is how to call clpipe (see clp_train_summary_program); argv (argc entries,

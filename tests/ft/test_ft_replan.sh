@@ -20,7 +20,11 @@
 # With FAULT = dierec and K = "K1,K2": K1 dies after step 3 and K2 inside the recovery, once
 # the survivors' shrink has counted it (CLPIPE_FAULT=die:K1:3,dierec:K2:1): the survivors'
 # agreement fails, they recover again without it, and both lost stages come from step 2.
-# Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS [FAULT STEP]
+# With train arguments after STEP (an optimizer with its own state, --optim.name=shampoo or
+# kfac): its tensors follow the same rule (the survivor's from memory, the lost stage's from
+# the checkpoint), logged as "the optimizer's own state: ..."; the reference's hand-built
+# checkpoint then carries rank K's step-2 optimizer tensors.
+# Usage: test_ft_replan.sh CLPIPE MPIRUN WORKDIR D K NEWLAYERS [FAULT STEP [train args...]]
 #        (NEWLAYERS e.g. "[2]"; FAULT die (default, STEP 3), diesave or dierec)
 set -u
 clpipe=$1
@@ -31,8 +35,13 @@ newlayers=$6
 fault=${7:-die}
 A=${8:-3}     # the step the survivors agree on
 N=$((A + 1))  # the next one
+root=$3
+shift $(($# < 8 ? $# : 8))
+extra=("$@")
 IFS=, read -r -a ks <<<"$K"
-work=$3/replan-$D-${K/,/-}-$fault
+tag=""
+[ ${#extra[@]} -gt 0 ] && tag=-$(printf '%s' "${extra[0]#--optim.name=}" | tr -c 'a-z0-9' '_')
+work=$root/replan-$D-${K/,/-}-$fault$tag
 rm -rf "$work" && mkdir -p "$work"
 fail=0
 check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; else echo "ok: $2"; fi; }
@@ -41,7 +50,7 @@ for i in $(seq 1 3000); do echo "the quick brown fox jumps over the lazy dog $((
 common=(--data "$work/corpus.txt" --model.n_layer="$D" --model.d_model=32 --model.n_head=4
         --model.ctx=16 --train.batch=2 --train.micro_batches=2 --eval.every=0
         --eval.batches=1 --pipeline.schedule=1f1b --pipeline.deadline=60
-        --pipeline.deterministic=true)
+        --pipeline.deterministic=true "${extra[@]}")
 mpi=("$mpirun" --with-ft ulfm --oversubscribe)
 S=$((D - ${#ks[@]}))
 spec=$fault:$K:$A
@@ -58,7 +67,9 @@ holders=$(for k in "${ks[@]}"; do printf '%s (layers %s-%s), ' "$k" "$k" "$k"; d
 events() { grep -a '^ft: rank [0-9] (host ' "$work/ft.out" | grep -E "lost ${lostk%, } during" |
 	grep -F "agreed on step $A, step $N is " | grep -F "; new layout $S stage" |
 	grep -F "layers $newlayers; no other holder of stage" | grep -F " ${holders%, }: re-planned" |
-	grep -F "(step 2: $((A - 2)) step$([ $A -eq 3 ] || echo s) of theirs lost); recovered in" | wc -l; }
+	grep -E "\(step 2: $((A - 2)) step$([ $A -eq 3 ] || echo s) of theirs lost\)$optnote; recovered in" | wc -l; }
+optnote=""
+[ ${#extra[@]} -gt 0 ] && optnote="; the optimizer's own state: [1-9][0-9]* tensors from memory, [1-9][0-9]* from the checkpoint, 0 initialised"
 check "[ \$(events) -eq $S ]" \
 	"every survivor logs the lost rank, its host, the agreed step, the new layout, where the lost stage came from and the seconds"
 check "grep -aq '^failures survived: 1' '$work/ft.out' && grep -aq 'went on as $S stage' '$work/ft.out'" \

@@ -172,6 +172,42 @@ static void test_pipeline_stopped(void)
 	free(t);
 }
 
+/* After a recovery (issue 28) the commands go on in the layout the run went on in: the run's
+ * own settings of those keys (as "--k=v" or "--k v") give way to the new ones. */
+static void test_relayout(void)
+{
+	clp_train_summary s = quickstart();
+	char *argv[] = {"--pipeline.replicas=2", "--pipeline.stages", "2", "--optim.name=muon",
+			"--pipeline.layers=[1, 1]"};
+	char *t;
+
+	s.steps = s.planned = 1500;
+	s.ranks = 2;
+	snprintf(s.relayout, sizeof(s.relayout), "--pipeline.schedule=1f1b --pipeline.stages=1 "
+		 "--pipeline.replicas=1 --pipeline.layers=[2]");
+	snprintf(s.relayout_why, sizeof(s.relayout_why), "after step 3: 1 stage x 1 replica over "
+		 "1 rank, layers [2]");
+	s.first_step = 3;
+	t = print(&s, 5, argv);
+	has(t, "steps:       1500 of 1500 (1497 in the layout the run went on in, from step 3: the "
+	       "tokens and wall time below count from there)\n");
+	lacks(t, "resumed at step");
+	has(t, "train on:    mpirun -np 2 build/tools/clpipe train --optim.name=muon "
+	       "--pipeline.schedule=1f1b --pipeline.stages=1 --pipeline.replicas=1 "
+	       "'--pipeline.layers=[2]' --ckpt.dir=.cache/q-ckpt --resume --train.steps=3000   (the "
+	       "learning rate follows the longer schedule; the layout the run went on in after "
+	       "step 3: 1 stage x 1 replica over 1 rank, layers [2])\n");
+	lacks(t, "replicas=2");
+	lacks(t, "[1, 1]");
+	free(t);
+	s.steps = 1000; /* stopped early: the resume command too */
+	t = print(&s, 5, argv);
+	has(t, "resume:      mpirun -np 2 build/tools/clpipe train --optim.name=muon "
+	       "--pipeline.schedule=1f1b");
+	has(t, " --resume --eval.target_ratio=0   (the layout the run went on in after step 3");
+	free(t);
+}
+
 static void test_program(void)
 {
 	char p[4096];
@@ -183,4 +219,4 @@ static void test_program(void)
 
 TH_MAIN(TH_TEST(test_stopped_at_target), TH_TEST(test_schedule_done),
 	TH_TEST(test_no_checkpoint_no_eval), TH_TEST(test_encoder_and_unknown_args),
-	TH_TEST(test_pipeline_stopped), TH_TEST(test_program))
+	TH_TEST(test_pipeline_stopped), TH_TEST(test_relayout), TH_TEST(test_program))
