@@ -27,7 +27,9 @@
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
  * checkpoints tensor by tensor. "muon", "muonresume", "muonclose": "exact", "resume" and
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
- * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
+ * hold); "muonnoclip": "muon" with optim.grad_clip = 0, so that every OPT_STEP commits the
+ * orthogonalisation its OPT_PREP ran early (with clipping on, a clipped step recomputes it:
+ * docs/OPTIMIZERS.md, "Where Muon's work runs"). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
  * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
  * model.dropout = 0.1: a replica's micro-batches draw the dropout masks of their global
@@ -135,6 +137,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		mixed_devices(c->train.device, sizeof(c->train.device));
 	if (!strncmp(mode, "muon", 4)) /* muon, muonresume, muonclose: exact, resume, close */
 		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
+	if (!strncmp(mode, "muonnoclip", 10))
+		c->optim.grad_clip = 0;
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
 		snprintf(c->optim.name, sizeof(c->optim.name), "shampoo");
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
@@ -354,6 +358,7 @@ static void test_equivalence(void)
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
+					     !strcmp(mode, "muonnoclip") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") ||
 					     !strcmp(mode, "pfrecompute")
