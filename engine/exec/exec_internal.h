@@ -159,7 +159,7 @@ clp_status exec_optim_after_bwd(clp_exec *e, const clp_op *op);
 int exec_optim_skips(clp_exec *e, const clp_op *op);
 clp_status exec_optim_item(clp_exec *e, const clp_op *op);
 clp_status exec_optim_stage_step(clp_exec *e, int stage, const void *set);
-clp_status exec_optim_prep(clp_exec *e, int stage, const void *set);
+clp_status exec_optim_prep(clp_exec *e, const clp_op *op, const void *set);
 clp_status exec_optim_step_end(clp_exec *e);
 void exec_optim_free(clp_exec *e);
 

@@ -12,10 +12,11 @@
  * leaves the momentum as it is; the OPT_STEP then writes the momentum and the weights
  * (clp_muon_commit) and zeroes the second moment again. That is clp_muon_update's arithmetic
  * exactly when the clipping factor is 1: with a factor below 1 (known only after the norm)
- * the OPT_STEP throws the early result away and runs clp_muon_update, and after such a step the
- * next one's OPT_PREP does nothing (clipping runs in streaks; a wasted orthogonalisation costs
- * as much as the step's). A non-finite step changes nothing either way (the kernels read the
- * flag). */
+ * the OPT_STEP throws the early result away and runs clp_muon_update. After such a step the
+ * next one's OPT_PREP runs only where it fills other ranks' cool-down (CLP_OPF_BUBBLE: there a
+ * wasted orthogonalisation costs no time, and the recomputation is what the step cost before);
+ * elsewhere (the stage that finishes last) it waits for an unclipped step (clipping runs in
+ * streaks). A non-finite step changes nothing either way (the kernels read the flag). */
 #include <stdlib.h>
 
 #include "engine/exec/exec_env.h"
@@ -37,7 +38,7 @@ static int early_takes(clp_stage *st, const clp_tensor_desc *t, int i)
 	return clp_exec_muon_takes(t) && clp_stage_trained(st, i);
 }
 
-static clp_status muon_prep(clp_exec *e, void *state, int stage, const void *settings)
+static clp_status muon_prep(clp_exec *e, void *state, const clp_op *op, const void *settings)
 {
 	mst *m = state;
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
@@ -46,13 +47,15 @@ static clp_status muon_prep(clp_exec *e, void *state, int stage, const void *set
 
 	(void)settings;
 	clp_exec_step_counts(e, &c);
-	if (c.max_norm > 0 && m->clipped)
+	/* with clipping on, the early result is wasted in a clipped step: run it where it costs
+	 * nothing (a bubble), elsewhere only when the last step was not clipped */
+	if (c.max_norm > 0 && m->clipped && !(op->flags & CLP_OPF_BUBBLE))
 		return CLP_OK;
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
 		clp_stage *st;
 		const clp_param_table *tab;
 
-		if (clp_exec_stage_id(e, k) != stage)
+		if (clp_exec_stage_id(e, k) != op->stage)
 			continue;
 		st = clp_exec_stage(e, k, NULL);
 		tab = clp_stage_table(st);

@@ -123,7 +123,7 @@ static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_da
 		if (!exec_find_stage(e, op->stage))
 			return clp_error(CLP_ERR_STATE, "rank %d: OPT_PREP of stage %d it does not "
 					 "hold", e->rank, op->stage);
-		return exec_optim_prep(e, op->stage, set);
+		return exec_optim_prep(e, op, set);
 	case CLP_OP_KFAC_SYNC: /* a collective: what it sums is read once the device is idle */
 	case CLP_OP_KFAC_INV_SYNC:
 	case CLP_OP_KFAC_PREC_SYNC:

@@ -5,8 +5,9 @@
  * In the pipelines, the last stage's OPT_PREP does not wait for the first stage's last
  * backward: following the schedule's own edges (list order, a receive after its send, a
  * collective after every member's arrival), it is not behind it, so it can run in the
- * cool-down bubble; the OPT_STEP is (through the norm's all-reduce), which is the control that
- * shows the check can fail. No timing is asserted. */
+ * cool-down bubble, and the pass marks it so (CLP_OPF_BUBBLE; stage 0's, behind every
+ * backward, and a one-stage schedule's are not); the OPT_STEP is behind it (through the norm's
+ * all-reduce), which is the control that shows the check can fail. No timing is asserted. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -139,7 +140,7 @@ static int check_places(const clp_sched *s)
 static void check_bubble(const clp_sched *s, const char *name)
 {
 	clp_sched_index ix;
-	int last = s->nstages - 1, rl = -1, r0 = -1, prep = -1, opt = -1, b0;
+	int last = s->nstages - 1, rl = -1, r0 = -1, prep = -1, opt = -1, b0, split = 0;
 	int *need = calloc((size_t)s->nranks, sizeof(int));
 
 	CHECK_OK(clp_sched_index_build(s, &ix));
@@ -147,6 +148,7 @@ static void check_bubble(const clp_sched *s, const char *name)
 		for (int i = 0; i < s->ranks[r].nops; i++) {
 			const clp_op *o = &s->ranks[r].ops[i];
 
+			split |= o->kind == CLP_OP_BWD_W;
 			if (o->kind == CLP_OP_OPT_PREP && o->stage == last && rl < 0)
 				rl = r, prep = i;
 			if (o->kind == CLP_OP_OPT_STEP && o->stage == last && rl == r)
@@ -161,6 +163,13 @@ static void check_bubble(const clp_sched *s, const char *name)
 		clp_sched_index_free(&ix);
 		return;
 	}
+	CHECK(s->ranks[rl].ops[prep].flags & CLP_OPF_BUBBLE, "%s: the OPT_PREP of stage %d is not "
+	      "marked as in a bubble", name, last);
+	/* (zero-bubble schedules: other ranks' weight gradients may still run after stage 0's) */
+	for (int i = 0; !split && i < s->ranks[r0].nops; i++)
+		CHECK(s->ranks[r0].ops[i].kind != CLP_OP_OPT_PREP || s->ranks[r0].ops[i].stage != 0 ||
+		      !(s->ranks[r0].ops[i].flags & CLP_OPF_BUBBLE),
+		      "%s: stage 0's OPT_PREP, behind every backward, is marked as in a bubble", name);
 	b0 = last_grad_op(s, r0, 0, s->ranks[r0].nops, 0);
 	needed(s, &ix, rl, prep, need);
 	CHECK(need[r0] <= b0, "%s: the OPT_PREP of stage %d (rank %d op %d) waits for rank %d's "
@@ -182,7 +191,7 @@ static void test_generated(void)
 		{CLP_SCHED_GPIPE, 1, 4, 1, 1, 0},       {CLP_SCHED_1F1B, 2, 4, 1, 1, 1},
 		{CLP_SCHED_1F1B, 4, 8, 1, 1, 1},        {CLP_SCHED_GPIPE, 4, 4, 1, 1, 1},
 		{CLP_SCHED_ZBH1, 4, 8, 1, 1, 1},        {CLP_SCHED_INTERLEAVED, 2, 4, 2, 1, 1},
-		{CLP_SCHED_1F1B, 2, 4, 1, 2, 0},        {CLP_SCHED_CHIMERA, 2, 4, 1, 1, 0},
+		{CLP_SCHED_1F1B, 2, 4, 1, 2, 1},        {CLP_SCHED_CHIMERA, 2, 4, 1, 1, 0},
 		{CLP_SCHED_1F1B, 1, 2, 1, 2, 0},
 	};
 
@@ -207,6 +216,10 @@ static void test_generated(void)
 		CHECK(again == 0, "%s: a second pass added %d", name, again);
 		if (c[k].bubble)
 			check_bubble(s, name);
+		for (int r = 0; c[k].d == 1 && r < s->nranks; r++) /* one stage: no bubble */
+			for (int i = 0; i < s->ranks[r].nops; i++)
+				CHECK(!(s->ranks[r].ops[i].flags & CLP_OPF_BUBBLE), "%s: rank %d op %d "
+				      "marked as in a bubble", name, r, i);
 		clp_sched_free(s);
 	}
 }
