@@ -269,7 +269,7 @@ static clp_status sched_prep(const clp_train_config *c, clp_sched *sched)
 
 	CLP_TRY(clp_train_optim_kind(c, &k));
 	oi = clp_optim_info_of(k);
-	if (!oi || !oi->prep)
+	if (!oi || !oi->prep || !c->pipeline.optim_prep)
 		return CLP_OK;
 	CLP_TRY(clp_sched_place_prep(sched, NULL));
 	return clp_sched_validate(sched, 1);
