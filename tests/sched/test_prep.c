@@ -12,6 +12,8 @@
 #include <stdlib.h>
 
 #include "engine/pass/validate.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/trace.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/index.h"
 #include "tests/harness.h"
@@ -224,4 +226,31 @@ static void test_generated(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_generated))
+/* A trace's OPT_PREP joins its stage's optimizer-step cost in a calibration: two steps of
+ * prep 3 + step 1 give an OPT cost of 4, not the mean of the four events (2). */
+static void test_calibrate(void)
+{
+	static const clp_trace_event ev[] = {
+		{0, 3, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_PREP, 0, 0, 0, -1, -1, -1},
+		{3, 4, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_STEP, 0, 0, 0, -1, -1, -1},
+		{10, 13, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_PREP, 0, 0, 0, -1, -1, -1},
+		{13, 14, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_STEP, 0, 0, 0, -1, -1, -1},
+	};
+	clp_trace t;
+	clp_costs *c = NULL;
+	int nset = 0;
+
+	clp_trace_init(&t, 1, 0);
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+		CHECK_OK(clp_trace_push(&t, &ev[i]));
+	CHECK_OK(clp_costs_uniform(1, 9, 9, -1, &c));
+	if (c) {
+		CHECK_OK(clp_costs_calibrate(c, &t, &nset));
+		CHECK(nset == 1 && c->stages[0].t[CLP_COST_OPT] == 4.0, "OPT cost %g (%d set), want 4",
+		      c->stages[0].t[CLP_COST_OPT], nset);
+	}
+	clp_costs_free(c);
+	clp_trace_free(&t);
+}
+
+TH_MAIN(TH_TEST(test_generated), TH_TEST(test_calibrate))
