@@ -29,8 +29,9 @@
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
  * hold); "muonnoclip": "muon" with optim.grad_clip = 0, so that every OPT_STEP commits the
  * orthogonalisation its OPT_PREP ran early (with clipping on, a clipped step recomputes it:
- * docs/OPTIMIZERS.md, "Where Muon's work runs"), and its pipelined run's trace must hold one OPT_PREP
- * of every stage on the rank holding it. "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
+ * docs/OPTIMIZERS.md, "Where Muon's work runs"), and its pipelined run's trace must hold one
+ * OPT_PREP of every stage on the rank holding it. "shampoo", "shampooresume", "shampooclose":
+ * the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
  * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
  * model.dropout = 0.1: a replica's micro-batches draw the dropout masks of their global
