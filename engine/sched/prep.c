@@ -8,6 +8,8 @@
 
 #include "engine/sched/index.h"
 
+#define PREP_NEW 0x80 /* op.flags while this pass runs: an OPT_PREP it inserted */
+
 /* 1 when o (on a rank holding `stage`) writes the gradients of the stage's layers: a backward
  * of it, its K-FAC preconditioning, its all-reduce (the tied embedding's all-reduce writes the
  * embedding's and the head's only, which an OPT_PREP does not read). */
@@ -91,6 +93,7 @@ static clp_status place_rank(const clp_sched *s, clp_rank_prog *p, int *added, i
 						       p->ops[i].chunk, -1);
 
 				q.step = p->ops[i].step;
+				q.flags = PREP_NEW;
 				ops[n++] = q;
 			}
 		if (j < nops)
@@ -195,15 +198,44 @@ out:
 	return st;
 }
 
+/* The OPT_PREPs this pass inserted that fill no bubble go again (they would only move work
+ * from after the norm to before it); *kept counts the others. */
+static void drop_unmarked(clp_sched *s, int *kept)
+{
+	for (int r = 0; r < s->nranks; r++) {
+		clp_rank_prog *p = &s->ranks[r];
+		int n = 0;
+
+		for (int i = 0; i < p->nops; i++) {
+			clp_op o = p->ops[i];
+
+			if (o.kind == CLP_OP_OPT_PREP && (o.flags & PREP_NEW)) {
+				if (!(o.flags & CLP_OPF_BUBBLE))
+					continue;
+				o.flags &= (uint8_t)~PREP_NEW;
+				(*kept)++;
+			}
+			p->ops[n++] = o;
+		}
+		p->nops = n;
+	}
+}
+
 clp_status clp_sched_place_prep(clp_sched *s, int *added)
 {
 	int n = 0, had = 0;
 
+	if (added)
+		*added = 0;
 	for (int r = 0; r < s->nranks; r++)
 		if (s->ranks[r].mode == CLP_RANK_ORDERED)
 			CLP_TRY(place_rank(s, &s->ranks[r], &n, &had));
+	if (!n && !had)
+		return CLP_OK;
+	CLP_TRY(mark_bubbles(s)); /* also a loaded schedule's (JSON keeps no CLP_OPF_BUBBLE) */
+	n = 0;
+	drop_unmarked(s, &n);
 	if (added)
 		*added = n;
-	return n || had ? mark_bubbles(s) : CLP_OK; /* also a loaded schedule's (JSON keeps no
-						       * CLP_OPF_BUBBLE) */
+	return CLP_OK;
 }

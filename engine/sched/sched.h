@@ -238,9 +238,10 @@ static inline int clp_op_is_bwd_input(int k)
  * the step and the transfers posted right after it (so no peer waits for it); so before the
  * tied embedding's all-reduce, the norm and the OPT_STEP when nothing else holds it there. A
  * schedule that has OPT_PREPs already keeps them (only their marks below are made again).
- * *added: how many (may be NULL). An OPT_PREP that waits (through list order, messages and
- * collectives) for no other rank's last backward of its step gets CLP_OPF_BUBBLE: it runs
- * while that rank still works. */
+ * An OPT_PREP that waits (through list order, messages and collectives) for no other rank's
+ * last backward of its step gets CLP_OPF_BUBBLE: it runs while that rank still works. Only
+ * those are kept (one elsewhere, e.g. on the stage that finishes last or on one device, would
+ * only move work from after the norm to before it). *added: how many (may be NULL). */
 clp_status clp_sched_place_prep(clp_sched *s, int *added);
 
 /* "FWD stage 2 mb 5", "SEND_ACT stage 0 mb 3 to rank 1 tag 96", ... for messages. */

@@ -30,7 +30,7 @@
  * hold); "muonnoclip": "muon" with optim.grad_clip = 0, so that every OPT_STEP commits the
  * orthogonalisation its OPT_PREP ran early (with clipping on, a clipped step recomputes it:
  * docs/OPTIMIZERS.md, "Where Muon's work runs"), and its pipelined run's trace must hold one
- * OPT_PREP of every stage on the rank holding it. "shampoo", "shampooresume", "shampooclose":
+ * OPT_PREP of the last stage on the rank holding it. "shampoo", "shampooresume", "shampooclose":
  * the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
  * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
@@ -200,8 +200,9 @@ static void run(const char *sub, int pipelined, int ckpt_every, const char *resu
 
 static int losses(const char *sub, double *out, int max);
 
-/* muonnoclip: the pipelined run's trace (its last step) has one OPT_PREP of every stage, on the
- * rank holding it (the training schedule got them; no times are compared). */
+/* muonnoclip: the pipelined run's trace (its last step) has one OPT_PREP of the last stage, on
+ * the rank holding it, and at most one of any other (the training schedule got them where they
+ * fill a bubble; no times are compared). */
 static void check_prep_trace(void)
 {
 	char path[600];
@@ -227,7 +228,8 @@ static void check_prep_trace(void)
 		CHECK(pid == st, "OPT_PREP of stage %d on rank %d", st, pid);
 	}
 	for (int s = 0; s < D && s < 64; s++)
-		CHECK(seen[s] == 1, "stage %d: %d OPT_PREPs in the traced step", s, seen[s]);
+		CHECK(seen[s] == (s == D - 1) || (s < D - 1 && seen[s] == 1),
+		      "stage %d: %d OPT_PREPs in the traced step", s, seen[s]);
 	json_decref(root);
 }
 

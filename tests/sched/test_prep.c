@@ -1,12 +1,13 @@
 /* The placement of the optimizer's early part (clp_sched_place_prep, engine/sched/prep.c; Muon's
- * momentum and Newton-Schulz, docs/OPTIMIZERS.md): on every generated schedule each OPT_STEP
- * gets one OPT_PREP of its stage and step, after the stage's last backward and gradient
- * all-reduce and before the OPT_STEP, the schedule stays valid, and a second pass adds nothing.
+ * momentum and Newton-Schulz, docs/OPTIMIZERS.md): on every generated schedule an OPT_STEP
+ * gets at most one OPT_PREP of its stage and step, marked as in a bubble, after the stage's
+ * last backward and gradient all-reduce and before the norm and the OPT_STEP; the schedule
+ * stays valid, a second pass adds nothing, and one-stage schedules get none.
  * In the pipelines, the last stage's OPT_PREP does not wait for the first stage's last
  * backward: following the schedule's own edges (list order, a receive after its send, a
  * collective after every member's arrival), it is not behind it, so it can run in the
  * cool-down bubble, and the pass marks it so (CLP_OPF_BUBBLE; stage 0's, behind every
- * backward, and a one-stage schedule's are not); the OPT_STEP is behind it (through the norm's
+ * backward, is not kept); the OPT_STEP is behind it (through the norm's
  * all-reduce), which is the control that shows the check can fail. No timing is asserted. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +97,8 @@ static void needed(const clp_sched *s, const clp_sched_index *ix, int r, int at,
 	}
 }
 
-/* Every OPT_STEP has its OPT_PREP where the rule puts it; returns how many. */
+/* Every OPT_PREP is marked and sits where the rule puts it, at most one per OPT_STEP; returns
+ * how many. */
 static int check_places(const clp_sched *s)
 {
 	int n = 0;
@@ -114,7 +116,11 @@ static int check_places(const clp_sched *s)
 				if (p->ops[j].kind == CLP_OP_OPT_PREP && p->ops[j].stage == o->stage &&
 				    p->ops[j].step == o->step)
 					prep = j, count++;
-			CHECK(count == 1, "rank %d stage %d: %d OPT_PREPs", r, o->stage, count);
+			CHECK(count <= 1, "rank %d stage %d: %d OPT_PREPs", r, o->stage, count);
+			if (!count)
+				continue;
+			CHECK(p->ops[prep].flags & CLP_OPF_BUBBLE, "rank %d stage %d: an OPT_PREP "
+			      "kept outside a bubble", r, o->stage);
 			CHECK(prep >= 0 && prep < i, "rank %d stage %d: OPT_PREP at %d, OPT_STEP at %d", r,
 			      o->stage, prep, i);
 			lb = last_grad_op(s, r, o->stage, p->nops, 1);
@@ -167,11 +173,11 @@ static void check_bubble(const clp_sched *s, const char *name)
 	}
 	CHECK(s->ranks[rl].ops[prep].flags & CLP_OPF_BUBBLE, "%s: the OPT_PREP of stage %d is not "
 	      "marked as in a bubble", name, last);
-	/* (zero-bubble schedules: other ranks' weight gradients may still run after stage 0's) */
+	/* stage 0's, behind every backward, is not kept (zero-bubble schedules: other ranks'
+	 * weight gradients may still run after stage 0's) */
 	for (int i = 0; !split && i < s->ranks[r0].nops; i++)
-		CHECK(s->ranks[r0].ops[i].kind != CLP_OP_OPT_PREP || s->ranks[r0].ops[i].stage != 0 ||
-		      !(s->ranks[r0].ops[i].flags & CLP_OPF_BUBBLE),
-		      "%s: stage 0's OPT_PREP, behind every backward, is marked as in a bubble", name);
+		CHECK(s->ranks[r0].ops[i].kind != CLP_OP_OPT_PREP || s->ranks[r0].ops[i].stage != 0,
+		      "%s: stage 0's OPT_PREP, behind every backward, is kept", name);
 	b0 = last_grad_op(s, r0, 0, s->ranks[r0].nops, 0);
 	needed(s, &ix, rl, prep, need);
 	CHECK(need[r0] <= b0, "%s: the OPT_PREP of stage %d (rank %d op %d) waits for rank %d's "
@@ -210,18 +216,15 @@ static void test_generated(void)
 			for (int i = 0; i < s->ranks[r].nops; i++)
 				opts += s->ranks[r].ops[i].kind == CLP_OP_OPT_STEP;
 		CHECK_OK(clp_sched_place_prep(s, &added));
-		CHECK(added == opts && opts > 0, "%s: %d OPT_PREPs for %d OPT_STEPs", name, added,
-		      opts);
+		CHECK(opts > 0 && added <= opts && (c[k].bubble ? added > 0 : c[k].d > 1 || !added),
+		      "%s: %d OPT_PREPs for %d OPT_STEPs", name, added, opts);
 		CHECK_OK(clp_sched_validate(s, 1));
-		CHECK(check_places(s) == opts, "%s: placements", name);
+		CHECK(check_places(s) == added, "%s: placements", name);
 		CHECK_OK(clp_sched_place_prep(s, &again));
 		CHECK(again == 0, "%s: a second pass added %d", name, again);
 		if (c[k].bubble)
 			check_bubble(s, name);
-		for (int r = 0; c[k].d == 1 && r < s->nranks; r++) /* one stage: no bubble */
-			for (int i = 0; i < s->ranks[r].nops; i++)
-				CHECK(!(s->ranks[r].ops[i].flags & CLP_OPF_BUBBLE), "%s: rank %d op %d "
-				      "marked as in a bubble", name, r, i);
+		CHECK(c[k].d > 1 || added == 0, "%s: %d OPT_PREPs on one stage", name, added);
 		clp_sched_free(s);
 	}
 }
