@@ -12,11 +12,12 @@
  * leaves the momentum as it is; the OPT_STEP then writes the momentum and the weights
  * (clp_muon_commit) and zeroes the second moment again. That is clp_muon_update's arithmetic
  * exactly when the clipping factor is 1: with a factor below 1 (known only after the norm)
- * the OPT_STEP throws the early result away and runs clp_muon_update. After such a step the
- * next one's OPT_PREP runs only where it fills other ranks' cool-down (CLP_OPF_BUBBLE: there a
- * wasted orthogonalisation costs no time, and the recomputation is what the step cost before);
- * elsewhere (the stage that finishes last) it waits for an unclipped step (clipping runs in
- * streaks). A non-finite step changes nothing either way (the kernels read the flag). */
+ * the OPT_STEP throws the early result away and runs clp_muon_update. The session's OPT_PREPs
+ * all fill other ranks' cool-down (CLP_OPF_BUBBLE: there a wasted orthogonalisation costs only
+ * idle device time, and the recomputation is what the step cost before), so they run after a
+ * clipped step too; an unmarked one (a loaded schedule's) waits for an unclipped step
+ * (clipping runs in streaks). A non-finite step changes nothing either way (the kernels read
+ * the flag). */
 #include <stdlib.h>
 
 #include "engine/exec/exec_env.h"
@@ -48,7 +49,7 @@ static clp_status muon_prep(clp_exec *e, void *state, const clp_op *op, const vo
 	(void)settings;
 	clp_exec_step_counts(e, &c);
 	/* with clipping on, the early result is wasted in a clipped step: run it where it costs
-	 * nothing (a bubble), elsewhere only when the last step was not clipped */
+	 * only idle time (a bubble), elsewhere only when the last step was not clipped */
 	if (c.max_norm > 0 && m->clipped && !(op->flags & CLP_OPF_BUBBLE))
 		return CLP_OK;
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
