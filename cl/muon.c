@@ -17,12 +17,12 @@ double clp_muon_scaled_lr(double lr, size_t rows, size_t cols)
 	return lr * sqrt(r > 1.0 ? r : 1.0);
 }
 
-clp_status clp_muon_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u, size_t n,
-			     float mu, int nesterov, float gscale, clp_buf stats)
+static clp_status momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u, size_t n,
+			   float mu, int nesterov, float gscale, clp_buf stats, int keep_buf)
 {
 	cl_kernel k;
 	cl_ulong bo = buf.off, go = g.off, uo = u.off, nn = n, so = stats.off;
-	cl_int nes = nesterov != 0, has = stats.mem != NULL;
+	cl_int nes = nesterov != 0, has = stats.mem != NULL, keep = keep_buf != 0;
 	cl_mem sm = has ? stats.mem : buf.mem;
 
 	if (!(mu >= 0.0f && mu < 1.0f))
@@ -30,11 +30,17 @@ clp_status clp_muon_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u,
 	if (!n)
 		return CLP_OK;
 	CLP_TRY(clp_cl_kernel(ctx, MUON_FILE, clp_nn_ew_defines(ctx), "clp_muon_momentum", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 13, CLP_ARG(buf.mem), CLP_ARG(bo), CLP_ARG(g.mem), CLP_ARG(go),
+	CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(buf.mem), CLP_ARG(bo), CLP_ARG(g.mem), CLP_ARG(go),
 			    CLP_ARG(u.mem), CLP_ARG(uo), CLP_ARG(nn), CLP_ARG(mu), CLP_ARG(nes),
 			    CLP_ARG(gscale), CLP_ARG(sm), CLP_ARG(so),
-			    CLP_ARG(has)));
+			    CLP_ARG(has), CLP_ARG(keep)));
 	return clp_nn_run_ew(ctx, k, "muon_momentum", n);
+}
+
+clp_status clp_muon_momentum(clp_cl_ctx *ctx, clp_buf buf, clp_buf g, clp_buf u, size_t n,
+			     float mu, int nesterov, float gscale, clp_buf stats)
+{
+	return momentum(ctx, buf, g, u, n, mu, nesterov, gscale, stats, 0);
 }
 
 clp_status clp_muon_normalize(clp_cl_ctx *ctx, clp_buf x, size_t n, clp_buf nrm, float eps)
@@ -101,6 +107,33 @@ clp_status clp_muon_newton_schulz(clp_cl_ctx *ctx, clp_buf x, clp_buf x2, clp_bu
 	}
 	*out = cur;
 	return CLP_OK;
+}
+
+clp_status clp_muon_orthogonalize(clp_cl_ctx *ctx, clp_buf buf, clp_buf grad, clp_buf out,
+				  size_t rows, size_t cols, const clp_muon_hp *hp, float gscale,
+				  const clp_muon_work *w)
+{
+	const size_t n = rows * cols;
+	clp_buf none = {0}, res;
+
+	CLP_TRY(momentum(ctx, buf, grad, w->x, n, hp->momentum, hp->nesterov, gscale, none, 1));
+	CLP_TRY(clp_cl_nrm2(ctx, w->nrm, w->x, n));
+	CLP_TRY(clp_muon_normalize(ctx, w->x, n, w->nrm, (float)CLP_MUON_EPS));
+	CLP_TRY(clp_muon_newton_schulz(ctx, w->x, w->x2, w->ga, w->gb, rows, cols, hp->ns_steps,
+				       &res));
+	return clp_cl_copy(ctx, out, res, n);
+}
+
+clp_status clp_muon_commit(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+			   clp_buf upd, size_t rows, size_t cols, const clp_muon_hp *hp,
+			   clp_buf stats, float gscale, const clp_muon_work *w)
+{
+	const size_t n = rows * cols;
+
+	CLP_TRY(clp_muon_momentum(ctx, buf, grad, w->x, n, hp->momentum, hp->nesterov, gscale,
+				  stats));
+	return clp_muon_apply(ctx, param, upd, n, (float)(1.0 - (double)hp->lr * hp->weight_decay),
+			      (float)clp_muon_scaled_lr(hp->lr, rows, cols), stats);
 }
 
 clp_status clp_muon_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,

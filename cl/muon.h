@@ -50,6 +50,21 @@ clp_status clp_muon_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf u, size_t n, float
 clp_status clp_muon_newton_schulz(clp_cl_ctx *ctx, clp_buf x, clp_buf x2, clp_buf ga, clp_buf gb,
 				  size_t rows, size_t cols, int steps, clp_buf *out);
 
+/* A Muon step in two parts (the executor's early placement, docs/OPTIMIZERS.md): the first
+ * before the clipping factor and the non-finite flag are known, the second once they are.
+ * clp_muon_orthogonalize: the update direction (momentum with gradient grad x gscale, Nesterov,
+ * normalisation, Newton-Schulz) into out (rows x cols), buf left as it is. clp_muon_commit,
+ * with out as upd: the momentum into buf and the update of param with the clipping factor and
+ * the flag of stats, as clp_muon_update. The two give clp_muon_update's bits exactly when the
+ * clipping factor is 1 (or the flag is set: then nothing changes); with another factor the
+ * direction differs and clp_muon_update must run instead. */
+clp_status clp_muon_orthogonalize(clp_cl_ctx *ctx, clp_buf buf, clp_buf grad, clp_buf out,
+				  size_t rows, size_t cols, const clp_muon_hp *hp, float gscale,
+				  const clp_muon_work *w);
+clp_status clp_muon_commit(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+			   clp_buf upd, size_t rows, size_t cols, const clp_muon_hp *hp,
+			   clp_buf stats, float gscale, const clp_muon_work *w);
+
 /* One Muon step of param (rows x cols) with momentum buffer buf and gradient grad. */
 clp_status clp_muon_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
 			   size_t rows, size_t cols, const clp_muon_hp *hp, clp_buf stats,

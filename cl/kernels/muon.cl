@@ -14,10 +14,12 @@ static float muon_lerp(float s, float e, float w)
 
 /* buf = lerp(buf, g', 1 - mu); u = nesterov ? lerp(g', buf, mu) : buf, with g' = g * gscale
  * (times the clip factor stats[3] when has_stats); a set non-finite flag stats[1] leaves buf
- * and u untouched (the update is skipped too). */
+ * and u untouched (the update is skipped too). keep_buf: u only, buf left as it was (the same
+ * arithmetic: the early orthogonalisation, clp_muon_orthogonalize). */
 __kernel void clp_muon_momentum(__global float *buf, ulong bo, __global const float *g, ulong go,
 				__global float *u, ulong uo, ulong n, float mu, int nesterov,
-				float gscale, __global const float *stats, ulong so, int has_stats)
+				float gscale, __global const float *stats, ulong so, int has_stats,
+				int keep_buf)
 {
 	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n, i0 + NN_EW_CHUNK);
 	float gs = gscale;
@@ -33,7 +35,8 @@ __kernel void clp_muon_momentum(__global float *buf, ulong bo, __global const fl
 	for (ulong i = i0; i < i1; i++) {
 		const float gr = g[i] * gs, b = muon_lerp(buf[i], gr, 1.0f - mu);
 
-		buf[i] = b;
+		if (!keep_buf)
+			buf[i] = b;
 		u[i] = nesterov ? muon_lerp(gr, b, mu) : b;
 	}
 }

@@ -453,6 +453,7 @@ clp_status exec_dataflow_step(clp_exec *e, const clp_exec_data *d, const void *s
 	if (!f.ran || !f.held)
 		st = clp_error(CLP_ERR_NOMEM, "out of host memory for the dataflow step");
 	e->norm_done = 0;
+	e->max_norm = max_norm;
 	e->df_peak = 0;
 	if (st == CLP_OK)
 		st = dataflow_steps(&f, set, max_norm, r);

@@ -42,6 +42,14 @@ void clp_exec_step_counts(const clp_exec *e, clp_exec_counts *c)
 	c->nsteps = e->s->nsteps;
 	c->recompute = e->recompute;
 	c->loss_scale = e->loss_scale;
+	c->max_norm = e->max_norm;
+}
+
+int clp_exec_step_clip(const clp_exec *e, float *scale, int *nonfinite)
+{
+	*scale = e->clip;
+	*nonfinite = e->nonfinite;
+	return e->norm_done;
 }
 
 clp_status clp_exec_group_comm(clp_exec *e, int g, clp_comm **out, const char *what)

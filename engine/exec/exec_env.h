@@ -37,8 +37,16 @@ typedef struct clp_exec_counts {
 	int recompute;    /* the backward recomputes a layer's activations */
 	float loss_scale; /* the dynamic loss scale of this step (1 without scaling): the
 			   * gradients carry it, the update divides it out */
+	float max_norm;   /* this step's clipping threshold (clp_exec_step's max_norm; <= 0:
+			   * no clipping) */
 } clp_exec_counts;
 void clp_exec_step_counts(const clp_exec *e, clp_exec_counts *c);
+
+/* Once this step's norm is computed (in stage_step; the step's earlier hooks see the last
+ * step's): the clipping factor the stages' statistics hold (clp_stage_stats: 1 when nothing is
+ * clipped, 0 when the gradients are not finite) and the non-finite flag, as the device has them.
+ * Returns 1 when they are this step's, 0 before its norm. */
+int clp_exec_step_clip(const clp_exec *e, float *scale, int *nonfinite);
 
 /* The communicator this rank sums over schedule group g with: the executor's own when the
  * group spans every rank, the one made at creation otherwise; *out = NULL (CLP_OK) when the

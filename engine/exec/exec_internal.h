@@ -62,6 +62,8 @@ struct clp_exec {
 	int norm_world;      /* the norm's sums go over every rank without a NORM op (dataflow) */
 	double norm;
 	int nonfinite;
+	float clip;          /* the clipping factor of the statistics (CLP_NN_GSTAT_SCALE) */
+	float max_norm;      /* this step's clipping threshold */
 	/* dataflow ranks (exec_dataflow.c) */
 	int df_origins;      /* ranks holding stage 0: the loss sum is divided by it */
 	int df_peak;         /* most micro-batches held at once in the last step */
@@ -158,6 +160,7 @@ clp_status exec_optim_after_bwd(clp_exec *e, const clp_op *op);
 int exec_optim_skips(clp_exec *e, const clp_op *op);
 clp_status exec_optim_item(clp_exec *e, const clp_op *op);
 clp_status exec_optim_stage_step(clp_exec *e, int stage, const void *set);
+clp_status exec_optim_prep(clp_exec *e, const clp_op *op, const void *set);
 clp_status exec_optim_step_end(clp_exec *e);
 void exec_optim_free(clp_exec *e);
 

@@ -4,17 +4,73 @@
  * the momentum lives in the stages' AdamW first moments. Each OPT_STEP updates every local copy
  * of its stage tensor by tensor, in the table's order: Muon for the layers' weight matrices,
  * AdamW for the rest, then refreshes the stage's 16-bit value copy. The order and the kernels
- * are those of one device, so a pipeline with the same gradients computes the same bits. */
+ * are those of one device, so a pipeline with the same gradients computes the same bits.
+ *
+ * Early placement (docs/OPTIMIZERS.md, "Where Muon's work runs"): an OPT_PREP of the stage
+ * (clp_sched_place_prep), where its gradients are final, computes each matrix's orthogonalised
+ * update (clp_muon_orthogonalize) into the matrix's AdamW second moment, unused by Muon, and
+ * leaves the momentum as it is; the OPT_STEP then writes the momentum and the weights
+ * (clp_muon_commit) and zeroes the second moment again. That is clp_muon_update's arithmetic
+ * exactly when the clipping factor is 1: with a factor below 1 (known only after the norm)
+ * the OPT_STEP throws the early result away and runs clp_muon_update. The session's OPT_PREPs
+ * all fill other ranks' cool-down (CLP_OPF_BUBBLE: there a wasted orthogonalisation costs only
+ * idle device time, and the recomputation is what the step cost before), so they run after a
+ * clipped step too; an unmarked one (a loaded schedule's) waits for an unclipped step
+ * (clipping runs in streaks). A non-finite step changes nothing either way (the kernels read
+ * the flag). */
 #include <stdlib.h>
 
 #include "engine/exec/exec_env.h"
 #include "engine/exec/exec_muon.h"
 
+#include "cl/ops.h"
+
 typedef struct mst {
 	clp_exec_muon_opts o;
 	cl_mem mem[5]; /* x, x2, ga, gb, nrm */
 	clp_muon_work w;
+	unsigned char *early; /* per local stage: its updates wait in the second moments */
+	int clipped;          /* the last step's gradients were clipped */
 } mst;
+
+/* Whether a stage's tensor i is orthogonalised early: a trained Muon matrix. */
+static int early_takes(clp_stage *st, const clp_tensor_desc *t, int i)
+{
+	return clp_exec_muon_takes(t) && clp_stage_trained(st, i);
+}
+
+static clp_status muon_prep(clp_exec *e, void *state, const clp_op *op, const void *settings)
+{
+	mst *m = state;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+	const clp_muon_hp hp = {0, 0, m->o.momentum, m->o.nesterov, m->o.ns_steps};
+	clp_exec_counts c;
+
+	(void)settings;
+	clp_exec_step_counts(e, &c);
+	/* with clipping on, the early result is wasted in a clipped step: run it where it costs
+	 * only idle time (a bubble), elsewhere only when the last step was not clipped */
+	if (c.max_norm > 0 && m->clipped && !(op->flags & CLP_OPF_BUBBLE))
+		return CLP_OK;
+	for (int k = 0; k < clp_exec_nstages(e); k++) {
+		clp_stage *st;
+		const clp_param_table *tab;
+
+		if (clp_exec_stage_id(e, k) != op->stage)
+			continue;
+		st = clp_exec_stage(e, k, NULL);
+		tab = clp_stage_table(st);
+		for (int i = 0; i < tab->ntensors; i++)
+			if (early_takes(st, &tab->tensors[i], i))
+				CLP_TRY(clp_muon_orthogonalize(
+					ctx, clp_stage_tensor(st, CLP_ST_ADAM_M, i),
+					clp_stage_tensor(st, CLP_ST_GRAD, i),
+					clp_stage_tensor(st, CLP_ST_ADAM_V, i), tab->tensors[i].shape[0],
+					tab->tensors[i].shape[1], &hp, 1.0f / c.loss_scale, &m->w));
+		m->early[k] = 1;
+	}
+	return CLP_OK;
+}
 
 int clp_exec_muon_takes(const clp_tensor_desc *t)
 {
@@ -54,12 +110,19 @@ double clp_exec_muon_layer_work(const clp_model_config *m, size_t tokens, int ns
 
 static clp_status muon_stage_step(clp_exec *e, void *state, int stage, const void *settings)
 {
-	const mst *m = state;
+	mst *m = state;
 	const clp_exec_muon_step *set = settings;
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
 	clp_exec_counts c;
+	float clip = 1;
+	int nonfinite = 0, fits;
 
 	clp_exec_step_counts(e, &c);
+	clp_exec_step_clip(e, &clip, &nonfinite);
+	/* the early directions are the step's when nothing was clipped (a non-finite step changes
+	 * nothing either way) */
+	fits = nonfinite || clip == 1.0f;
+	m->clipped = !nonfinite && clip != 1.0f;
 	for (int k = 0; k < clp_exec_nstages(e); k++) {
 		clp_stage *st;
 		const clp_param_table *tab;
@@ -77,16 +140,24 @@ static clp_status muon_stage_step(clp_exec *e, void *state, int stage, const voi
 			clp_buf p = clp_stage_tensor(st, CLP_ST_PARAM, i);
 			clp_buf mom = clp_stage_tensor(st, CLP_ST_ADAM_M, i);
 			clp_buf g = clp_stage_tensor(st, CLP_ST_GRAD, i);
+			clp_buf v = clp_stage_tensor(st, CLP_ST_ADAM_V, i);
+			int early = m->early[k] && early_takes(st, t, i);
 
-			if (clp_exec_muon_takes(t))
-				CLP_TRY(clp_muon_update(ctx, p, mom, g, t->shape[0], t->shape[1], &hp,
+			if (!clp_exec_muon_takes(t)) {
+				CLP_TRY(clp_nn_adamw_update(ctx, p, mom, v, g, t->numel, &set->adamw,
+							    t->decay, stats, 1.0f / c.loss_scale));
+				continue;
+			}
+			if (early && fits)
+				CLP_TRY(clp_muon_commit(ctx, p, mom, g, v, t->shape[0], t->shape[1], &hp,
 							stats, 1.0f / c.loss_scale, &m->w));
 			else
-				CLP_TRY(clp_nn_adamw_update(ctx, p, mom,
-							    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
-							    t->numel, &set->adamw, t->decay, stats,
-							    1.0f / c.loss_scale));
+				CLP_TRY(clp_muon_update(ctx, p, mom, g, t->shape[0], t->shape[1], &hp,
+							stats, 1.0f / c.loss_scale, &m->w));
+			if (early) /* Muon's second moment stays zero (checkpoints) */
+				CLP_TRY(clp_cl_fill(ctx, v, 0.0f, t->numel));
 		}
+		m->early[k] = 0;
 		CLP_TRY(clp_stage_refresh_values(st));
 	}
 	return CLP_OK;
@@ -102,6 +173,7 @@ static void muon_free(clp_exec *e, void *state)
 	for (int i = 0; i < 5; i++)
 		if (m->mem[i])
 			clReleaseMemObject(m->mem[i]);
+	free(m->early);
 	free(m);
 }
 
@@ -109,6 +181,7 @@ static const clp_exec_optim exec_muon_optim = {
 	.name = "Muon",
 	.dataflow = 1,
 	.stage_step = muon_stage_step,
+	.prep = muon_prep,
 	.free = muon_free,
 };
 
@@ -182,6 +255,10 @@ clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;
+	if (!(m->early = calloc((size_t)ns + 1, 1))) {
+		free(m);
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	}
 	for (int i = 0; i < 5; i++) {
 		clp_status s = clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]);
 

@@ -78,6 +78,11 @@ clp_status exec_optim_stage_step(clp_exec *e, int stage, const void *set)
 	return e->opt->stage_step(e, e->opt_state, stage, set);
 }
 
+clp_status exec_optim_prep(clp_exec *e, const clp_op *op, const void *set)
+{
+	return e->opt->prep ? e->opt->prep(e, e->opt_state, op, set) : CLP_OK;
+}
+
 clp_status exec_optim_step_end(clp_exec *e)
 {
 	return e->opt->step_end ? e->opt->step_end(e, e->opt_state) : CLP_OK;

@@ -35,6 +35,12 @@ typedef struct clp_exec_optim {
 	 * stage's statistics buffer holds the clipping scale (clp_stage_stats); settings: the
 	 * step's, as clp_exec_step got them. */
 	clp_status (*stage_step)(clp_exec *e, void *state, int stage, const void *settings);
+	/* An OPT_PREP op of IR stage op->stage (clp_sched_place_prep; op->flags has
+	 * CLP_OPF_BUBBLE when it runs in other ranks' cool-down): the gradients of the stage's
+	 * layers are final (its backwards and reductions enqueued) but the norm, the clipping
+	 * factor and the non-finite flag are not known yet; whatever it computes must leave the
+	 * step's result the same bits as stage_step alone (NULL: nothing to do early). */
+	clp_status (*prep)(clp_exec *e, void *state, const clp_op *op, const void *settings);
 	/* The end of a step, after every op ran and the device is idle. */
 	clp_status (*step_end)(clp_exec *e, void *state);
 	/* The optimizer's own state in a checkpoint, beyond the stages' tensors. */

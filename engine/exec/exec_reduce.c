@@ -133,6 +133,7 @@ clp_status exec_grad_norm(clp_exec *e, const clp_op *group_op, float max_norm)
 	stats[CLP_NN_GSTAT_SCALE] = e->nonfinite ? 0.0f
 			   : max_norm > 0 && e->norm > 0 ? (float)fmin(1.0, max_norm / (e->norm + 1e-6))
 							 : 1.0f;
+	e->clip = stats[CLP_NN_GSTAT_SCALE];
 	for (int i = 0; i < e->nls; i++) {
 		clp_buf s = clp_stage_stats(e->ls[i].st);
 

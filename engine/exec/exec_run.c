@@ -119,6 +119,11 @@ static clp_status run_op(clp_exec *e, int i, const clp_op *op, const clp_exec_da
 		return CLP_OK;
 	case CLP_OP_OPT_STEP:
 		return opt_step(e, op, set, max_norm);
+	case CLP_OP_OPT_PREP:
+		if (!exec_find_stage(e, op->stage))
+			return clp_error(CLP_ERR_STATE, "rank %d: OPT_PREP of stage %d it does not "
+					 "hold", e->rank, op->stage);
+		return exec_optim_prep(e, op, set);
 	case CLP_OP_KFAC_SYNC: /* a collective: what it sums is read once the device is idle */
 	case CLP_OP_KFAC_INV_SYNC:
 	case CLP_OP_KFAC_PREC_SYNC:
@@ -190,6 +195,7 @@ clp_status clp_exec_step(clp_exec *e, const clp_exec_data *d, const void *set,
 	if (p->mode == CLP_RANK_DATAFLOW)
 		return exec_dataflow_step(e, d, set, max_norm, r);
 	e->norm_done = 0;
+	e->max_norm = max_norm;
 	for (int i = 0; i < e->nls; i++)
 		CLP_TRY(clp_stage_zero_grads(e->ls[i].st));
 	CLP_TRY(clp_cl_fill(e->ctx, clp_buf_at(e->acc, 0), 0.0f, 1));

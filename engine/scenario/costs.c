@@ -611,6 +611,11 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 			pl = 1; /* a split cycle's: per layer, below */
 			continue;
 		}
+		if (e->kind == CLP_OP_OPT_PREP) { /* the early part of the stage's optimizer step
+						   * (Muon): its time joins the step's, one count */
+			sum[(size_t)e->stage * CLP_COST_NTIMES + CLP_COST_OPT] += e->t1 - e->t0;
+			continue;
+		}
 		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
 			if (map[k].kind == e->kind) {
 				size_t at = (size_t)e->stage * CLP_COST_NTIMES + (size_t)map[k].time;

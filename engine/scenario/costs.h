@@ -135,7 +135,9 @@ struct clp_trace;
 /* Set each stage's compute times to the mean duration of its events in a trace (calibration);
  * kinds without events keep their values. K-FAC items, which are per layer (factors) and per
  * layer and factor (inversions), add up over the stage's layers and factors (each item's mean),
- * and set the factor shares when every factor was seen. Returns how many times were set. */
+ * and set the factor shares when every factor was seen. An OPT_PREP's time (Muon's early
+ * part) adds to its stage's optimizer step: the step's cost stays the whole update's. Returns
+ * how many times were set. */
 clp_status clp_costs_calibrate(clp_costs *c, const struct clp_trace *t, int *nset);
 
 #endif

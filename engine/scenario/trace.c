@@ -171,6 +171,7 @@ void clp_trace_event_label(const clp_trace_event *e, char *buf, size_t n)
 	case CLP_OP_KFAC_PRECOND: snprintf(buf, n, "prec"); break;
 	case CLP_OP_KFAC_INV_SYNC: snprintf(buf, n, "isync"); break;
 	case CLP_OP_KFAC_PREC_SYNC: snprintf(buf, n, "psync"); break;
+	case CLP_OP_OPT_PREP: snprintf(buf, n, "prep"); break;
 	default: snprintf(buf, n, "%d", e->mb); break;
 	}
 }

@@ -40,6 +40,7 @@ static const char *colour(const clp_trace_event *e)
 	case CLP_OP_BWD_B: return "#54a24b";
 	case CLP_OP_BWD_W: return "#b8a300";
 	case CLP_OP_OPT_STEP: return "#9d755d";
+	case CLP_OP_OPT_PREP: return "#e45756";
 	case CLP_OP_KFAC_CURV_A:
 	case CLP_OP_KFAC_CURV_B:
 	case CLP_OP_KFAC_SYNC:
@@ -57,6 +58,7 @@ static void legend(FILE *f, double y)
 		const char *name, *colour;
 	} items[] = {{"forward", "#4c78a8"},     {"backward (B)", "#54a24b"},
 		     {"weight grad (W)", "#b8a300"}, {"optimizer", "#9d755d"},
+		     {"optimizer prep", "#e45756"},
 		     {"K-FAC", "#b279a2"},          {"communication", "#f58518"},
 		     {"idle", "#f0f0f0"}};
 	double x = LEFT;

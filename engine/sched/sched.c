@@ -9,6 +9,7 @@ static const char *const kind_names[CLP_OP_KIND_COUNT] = {
 	"FWD",       "BWD",       "BWD_B",     "BWD_W",       "SEND_ACT",     "RECV_ACT",
 	"SEND_GRAD", "RECV_GRAD", "ALLREDUCE", "REDUCE",      "OPT_STEP",     "KFAC_CURV_A",
 	"KFAC_CURV_B", "KFAC_SYNC", "KFAC_INV", "KFAC_PRECOND", "KFAC_INV_SYNC", "KFAC_PREC_SYNC",
+	"OPT_PREP",
 };
 
 static const char *const what_names[CLP_RED_COUNT] = {"NONE", "GRADS", "TIED", "NORM", "LOSS"};

@@ -49,6 +49,10 @@ typedef enum clp_op_kind {
 				* op.group: the layer's owner contributes them, the others zeros */
 	CLP_OP_KFAC_PREC_SYNC, /* all-reduce of op.stage's preconditioned gradients over op.group:
 				* each holder contributes the layers it owns, zeros elsewhere */
+	CLP_OP_OPT_PREP,     /* the part of op.stage's optimizer step that needs only the final
+			      * gradients of its layers, not the global norm nor the embedding's
+			      * and head's (Muon: momentum and Newton-Schulz of its matrices;
+			      * engine/sched/prep.c places it, docs/OPTIMIZERS.md) */
 	CLP_OP_KIND_COUNT
 } clp_op_kind;
 
@@ -64,6 +68,8 @@ typedef enum clp_red_what {
 
 enum {
 	CLP_OPF_WAIT = 1, /* SEND: block until the send completes (MPI_Send semantics) */
+	CLP_OPF_BUBBLE = 2, /* OPT_PREP: it waits for no other rank's last backward of the step
+			     * (clp_sched_place_prep), so it runs in their cool-down bubble */
 };
 
 /* One instruction (40 bytes). Fields that do not apply hold -1 (or 0 for chunk/pipe/step).
@@ -194,7 +200,7 @@ static inline int clp_op_is_compute(int k)
 {
 	return k == CLP_OP_FWD || k == CLP_OP_BWD || k == CLP_OP_BWD_B || k == CLP_OP_BWD_W ||
 	       k == CLP_OP_OPT_STEP || k == CLP_OP_KFAC_CURV_A || k == CLP_OP_KFAC_CURV_B ||
-	       k == CLP_OP_KFAC_INV || k == CLP_OP_KFAC_PRECOND;
+	       k == CLP_OP_KFAC_INV || k == CLP_OP_KFAC_PRECOND || k == CLP_OP_OPT_PREP;
 }
 static inline int clp_op_is_send(int k)
 {
@@ -224,6 +230,19 @@ static inline int clp_op_is_bwd_input(int k)
 {
 	return k == CLP_OP_BWD || k == CLP_OP_BWD_B;
 }
+
+/* Insert an OPT_PREP of each stage with an OPT_STEP on an ordered rank, in every step of the
+ * cycle, at the earliest point of the list where the gradients of the stage's layers are final
+ * and the rank has nothing left to send (prep.c): after the stage's last backward (BWD, BWD_B,
+ * BWD_W, K-FAC preconditioning) and its gradient all-reduce, and after the rank's last send of
+ * the step and the transfers posted right after it (so no peer waits for it); so before the
+ * tied embedding's all-reduce, the norm and the OPT_STEP when nothing else holds it there. A
+ * schedule that has OPT_PREPs already keeps them (only their marks below are made again).
+ * An OPT_PREP that waits (through list order, messages and collectives) for no other rank's
+ * last backward of its step gets CLP_OPF_BUBBLE: it runs while that rank still works. Only
+ * those are kept (one elsewhere, e.g. on the stage that finishes last or on one device, would
+ * only move work from after the norm to before it). *added: how many (may be NULL). */
+clp_status clp_sched_place_prep(clp_sched *s, int *added);
 
 /* "FWD stage 2 mb 5", "SEND_ACT stage 0 mb 3 to rank 1 tag 96", ... for messages. */
 void clp_op_describe(const clp_op *op, char *buf, size_t n);

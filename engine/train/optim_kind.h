@@ -45,6 +45,9 @@ typedef struct clp_optim_info {
 	 * beyond the elementwise update the block tables time). */
 	double (*layer_work)(const clp_train_config *c, const clp_model_config *m, size_t tokens);
 	int pipefisher;       /* its work can go into the bubbles (pipeline.pipefisher) */
+	int prep;             /* its step has an early part (the hooks' prep) the training
+			       * schedule places where the gradients are final (OPT_PREP,
+			       * clp_sched_place_prep): in a pipeline's cool-down bubbles */
 	int skippipe;         /* runs pipeline.schedule = "skippipe" (dataflow ranks) */
 	unsigned precisions;  /* the train.precision values it runs with: 1u << clp_dtype */
 	const char *precision_why; /* why not the others, for the message */

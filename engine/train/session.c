@@ -261,6 +261,20 @@ static clp_status sched_steps(const clp_session *s, const clp_train_config *c, i
 	return clp_sched_validate(*sched, 1);
 }
 
+/* The early part of c's optimizer (clp_optim_info.prep) placed in a training schedule. */
+static clp_status sched_prep(const clp_train_config *c, clp_sched *sched)
+{
+	const clp_optim_info *oi;
+	clp_optim_kind k;
+
+	CLP_TRY(clp_train_optim_kind(c, &k));
+	oi = clp_optim_info_of(k);
+	if (!oi || !oi->prep || !c->pipeline.optim_prep)
+		return CLP_OK;
+	CLP_TRY(clp_sched_place_prep(sched, NULL));
+	return clp_sched_validate(sched, 1);
+}
+
 /* The schedule: the configured pipeline (of config c, over nranks ranks) for training, one
  * stage for evaluation. */
 clp_status sess_make_schedule(const clp_session *s, const clp_train_config *c, int nranks,
@@ -268,6 +282,9 @@ clp_status sess_make_schedule(const clp_session *s, const clp_train_config *c, i
 {
 	clp_sched *sched = NULL;
 	clp_status st = sched_steps(s, c, nranks, &sched);
+
+	if (st == CLP_OK && s->mode == CLP_SESSION_TRAIN)
+		st = sched_prep(c, sched);
 
 	if (st != CLP_OK)
 		clp_sched_free(sched);

@@ -27,7 +27,11 @@
  * Every rank runs the pipeline; then rank 0 runs the reference alone and compares the two
  * checkpoints tensor by tensor. "muon", "muonresume", "muonclose": "exact", "resume" and
  * "close" with optim.name = "muon" (its momentum is in the stages' AdamW m, which checkpoints
- * hold). "shampoo", "shampooresume", "shampooclose": the same with optim.name = "shampoo" (roots
+ * hold); "muonnoclip": "muon" with optim.grad_clip = 0, so that every OPT_STEP commits the
+ * orthogonalisation its OPT_PREP ran early (with clipping on, a clipped step recomputes it:
+ * docs/OPTIMIZERS.md, "Where Muon's work runs"), and its pipelined run's trace must hold one
+ * OPT_PREP of the last stage on the rank holding it. "shampoo", "shampooresume", "shampooclose":
+ * the same with optim.name = "shampoo" (roots
  * every second step, momentum 0.5; its statistics and roots are checkpoint tensors too, so the
  * comparison covers them); "shampoograft": "exact" with shampoo.graft. "dropout": "close" with
  * model.dropout = 0.1: a replica's micro-batches draw the dropout masks of their global
@@ -135,6 +139,11 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		mixed_devices(c->train.device, sizeof(c->train.device));
 	if (!strncmp(mode, "muon", 4)) /* muon, muonresume, muonclose: exact, resume, close */
 		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
+	if (!strncmp(mode, "muonnoclip", 10)) {
+		c->optim.grad_clip = 0;
+		if (pipelined) /* the session's schedule has the OPT_PREPs (check_prep_trace) */
+			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+	}
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
 		snprintf(c->optim.name, sizeof(c->optim.name), "shampoo");
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
@@ -190,6 +199,39 @@ static void run(const char *sub, int pipelined, int ckpt_every, const char *resu
 }
 
 static int losses(const char *sub, double *out, int max);
+
+/* muonnoclip: the pipelined run's trace (its last step) has one OPT_PREP of the last stage, on
+ * the rank holding it, and at most one of any other (the training schedule got them where they
+ * fill a bubble; no times are compared). */
+static void check_prep_trace(void)
+{
+	char path[600];
+	json_error_t err;
+	json_t *root, *ev;
+	int seen[64] = {0};
+	size_t i;
+	json_t *e;
+
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	root = json_load_file(path, 0, &err);
+	ev = root ? json_object_get(root, "traceEvents") : NULL;
+	CHECK(ev != NULL, "%s: %s", path, err.text);
+	json_array_foreach(ev, i, e) {
+		json_t *a = json_object_get(e, "args");
+		const char *k = json_string_value(json_object_get(a, "kind"));
+		int st = (int)json_integer_value(json_object_get(a, "stage"));
+		int pid = (int)json_integer_value(json_object_get(e, "pid"));
+
+		if (!k || strcmp(k, "OPT_PREP") || st < 0 || st >= 64)
+			continue;
+		seen[st]++;
+		CHECK(pid == st, "OPT_PREP of stage %d on rank %d", st, pid);
+	}
+	for (int s = 0; s < D && s < 64; s++)
+		CHECK(seen[s] == (s == D - 1) || (s < D - 1 && seen[s] == 1),
+		      "stage %d: %d OPT_PREPs in the traced step", s, seen[s]);
+	json_decref(root);
+}
 
 /* The resumed run's steps 4 and 5 equal the uninterrupted run's. */
 static void compare_resumed(const char *resumed, const char *full)
@@ -352,8 +394,11 @@ static void test_equivalence(void)
 		nsteps = 3 * pfK;
 	}
 	run("pipe", 1, 0, NULL);
+	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
+		check_prep_trace();
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
+					     !strcmp(mode, "muonnoclip") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") ||
 					     !strcmp(mode, "pfrecompute")

@@ -172,6 +172,64 @@ static void test_update(void)
 		}
 }
 
+/* The step in two parts (clp_muon_orthogonalize before the norm, clp_muon_commit after; the
+ * executor's early placement): bitwise clp_muon_update's parameters and momentum when the
+ * clipping factor is 1, the momentum left alone by the first part, nothing moved with the
+ * non-finite flag set (the second moment's buffer holding a direction full of NaN). */
+static void test_split(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(517);
+
+	if (!ctx)
+		return;
+	for (size_t t = 0; t < NSHAPES; t++)
+		for (int nes = 0; nes < 2; nes++) {
+			size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
+			float *p = tn_rand(&r, n, -1, 1), *b = tn_rand(&r, n, -1, 1);
+			float *g = malloc(n * 4), *x = malloc(n * 4), *y = malloc(n * 4);
+			cl_mem m[5], pa = tn_buf(p, n), ba = tn_buf(b, n), pb = tn_buf(p, n);
+			cl_mem bb = tn_buf(b, n), mg = tn_buf(NULL, n), mu = tn_buf(NULL, n);
+			const float one[4] = {4.0f, 0.0f, 2.0f, 1.0f}, skip[4] = {NAN, 1, NAN, 0};
+			cl_mem ms = tn_buf(one, 4);
+			clp_muon_work w = work_for(rows, cols, m);
+			clp_muon_hp hp = {0.02f, 0.1f, 0.95f, nes, 5};
+			char what[80];
+
+			snprintf(what, sizeof(what), "muon split %zux%zu nesterov=%d", rows, cols, nes);
+			for (int step = 1; step <= 3; step++) {
+				th_fill_uniform(&r, g, n, -2, 2);
+				if (step == 3)
+					g[n / 2] = NAN;
+				CHECK_OK(clp_cl_write(ctx, mg, 0, n * 4, g));
+				CHECK_OK(clp_cl_write(ctx, ms, 0, 16, step == 3 ? skip : one));
+				CHECK_OK(clp_muon_update(ctx, clp_buf_at(pa, 0), clp_buf_at(ba, 0),
+							 clp_buf_at(mg, 0), rows, cols, &hp,
+							 clp_buf_at(ms, 0), 0.75f, &w));
+				tn_get(bb, 0, x, n);
+				CHECK_OK(clp_muon_orthogonalize(ctx, clp_buf_at(bb, 0), clp_buf_at(mg, 0),
+								clp_buf_at(mu, 0), rows, cols, &hp,
+								0.75f, &w));
+				tn_get(bb, 0, y, n);
+				CHECK(memcmp(x, y, n * 4) == 0, "%s step %d: the first part moved the "
+				      "momentum", what, step);
+				CHECK_OK(clp_muon_commit(ctx, clp_buf_at(pb, 0), clp_buf_at(bb, 0),
+							 clp_buf_at(mg, 0), clp_buf_at(mu, 0), rows, cols,
+							 &hp, clp_buf_at(ms, 0), 0.75f, &w));
+				tn_get(pa, 0, x, n);
+				tn_get(pb, 0, y, n);
+				CHECK(memcmp(x, y, n * 4) == 0, "%s step %d: parameters differ", what,
+				      step);
+				tn_get(ba, 0, x, n);
+				tn_get(bb, 0, y, n);
+				CHECK(memcmp(x, y, n * 4) == 0, "%s step %d: momenta differ", what, step);
+			}
+			release(m, 5);
+			release((cl_mem[]){pa, ba, pb, bb, mg, mu, ms}, 7);
+			free(p), free(b), free(g), free(x), free(y);
+		}
+}
+
 static void test_scaled_lr(void)
 {
 	CHECK(clp_muon_scaled_lr(0.02, 3072, 768) == 0.04, "4:1 scales by 2: %.17g",
@@ -181,4 +239,4 @@ static void test_scaled_lr(void)
 }
 
 TH_MAIN(TH_TEST(test_momentum), TH_TEST(test_newton_schulz), TH_TEST(test_update),
-	TH_TEST(test_scaled_lr))
+	TH_TEST(test_split), TH_TEST(test_scaled_lr))

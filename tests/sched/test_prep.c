@@ -1,0 +1,259 @@
+/* The placement of the optimizer's early part (clp_sched_place_prep, engine/sched/prep.c; Muon's
+ * momentum and Newton-Schulz, docs/OPTIMIZERS.md): on every generated schedule an OPT_STEP
+ * gets at most one OPT_PREP of its stage and step, marked as in a bubble, after the stage's
+ * last backward and gradient all-reduce and before the norm and the OPT_STEP; the schedule
+ * stays valid, a second pass adds nothing, and one-stage schedules get none.
+ * In the pipelines, the last stage's OPT_PREP does not wait for the first stage's last
+ * backward: following the schedule's own edges (list order, a receive after its send, a
+ * collective after every member's arrival), it is not behind it, so it can run in the
+ * cool-down bubble, and the pass marks it so (CLP_OPF_BUBBLE; stage 0's, behind every
+ * backward, is not kept); the OPT_STEP is behind it (through the norm's
+ * all-reduce), which is the control that shows the check can fail. No timing is asserted. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "engine/pass/validate.h"
+#include "engine/scenario/costs.h"
+#include "engine/scenario/trace.h"
+#include "engine/sched/gen.h"
+#include "engine/sched/index.h"
+#include "tests/harness.h"
+
+static clp_sched *gen(int kind, int d, int n, int chunks, int r)
+{
+	clp_gen_opts g;
+	clp_sched *s = NULL;
+
+	clp_gen_opts_default(&g);
+	g.kind = kind;
+	g.depth = d;
+	g.microbatches = n;
+	g.chunks = chunks;
+	g.replicas = r;
+	g.opt_step = g.tied_embedding = g.grad_norm = 1;
+	CHECK_OK(clp_sched_generate(&s, &g));
+	return s;
+}
+
+static int is_bwd(int k)
+{
+	return k == CLP_OP_BWD || k == CLP_OP_BWD_B || k == CLP_OP_BWD_W;
+}
+
+/* Index of the last op of rank r before `before` that is a backward of stage (or its gradient
+ * all-reduce with grads = 1); -1 if none. */
+static int last_grad_op(const clp_sched *s, int r, int stage, int before, int grads)
+{
+	const clp_rank_prog *p = &s->ranks[r];
+	int last = -1;
+
+	for (int i = 0; i < before; i++) {
+		const clp_op *o = &p->ops[i];
+
+		if (o->stage == stage && (is_bwd(o->kind) || (grads && o->kind == CLP_OP_ALLREDUCE &&
+							       o->what == CLP_RED_GRADS)))
+			last = i;
+	}
+	return last;
+}
+
+/* The ops each rank must have run before op `at` of rank r can start: need[q] = how many of
+ * rank q's first ops (list order; a receive after its send; a collective after every member
+ * has reached it). */
+static void needed(const clp_sched *s, const clp_sched_index *ix, int r, int at, int *need)
+{
+	int changed = 1;
+
+	for (int q = 0; q < s->nranks; q++)
+		need[q] = 0;
+	need[r] = at;
+	while (changed) {
+		changed = 0;
+		for (int q = 0; q < s->nranks; q++)
+			for (int i = 0; i < need[q]; i++) {
+				int64_t g = ix->off[q] + i;
+				const clp_op *o = &s->ranks[q].ops[i];
+
+				if (clp_op_is_recv(o->kind) && ix->match[g] >= 0) {
+					int pr = clp_sched_index_rank(ix, ix->match[g]);
+					int pi = (int)(ix->match[g] - ix->off[pr]);
+
+					if (need[pr] < pi + 1)
+						need[pr] = pi + 1, changed = 1;
+				}
+				if (ix->coll[g] < 0)
+					continue;
+				for (int64_t h = 0; h < ix->nops; h++) {
+					int hr, hi;
+
+					if (ix->coll[h] != ix->coll[g])
+						continue;
+					hr = clp_sched_index_rank(ix, h);
+					hi = (int)(h - ix->off[hr]);
+					if (need[hr] < hi + 1)
+						need[hr] = hi + 1, changed = 1;
+				}
+			}
+	}
+}
+
+/* Every OPT_PREP is marked and sits where the rule puts it, at most one per OPT_STEP; returns
+ * how many. */
+static int check_places(const clp_sched *s)
+{
+	int n = 0;
+
+	for (int r = 0; r < s->nranks; r++) {
+		const clp_rank_prog *p = &s->ranks[r];
+
+		for (int i = 0; i < p->nops; i++) {
+			const clp_op *o = &p->ops[i];
+			int prep = -1, count = 0, lb;
+
+			if (o->kind != CLP_OP_OPT_STEP)
+				continue;
+			for (int j = 0; j < p->nops; j++)
+				if (p->ops[j].kind == CLP_OP_OPT_PREP && p->ops[j].stage == o->stage &&
+				    p->ops[j].step == o->step)
+					prep = j, count++;
+			CHECK(count <= 1, "rank %d stage %d: %d OPT_PREPs", r, o->stage, count);
+			if (!count)
+				continue;
+			CHECK(p->ops[prep].flags & CLP_OPF_BUBBLE, "rank %d stage %d: an OPT_PREP "
+			      "kept outside a bubble", r, o->stage);
+			CHECK(prep >= 0 && prep < i, "rank %d stage %d: OPT_PREP at %d, OPT_STEP at %d", r,
+			      o->stage, prep, i);
+			lb = last_grad_op(s, r, o->stage, p->nops, 1);
+			CHECK(lb >= 0 && lb < prep, "rank %d stage %d: last backward/reduction at %d, "
+			      "OPT_PREP at %d", r, o->stage, lb, prep);
+			/* no norm and nothing to send after it */
+			for (int j = prep + 1; j < p->nops; j++) {
+				const clp_op *x = &p->ops[j];
+
+				CHECK(!clp_op_is_send(x->kind), "rank %d: a send at %d after the OPT_PREP "
+				      "of stage %d at %d", r, j, o->stage, prep);
+			}
+			for (int j = 0; j < prep; j++)
+				CHECK(p->ops[j].kind != CLP_OP_ALLREDUCE ||
+				      p->ops[j].what != CLP_RED_NORM,
+				      "rank %d: the norm (%d) before the OPT_PREP of stage %d (%d)", r, j,
+				      o->stage, prep);
+			n++;
+		}
+	}
+	return n;
+}
+
+/* The last stage's OPT_PREP is not behind the first stage's last backward; its OPT_STEP is. */
+static void check_bubble(const clp_sched *s, const char *name)
+{
+	clp_sched_index ix;
+	int last = s->nstages - 1, rl = -1, r0 = -1, prep = -1, opt = -1, b0, split = 0;
+	int *need = calloc((size_t)s->nranks, sizeof(int));
+
+	CHECK_OK(clp_sched_index_build(s, &ix));
+	for (int r = 0; r < s->nranks && (rl < 0 || r0 < 0); r++)
+		for (int i = 0; i < s->ranks[r].nops; i++) {
+			const clp_op *o = &s->ranks[r].ops[i];
+
+			split |= o->kind == CLP_OP_BWD_W;
+			if (o->kind == CLP_OP_OPT_PREP && o->stage == last && rl < 0)
+				rl = r, prep = i;
+			if (o->kind == CLP_OP_OPT_STEP && o->stage == last && rl == r)
+				opt = i;
+			if (o->kind == CLP_OP_OPT_STEP && o->stage == 0 && r0 < 0)
+				r0 = r;
+		}
+	CHECK(rl >= 0 && r0 >= 0 && rl != r0 && opt > prep && need, "%s: ranks %d, %d", name, rl,
+	      r0);
+	if (rl < 0 || r0 < 0 || rl == r0 || opt <= prep || !need) {
+		free(need);
+		clp_sched_index_free(&ix);
+		return;
+	}
+	CHECK(s->ranks[rl].ops[prep].flags & CLP_OPF_BUBBLE, "%s: the OPT_PREP of stage %d is not "
+	      "marked as in a bubble", name, last);
+	/* stage 0's, behind every backward, is not kept (zero-bubble schedules: other ranks'
+	 * weight gradients may still run after stage 0's) */
+	for (int i = 0; !split && i < s->ranks[r0].nops; i++)
+		CHECK(s->ranks[r0].ops[i].kind != CLP_OP_OPT_PREP || s->ranks[r0].ops[i].stage != 0,
+		      "%s: stage 0's OPT_PREP, behind every backward, is kept", name);
+	b0 = last_grad_op(s, r0, 0, s->ranks[r0].nops, 0);
+	needed(s, &ix, rl, prep, need);
+	CHECK(need[r0] <= b0, "%s: the OPT_PREP of stage %d (rank %d op %d) waits for rank %d's "
+	      "first %d ops, past stage 0's last backward (op %d)", name, last, rl, prep, r0,
+	      need[r0], b0);
+	needed(s, &ix, rl, opt, need);
+	CHECK(need[r0] > b0, "%s: the OPT_STEP of stage %d does not wait for stage 0's last "
+	      "backward (need %d, backward %d): the check could not fail", name, last, need[r0],
+	      b0);
+	free(need);
+	clp_sched_index_free(&ix);
+}
+
+static void test_generated(void)
+{
+	static const struct {
+		int kind, d, n, chunks, r, bubble;
+	} c[] = {
+		{CLP_SCHED_GPIPE, 1, 4, 1, 1, 0},       {CLP_SCHED_1F1B, 2, 4, 1, 1, 1},
+		{CLP_SCHED_1F1B, 4, 8, 1, 1, 1},        {CLP_SCHED_GPIPE, 4, 4, 1, 1, 1},
+		{CLP_SCHED_ZBH1, 4, 8, 1, 1, 1},        {CLP_SCHED_INTERLEAVED, 2, 4, 2, 1, 1},
+		{CLP_SCHED_1F1B, 2, 4, 1, 2, 1},        {CLP_SCHED_CHIMERA, 2, 4, 1, 1, 0},
+		{CLP_SCHED_1F1B, 1, 2, 1, 2, 0},
+	};
+
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		clp_sched *s = gen(c[k].kind, c[k].d, c[k].n, c[k].chunks, c[k].r);
+		int added = -1, again = -1, opts = 0;
+		char name[64];
+
+		if (!s)
+			continue;
+		snprintf(name, sizeof(name), "%s D%d N%d v%d R%d", clp_sched_kind_name(c[k].kind),
+			 c[k].d, c[k].n, c[k].chunks, c[k].r);
+		for (int r = 0; r < s->nranks; r++)
+			for (int i = 0; i < s->ranks[r].nops; i++)
+				opts += s->ranks[r].ops[i].kind == CLP_OP_OPT_STEP;
+		CHECK_OK(clp_sched_place_prep(s, &added));
+		CHECK(opts > 0 && added <= opts && (c[k].bubble ? added > 0 : c[k].d > 1 || !added),
+		      "%s: %d OPT_PREPs for %d OPT_STEPs", name, added, opts);
+		CHECK_OK(clp_sched_validate(s, 1));
+		CHECK(check_places(s) == added, "%s: placements", name);
+		CHECK_OK(clp_sched_place_prep(s, &again));
+		CHECK(again == 0, "%s: a second pass added %d", name, again);
+		if (c[k].bubble)
+			check_bubble(s, name);
+		CHECK(c[k].d > 1 || added == 0, "%s: %d OPT_PREPs on one stage", name, added);
+		clp_sched_free(s);
+	}
+}
+
+/* A trace's OPT_PREP joins its stage's optimizer-step cost in a calibration: two steps of
+ * prep 3 + step 1 give an OPT cost of 4, not the mean of the four events (2). */
+static void test_calibrate(void)
+{
+	static const clp_trace_event ev[] = {
+		{0, 3, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_PREP, 0, 0, 0, -1, -1, -1},
+		{3, 4, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_STEP, 0, 0, 0, -1, -1, -1},
+		{10, 13, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_PREP, 0, 0, 0, -1, -1, -1},
+		{13, 14, 0, CLP_TQ_COMPUTE, CLP_OP_OPT_STEP, 0, 0, 0, -1, -1, -1},
+	};
+	clp_trace t;
+	clp_costs *c = NULL;
+	int nset = 0;
+
+	clp_trace_init(&t, 1, 0);
+	for (size_t i = 0; i < sizeof(ev) / sizeof(ev[0]); i++)
+		CHECK_OK(clp_trace_push(&t, &ev[i]));
+	CHECK_OK(clp_costs_uniform(1, 9, 9, -1, &c));
+	if (c) {
+		CHECK_OK(clp_costs_calibrate(c, &t, &nset));
+		CHECK(nset == 1 && c->stages[0].t[CLP_COST_OPT] == 4.0, "OPT cost %g (%d set), want 4",
+		      c->stages[0].t[CLP_COST_OPT], nset);
+	}
+	clp_costs_free(c);
+	clp_trace_free(&t);
+}
+
+TH_MAIN(TH_TEST(test_generated), TH_TEST(test_calibrate))
