@@ -2,7 +2,8 @@
 # PipeFisher on DP2 x PP2 under ULFM with the failure inside a cycle (issue 28): K = 4 on a fixed
 # cost table, rank 3 raises SIGKILL on itself after step 3. The data kept for the cycle's
 # deferred factors lives in the old executor and is not carried over, so the take-over is
-# refused: both survivors of the whole replica say the agreed step lies inside a PipeFisher
+# refused: the survivors of the whole replica say (the first to say it stops the job, so the
+# other may not get to print it), the agreed step lies inside a PipeFisher
 # cycle and exit non-zero by themselves (the other replica's rank leaves), writing nothing
 # under ckpt.dir (tools/supervise.sh relaunches from the last checkpoint, none yet here: the
 # run's first falls at step 4).
@@ -32,8 +33,9 @@ CLPIPE_FAULT=die:3:3 timeout 300 "$mpirun" --with-ft ulfm --oversubscribe -np 4 
 	--pipeline.replicas=2 --steps 8 --ckpt.dir="$work/ck" >"$work/ft.out" 2>&1
 rc=$?
 check "[ $rc -ne 0 ]" "the run ends non-zero (got $rc)"
-check "[ \$(grep -ac 'the agreed step 3 lies inside a PipeFisher cycle (K = 4, the new layout.s K = 2)' '$work/ft.out') -eq 2 ]" \
-	"both survivors of the whole replica say the agreed step lies inside a cycle"
+# the first survivor to say it stops the job, which may take the other before it prints
+check "[ \$(grep -ac 'the agreed step 3 lies inside a PipeFisher cycle (K = 4, the new layout.s K = 2)' '$work/ft.out') -ge 1 ]" \
+	"a survivor of the whole replica says the agreed step lies inside a cycle"
 check "! grep -aq '^step 4/8' '$work/ft.out'" "no survivor trains on"
 check "[ ! -d '$work/ck/step-00000003' ]" "no checkpoint inside the cycle was written"
 [ $fail -ne 0 ] && { echo "--- ft.out"; cat "$work/ft.out"; }
