@@ -431,7 +431,8 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 		   : !strcmp(c->pf_optim, "muon")  ? CLP_PF_WORK_MUON
 						   : CLP_PF_WORK_KFAC;
 
-	if (work != CLP_PF_WORK_KFAC)
+	/* from the shapes with a profile or --hidden; else the table's kfac_* times as given */
+	if (work != CLP_PF_WORK_KFAC && (c->profile[0] || c->hidden > 0))
 		CLP_TRY(optim_work(c, sc, work));
 	for (int i = 0; i < sc->costs->nstages; i++)
 		for (int t = CLP_COST_KFAC_CURV_A; t <= CLP_COST_KFAC_PRECOND; t++)

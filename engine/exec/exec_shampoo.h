@@ -23,6 +23,16 @@ typedef struct clp_exec_shampoo_opts {
 	int warmup;      /* also refresh the roots at every step t <= warmup (0: none) */
 	float stat_beta; /* statistics as moving averages (clp_shampoo_hp.stat_beta; 0 or 1:
 			  * sums, the package's) */
+	/* PipeFisher's stale roots (docs/OPTIMIZERS.md, "Shampoo in the bubbles"), the
+	 * semantics of a schedule with Shampoo items (KFAC_INV per layer and factor, made by the
+	 * pass with CLP_PF_WORK_SHAMPOO; there interval must be the cycle's K): in cycles of
+	 * `interval` steps (0-based step s, cycle s / interval), the OPT_STEP of a cycle's first
+	 * step copies the updated statistics into L_next, R_next; each root's refresh (the
+	 * schedule's item, or without items right there, serially) replaces its copy by its
+	 * inverse 4th root; at the start of the next cycle L_inv, R_inv = L_next, R_next. Step 0
+	 * also refreshes L_inv, R_inv serially after its statistics. warmup must be 0. The state
+	 * holds L_next, R_next too (checkpoint tensors shampoo.<tensor>.{L_next,R_next}). */
+	int stale;
 } clp_exec_shampoo_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the
