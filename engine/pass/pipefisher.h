@@ -139,4 +139,12 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
  * (a saved cycle reused for a pipeline); CLP_ERR_INVALID naming the first difference. */
 clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle);
 
+/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _MUON; K-FAC: not
+ * checked here): Shampoo, on every rank, for every stage it steps, every layer of it and every
+ * factor 1..nfactors (0: one item a layer, factor 0) one refresh (KFAC_INV, or its phases
+ * 0.. in order) after the stage's OPT_STEP of the cycle's first step; Muon none; no factor
+ * items or their all-reduce for either. CLP_ERR_INVALID naming the first item missing or out
+ * of place (a saved cycle that dropped one would leave a root stale for ever). */
+clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfactors);
+
 #endif

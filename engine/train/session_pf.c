@@ -365,6 +365,12 @@ clp_status sess_pf_plan(clp_session *s)
 		st = run_pass(s, s->sched, &cycle);
 	if (st == CLP_OK)
 		st = clp_pipefisher_check(s->sched, cycle);
+	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO) { /* every root once a cycle */
+		int dims[CLP_COST_MAX_FACTORS];
+
+		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_SHAMPOO,
+					       shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS));
+	}
 	if (st == CLP_OK)
 		st = clp_sched_validate(cycle, 1);
 	if (st != CLP_OK) {
