@@ -37,6 +37,7 @@ typedef struct sim_cfg {
 	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
 	char pf_optim[16];
 	long pf_iters, pf_ns_steps, pf_phases;
+	int pf_per_step;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
 	char precision[8];
 } sim_cfg;
@@ -139,6 +140,10 @@ static const clp_cfg_field fields[] = {
 	F(pf_phases, "pf_phases", CLP_CFG_INT, "0", "PipeFisher, Shampoo: phases of a root "
 	  "longer than the shortest bubble with --kfac-split-bits 4 (0: one per Newton "
 	  "iteration)", 0, 1000, NULL),
+	F(pf_per_step, "pf_per_step", CLP_CFG_BOOL, "true", "PipeFisher: the per-step items "
+	  "(K-FAC's preconditioning, Shampoo's statistics and preconditioning, Muon's "
+	  "Newton-Schulz) before every OPT_STEP; --no-pf-per-step shows what the refreshes alone "
+	  "add", 0, 0, NULL),
 	F(kfac_keep_b, "kfac_keep_b", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's output "
 	  "gradients per micro-batch (0: 9 x the stage output)", 0, 1e18, NULL),
 };
@@ -447,6 +452,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	pf.keep_a_bytes = c->kfac_keep_a;
 	pf.keep_b_bytes = c->kfac_keep_b;
 	pf.work = work;
+	pf.no_per_step = !c->pf_per_step;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	print_pf(&rep, c->pf_optim, c->json);
 	return CLP_OK;
