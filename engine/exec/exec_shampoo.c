@@ -446,6 +446,19 @@ int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
 	return b;
 }
 
+int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
+{
+	int64_t b = 0;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++)
+			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
+				b += (int64_t)((state_floats(&tabs[k]->tensors[i], NSET_MAX) -
+						state_floats(&tabs[k]->tensors[i], NSET)) *
+					       sizeof(float));
+	return b;
+}
+
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 {
 	const sst *m = clp_exec_optim_state(e);

@@ -57,6 +57,9 @@ double clp_exec_shampoo_layer_work(const clp_model_config *m, size_t tokens, int
  * model's (clp_optim_info.own_bytes); tests/plan/test_plan_mem.c holds it equal to
  * clp_exec_shampoo_device_bytes. */
 int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int n);
+/* What stale roots (opts.stale) add to clp_exec_shampoo_bytes: L_next and R_next, 4 (rows^2 +
+ * cols^2) bytes a Shampoo matrix. */
+int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int n);
 /* What the buffers of e's installed Shampoo hold (CL_MEM_SIZE summed); 0 when e's optimizer
  * is not Shampoo or a size cannot be read. */
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e);
