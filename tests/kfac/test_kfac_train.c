@@ -195,6 +195,13 @@ static void test_shampoo_pipefisher(void)
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
 		  "shampoo.warmup = 3");
 	c.shampoo.warmup = 0;
+	snprintf(c.pipeline.schedule, sizeof(c.pipeline.schedule), "skippipe");
+	c.skip.stage_nodes.n = 2;
+	c.skip.stage_nodes.v[0] = c.skip.stage_nodes.v[1] = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "SkipPipe's ranks run theirs in dataflow order", "turn pipeline.pipefisher off");
+	snprintf(c.pipeline.schedule, sizeof(c.pipeline.schedule), "1f1b");
+	c.skip.stage_nodes.n = 0;
 	snprintf(c.optim.name, sizeof(c.optim.name), "muon");
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
 		  "optim.name = \"kfac\" or \"shampoo\" (not \"muon\")");
