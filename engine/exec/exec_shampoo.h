@@ -4,7 +4,8 @@
  * momentum buffer of a Shampoo matrix is the stage's AdamW first moment of that tensor (its
  * second moment stays zero without grafting); the statistics L, R and their inverse roots are the optimizer's
  * own state, in checkpoints as shampoo.<tensor>.{L,R,L_inv,R_inv}. The roots are refreshed in
- * the optimizer step of every `interval`-th step. With grafting the graft's second moment is the
+ * the optimizer step of every `interval`-th step, or with stale roots (opts.stale, below) by the
+ * schedule's PipeFisher items in its bubbles (or serially, one device). With grafting the graft's second moment is the
  * stage's AdamW second moment of the tensor. */
 #ifndef CLP_EXEC_EXEC_SHAMPOO_H
 #define CLP_EXEC_EXEC_SHAMPOO_H

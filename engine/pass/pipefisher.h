@@ -111,7 +111,8 @@ typedef struct clp_pf_report {
 	double max_item_s;          /* the longest K-FAC item */
 	double max_gap_s;           /* the longest idle gap of the cycle's steps (the template) */
 	int split_stages;           /* stages whose work is split between holders */
-	int precond_items;          /* KFAC_PRECOND items per cycle (the per-step work) */
+	int precond_items;          /* per-step items per cycle: one per OPT_STEP and step (a split
+				     * stage's per-layer items count as one) */
 	double precond_s;           /* their compute per cycle, summed over ranks */
 	int exchanges;              /* KFAC_INV_SYNC and KFAC_PREC_SYNC per cycle, over ranks */
 } clp_pf_report;
