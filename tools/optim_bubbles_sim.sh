@@ -5,7 +5,7 @@
 # micro-batches as stages, 1F1B and Chimera on 4 and 8 stages. K-FAC's times are the profile's;
 # Shampoo's (25 coupled Newton iterations a root) and Muon's (5 Newton-Schulz steps) are
 # counted from BERT-Large's shapes at each stage's GEMM rate (clp_pf_work_costs). Prints a
-# Markdown table. Usage: tools/optim_bubbles.sh [clpipe] [profile csv]
+# Markdown table. Usage: tools/optim_bubbles_sim.sh [clpipe] [profile csv]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 clpipe=${1:-$root/build/tools/clpipe}
