@@ -297,8 +297,7 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 	snprintf(path, sizeof(path), "%s.plan.json", a->out);
 	CLP_TRY(clp_plan_save(p, c, m, naive, path));
 	CLP_TRY(clp_plan_schedule(p, m, s));
-	CLP_TRY(clp_plan_stage_costs(blocks, m, *s, p->kind == CLP_SCHED_ZBH1, p->recompute,
-				     m->kfac && !p->pipefisher, costs));
+	CLP_TRY(clp_plan_costs(blocks, m, p, *s, costs));
 	CLP_TRY(clp_plan_layout(p, c, *s, l));
 	CLP_TRY(clp_layout_save(*l, lay));
 	snprintf(path, sizeof(path), "%s.schedule.json", a->out);
@@ -309,6 +308,13 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 	if (derived)
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
+	snprintf(path, sizeof(path), "%s.costs.json", a->out);
+	if (m->shampoo && p->pipefisher > 0) { /* Shampoo's costs are not measured at start-up */
+		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
+			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "
+					 "pipeline.pipefisher_costs", path);
+		memcpy(cfg->pipeline.pipefisher_costs, path, strlen(path) + 1);
+	}
 	snprintf(path, sizeof(path), "%s.toml", a->out);
 	CLP_TRY(clp_afile_open(&toml, path));
 	f = toml.f;
@@ -402,7 +408,9 @@ static void print_summary(const clp_cluster *c, const clp_costs *blocks, const c
 	}
 	if (best->pipefisher > 0)
 		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
-		       "K-FAC's work in the schedule's bubbles (docs/KFAC.md)\n");
+		       "%s in the schedule's bubbles (docs/%s)\n",
+		       m->shampoo ? "Shampoo's root refreshes (stale roots)" : "K-FAC's work",
+		       m->shampoo ? "OPTIMIZERS.md" : "KFAC.md");
 }
 
 /* The model, its block table and the cluster (every rank: --live gathers the inventory). */

@@ -37,6 +37,9 @@ typedef struct sim_cfg {
 	int pipefisher, kfac_split;
 	long kfac_split_bits;
 	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
+	char pf_optim[16];
+	long pf_iters, pf_ns_steps, pf_phases;
+	int pf_per_step;
 	char write_schedule[PATH_MAX_], write_costs[PATH_MAX_], write_layout[PATH_MAX_];
 	char precision[8];
 } sim_cfg;
@@ -131,6 +134,22 @@ static const clp_cfg_field fields[] = {
 	  1, 4096, NULL),
 	F(kfac_keep_a, "kfac_keep_a", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's inputs "
 	  "per micro-batch (0: 7 x the stage output, a block with a 4x MLP)", 0, 1e18, NULL),
+	F(pf_optim, "pf_optim", CLP_CFG_STRING, "\"kfac\"", "PipeFisher: whose work goes into "
+	  "the bubbles: K-FAC's (the cost table's kfac_*_s), Shampoo's (roots refreshed every K "
+	  "steps) or Muon's (Newton-Schulz each step), the latter two counted from a block of "
+	  "width --hidden (0: the profile's model) and --batch x --seq tokens", 0, 0,
+	  "kfac|shampoo|muon"),
+	F(pf_iters, "pf_iters", CLP_CFG_INT, "25", "PipeFisher, Shampoo: coupled Newton "
+	  "iterations per inverse root", 1, 1000, NULL),
+	F(pf_ns_steps, "pf_ns_steps", CLP_CFG_INT, "5", "PipeFisher, Muon: Newton-Schulz "
+	  "iterations", 1, 100, NULL),
+	F(pf_phases, "pf_phases", CLP_CFG_INT, "0", "PipeFisher, Shampoo: phases of a root "
+	  "longer than the shortest bubble with --kfac-split-bits 4 (0: one per Newton "
+	  "iteration)", 0, 1000, NULL),
+	F(pf_per_step, "pf_per_step", CLP_CFG_BOOL, "true", "PipeFisher: the per-step items "
+	  "(K-FAC's preconditioning, Shampoo's statistics and preconditioning, Muon's "
+	  "Newton-Schulz) before every OPT_STEP; --no-pf-per-step shows what the refreshes alone "
+	  "add", 0, 0, NULL),
 	F(kfac_keep_b, "kfac_keep_b", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's output "
 	  "gradients per micro-batch (0: 9 x the stage output)", 0, 1e18, NULL),
 };
@@ -145,7 +164,8 @@ static void usage(void)
 	       "                  [--costs F | --profile CSV [--batch B] | --tf S --tb S [--tw S]]\n"
 	       "                  [--precision table|fp32|bf16|fp16]\n"
 	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
-	       "                                [--kfac-mem-cap BYTES]]\n"
+	       "                                [--kfac-mem-cap BYTES]\n"
+	       "                                [--pf-optim kfac|shampoo|muon]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -344,12 +364,14 @@ static clp_status write_outputs(const sim_cfg *c, const clp_sched *s, const clp_
 	return CLP_OK;
 }
 
-static void print_pf(const clp_pf_report *p, int json)
+static void print_pf(const clp_pf_report *p, const char *optim, int json)
 {
 	char kb[32];
 
 	if (json) {
-		printf("{\"pipefisher\": {\"K\": %d, \"base_step_s\": %.9g, \"step_s\": %.9g, "
+		printf("{\"pipefisher\": {\"optim\": \"%s\", \"precond_items\": %d, "
+		       "\"precond_s\": %.9g, ", optim, p->precond_items, p->precond_s);
+		printf("\"K\": %d, \"base_step_s\": %.9g, \"step_s\": %.9g, "
 		       "\"added_s\": %.9g, \"base_utilisation\": %.6f, \"utilisation\": %.6f, "
 		       "\"items\": %d, \"immediate\": %d, \"forced\": %d, \"kfac_s\": %.9g, "
 		       "\"peak_kept_bytes\": %lld, \"bound\": %d, \"bound_rank\": %d, "
@@ -362,6 +384,10 @@ static void print_pf(const clp_pf_report *p, int json)
 		return;
 	}
 	human_bytes(p->peak_kept, kb, sizeof(kb));
+	if (strcmp(optim, "kfac"))
+		printf("pipefisher   %s: %d refresh items per cycle (%.6g ms), %d per-step items "
+		       "(%.6g ms) per cycle of %d steps\n", optim, p->items, p->kfac_s * 1e3,
+		       p->precond_items, p->precond_s * 1e3, p->K);
 	printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
 	       "computed right after F/B (memory cap), %d longer than any bubble; kept data at "
 	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
@@ -390,16 +416,41 @@ static void print_pf(const clp_pf_report *p, int json)
 
 /* Replace the scenario's one-step schedule by its PipeFisher cycle. No model here: the kept
  * bytes are --kfac_keep_a/b or the scenario's guess from the stage output (scenario.h). */
+/* Shampoo's or Muon's work (--pf-optim) into the cost table's kfac_* times: the block width
+ * and tokens from --hidden, --batch and --seq, or the profile's model. */
+static clp_status optim_work(const sim_cfg *c, clp_scenario *sc, int work)
+{
+	int layers = 0, seq = 0, hidden = 0;
+
+	if (c->profile[0])
+		clp_profile_shape(c->profile, &layers, &seq, &hidden);
+	hidden = c->hidden > 0 ? (int)c->hidden : hidden;
+	seq = c->seq > 0 ? (int)c->seq : seq;
+	if (hidden < 1 || seq < 1)
+		return clp_error(CLP_ERR_INVALID, "--pf-optim %s counts its work from the model's "
+				 "shapes: give --hidden and --seq (or a --profile of a known model)",
+				 c->pf_optim);
+	return clp_pf_work_costs(sc->costs, work, hidden, 4 * hidden, (double)c->batch * seq,
+				 (int)c->pf_iters, (int)c->pf_ns_steps,
+				 c->pf_phases > 0 ? (int)c->pf_phases : (int)c->pf_iters);
+}
+
 static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 {
 	clp_scenario_pf pf;
 	clp_pf_report rep;
 	double kt = 0;
+	int work = !strcmp(c->pf_optim, "shampoo") ? CLP_PF_WORK_SHAMPOO
+		   : !strcmp(c->pf_optim, "muon")  ? CLP_PF_WORK_MUON
+						   : CLP_PF_WORK_KFAC;
 
+	/* from the shapes with a profile or --hidden; else the table's kfac_* times as given */
+	if (work != CLP_PF_WORK_KFAC && (c->profile[0] || c->hidden > 0))
+		CLP_TRY(optim_work(c, sc, work));
 	for (int i = 0; i < sc->costs->nstages; i++)
 		for (int t = CLP_COST_KFAC_CURV_A; t <= CLP_COST_KFAC_PRECOND; t++)
 			kt += sc->costs->stages[i].t[t];
-	if (kt == 0)
+	if (kt == 0 && work == CLP_PF_WORK_KFAC)
 		fprintf(stderr, "clpipe sim: warning: the cost table has no K-FAC times (give "
 			"--profile, or --costs with kfac_*_s)\n");
 	clp_scenario_pf_default(&pf);
@@ -408,8 +459,10 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	pf.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
 	pf.keep_a_bytes = c->kfac_keep_a;
 	pf.keep_b_bytes = c->kfac_keep_b;
+	pf.work = work;
+	pf.no_per_step = !c->pf_per_step;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
-	print_pf(&rep, c->json);
+	print_pf(&rep, c->pf_optim, c->json);
 	return CLP_OK;
 }
 

@@ -9,13 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cl/ops.h"
 #include "engine/exec/exec_env.h"
 #include "engine/exec/exec_muon.h"
 #include "engine/exec/exec_shampoo.h"
 
-#define NSET 4 /* L, R, L_inv, R_inv */
+#define NSET 4     /* L, R, L_inv, R_inv */
+#define NSET_MAX 6 /* and L_next, R_next (opts.stale) */
 
-static const char *const set_names[NSET] = {"L", "R", "L_inv", "R_inv"};
+static const char *const set_names[NSET_MAX] = {"L", "R", "L_inv", "R_inv", "L_next", "R_next"};
 
 typedef struct sst {
 	clp_exec_shampoo_opts o;
@@ -26,20 +28,28 @@ typedef struct sst {
 	clp_shampoo_work w;
 	float **host;     /* a checkpoint's copies, kept until the next save */
 	int nhost;
+	int nset;         /* sets a state buffer holds: NSET, NSET_MAX with opts.stale */
+	/* stale roots (opts.stale): */
+	int pf;           /* the schedule holds the refreshes (KFAC_INV items) */
+	int K;            /* steps of a cycle */
+	long step;        /* this step (0-based) */
+	int armed;        /* this cycle's snapshot was taken here (its refreshes are checked) */
+	uint8_t **done;   /* [stage][tensor]: bit 1 L_next, bit 2 R_next refreshed this cycle */
 } sst;
 
-/* Offset (floats) of set s in a rows x cols matrix's state buffer. */
+/* Offset (floats) of set s in a rows x cols matrix's state buffer: the rows-side sets (L,
+ * L_inv, L_next) and the cols-side ones alternate. */
 static size_t set_off(size_t rows, size_t cols, int s)
 {
 	const size_t l = rows * rows, r = cols * cols;
 
-	return s == 0 ? 0 : s == 1 ? l : s == 2 ? l + r : 2 * l + r;
+	return (size_t)(s + 1) / 2 * l + (size_t)s / 2 * r;
 }
 
-/* Floats of a rows x cols matrix's state buffer: L, R, L_inv, R_inv. */
-static size_t state_floats(const clp_tensor_desc *t)
+/* Floats of a rows x cols matrix's state buffer of nset sets. */
+static size_t state_floats(const clp_tensor_desc *t, int nset)
 {
-	return set_off(t->shape[0], t->shape[1], 3) + t->shape[1] * t->shape[1];
+	return set_off(t->shape[0], t->shape[1], nset);
 }
 
 static size_t set_dim(const clp_tensor_desc *t, int s)
@@ -73,9 +83,45 @@ double clp_exec_shampoo_layer_work(const clp_model_config *m, size_t tokens, int
 	return w > 0 ? work / (6 * w * (double)tokens) : 0;
 }
 
+/* Stale roots: side `side` (0 L, 1 R) of local stage k's tensor i, its next set (the
+ * statistics of the cycle's first step) replaced by its inverse 4th root (through r[5], which
+ * the iteration leaves alone). */
+static clp_status refresh_next(clp_exec *e, sst *m, int k, int i, int side)
+{
+	const clp_tensor_desc *t = &clp_stage_table(clp_exec_stage(e, k, NULL))->tensors[i];
+	const size_t r = t->shape[0], c = t->shape[1], d = side ? c : r;
+	clp_buf nx = clp_buf_at(m->state[k][i], set_off(r, c, 4 + side));
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+
+	CLP_TRY(clp_shampoo_inv_root(ctx, nx, d, CLP_SHAMPOO_ROOT, m->o.iters, &m->w, m->w.r[5]));
+	CLP_TRY(clp_cl_copy(ctx, nx, m->w.r[5], d * d));
+	m->done[k][i] |= (uint8_t)(1u << side);
+	return CLP_OK;
+}
+
+/* Stale roots, the cycle's first OPT_STEP: the statistics into the next sets (refreshed there
+ * without items). */
+static clp_status snapshot(clp_exec *e, sst *m, int k, int i)
+{
+	const clp_tensor_desc *t = &clp_stage_table(clp_exec_stage(e, k, NULL))->tensors[i];
+	const size_t r = t->shape[0], c = t->shape[1];
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+
+	for (int side = 0; side < 2; side++)
+		CLP_TRY(clp_cl_copy(ctx, clp_buf_at(m->state[k][i], set_off(r, c, 4 + side)),
+				    clp_buf_at(m->state[k][i], set_off(r, c, side)),
+				    side ? c * c : r * r));
+	m->done[k][i] = 0;
+	m->armed = 1;
+	if (!m->pf)
+		for (int side = 0; side < 2; side++)
+			CLP_TRY(refresh_next(e, m, k, i, side));
+	return CLP_OK;
+}
+
 static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const void *settings)
 {
-	const sst *m = state;
+	sst *m = state;
 	const clp_exec_shampoo_step *set = settings;
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
 	clp_exec_counts c;
@@ -83,7 +129,9 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 			     set->adamw.weight_decay,
 			     m->o.momentum,
 			     set->adamw.step == 1,
-			     set->adamw.step % m->o.interval == 0 || set->adamw.step <= m->o.warmup,
+			     m->o.stale ? m->step == 0
+					: set->adamw.step % m->o.interval == 0 ||
+						  set->adamw.step <= m->o.warmup,
 			     m->o.iters,
 			     m->o.graft,
 			     set->adamw.beta2,
@@ -110,22 +158,102 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 			cl_mem sm = m->state[k][i];
 			size_t r = t->shape[0], cc = t->shape[1];
 
-			if (sm)
-				CLP_TRY(clp_shampoo_update(
-					ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
-					clp_buf_at(sm, set_off(r, cc, 0)),
-					clp_buf_at(sm, set_off(r, cc, 1)),
-					clp_buf_at(sm, set_off(r, cc, 2)),
-					clp_buf_at(sm, set_off(r, cc, 3)), r, cc, &hp, stats,
-					1.0f / c.loss_scale, &m->w));
-			else
+			if (!sm) {
 				CLP_TRY(clp_nn_adamw_update(ctx, p, mom,
 							    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
 							    t->numel, &set->adamw, t->decay, stats,
 							    1.0f / c.loss_scale));
+				continue;
+			}
+			CLP_TRY(clp_shampoo_update(ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i),
+						   g, clp_buf_at(sm, set_off(r, cc, 0)),
+						   clp_buf_at(sm, set_off(r, cc, 1)),
+						   clp_buf_at(sm, set_off(r, cc, 2)),
+						   clp_buf_at(sm, set_off(r, cc, 3)), r, cc, &hp, stats,
+						   1.0f / c.loss_scale, &m->w));
+			if (m->o.stale && m->step % m->K == 0)
+				CLP_TRY(snapshot(e, m, k, i));
 		}
 		CLP_TRY(clp_stage_refresh_values(st));
 	}
+	return CLP_OK;
+}
+
+/* Stale roots: a cycle's start activates the roots its predecessor refreshed (all of them,
+ * where this process ran that cycle's start). */
+static clp_status shampoo_step_begin(clp_exec *e, void *state, const clp_exec_data *d)
+{
+	sst *m = state;
+	clp_cl_ctx *ctx = clp_exec_ctx(e);
+
+	m->step = (long)d->step;
+	if (!m->o.stale || m->step == 0 || m->step % m->K)
+		return CLP_OK;
+	for (int k = 0; k < m->n; k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		for (int i = 0; i < m->ntensors[k]; i++) {
+			const clp_tensor_desc *t = &tab->tensors[i];
+			const size_t r = t->shape[0], c = t->shape[1];
+
+			if (!m->state[k][i])
+				continue;
+			if (m->armed && m->done[k][i] != 3)
+				return clp_error(CLP_ERR_STATE, "rank %d: Shampoo's cycle of steps %ld..%ld "
+						 "did not refresh the %s root of %s: the schedule lacks "
+						 "its refresh item", clp_exec_rank(e), m->step - m->K + 1,
+						 m->step, m->done[k][i] & 1 ? "R" : "L", t->name);
+			for (int side = 0; side < 2; side++)
+				CLP_TRY(clp_cl_copy(ctx, clp_buf_at(m->state[k][i], set_off(r, c, 2 + side)),
+						    clp_buf_at(m->state[k][i], set_off(r, c, 4 + side)),
+						    side ? c * c : r * r));
+		}
+	}
+	m->armed = 0;
+	return CLP_OK;
+}
+
+/* A scheduled item: KFAC_INV(stage, layer, factor) refreshes model layer `layer`'s (block
+ * layer + 1's) root `factor` (1..:
+ * each Shampoo matrix's L then R in table order; 0: all of them) on every local copy of the
+ * stage; KFAC_PRECOND is no work of its own (the statistics and preconditioning need the
+ * clipped gradient and run in the OPT_STEP after it). */
+static clp_status shampoo_item(clp_exec *e, void *state, const clp_op *op)
+{
+	sst *m = state;
+	char what[160];
+	int found = 0;
+
+	if (op->kind == CLP_OP_KFAC_PRECOND)
+		return CLP_OK;
+	clp_op_describe(op, what, sizeof(what));
+	if (op->kind != CLP_OP_KFAC_INV || op->mb >= 0)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: %s: Shampoo's items are whole root "
+				 "refreshes (KFAC_INV without phases) and KFAC_PRECOND; this schedule "
+				 "was made for K-FAC or in phases", clp_exec_rank(e), what);
+	if (!m->armed)
+		return clp_error(CLP_ERR_STATE, "rank %d: %s before the statistics' snapshot (the "
+				 "OPT_STEP of the cycle's first step)", clp_exec_rank(e), what);
+	for (int k = 0; k < m->n; k++) {
+		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+		int n = 0;
+
+		if (clp_exec_stage_id(e, k) != op->stage)
+			continue;
+		for (int i = 0; i < tab->ntensors; i++) {
+			if (!m->state[k][i] || tab->tensors[i].block - 1 != op->layer)
+				continue;
+			for (int side = 0; side < 2; side++, n++)
+				if (!op->factor || op->factor - 1 == n) {
+					CLP_TRY(refresh_next(e, m, k, i, side));
+					found++;
+				}
+		}
+	}
+	if (!found)
+		return clp_error(CLP_ERR_INVALID, "rank %d: %s: no Shampoo root %d of layer %d on the "
+				 "rank's copies of stage %d", clp_exec_rank(e), what, op->factor,
+				 op->layer, op->stage);
 	return CLP_OK;
 }
 
@@ -147,7 +275,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 
 	free_host(m);
 	for (int k = 0; k < m->n; k++)
-		n += NSET * m->ntensors[k];
+		n += m->nset * m->ntensors[k];
 	if (!(m->host = calloc((size_t)n + 1, sizeof(float *))))
 		return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory saving a checkpoint");
 	for (int k = 0; k < m->n; k++) {
@@ -158,7 +286,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 
 			if (!m->state[k][i] || !clp_exec_owns(e, k, i))
 				continue;
-			for (int s = 0; s < NSET; s++) {
+			for (int s = 0; s < m->nset; s++) {
 				size_t d = set_dim(t, s);
 				int64_t shape[2] = {(int64_t)d, (int64_t)d};
 				float *h = malloc(d * d * sizeof(float) + 1);
@@ -192,7 +320,7 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 
 			if (!m->state[k][i])
 				continue;
-			for (int s = 0; s < NSET; s++) {
+			for (int s = 0; s < m->nset; s++) {
 				size_t d = set_dim(t, s);
 				int64_t shape[2] = {(int64_t)d, (int64_t)d};
 				float *h = malloc(d * d * sizeof(float) + 1);
@@ -206,8 +334,10 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 				if (!clp_ckpt_find(c, CLP_CKPT_OPTIM, name)) {
 					free(h);
 					return clp_error(CLP_ERR_NOT_FOUND, "%s: no %s; the checkpoint "
-							 "was not written by a Shampoo run",
-							 clp_ckpt_path(c), name);
+							 "was not written by a Shampoo run%s",
+							 clp_ckpt_path(c), name,
+							 s >= NSET ? " with stale roots (PipeFisher, "
+								     "shampoo.stale)" : "");
 				}
 				st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, h, 2, shape);
 				if (st == CLP_OK)
@@ -235,7 +365,10 @@ static void shampoo_free(clp_exec *e, void *state)
 			if (m->state[k][i])
 				clReleaseMemObject(m->state[k][i]);
 		free(m->state[k]);
+		if (m->done)
+			free(m->done[k]);
 	}
+	free(m->done);
 	free(m->state);
 	free(m->ntensors);
 	for (int i = 0; i < 9; i++)
@@ -247,6 +380,8 @@ static void shampoo_free(clp_exec *e, void *state)
 static const clp_exec_optim exec_shampoo_optim = {
 	.name = "Shampoo",
 	.dataflow = 1,
+	.step_begin = shampoo_step_begin,
+	.item = shampoo_item,
 	.stage_step = shampoo_stage_step,
 	.save = shampoo_save,
 	.load = shampoo_load,
@@ -255,9 +390,10 @@ static const clp_exec_optim exec_shampoo_optim = {
 
 /* The state buffer of a rows x cols matrix: L = R = eps I, the roots 0 (pytorch-optimizer's
  * start: before the first refresh the update is zero). */
-static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, cl_mem *out)
+static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, int nset,
+			       cl_mem *out)
 {
-	const size_t r = t->shape[0], c = t->shape[1], n = state_floats(t);
+	const size_t r = t->shape[0], c = t->shape[1], n = state_floats(t, nset);
 	float *h = calloc(n, sizeof(float));
 	clp_status st;
 
@@ -305,7 +441,21 @@ int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
 	for (int k = 0; k < nt; k++)
 		for (int i = 0; i < tabs[k]->ntensors; i++)
 			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
-				b += (int64_t)(state_floats(&tabs[k]->tensors[i]) * sizeof(float));
+				b += (int64_t)(state_floats(&tabs[k]->tensors[i], NSET) *
+					       sizeof(float));
+	return b;
+}
+
+int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
+{
+	int64_t b = 0;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++)
+			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
+				b += (int64_t)((state_floats(&tabs[k]->tensors[i], NSET_MAX) -
+						state_floats(&tabs[k]->tensors[i], NSET)) *
+					       sizeof(float));
 	return b;
 }
 
@@ -344,17 +494,19 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 	m->n = clp_exec_nstages(e);
 	m->state = calloc((size_t)m->n + 1, sizeof(*m->state));
 	m->ntensors = calloc((size_t)m->n + 1, sizeof(int));
-	if (!m->state || !m->ntensors)
+	m->done = calloc((size_t)m->n + 1, sizeof(*m->done));
+	if (!m->state || !m->ntensors || !m->done)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int k = 0; k < m->n; k++) {
 		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
 
 		m->ntensors[k] = tab->ntensors;
-		if (!(m->state[k] = calloc((size_t)tab->ntensors + 1, sizeof(cl_mem))))
+		if (!(m->state[k] = calloc((size_t)tab->ntensors + 1, sizeof(cl_mem))) ||
+		    !(m->done[k] = calloc((size_t)tab->ntensors + 1, 1)))
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
 		for (int i = 0; i < tab->ntensors; i++)
 			if (clp_exec_muon_takes(&tab->tensors[i]))
-				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->o.eps,
+				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->o.eps, m->nset,
 						     &m->state[k][i]));
 	}
 	if (!(tabs = calloc((size_t)m->n + 1, sizeof(*tabs))))
@@ -369,6 +521,42 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 	for (int i = 0; i < 6; i++)
 		m->w.r[i] = clp_buf_at(m->mem[2 + i], 0);
 	m->w.nrm = clp_buf_at(m->mem[8], 0);
+	return CLP_OK;
+}
+
+/* A schedule with Shampoo's items (KFAC_INV; the pass's CLP_PF_WORK_SHAMPOO) runs the stale
+ * roots with K = its cycle; K-FAC's own items are refused. */
+static clp_status stale_setup(clp_exec *e, sst *m)
+{
+	const clp_sched *s = clp_exec_sched(e);
+	char what[160];
+
+	for (int r = 0; r < s->nranks; r++)
+		for (int i = 0; i < s->ranks[r].nops; i++) {
+			const clp_op *op = &s->ranks[r].ops[i];
+
+			if (!clp_op_is_kfac(op->kind))
+				continue;
+			clp_op_describe(op, what, sizeof(what));
+			if (op->kind != CLP_OP_KFAC_INV && op->kind != CLP_OP_KFAC_PRECOND)
+				return clp_error(CLP_ERR_UNSUPPORTED, "shampoo: the schedule's rank %d "
+						 "op %d (%s) is K-FAC's; Shampoo's PipeFisher cycle has "
+						 "root refreshes (KFAC_INV) only (the pass's Shampoo "
+						 "work)", r, i, what);
+			m->pf |= op->kind == CLP_OP_KFAC_INV;
+		}
+	if (m->pf && !m->o.stale)
+		return clp_error(CLP_ERR_INVALID, "shampoo: the schedule refreshes the roots in its "
+				 "bubbles (PipeFisher), which computes the stale roots: turn "
+				 "shampoo.stale on");
+	if (m->pf && m->K != s->nsteps)
+		return clp_error(CLP_ERR_INVALID, "shampoo.interval = %d, but the PipeFisher "
+				 "schedule's cycle has K = %d steps (they must agree)", m->K,
+				 s->nsteps);
+	if (m->o.stale && m->o.warmup)
+		return clp_error(CLP_ERR_INVALID, "shampoo: stale roots (PipeFisher, shampoo.stale) "
+				 "refresh once a cycle; shampoo.warmup = %d would refresh serially "
+				 "too: leave it 0", m->o.warmup);
 	return CLP_OK;
 }
 
@@ -387,7 +575,9 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;
-	if ((s = shampoo_alloc(e, m)) != CLP_OK) {
+	m->nset = o->stale ? NSET_MAX : NSET;
+	m->K = o->interval;
+	if ((s = stale_setup(e, m)) != CLP_OK || (s = shampoo_alloc(e, m)) != CLP_OK) {
 		shampoo_free(e, m);
 		return s;
 	}

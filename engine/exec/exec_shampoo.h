@@ -4,7 +4,8 @@
  * momentum buffer of a Shampoo matrix is the stage's AdamW first moment of that tensor (its
  * second moment stays zero without grafting); the statistics L, R and their inverse roots are the optimizer's
  * own state, in checkpoints as shampoo.<tensor>.{L,R,L_inv,R_inv}. The roots are refreshed in
- * the optimizer step of every `interval`-th step. With grafting the graft's second moment is the
+ * the optimizer step of every `interval`-th step, or with stale roots (opts.stale, below) by the
+ * schedule's PipeFisher items in its bubbles (or serially, one device). With grafting the graft's second moment is the
  * stage's AdamW second moment of the tensor. */
 #ifndef CLP_EXEC_EXEC_SHAMPOO_H
 #define CLP_EXEC_EXEC_SHAMPOO_H
@@ -23,6 +24,16 @@ typedef struct clp_exec_shampoo_opts {
 	int warmup;      /* also refresh the roots at every step t <= warmup (0: none) */
 	float stat_beta; /* statistics as moving averages (clp_shampoo_hp.stat_beta; 0 or 1:
 			  * sums, the package's) */
+	/* PipeFisher's stale roots (docs/OPTIMIZERS.md, "Shampoo in the bubbles"), the
+	 * semantics of a schedule with Shampoo items (KFAC_INV per layer and factor, made by the
+	 * pass with CLP_PF_WORK_SHAMPOO; there interval must be the cycle's K): in cycles of
+	 * `interval` steps (0-based step s, cycle s / interval), the OPT_STEP of a cycle's first
+	 * step copies the updated statistics into L_next, R_next; each root's refresh (the
+	 * schedule's item, or without items right there, serially) replaces its copy by its
+	 * inverse 4th root; at the start of the next cycle L_inv, R_inv = L_next, R_next. Step 0
+	 * also refreshes L_inv, R_inv serially after its statistics. warmup must be 0. The state
+	 * holds L_next, R_next too (checkpoint tensors shampoo.<tensor>.{L_next,R_next}). */
+	int stale;
 } clp_exec_shampoo_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the
@@ -47,6 +58,9 @@ double clp_exec_shampoo_layer_work(const clp_model_config *m, size_t tokens, int
  * model's (clp_optim_info.own_bytes); tests/plan/test_plan_mem.c holds it equal to
  * clp_exec_shampoo_device_bytes. */
 int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int n);
+/* What stale roots (opts.stale) add to clp_exec_shampoo_bytes: L_next and R_next, 4 (rows^2 +
+ * cols^2) bytes a Shampoo matrix. */
+int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int n);
 /* What the buffers of e's installed Shampoo hold (CL_MEM_SIZE summed); 0 when e's optimizer
  * is not Shampoo or a size cannot be read. */
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e);

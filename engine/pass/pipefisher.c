@@ -35,6 +35,9 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 	if (b->nsteps != 1)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: schedule %s covers %d steps; give one "
 				 "step (the pass makes the cycle)", b->name, b->nsteps);
+	if (o->work < CLP_PF_WORK_KFAC || o->work > CLP_PF_WORK_MUON)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: work %d is not K-FAC's (0), Shampoo's "
+				 "(1) or Muon's (2)", o->work);
 	if (o->max_steps < 1 || o->max_steps > 4096)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: max_steps %d out of [1, 4096]",
 				 o->max_steps);
@@ -81,6 +84,15 @@ static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
 		if (!clp_op_is_collective(x->op.kind) && x->dur > rep->max_item_s)
 			rep->max_item_s = x->dur;
 	}
+	for (int r = 0; P->o->precondition && r < P->base->nranks; r++)
+		for (int i = 0; i < P->base->ranks[r].nops; i++) {
+			const clp_op *o = &P->base->ranks[r].ops[i];
+
+			if (o->kind != CLP_OP_OPT_STEP)
+				continue;
+			rep->precond_items += K;
+			rep->precond_s += K * pf_precond_time(P, o->stage, -1, r);
+		}
 }
 
 /* The pass's state for base: the per-rank and per-layer arrays (pf_free releases them). */

@@ -53,7 +53,30 @@ typedef struct clp_pf_opts {
 	int max_steps;               /* the largest K to try */
 	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
 	int split;                   /* CLP_PF_SPLIT_* bits (default 0) */
+	int work;                    /* whose periodic work: CLP_PF_WORK_* (default K-FAC's) */
 } clp_pf_opts;
+
+/* An optimizer's periodic work, as items of the pass (docs/OPTIMIZERS.md, "An optimizer's work
+ * in the bubbles"). The op kinds are K-FAC's, read as the generic items: KFAC_CURV_A/B the
+ * statistics of a micro-batch after its pass, KFAC_SYNC their all-reduce where a stage's
+ * holders must agree, KFAC_INV the refresh of one factor of a layer (op.factor, its share of
+ * the stage's kfac_inv_s), KFAC_PRECOND the per-step work before the stage's OPT_STEP
+ * (kfac_precond_s). The times are the cost table's kfac_* (clp_pf_work_costs fills them for
+ * Shampoo and Muon from the model's shapes). */
+enum {
+	CLP_PF_WORK_KFAC = 0,    /* factors per micro-batch, their all-reduce, inversions after
+				  * them (the readiness above), preconditioning every step */
+	CLP_PF_WORK_SHAMPOO = 1, /* the statistics of the step's final gradient and the
+				  * preconditioning (per step, KFAC_PRECOND: they need the clipped,
+				  * all-reduced gradient, so they stay at the step); the inverse 4th
+				  * root of each side of each matrix (KFAC_INV, one per factor)
+				  * after the stage's OPT_STEP of the cycle's first step (its
+				  * statistics snapshot); no all-reduce (the holders' statistics are
+				  * equal: they come from the all-reduced gradient) */
+	CLP_PF_WORK_MUON = 2,    /* only per-step work: the Newton-Schulz iterations of the
+				  * stage's matrices (KFAC_PRECOND) once its gradients are final,
+				  * right before its OPT_STEP: K = 1 */
+};
 
 /* What opts.split turns on (docs/KFAC.md, "Splitting the work"): */
 enum {
@@ -88,6 +111,9 @@ typedef struct clp_pf_report {
 	double max_item_s;          /* the longest K-FAC item */
 	double max_gap_s;           /* the longest idle gap of the cycle's steps (the template) */
 	int split_stages;           /* stages whose work is split between holders */
+	int precond_items;          /* per-step items per cycle: one per OPT_STEP and step (a split
+				     * stage's per-layer items count as one) */
+	double precond_s;           /* their compute per cycle, summed over ranks */
 	int exchanges;              /* KFAC_INV_SYNC and KFAC_PREC_SYNC per cycle, over ranks */
 } clp_pf_report;
 
@@ -97,8 +123,29 @@ typedef struct clp_pf_report {
 clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
 			  clp_pf_report *rep);
 
+/* Set the cost table's kfac_* times to optimizer `work`'s (CLP_PF_WORK_SHAMPOO or _MUON) for a
+ * model whose layers are transformer blocks of width d and MLP width ff (q, k, v, out: d x d;
+ * MLP in ff x d, out d x ff: the Muon / Shampoo matrices of clp_exec_muon_takes), `tokens`
+ * rows a micro-batch: flops as docs/OPTIMIZERS.md counts them, at each stage's own GEMM rate
+ * (6 x a layer's matrix weights x tokens per its F + B time of one micro-batch). Shampoo:
+ * kfac_precond_s the statistics and preconditioning of a step (4 a b (a + b) a matrix),
+ * kfac_inv_s the inverse 4th roots of both sides of every matrix (iters x 4 GEMMs of 2 d^3), 12
+ * factors a layer with shares by d^3, and with phases > 0 each root in that many phases (one
+ * per Newton iteration at phases = iters); Muon: kfac_precond_s the Newton-Schulz iterations
+ * (ns_steps x (4 m^2 n + 2 m^3), m <= n), no inversion. The factor times become 0. */
+clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
+			     int ns_steps, int phases);
+
 /* Whether cycle is base's one-step lists repeated cycle->nsteps times with K-FAC items added
  * (a saved cycle reused for a pipeline); CLP_ERR_INVALID naming the first difference. */
 clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle);
+
+/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _MUON; K-FAC: not
+ * checked here): Shampoo, on every rank, for every stage it steps, every layer of it and every
+ * factor 1..nfactors (0: one item a layer, factor 0) one refresh (KFAC_INV, or its phases
+ * 0.. in order) after the stage's OPT_STEP of the cycle's first step; Muon none; no factor
+ * items or their all-reduce for either. CLP_ERR_INVALID naming the first item missing or out
+ * of place (a saved cycle that dropped one would leave a root stale for ever). */
+clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfactors);
 
 #endif

@@ -70,8 +70,8 @@ double pf_item_time(const pf *P, const clp_op *op, int r)
 
 	if (op->kind == CLP_OP_KFAC_INV && op->factor && op->factor <= c->kfac_nfactors)
 		per_layer *= c->kfac_share[op->factor - 1];
-	if (op->kind == CLP_OP_KFAC_INV && op->mb >= 0)
-		per_layer /= 3; /* one phase (sim_op_time charges the same) */
+	if (op->kind == CLP_OP_KFAC_INV && op->mb >= 0) /* one phase (as sim_op_time charges) */
+		per_layer /= c->inv_phases > 0 ? c->inv_phases : 3;
 	return per_layer * clp_costs_time(c, op->stage, t, P->kind[r], P->speed[r]);
 }
 
@@ -93,16 +93,20 @@ double pf_layer_inv_time(const pf *P, int s, int r)
 	       (sc->nlayers > 0 ? sc->nlayers : 1);
 }
 
-/* Curvature items for every forward of the base, and per layer and factor an inversion. */
+/* Curvature items for every forward of the base (K-FAC), and per layer and factor an inversion
+ * (K-FAC, Shampoo: after the stage's OPT_STEP, x.dep, in the cycle's first step). */
 clp_status pf_make_items(pf *P)
 {
 	const clp_sched *b = P->base;
 	int nf = P->o->costs->kfac_nfactors > 0 ? P->o->costs->kfac_nfactors : 1;
+	int kfac = P->o->work == CLP_PF_WORK_KFAC;
 
+	if (P->o->work == CLP_PF_WORK_MUON)
+		return CLP_OK; /* per-step work only (KFAC_PRECOND, pf_build) */
 	for (int r = 0; r < b->nranks; r++) {
 		const clp_rank_prog *p = &b->ranks[r];
 
-		for (int i = 0; i < p->nops; i++) {
+		for (int i = 0; kfac && i < p->nops; i++) {
 			const clp_op *f = &p->ops[i];
 			const clp_stage_info *si;
 			int bi;
@@ -146,6 +150,7 @@ clp_status pf_make_items(pf *P)
 					x.op.factor = (uint8_t)(P->o->costs->kfac_nfactors > 0 ? f + 1 : 0);
 					x.rank = r;
 					x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
+					x.dep = kfac ? -1 : i; /* Shampoo: its statistics' snapshot */
 					CLP_TRY(pf_add_item(P, &x));
 				}
 		}
@@ -154,11 +159,13 @@ clp_status pf_make_items(pf *P)
 }
 
 /* opts.split: an inversion longer than the shortest bubble (of 1 ms or more) of its rank is
- * split into its three phases (KFAC_INV with op.mb 0, 1, 2), each run after the one before.
+ * split into its phases (KFAC_INV with op.mb 0, 1, 2; the cost table's inv_phases of them
+ * where set), each run after the one before.
  * Called before the round's collectives are made (items keep their indices). */
 clp_status pf_split_phases(pf *P)
 {
 	int n = P->nit;
+	int nph = P->o->costs->inv_phases > 0 ? P->o->costs->inv_phases : 3;
 
 	for (int i = 0; (P->o->split & CLP_PF_SPLIT_PHASES) && i < n; i++) {
 		double least = INFINITY;
@@ -176,7 +183,7 @@ clp_status pf_split_phases(pf *P)
 			continue;
 		P->it[i].op.mb = 0;
 		P->it[i].dur = pf_item_time(P, &P->it[i].op, P->it[i].rank);
-		for (int ph = 1; ph < 3; ph++) {
+		for (int ph = 1; ph < nph; ph++) {
 			pf_item x = P->it[i];
 
 			x.op.mb = ph;

@@ -100,7 +100,10 @@ clp_status pf_assign_owners(pf *P)
 				double v = ratio(work[r] + pf_layer_inv_time(P, s, r),
 						 P->idle[r] - prec[r] - pre * pf_precond_time(P, s, l, r));
 
-				if (best < 0 || v < bv - PF_EPS)
+				/* equal bounds (no inversions: Muon's work is per step) go to the
+				 * holder with the least preconditioning so far */
+				if (best < 0 || v < bv - PF_EPS ||
+				    (v <= bv + PF_EPS && prec[r] < prec[best] - PF_EPS))
 					best = r, bv = v;
 			}
 			P->owner[l] = best;

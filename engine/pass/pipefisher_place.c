@@ -55,6 +55,8 @@ static int ready(const pf *P, const pf_item *x, const pf_gap *g)
 	if (x->prev >= 0)
 		return P->it[x->prev].placed &&
 		       pf_before(&P->it[x->prev], g->step, g->j, PF_GAP, P->seq);
+	if (P->o->work != CLP_PF_WORK_KFAC) /* Shampoo: after the snapshot (the OPT_STEP) */
+		return g->step > 0 || g->j > x->dep;
 	if (x->layer_last < 0 || !P->it[x->layer_last].placed)
 		return 0;
 	if (!pf_before(&P->it[x->layer_last], g->step, g->j, PF_GAP, P->seq))

@@ -12,7 +12,7 @@ clp_status pf_make_inv_syncs(pf *P, int *K)
 {
 	const clp_sched *b = P->base;
 
-	for (int s = 0; s < b->nstages; s++) {
+	for (int s = 0; P->o->work != CLP_PF_WORK_MUON && s < b->nstages; s++) {
 		const clp_stage_info *si = &b->stages[s];
 		int k = 0, g = -1, last = 0, at_end;
 
@@ -96,7 +96,7 @@ clp_status pf_make_syncs(pf *P, int *last)
 {
 	const clp_sched *b = P->base;
 
-	for (int s = 0; s < b->nstages; s++) {
+	for (int s = 0; P->o->work == CLP_PF_WORK_KFAC && s < b->nstages; s++) {
 		int k = -1, g = -1, any = 0, mid;
 
 		for (int r = 0; r < b->nranks; r++) {

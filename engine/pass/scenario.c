@@ -97,6 +97,8 @@ clp_status clp_scenario_pipefisher(clp_scenario *sc, const clp_scenario_pf *p,
 	if (p->max_steps > 0)
 		po.max_steps = p->max_steps;
 	po.split = p->split;
+	po.work = p->work;
+	po.precondition = !p->no_per_step;
 	clp_scenario_kfac_keep(sc, p, &po.keep_a_bytes, &po.keep_b_bytes);
 	CLP_TRY(clp_pipefisher(sc->sched, &po, &cycle, rep));
 	if (!(sc->borrowed & CLP_SCN_SCHED))

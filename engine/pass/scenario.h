@@ -61,6 +61,9 @@ typedef struct clp_scenario_pf {
 	int64_t mem_cap;               /* kept bytes per rank at most; < 0: no cap */
 	int max_steps;                 /* the largest K to try; 0: the pass's default */
 	int split;                     /* CLP_PF_SPLIT_* bits */
+	int work;                      /* CLP_PF_WORK_*: whose items (default K-FAC's) */
+	int no_per_step;               /* 1: leave the per-step items out (the pass's
+					* precondition = 0; to see what the refreshes alone add) */
 } clp_scenario_pf;
 
 void clp_scenario_pf_default(clp_scenario_pf *p);

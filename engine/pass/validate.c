@@ -119,8 +119,9 @@ static clp_status check_fields(const vctx *v, int r, int i)
 	if (((k >= CLP_OP_KFAC_CURV_A && k <= CLP_OP_KFAC_INV) || k == CLP_OP_KFAC_INV_SYNC) &&
 	    (op->layer < 0 || op->layer >= s->nlayers))
 		return op_fail(v, r, i, "layer out of range [0, %d)", s->nlayers);
-	if (k == CLP_OP_KFAC_INV && (op->mb < -1 || op->mb > 2))
-		return op_fail(v, r, i, "inversion phase (mb) %d out of [-1, 2]", op->mb);
+	if (k == CLP_OP_KFAC_INV && (op->mb < -1 || op->mb > 999)) /* K-FAC: 0..2; Shampoo: one
+								       * a Newton iteration */
+		return op_fail(v, r, i, "inversion phase (mb) %d out of [-1, 999]", op->mb);
 	if (k == CLP_OP_KFAC_PREC_SYNC && (op->stage < 0 || op->stage >= s->nstages))
 		return op_fail(v, r, i, "stage out of range [0, %d)", s->nstages);
 	if (k == CLP_OP_KFAC_PRECOND && op->layer >= 0 &&

@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/pass/pipefisher.h"
 #include "engine/plan/plan.h"
+#include "engine/sched/gen.h"
 #include "engine/train/freeze.h"
 
 struct frozen_rule {
@@ -154,6 +156,28 @@ static double stage_time(const clp_costs *b, int k, int t, int embed, int nl, in
 			    BT(CLP_PLAN_LAYER, CLP_COST_KFAC_INV)) / m->kfac_interval);
 #undef BT
 	return v;
+}
+
+clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, const clp_plan *p,
+			  const clp_sched *s, clp_costs **out)
+{
+	clp_plan_model mm = *m;
+	int spf = m->shampoo && p->pipefisher > 0;
+	clp_status st;
+
+	if (spf)
+		mm.opt_layer_work = 0;
+	CLP_TRY(clp_plan_stage_costs(blocks, &mm, s, p->kind == CLP_SCHED_ZBH1, p->recompute,
+				     m->kfac && !p->pipefisher, out));
+	if (!spf)
+		return CLP_OK;
+	st = clp_pf_work_costs(*out, CLP_PF_WORK_SHAMPOO, m->cfg.d_model, m->cfg.d_ff,
+			       (double)(m->batch * m->seq), m->shampoo_iters, 5, 0);
+	if (st != CLP_OK) {
+		clp_costs_free(*out);
+		*out = NULL;
+	}
+	return st;
 }
 
 clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m,

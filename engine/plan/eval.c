@@ -320,7 +320,8 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	pf.model = &x->m->cfg;
 	pf.tokens = x->m->batch * x->m->seq;
 	pf.mem_cap = room;
-	pf.split = p->pf_split ? CLP_PF_SPLIT_RUN : 0; /* what clpipe train runs */
+	pf.split = p->pf_split && !x->m->shampoo ? CLP_PF_SPLIT_RUN : 0; /* what clpipe train runs */
+	pf.work = x->m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	p->kfac_K = rep.K;
 	return CLP_OK;
@@ -332,12 +333,11 @@ static clp_status eval_steps(plan_ctx *x, clp_plan *p, clp_scenario *sc, clp_sim
 			     clp_sim_result *base)
 {
 	clp_sim_opts so;
-	int kfac_serial = x->m->kfac && !p->pipefisher;
 	clp_status st;
 
 	CLP_TRY(plan_sched(p, x->m, &sc->sched));
-	CLP_TRY(clp_plan_stage_costs(x->blocks, x->m, sc->sched, p->kind == CLP_SCHED_ZBH1,
-				     p->recompute, kfac_serial, &sc->costs));
+	/* K-FAC's work serially without PipeFisher; Shampoo's as items with it */
+	CLP_TRY(clp_plan_costs(x->blocks, x->m, p, sc->sched, &sc->costs));
 	CLP_TRY(clp_plan_layout(p, x->c, sc->sched, &sc->layout));
 	clp_scenario_sim_opts(sc, &so);
 	so.trace_limit = 0;

@@ -97,7 +97,7 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 	cfg->train.recompute = p->recompute;
 	cfg->pipeline.pipefisher = p->pipefisher > 0; /* the executor runs the plan's cycle */
 	if (p->pipefisher && p->kfac_K > 0)
-		cfg->kfac.interval = p->kfac_K;
+		cfg->kfac.interval = cfg->shampoo.interval = p->kfac_K;
 	if (p->pipefisher && p->pf_split)
 		cfg->pipeline.pipefisher = cfg->pipeline.pipefisher_split = 1;
 	return CLP_OK;
@@ -145,6 +145,8 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	CLP_TRY(clp_train_optim_kind(c, &kind));
 	m->kfac = clp_optim_info_of(kind)->curvature; /* K-FAC's work: its memory, PipeFisher */
 	m->kfac_interval = (int)c->kfac.interval;
+	m->shampoo = kind == CLP_OPTIM_SHAMPOO;
+	m->shampoo_iters = (int)c->shampoo.iters;
 	m->opt_own_bytes = clp_optim_info_of(kind)->own_bytes;
 	if (clp_optim_info_of(kind)->layer_work)
 		m->opt_layer_work = clp_optim_info_of(kind)->layer_work(c, mc, m->batch * m->seq);

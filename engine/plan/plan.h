@@ -67,6 +67,9 @@ typedef struct clp_plan_model {
 	int micro_batches;    /* M: micro-batches per step over all replicas */
 	int kfac;             /* the optimizer is K-FAC: PipeFisher is a choice */
 	int kfac_interval;    /* K of the serial cycle rule (without PipeFisher) */
+	int shampoo;          /* the optimizer is Shampoo: PipeFisher (its roots refreshed in the
+			       * bubbles, docs/OPTIMIZERS.md) is a choice too */
+	int shampoo_iters;    /* its coupled Newton iterations per root */
 	double opt_layer_work; /* the optimizer's extra work per layer and step, in forward +
 				* backwards of one micro-batch of the layer (Muon; 0: none) */
 	/* The optimizer's own device buffers on a rank holding stages with tables tabs[0..n-1]
@@ -178,6 +181,12 @@ clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m
 				clp_costs **out);
 clp_status clp_plan_layout(const clp_plan *p, const clp_cluster *c, const clp_sched *s,
 			   clp_layout **out);
+/* The cost table plan p simulates on its base schedule s: clp_plan_stage_costs (K-FAC's work
+ * serially without PipeFisher); Shampoo with PipeFisher: the OPT time without its work, which
+ * becomes the pass's items (clp_pf_work_costs: per-step statistics and preconditioning, the
+ * roots' refreshes, whole as clpipe train runs them). */
+clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, const clp_plan *p,
+			  const clp_sched *s, clp_costs **out);
 
 /* Outputs: the plan as JSON (settings, predicted step, memory per rank; the naive split's
  * figures when given) and the plan's settings in a training config: pipeline.schedule, stages,

@@ -359,13 +359,13 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 					    (k == CLP_SCHED_INTERLEAVED && (D < 2 || x.o.chunks < 2)) ||
 					    (k == CLP_SCHED_ZBH1 && m->cfg.lora_r > 0))
 						continue;
-					if (m->kfac && x.o.pipefisher < 0)
+					if ((m->kfac || m->shampoo) && x.o.pipefisher < 0)
 						pfs[npf++] = 0, pfs[npf++] = 1;
 					else
-						pfs[npf++] = m->kfac && x.o.pipefisher > 0;
+						pfs[npf++] = (m->kfac || m->shampoo) && x.o.pipefisher > 0;
 					/* 2: PipeFisher with its work split between a stage's
-					 * holders, where a stage has several */
-					if (pfs[npf - 1] == 1 && (R > 1 || k == CLP_SCHED_CHIMERA))
+					 * holders, where a stage has several (K-FAC's only) */
+					if (pfs[npf - 1] == 1 && m->kfac && (R > 1 || k == CLP_SCHED_CHIMERA))
 						pfs[npf++] = 2;
 					for (int f = 0; st == CLP_OK && f < npf; f++) {
 						clp_plan p = {0};

@@ -83,6 +83,9 @@ typedef struct clp_costs {
 	 * per-factor item then costs the whole layer's inversion. */
 	int kfac_nfactors;
 	double kfac_share[CLP_COST_MAX_FACTORS];
+	/* Phases a KFAC_INV item with op.mb >= 0 is one of (0: 3, K-FAC's three; Shampoo's
+	 * roots: one per Newton iteration). In memory only (clp_pf_work_costs sets it). */
+	int inv_phases;
 	/* Times measured on other device kinds: kind_t[(k * nstages + s) * NTIMES + t], NAN
 	 * where not given (then the stage time divided by the device's speed applies). */
 	int nkinds;
@@ -128,6 +131,8 @@ typedef struct clp_profile_opts {
 	int nstages, nlayers, batch, seq, hidden;
 } clp_profile_opts;
 clp_status clp_costs_from_profile(const char *csv_path, const clp_profile_opts *o, clp_costs **out);
+/* The published shape of a profile's model from its file name (1; 0: not one of them). */
+int clp_profile_shape(const char *csv_path, int *layers, int *seq, int *hidden);
 /* Set the K-FAC factor shares from the factors' dimensions: inversion time grows as d^3. */
 clp_status clp_costs_set_kfac_factors(clp_costs *c, const int *dims, int n);
 

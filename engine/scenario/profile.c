@@ -146,6 +146,18 @@ static clp_status read_row(const char *path, int bs, double *v)
 	return st;
 }
 
+int clp_profile_shape(const char *csv_path, int *layers, int *seq, int *hidden)
+{
+	const model_shape *m = shape_of(csv_path);
+
+	if (!m)
+		return 0;
+	*layers = m->layers;
+	*seq = m->seq;
+	*hidden = m->hidden;
+	return 1;
+}
+
 clp_status clp_costs_from_profile(const char *csv_path, const clp_profile_opts *o, clp_costs **out)
 {
 	const model_shape *m = shape_of(csv_path);

@@ -63,8 +63,8 @@ double sim_op_time(const sim *S, int rank, const clp_op *op)
 	case CLP_OP_KFAC_INV:
 		if (op->factor && op->factor <= c->kfac_nfactors)
 			per_layer *= c->kfac_share[op->factor - 1];
-		if (op->mb >= 0) /* one of the three phases, about a third of the flops each */
-			per_layer /= 3;
+		if (op->mb >= 0) /* one of the phases (K-FAC: three, about a third each) */
+			per_layer /= c->inv_phases > 0 ? c->inv_phases : 3;
 		return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_INV);
 	case CLP_OP_KFAC_PRECOND: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_PRECOND);
 	}

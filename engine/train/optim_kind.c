@@ -74,6 +74,8 @@ static clp_status shampoo_open(clp_session *s)
 		.graft = s->cfg.shampoo.graft,
 		.warmup = (int)s->cfg.shampoo.warmup,
 		.stat_beta = (float)s->cfg.shampoo.beta2,
+		/* the bubbles' refreshes compute the stale roots (one device: shampoo.stale) */
+		.stale = s->cfg.shampoo.stale || s->cfg.pipeline.pipefisher,
 	};
 
 	return clp_exec_shampoo(s->ex, &o);
@@ -132,6 +134,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		/* L, R and their roots, 8 (rows^2 + cols^2) bytes a matrix, and its scratch */
 		.own_bytes = clp_exec_shampoo_bytes,
 		.skippipe = 1,
+		.pipefisher = 1, /* the root refreshes (stale roots; docs/OPTIMIZERS.md) */
 		.precisions = ALL_PRECISIONS,
 	},
 };

@@ -98,6 +98,9 @@ static clp_status add_own(clp_session *s, const clp_sched *sched, const clp_exec
 	}
 	if (e == CLP_OK)
 		n->own = (double)s->optim->own_bytes(tabs, k);
+	if (e == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO &&
+	    (s->cfg.shampoo.stale || s->cfg.pipeline.pipefisher)) /* the next roots */
+		n->own += (double)clp_exec_shampoo_next_bytes(tabs, k);
 	n->opt += n->own;
 	for (int i = 0; tab && i < built; i++)
 		clp_param_table_free(&tab[i]);

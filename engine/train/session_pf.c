@@ -165,6 +165,12 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 	clp_status st;
 
 	*out = NULL;
+	if (!file[0] && s->optim->kind == CLP_OPTIM_SHAMPOO)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: Shampoo's costs are not measured at "
+				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's root "
+				 "refreshes, kfac_precond_s: its statistics and preconditioning a step; "
+				 "e.g. clpipe sim --pipefisher --pf-optim shampoo --write-costs) or "
+				 "pipeline.pipefisher_schedule");
 	if (file[0]) {
 		st = clp_costs_load(file, &c);
 		if (st != CLP_OK)
@@ -175,7 +181,8 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 			clp_costs_free(c);
 			return st;
 		}
-		if (c->kfac_nfactors && c->kfac_nfactors != nf) {
+		if (c->kfac_nfactors && c->kfac_nfactors != nf &&
+		    s->optim->kind != CLP_OPTIM_SHAMPOO) {
 			st = clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_costs %s: "
 				       "kfac_factor_shares has %d factors; a layer of %s has %d", file,
 				       c->kfac_nfactors, s->cfg.model.preset, nf);
@@ -214,6 +221,24 @@ static void fmt_bytes(int64_t b, char *buf, size_t n)
 		snprintf(buf, n, "%.1f KiB", (double)b / 1024);
 }
 
+/* Shampoo's roots of one layer, each Shampoo matrix's rows then cols in table order (the
+ * executor's factor numbering), into dims; their number. */
+static int shampoo_dims(const clp_model_config *m, int *dims, int max)
+{
+	clp_param_table t;
+	int n = 0;
+
+	if (clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors && n + 2 <= max; i++)
+		if (clp_exec_muon_takes(&t.tensors[i])) {
+			dims[n++] = (int)t.tensors[i].shape[0];
+			dims[n++] = (int)t.tensors[i].shape[1];
+		}
+	clp_param_table_free(&t);
+	return n;
+}
+
 /* The cycle from the pass: a scenario of the session's schedule (borrowed) and the cost table,
  * no cluster; kept data as the stages allocate it (clp_scenario_kfac_keep with the model). */
 static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cycle)
@@ -225,8 +250,11 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	int64_t ka, kb;
 	char kept[32];
 	clp_status st;
+	int shampoo = s->optim->kind == CLP_OPTIM_SHAMPOO;
 
 	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
+	if (shampoo)
+		nf = shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS);
 	clp_scenario_init(&sc);
 	sc.sched = (clp_sched *)base; /* borrowed: the pass only reads it */
 	sc.borrowed = CLP_SCN_SCHED;
@@ -236,7 +264,13 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
 	pf.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
-	st = clp_scenario_pipefisher(&sc, &pf, &rep);
+	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
+	if (shampoo) /* the table's factor shares are K-FAC's: Shampoo's roots instead */
+		st = clp_costs_set_kfac_factors(sc.costs, dims, nf);
+	else
+		st = CLP_OK;
+	if (st == CLP_OK)
+		st = clp_scenario_pipefisher(&sc, &pf, &rep);
 	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_costs *c = sc.costs;
 		const clp_stage_cost *t = &c->stages[0];
@@ -318,8 +352,18 @@ clp_status sess_pf_plan(clp_session *s)
 		return CLP_OK;
 	}
 	if (!s->optim->pipefisher)
-		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts K-FAC work into the "
-				 "bubbles: it needs optim.name = \"kfac\" (not \"%s\")", c->optim.name);
+		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts an optimizer's periodic "
+				 "work into the bubbles: it needs optim.name = \"kfac\" or "
+				 "\"shampoo\" (not \"%s\")", c->optim.name);
+	if (s->optim->kind == CLP_OPTIM_SHAMPOO && c->pipeline.pipefisher_split)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipeline.pipefisher_split shares K-FAC's "
+				 "inversions between a stage's holders; with Shampoo every holder "
+				 "refreshes its own roots (the simulator models the split: clpipe sim "
+				 "--pf-optim shampoo --kfac-split): leave it off");
+	if (s->optim->kind == CLP_OPTIM_SHAMPOO && c->shampoo.warmup)
+		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher refreshes Shampoo's roots "
+				 "once a cycle (stale roots); shampoo.warmup = %ld would refresh "
+				 "serially too: leave it 0", c->shampoo.warmup);
 	st = from_checkpoint(s, &cycle);
 	if (st == CLP_OK && !cycle && c->pipeline.pipefisher_schedule[0]) {
 		st = clp_sched_load(c->pipeline.pipefisher_schedule, &cycle);
@@ -333,6 +377,12 @@ clp_status sess_pf_plan(clp_session *s)
 		st = run_pass(s, s->sched, &cycle);
 	if (st == CLP_OK)
 		st = clp_pipefisher_check(s->sched, cycle);
+	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO) { /* every root once a cycle */
+		int dims[CLP_COST_MAX_FACTORS];
+
+		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_SHAMPOO,
+					       shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS));
+	}
 	if (st == CLP_OK)
 		st = clp_sched_validate(cycle, 1);
 	if (st != CLP_OK) {
@@ -342,6 +392,7 @@ clp_status sess_pf_plan(clp_session *s)
 	clp_sched_free(s->sched);
 	s->sched = cycle;
 	c->kfac.interval = cycle->nsteps;
+	c->shampoo.interval = cycle->nsteps; /* Shampoo's stale roots: one refresh a cycle */
 	return CLP_OK;
 }
 

@@ -145,6 +145,12 @@ clp_status sess_skip_schedule(clp_session *s)
 	if (!s->optim->skippipe)
 		return clp_error(CLP_ERR_UNSUPPORTED, "optim.name = \"%s\" is not run with "
 				 "pipeline.schedule = \"skippipe\" yet", c->optim.name);
+	if (c->pipeline.pipefisher)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipeline.pipefisher places %s's periodic work "
+				 "in the bubbles of ranks that run their lists in order; SkipPipe's "
+				 "ranks run theirs in dataflow order (the pass refuses them): turn "
+				 "pipeline.pipefisher off or use another pipeline.schedule",
+				 s->optim->label);
 	if (c->pipeline.replicas != 1 || c->pipeline.chunks != 1)
 		return clp_error(CLP_ERR_INVALID, "pipeline.schedule = \"skippipe\": the path set "
 				 "gives the nodes and their stages; leave pipeline.replicas and "

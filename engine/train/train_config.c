@@ -223,6 +223,10 @@ static const clp_cfg_field fields[] = {
 	F(shampoo.beta2, "shampoo.beta2", CLP_CFG_FLOAT, "1",
 	  "Shampoo: statistics as moving averages L = beta2 L + (1 - beta2) G G^T (1: sums, the "
 	  "package's)", 0.5, 1, NULL),
+	F(shampoo.stale, "shampoo.stale", CLP_CFG_BOOL, "false",
+	  "Shampoo: PipeFisher's stale roots (what pipeline.pipefisher computes) serially: roots "
+	  "of the statistics after the first step of each shampoo.interval-step cycle, active "
+	  "from the next cycle", 0, 0, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),

@@ -108,6 +108,7 @@ typedef struct clp_train_config {
 		int graft;           /* scale each update to Adam's norm (not the package's) */
 		long warmup;         /* roots also at every step <= warmup (not the package's) */
 		double beta2;        /* statistics as moving averages (< 1; 1: sums, the package's) */
+		int stale;           /* PipeFisher's stale roots on one device (docs/OPTIMIZERS.md) */
 	} shampoo;
 	struct {
 		long every, batches;

@@ -1,7 +1,8 @@
 /* K-FAC in the training session (optim.name = "kfac"): the loss of a tiny model falls, a run
  * resumed mid-cycle from a checkpoint continues with exactly the uninterrupted run's losses
  * (factors, both inverse sets and momentum are restored), and a K-FAC resume refuses an AdamW
- * checkpoint with a clear message. */
+ * checkpoint with a clear message. Shampoo under PipeFisher on one device equals its serial stale
+ * roots and refuses what it does not do. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -132,6 +133,82 @@ static void test_pipefisher_settings(void)
 	fclose(devnull);
 }
 
+/* Shampoo under PipeFisher on one device (the pass on a cost table whose slow refreshes need
+ * K > 1 steps): trains, equals shampoo.stale serially with the same K bitwise, and refuses
+ * what it does not do, saying why. */
+static void test_shampoo_pipefisher(void)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w"), *f;
+	char costs[600];
+	double a[32], b[32];
+	int K = 0, na, nb;
+
+	tu_tiny_config(&c, "gpt2");
+	snprintf(c.optim.name, sizeof(c.optim.name), "shampoo");
+	c.shampoo.graft = 1;
+	c.shampoo.lr = 3e-3;
+	c.shampoo.eps = 1e-4;
+	c.pipeline.pipefisher = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "Shampoo's costs are not measured", "pipeline.pipefisher_costs");
+	snprintf(costs, sizeof(costs), "%s/shampoo-costs.json", tu_dir());
+	f = fopen(costs, "w");
+	CHECK(f != NULL, "%s", costs);
+	if (!f)
+		return;
+	fprintf(f, "{\"format\": \"clpipe-costs\", \"version\": 1, \"stages\": [{\"fwd_s\": 1, "
+		"\"bwd_s\": 2, \"opt_s\": 0.1, \"kfac_inv_s\": 20, \"kfac_precond_s\": 0.2, "
+		"\"layers\": 2}]}\n");
+	fclose(f);
+	snprintf(c.pipeline.pipefisher_costs, sizeof(c.pipeline.pipefisher_costs), "%s", costs);
+	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull));
+	if (s)
+		K = (int)clp_session_config(s)->shampoo.interval;
+	clp_session_close(s);
+	s = NULL;
+	/* one device has no bubbles: every refresh is forced to the end of the cycle's first step,
+	 * K = 1 (roots one step stale) */
+	CHECK(K >= 1 && K <= 8, "one device: K = %d", K);
+	c.train.steps = 3 * K + 1;
+	snprintf(c.train.log, sizeof(c.train.log), "%s/shampoo-pf.jsonl", tu_dir());
+	na = train(&c, a, 32);
+	snprintf(c.train.log, sizeof(c.train.log), "%s/shampoo-stale.jsonl", tu_dir());
+	c.pipeline.pipefisher = 0;
+	c.pipeline.pipefisher_costs[0] = 0;
+	c.shampoo.stale = 1;
+	c.shampoo.interval = K;
+	nb = train(&c, b, 32);
+	CHECK(na == 3 * K + 1 && nb == 3 * K + 1 && b[nb - 1] < b[0] - 0.1, "%d and %d steps, loss %g -> %g",
+	      na, nb, nb ? b[0] : 0, nb ? b[nb - 1] : 0);
+	for (int i = 0; i < na && i < nb; i++)
+		CHECK(a[i] == b[i], "step %d: %.17g in the bubbles, %.17g serially", i + 1, a[i], b[i]);
+	c.shampoo.stale = 0;
+	c.pipeline.pipefisher = 1;
+	snprintf(c.pipeline.pipefisher_costs, sizeof(c.pipeline.pipefisher_costs), "%s", costs);
+	c.pipeline.pipefisher_split = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "pipeline.pipefisher_split shares K-FAC's", "leave it off");
+	c.pipeline.pipefisher_split = 0;
+	c.shampoo.warmup = 3;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
+		  "shampoo.warmup = 3");
+	c.shampoo.warmup = 0;
+	snprintf(c.pipeline.schedule, sizeof(c.pipeline.schedule), "skippipe");
+	c.skip.stage_nodes.n = 2;
+	c.skip.stage_nodes.v[0] = c.skip.stage_nodes.v[1] = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "SkipPipe's ranks run theirs in dataflow order", "turn pipeline.pipefisher off");
+	snprintf(c.pipeline.schedule, sizeof(c.pipeline.schedule), "1f1b");
+	c.skip.stage_nodes.n = 0;
+	snprintf(c.optim.name, sizeof(c.optim.name), "muon");
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
+		  "optim.name = \"kfac\" or \"shampoo\" (not \"muon\")");
+	CHECK(s == NULL, "no session");
+	fclose(devnull);
+}
+
 static void cleanup(void)
 {
 	tu_cleanup();
@@ -143,4 +220,4 @@ static void test_cleanup(void)
 }
 
 TH_MAIN(TH_TEST(test_train_and_resume), TH_TEST(test_refuse_adamw_checkpoint),
-	TH_TEST(test_pipefisher_settings), TH_TEST(test_cleanup))
+	TH_TEST(test_pipefisher_settings), TH_TEST(test_shampoo_pipefisher), TH_TEST(test_cleanup))

@@ -67,7 +67,7 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 	clp_exec_stage_need need[MAXST * 4];
 	clp_param_table tab[MAXST * 4];
 	const clp_param_table *tabs[MAXST * 4];
-	const clp_exec_shampoo_opts so = {0.0f, 1e-6f, 1, 25, 0, 0, 0.0f};
+	const clp_exec_shampoo_opts so = {0.0f, 1e-6f, 1, 25, 0, 0, 0.0f, 0};
 	const clp_exec_muon_opts mo = {0.95f, 1, 5};
 	int64_t want_s, want_m, real_s, real_m;
 	int k, L = m.n_layer;
@@ -106,6 +106,25 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 	CHECK(clp_optim_info_of(CLP_OPTIM_SHAMPOO)->own_bytes(tabs, k) == real_s,
 	      "%s: the optimizer table counts Shampoo's buffers", at);
 	CHECK(clp_exec_muon_device_bytes(e) == 0, "%s: Muon is not installed", at);
+	{ /* stale roots (PipeFisher): L_next and R_next too, 4 (rows^2 + cols^2) a matrix */
+		clp_exec_shampoo_opts st = so;
+		int64_t next = 0;
+
+		for (int i = 0; i < k; i++)
+			for (int t = 0; t < tabs[i]->ntensors; t++)
+				if (clp_exec_muon_takes(&tabs[i]->tensors[t]))
+					next += 4 * (int64_t)(tabs[i]->tensors[t].shape[0] *
+								      tabs[i]->tensors[t].shape[0] +
+							      tabs[i]->tensors[t].shape[1] *
+								      tabs[i]->tensors[t].shape[1]);
+		st.stale = 1;
+		CHECK_OK(clp_exec_shampoo(e, &st));
+		CHECK(clp_exec_shampoo_device_bytes(e) == want_s + next &&
+			      clp_exec_shampoo_next_bytes(tabs, k) == next,
+		      "%s: stale roots hold %lld bytes, the model says %lld + %lld", at,
+		      (long long)clp_exec_shampoo_device_bytes(e), (long long)want_s,
+		      (long long)clp_exec_shampoo_next_bytes(tabs, k));
+	}
 
 	CHECK_OK(clp_exec_muon(e, &mo));
 	real_m = clp_exec_muon_device_bytes(e);

@@ -157,10 +157,10 @@ static void test_shampoo_entry(void)
 		CHECK(0, "the Shampoo entry exists");
 		return;
 	}
-	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe &&
+	CHECK(m->open && !m->curvature && m->pipefisher && m->skippipe &&
 	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
 	      m->state_bytes == 8 && !strcmp(m->label, "Shampoo"), "Shampoo: installed at "
-	      "opening, every precision, SkipPipe, no PipeFisher");
+	      "opening, every precision, SkipPipe, its root refreshes in PipeFisher's bubbles");
 	c.optim.lr = 1e-3;
 	c.shampoo.lr = 0.1;
 	m->step(&c, 5e-4, 3, &st);

@@ -1,0 +1,88 @@
+/* The cost of an optimizer's periodic work as the PipeFisher pass's items (clp_pf_work_costs,
+ * pipefisher.h): Shampoo's statistics, preconditioning and inverse roots, Muon's Newton-Schulz
+ * iterations, from the shapes of a transformer block's matrices and each stage's GEMM rate.
+ * docs/OPTIMIZERS.md ("An optimizer's work in the bubbles") defines the counts. */
+#include <math.h>
+
+#include "engine/pass/pipefisher.h"
+
+/* A transformer block's Shampoo / Muon matrices (clp_exec_muon_takes's roles): q, k, v and the
+ * attention output d x d, the MLP's in ff x d and out d x ff. */
+#define WORK_NMAT 6
+
+static void block_mats(int d, int ff, double rows[WORK_NMAT], double cols[WORK_NMAT])
+{
+	for (int i = 0; i < 4; i++)
+		rows[i] = cols[i] = d;
+	rows[4] = ff, cols[4] = d;
+	rows[5] = d, cols[5] = ff;
+}
+
+/* Flops of Shampoo's statistics and preconditioning of one a x b matrix in a step: L += x x^T
+ * (2 a^2 b), R += x^T x (2 a b^2), u = L_inv x R_inv (2 a^2 b + 2 a b^2). */
+static double shampoo_step_flops(double a, double b)
+{
+	return 4 * a * b * (a + b);
+}
+
+/* One inverse 4th root of a d x d statistic: iters coupled Newton iterations of 4 GEMMs (X T,
+ * T T, (T T)^2, T^4 M) of 2 d^3 flops (clp_shampoo_root_flops). */
+static double root_flops(double d, int iters)
+{
+	return (double)iters * 4 * 2 * d * d * d;
+}
+
+/* Muon's Newton-Schulz on an a x b matrix, m = min, n = max: ns_steps iterations of A = X X^T
+ * (2 m^2 n), B = b A + c A A (2 m^3), X = a X + B X (2 m^2 n). */
+static double ns_flops(double a, double b, int ns_steps)
+{
+	double m = a < b ? a : b, n = a < b ? b : a;
+
+	return (double)ns_steps * (4 * m * m * n + 2 * m * m * m);
+}
+
+clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
+			     int ns_steps, int phases)
+{
+	double rows[WORK_NMAT], cols[WORK_NMAT], w = 0, step = 0, refresh = 0;
+
+	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON)
+		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: %d is not Shampoo's (1) or "
+				 "Muon's (2)", work);
+	if (d < 1 || ff < 1 || !(tokens >= 1) || iters < 0 || iters > 1000 || ns_steps < 0 ||
+	    ns_steps > 100 || phases < 0 || phases > 1000)
+		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: width %d, MLP width %d, "
+				 "%g tokens, %d root iterations, %d Newton-Schulz steps or %d phases "
+				 "out of range", d, ff, tokens, iters, ns_steps, phases);
+	block_mats(d, ff, rows, cols);
+	for (int i = 0; i < WORK_NMAT; i++) {
+		w += rows[i] * cols[i];
+		if (work == CLP_PF_WORK_SHAMPOO) {
+			step += shampoo_step_flops(rows[i], cols[i]);
+			refresh += root_flops(rows[i], iters) + root_flops(cols[i], iters);
+		} else {
+			step += ns_flops(rows[i], cols[i], ns_steps);
+		}
+	}
+	for (int s = 0; s < c->nstages; s++) {
+		clp_stage_cost *sc = &c->stages[s];
+		int nl = sc->nlayers > 0 ? sc->nlayers : 1;
+		/* seconds a flop at the stage's rate: one layer's F + B of a micro-batch does
+		 * 6 w tokens matrix flops */
+		double per = (sc->t[CLP_COST_FWD] + sc->t[CLP_COST_BWD]) / nl / (6 * w * tokens);
+
+		sc->t[CLP_COST_KFAC_CURV_A] = sc->t[CLP_COST_KFAC_CURV_B] = 0;
+		sc->t[CLP_COST_KFAC_PRECOND] = nl * step * per;
+		sc->t[CLP_COST_KFAC_INV] = nl * refresh * per;
+	}
+	c->inv_phases = work == CLP_PF_WORK_SHAMPOO ? phases : 0;
+	c->kfac_nfactors = 0;
+	if (work == CLP_PF_WORK_SHAMPOO && refresh > 0) {
+		c->kfac_nfactors = 2 * WORK_NMAT; /* each matrix's L then R root, in block order */
+		for (int i = 0; i < WORK_NMAT; i++) {
+			c->kfac_share[2 * i] = root_flops(rows[i], iters) / refresh;
+			c->kfac_share[2 * i + 1] = root_flops(cols[i], iters) / refresh;
+		}
+	}
+	return CLP_OK;
+}
