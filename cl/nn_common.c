@@ -117,6 +117,13 @@ clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 	return clp_cl_run(ctx, k, label, 1, &n, &one);
 }
 
+clp_status clp_nn_run_rows_gpu(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
+{
+	size_t local = NN_ROWS_WG;
+
+	return clp_cl_run(ctx, k, label, 1, &n, &local);
+}
+
 clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
 			     size_t stride, size_t nblocks, size_t C)
 {

@@ -211,6 +211,204 @@ __kernel void clp_rms_backward(__global float *dinp, ulong dio, __global float *
 	}
 }
 
+/* The GPU shape of the norms (issue 30): one work-item per row in work-groups of adjacent rows,
+ * scalar loads only, and the backward's parameter gradients as column sums of their own
+ * (clp_norm_grad_cols) instead of row-block partials. On llvmpipe (rusticl), which runs the
+ * work-items of a group as the lanes of its SIMD and every float8 value as eight of them, the
+ * CPU shape's float8 loops in one-work-item groups cost 8-25 ms for 128 x 64 (docs/OPENCL.md).
+ * The sums are those of the CPU shape, in its order: S8_* keep the eight lanes of its float8
+ * accumulators as eight scalars and add them as hsum8 does; the tails are its tails. */
+#define S8_U(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+#define S8_DECL(a) float a##0 = 0.0f, a##1 = 0.0f, a##2 = 0.0f, a##3 = 0.0f, a##4 = 0.0f, \
+	a##5 = 0.0f, a##6 = 0.0f, a##7 = 0.0f
+#define S8_HSUM(a) (((a##0 + a##4) + (a##2 + a##6)) + ((a##1 + a##5) + (a##3 + a##7)))
+
+/* ln_row's sums and outputs with scalar loads, the same arithmetic element for element */
+static inline void ln_row_s(__global ST_T *y, __global float *mean, __global float *rstd,
+			    const __global ST_T *x, const __global ST_T *w, const __global ST_T *b,
+			    uint C, float eps)
+{
+	uint c;
+	S8_DECL(s);
+	S8_DECL(v);
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LN_S(j) s##j += ST_LD(x, c + j);
+		S8_U(LN_S)
+#undef LN_S
+	}
+	float sum = S8_HSUM(s);
+	for (; c < C; c++)
+		sum += ST_LD(x, c);
+	const float m = sum / (float)C;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LN_V(j)                                                                                    \
+	{                                                                                          \
+		const float d = ST_LD(x, c + j) - m;                                               \
+		v##j = fma(d, d, v##j);                                                            \
+	}
+		S8_U(LN_V)
+#undef LN_V
+	}
+	float var = S8_HSUM(v);
+	for (; c < C; c++)
+		var += (ST_LD(x, c) - m) * (ST_LD(x, c) - m);
+	const float r = rsqrt(var / (float)C + eps);
+	for (c = 0; c < C; c++)
+		ST_SV(y, c, fma((ST_LD(x, c) - m) * r, ST_LD(w, c), ST_LD(b, c)));
+	*mean = m;
+	*rstd = r;
+}
+
+__kernel void clp_ln_forward_g(__global ST_T *out, ulong oo, __global float *mean, ulong mo,
+			       __global float *rstd, ulong ro, __global const ST_T *inp, ulong io,
+			       __global const ST_T *w, ulong wo, __global const ST_T *b, ulong bo,
+			       uint N, uint C, float eps)
+{
+	const size_t n = get_global_id(0);
+
+	if (n < N)
+		ln_row_s(out + oo + n * C, mean + mo + n, rstd + ro + n, inp + io + n * C, w + wo,
+			 b + bo, C, eps);
+}
+
+__kernel void clp_ln_residual_forward_g(__global ST_T *out, ulong oo, __global float *mean,
+					ulong mo, __global float *rstd, ulong ro, __global ST_T *xs,
+					ulong xso, __global const ST_T *xa, ulong xao,
+					__global const ST_T *xb, ulong xbo, __global const ST_T *w,
+					ulong wo, __global const ST_T *b, ulong bo, uint N, uint C,
+					float eps)
+{
+	const size_t n = get_global_id(0);
+
+	if (n >= N)
+		return;
+	__global ST_T *x = xs + xso + n * C;
+	xa += xao + n * C;
+	xb += xbo + n * C;
+	for (uint c = 0; c < C; c++)
+		ST_SV(x, c, ST_LD(xa, c) + ST_LD(xb, c));
+	ln_row_s(out + oo + n * C, mean + mo + n, rstd + ro + n, x, w + wo, b + bo, C, eps);
+}
+
+/* dinp += ... for one row (clp_ln_backward's row arithmetic; the parameter gradients are
+ * clp_norm_grad_cols') */
+__kernel void clp_ln_backward_g(__global float *dinp, ulong dio, __global const float *dout,
+				ulong doo, __global const ST_T *inp, ulong io,
+				__global const ST_T *w, ulong wo, __global const float *mean,
+				ulong mo, __global const float *rstd, ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	const __global ST_T *x = inp + io + n * C;
+	const __global float *g = dout + doo + n * C;
+	__global float *dx = dinp + dio + n * C;
+	const float m = mean[mo + n], r = rstd[ro + n];
+	S8_DECL(a);
+	S8_DECL(q);
+
+	w += wo;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LB_S(j)                                                                                    \
+	{                                                                                          \
+		const float wg = ST_LD(w, c + j) * g[c + j];                                       \
+		a##j += wg;                                                                        \
+		q##j = fma(wg, (ST_LD(x, c + j) - m) * r, q##j);                                   \
+	}
+		S8_U(LB_S)
+#undef LB_S
+	}
+	float sa = S8_HSUM(a), sb = S8_HSUM(q);
+	for (; c < C; c++) {
+		float wg = ST_LD(w, c) * g[c];
+		sa += wg;
+		sb = fma(wg, (ST_LD(x, c) - m) * r, sb);
+	}
+	const float dm = sa / (float)C, dn = sb / (float)C;
+	for (c = 0; c < C; c++) {
+		const float gg = g[c], xh = (ST_LD(x, c) - m) * r;
+		const float t = fma(-xh, dn, fma(ST_LD(w, c), gg, -dm));
+		dx[c] = fma(t, r, dx[c]);
+	}
+}
+
+/* dinp += rstd (w g - xhat mean(w g xhat)) for one row (clp_rms_backward's row arithmetic) */
+__kernel void clp_rms_backward_g(__global float *dinp, ulong dio, __global const float *dout,
+				 ulong doo, __global const ST_T *inp, ulong io,
+				 __global const ST_T *w, ulong wo, __global const float *rstd,
+				 ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	const __global ST_T *x = inp + io + n * C;
+	const __global float *g = dout + doo + n * C;
+	__global float *dx = dinp + dio + n * C;
+	const float r = rstd[ro + n];
+	S8_DECL(q);
+
+	w += wo;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define RB_S(j) q##j = fma(ST_LD(w, c + j) * g[c + j], ST_LD(x, c + j) * r, q##j);
+		S8_U(RB_S)
+#undef RB_S
+	}
+	float sb = S8_HSUM(q);
+	for (; c < C; c++)
+		sb = fma(ST_LD(w, c) * g[c], ST_LD(x, c) * r, sb);
+	const float dn = sb / (float)C;
+	for (c = 0; c < C; c++) {
+		const float gg = g[c], xh = ST_LD(x, c) * r;
+		dx[c] = fma(fma(-xh, dn, ST_LD(w, c) * gg), r, dx[c]);
+	}
+}
+
+/* The norms' parameter gradients, one column per work-item: column j0 + i of 2C (j < C: dw[j] +=
+ * the sum of dout xhat; else db[j - C] += the sum of dout), each block of R rows summed in order
+ * from 0 with fma as the row-block kernels do, the blocks' sums added in order (clp_nn_colsum's
+ * order), then added to the destination once. xhat = (x - mean) rstd, or x rstd without mean
+ * (RMSNorm: has_mean 0). */
+__kernel void clp_norm_grad_cols(__global float *dw, ulong dwo, __global float *db, ulong dbo,
+				 __global const float *dout, ulong doo, __global const ST_T *inp,
+				 ulong io, __global const float *mean, ulong mo, int has_mean,
+				 __global const float *rstd, ulong ro, uint N, uint C, uint R,
+				 uint j0, uint ncols)
+{
+	const uint i = get_global_id(0), j = j0 + i;
+
+	if (i >= ncols)
+		return;
+	float acc = 0.0f;
+	if (j < C) {
+		const __global float *g = dout + doo + j;
+		const __global ST_T *x = inp + io + j;
+		for (size_t n0 = 0; n0 < N; n0 += R) {
+			const size_t n1 = min((size_t)N, n0 + R);
+			float p = 0.0f;
+			for (size_t n = n0; n < n1; n++) {
+				const float m = has_mean ? mean[mo + n] : 0.0f;
+				p = fma(g[n * C], (ST_LD(x, n * C) - m) * rstd[ro + n], p);
+			}
+			acc += p;
+		}
+		dw[dwo + j] += acc;
+	} else {
+		const __global float *g = dout + doo + (j - C);
+		for (size_t n0 = 0; n0 < N; n0 += R) {
+			const size_t n1 = min((size_t)N, n0 + R);
+			float p = 0.0f;
+			for (size_t n = n0; n < n1; n++)
+				p += g[n * C];
+			acc += p;
+		}
+		db[dbo + j - C] += acc;
+	}
+}
+
 /* out[n] += bias, one row per work-item. */
 __kernel void clp_bias_forward(__global ST_T *out, ulong oo, __global const ST_T *bias,
 			       ulong bo, uint N, uint C)
