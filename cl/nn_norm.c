@@ -22,33 +22,29 @@ static clp_status run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 	return gpu ? clp_nn_run_rows_gpu(ctx, k, label, N) : clp_nn_run_rows(ctx, k, label, N);
 }
 
-/* The GPU shape's parameter gradients of a norm (clp_norm_grad_cols): dw += the column sums of
- * dout xhat, db += those of dout (either absent: mem NULL), one launch; mean absent: RMSNorm. */
-static clp_status grad_cols(clp_cl_ctx *ctx, clp_dtype dt, clp_buf dw, clp_buf db, clp_buf dout,
-			    clp_buf inp, clp_buf mean, clp_buf rstd, size_t N, size_t C)
+/* The GPU shape's parameter-gradient partials of a norm (clp_norm_grad_part) into part, nb
+ * blocks of `stride` floats: columns [j0, j0 + ncols) of dout xhat (j < C) and dout (j >= C);
+ * mean absent: RMSNorm. The caller adds them up with clp_nn_colsum_acc*. */
+static clp_status grad_part(clp_cl_ctx *ctx, clp_dtype dt, cl_mem part, size_t stride,
+			    clp_buf dout, clp_buf inp, clp_buf mean, clp_buf rstd, size_t N,
+			    size_t C, size_t j0, size_t ncols)
 {
 	cl_kernel k;
-	cl_ulong dwo = dw.off, dbo = db.off, doo = dout.off, io = inp.off, mo = mean.off,
-		 ro = rstd.off;
-	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
-	cl_uint j0 = dw.mem ? 0 : (cl_uint)C, nc = (cl_uint)((dw.mem ? C : 0) + (db.mem ? C : 0));
+	cl_ulong doo = dout.off, io = inp.off, mo = mean.off, ro = rstd.off;
+	cl_uint st = (cl_uint)stride, n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+	cl_uint jj = (cl_uint)j0, nc = (cl_uint)ncols;
 	cl_int has_mean = mean.mem != NULL;
 	cl_mem mm = mean.mem ? mean.mem : rstd.mem; /* a valid buffer, not read without mean */
-	size_t local = 64;
+	size_t global[2] = {ncols, nn_cdiv(N, NN_ROWS_PER_BLOCK)}, local[2] = {64, 1};
 
-	if (nc == 0)
+	if (ncols == 0)
 		return CLP_OK;
-	CLP_TRY(norm_kernel(ctx, dt, "clp_norm_grad_cols", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 18, CLP_ARG(dw.mem), CLP_ARG(dwo), CLP_ARG(db.mem),
-			    CLP_ARG(dbo), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem),
-			    CLP_ARG(io), CLP_ARG(mm), CLP_ARG(mo), CLP_ARG(has_mean),
-			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r),
-			    CLP_ARG(j0), CLP_ARG(nc)));
-	{
-		size_t global = nc;
-
-		return clp_cl_run(ctx, k, "norm_grad_cols", 1, &global, &local);
-	}
+	CLP_TRY(norm_kernel(ctx, dt, "clp_norm_grad_part", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(part), CLP_ARG(st), CLP_ARG(dout.mem),
+			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(mm), CLP_ARG(mo),
+			    CLP_ARG(has_mean), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
+			    CLP_ARG(c), CLP_ARG(r), CLP_ARG(jj), CLP_ARG(nc)));
+	return clp_cl_run(ctx, k, "norm_grad_part", 2, global, local);
 }
 
 clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, clp_buf rstd,
@@ -123,15 +119,19 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 				    CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo), CLP_ARG(rstd.mem),
 				    CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c)));
 		CLP_TRY(clp_nn_run_rows_gpu(ctx, k, "layernorm_bwd", N));
-		return grad_cols(ctx, dt, dw, db, dout, inp, mean, rstd, N, C);
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+		CLP_TRY(grad_part(ctx, dt, part, 2 * C, dout, inp, mean, rstd, N, C,
+				  dw.mem ? 0 : C, (dw.mem ? C : 0) + (db.mem ? C : 0)));
+	} else {
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+		CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+				    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
+				    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
+				    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c),
+				    CLP_ARG(r)));
+		CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
 	}
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
-	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
-			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
-			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
-			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
-	CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
 	if (dw.mem && db.mem) /* one launch for both (issue 30) */
 		return clp_nn_colsum_acc2(ctx, dw, db, part, nb, C);
 	if (dw.mem) /* mem NULL: a frozen weight or bias, no column sums */
@@ -182,7 +182,11 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 				    CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
 				    CLP_ARG(c)));
 		CLP_TRY(clp_nn_run_rows_gpu(ctx, k, "rmsnorm_bwd", N));
-		return grad_cols(ctx, dt, dw, none, dout, inp, none, rstd, N, C);
+		if (!dw.mem)
+			return CLP_OK;
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+		CLP_TRY(grad_part(ctx, dt, part, C, dout, inp, none, rstd, N, C, 0, C));
+		return clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C);
 	}
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
 	CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward", &k));

@@ -34,16 +34,16 @@
 	static inline T gelu_f##SUF(T x, int kind)                                                 \
 	{                                                                                          \
 		if (kind == 0)                                                                     \
-			return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));    \
+			return x / (1.0f + exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x)));    \
 		return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));                           \
 	}                                                                                          \
 	static inline T gelu_df##SUF(T x, int kind)                                                \
 	{                                                                                          \
 		if (kind == 0) {                                                                   \
-			const T e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));            \
+			const T e = exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x));            \
 			const T s = 1.0f / (1.0f + e), s1 = select(e * s, (T)(1.0f), e > 1e30f);  \
-			const T du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);                  \
-			return fma(2.0f * x * s * s1, du, s);                                      \
+			const T du = GELU_K * CLP_FMA(3.0f * 0.044715f * x, x, 1.0f);                  \
+			return CLP_FMA(2.0f * x * s * s1, du, s);                                      \
 		}                                                                                  \
 		return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +                              \
 		       x * 0.3989422804014327f * exp(-0.5f * x * x);                               \
@@ -117,12 +117,12 @@ __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const 
 	ulong i = i0;
 #if NN_EW_CHUNK >= 8 /* EW_VEC */
 	for (; i + 8 <= i1; i += 8)
-		vstore8(fma(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i),
+		vstore8(CLP_FMA(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i),
 			    set ? (float8)(0.0f) : vload8(0, dinp + i)),
 			0, dinp + i);
 #endif
 	for (; i < i1; i++)
-		dinp[i] = fma(gelu_df(ST_LD(inp, i), kind), dout[i], set ? 0.0f : dinp[i]);
+		dinp[i] = CLP_FMA(gelu_df(ST_LD(inp, i), kind), dout[i], set ? 0.0f : dinp[i]);
 }
 
 /* 2-D: dim 0 over column chunks, dim 1 over rows. out rows are dense (F), gate/up use ld. */
@@ -160,7 +160,7 @@ __kernel void clp_swiglu_backward(__global float *dgate, ulong dgo, __global flo
 	for (ulong i = i0; i < i1; i++) {
 		float g = ST_LD(gate, i), s = 1.0f / (1.0f + exp(-g)), d = dout[i];
 		dup[i] += d * g * s;
-		dgate[i] = fma(d * ST_LD(up, i), s * (1.0f + g * (1.0f - s)), dgate[i]);
+		dgate[i] = CLP_FMA(d * ST_LD(up, i), s * (1.0f + g * (1.0f - s)), dgate[i]);
 	}
 }
 
