@@ -19,7 +19,13 @@
 #define PROBE_WG 64u
 #define PROBE_ROUNDS 3
 #define PROBE_MARGIN 1.25
-#define CAPS_VERSION 2 /* 2: the shape needs a margin (shape_of); version 1 files are re-probed */
+#define CAPS_VERSION 3 /* 2: the shape needs a margin (shape_of); 3: slow_fma. Older files are
+			* probed again */
+#define PROBE_FMA_ITEMS 16384u
+#define PROBE_FMA_N 256u
+/* fma_ms / mad_ms measured (loaded 2-core host): llvmpipe (Mesa 22.3.6) 10-20, PoCL and Intel's
+ * CPU runtime about 1 (the CPU's FMA instructions). 4 sits between them with room either way. */
+#define PROBE_FMA_MARGIN 4.0
 
 static int forced_shape = -1;
 
@@ -66,13 +72,17 @@ static int load(const char *path, clp_cl_caps *c)
 		return 0;
 	}
 	ok = json_integer_value(json_object_get(j, "version")) == CAPS_VERSION &&
-	     json_is_boolean(json_object_get(j, "wide_groups"));
+	     json_is_boolean(json_object_get(j, "wide_groups")) &&
+	     json_is_boolean(json_object_get(j, "slow_fma"));
 	if (ok) {
 		c->timestamps = json_is_true(json_object_get(j, "timestamps"));
 		c->launch_us = json_number_value(json_object_get(j, "launch_us"));
 		c->wg1_ms = json_number_value(json_object_get(j, "axpy_cpu_shape_ms"));
 		c->wide_ms = json_number_value(json_object_get(j, "axpy_gpu_shape_ms"));
 		c->wide_groups = json_is_true(json_object_get(j, "wide_groups"));
+		c->fma_ms = json_number_value(json_object_get(j, "fma_ms"));
+		c->mad_ms = json_number_value(json_object_get(j, "mad_ms"));
+		c->slow_fma = json_is_true(json_object_get(j, "slow_fma"));
 		c->probed = 1;
 	}
 	json_decref(j);
@@ -81,10 +91,11 @@ static int load(const char *path, clp_cl_caps *c)
 
 static void save(const char *path, const clp_cl_caps *c)
 {
-	json_t *j = json_pack("{s:i, s:b, s:f, s:f, s:f, s:b}", "version", CAPS_VERSION,
-			      "timestamps", c->timestamps, "launch_us", c->launch_us,
+	json_t *j = json_pack("{s:i, s:b, s:f, s:f, s:f, s:b, s:f, s:f, s:b}", "version",
+			      CAPS_VERSION, "timestamps", c->timestamps, "launch_us", c->launch_us,
 			      "axpy_cpu_shape_ms", c->wg1_ms, "axpy_gpu_shape_ms", c->wide_ms,
-			      "wide_groups", c->wide_groups);
+			      "wide_groups", c->wide_groups, "fma_ms", c->fma_ms, "mad_ms",
+			      c->mad_ms, "slow_fma", c->slow_fma);
 
 	if (!j)
 		return;
@@ -126,6 +137,30 @@ static clp_status time_runs(clp_cl_ctx *ctx, cl_kernel k, size_t global, size_t 
 			best = now_ms() - t0;
 	}
 	*ms = best;
+	return CLP_OK;
+}
+
+/* fma() against mad() in dependent chains (probe.cl), alternating rounds, best of each: on
+ * llvmpipe fma() is computed exactly without the FMA instructions, 10-20x mad() */
+static clp_status probe_fma(clp_cl_ctx *ctx, cl_mem y, clp_cl_caps *c)
+{
+	cl_kernel kf, km;
+	cl_uint n = PROBE_FMA_N;
+
+	CLP_TRY(clp_cl_kernel(ctx, "probe.cl", NULL, "clp_probe_fma", &kf));
+	CLP_TRY(clp_cl_kernel(ctx, "probe.cl", NULL, "clp_probe_mad", &km));
+	CLP_TRY(clp_cl_args(ctx, kf, 2, CLP_ARG(y), CLP_ARG(n)));
+	CLP_TRY(clp_cl_args(ctx, km, 2, CLP_ARG(y), CLP_ARG(n)));
+	c->fma_ms = c->mad_ms = 1e30;
+	for (int round = 0; round < PROBE_ROUNDS; round++) {
+		double a, b;
+
+		CLP_TRY(time_runs(ctx, kf, PROBE_FMA_ITEMS, PROBE_WG, 2, &a));
+		CLP_TRY(time_runs(ctx, km, PROBE_FMA_ITEMS, PROBE_WG, 2, &b));
+		c->fma_ms = a < c->fma_ms ? a : c->fma_ms;
+		c->mad_ms = b < c->mad_ms ? b : c->mad_ms;
+	}
+	c->slow_fma = c->fma_ms > PROBE_FMA_MARGIN * c->mad_ms;
 	return CLP_OK;
 }
 
@@ -177,6 +212,8 @@ static clp_status measure(clp_cl_ctx *ctx, clp_cl_caps *c)
 		c->wide_ms = b < c->wide_ms ? b : c->wide_ms;
 	}
 	c->wide_groups = shape_of(&ctx->info, c->wg1_ms, c->wide_ms);
+	if ((s = probe_fma(ctx, y, c)) != CLP_OK)
+		goto out;
 	/* event timestamps: do they time a kernel the host sees take milliseconds? */
 	g = PROBE_N;
 	host = now_ms();
@@ -250,6 +287,9 @@ void *clp_cl_caps_json(const clp_cl_caps *c)
 		json_object_set_new(j, "axpy_1m_cpu_shape_ms", json_real(c->wg1_ms));
 		json_object_set_new(j, "axpy_1m_gpu_shape_ms", json_real(c->wide_ms));
 		json_object_set_new(j, "shape", json_string(c->wide_groups ? "gpu" : "cpu"));
+		json_object_set_new(j, "fma_chain_ms", json_real(c->fma_ms));
+		json_object_set_new(j, "mad_chain_ms", json_real(c->mad_ms));
+		json_object_set_new(j, "slow_fma", json_boolean(c->slow_fma));
 	}
 	return j;
 }

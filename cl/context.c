@@ -103,8 +103,8 @@ static void device_defines(clp_cl_ctx *ctx)
 
 	snprintf(ctx->defines, sizeof(ctx->defines),
 		 "#define CLP_DEV_%s 1\n#define CLP_VW %u\n#define CLP_HAS_FP64 %d\n"
-		 "#define CLP_COMPUTE_UNITS_HINT %u\n",
-		 is_cpu ? "CPU" : "GPU", vw, d->fp64, 0u);
+		 "#define CLP_COMPUTE_UNITS_HINT %u\n#define CLP_SLOW_FMA %d\n",
+		 is_cpu ? "CPU" : "GPU", vw, d->fp64, 0u, ctx->caps.slow_fma);
 }
 
 clp_status clp_cl_ctx_create(clp_cl_ctx **out, const char *selector)

@@ -117,6 +117,13 @@ clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 	return clp_cl_run(ctx, k, label, 1, &n, &one);
 }
 
+clp_status clp_nn_run_rows_gpu(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
+{
+	size_t local = NN_ROWS_WG;
+
+	return clp_cl_run(ctx, k, label, 1, &n, &local);
+}
+
 clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,
 			     size_t stride, size_t nblocks, size_t C)
 {
@@ -127,7 +134,8 @@ clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t p
 	CLP_TRY(clp_cl_kernel(ctx, "nn_norm.cl", NULL, "clp_nn_colsum", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dst.mem), CLP_ARG(dso), CLP_ARG(part), CLP_ARG(po),
 			    CLP_ARG(st), CLP_ARG(nb), CLP_ARG(cc)));
-	return clp_nn_run_rows(ctx, k, "nn_colsum", C);
+	return clp_nn_gpu_shape(ctx) ? clp_nn_run_rows_gpu(ctx, k, "nn_colsum", C)
+				     : clp_nn_run_rows(ctx, k, "nn_colsum", C);
 }
 
 clp_status clp_nn_colsum_acc2(clp_cl_ctx *ctx, clp_buf d1, clp_buf d2, cl_mem part,
@@ -140,5 +148,6 @@ clp_status clp_nn_colsum_acc2(clp_cl_ctx *ctx, clp_buf d1, clp_buf d2, cl_mem pa
 	CLP_TRY(clp_cl_kernel(ctx, "nn_norm.cl", NULL, "clp_nn_colsum2", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 8, CLP_ARG(d1.mem), CLP_ARG(o1), CLP_ARG(d2.mem), CLP_ARG(o2),
 			    CLP_ARG(part), CLP_ARG(po), CLP_ARG(nb), CLP_ARG(cc)));
-	return clp_nn_run_rows(ctx, k, "nn_colsum", 2 * C);
+	return clp_nn_gpu_shape(ctx) ? clp_nn_run_rows_gpu(ctx, k, "nn_colsum", 2 * C)
+				     : clp_nn_run_rows(ctx, k, "nn_colsum", 2 * C);
 }

@@ -146,7 +146,8 @@ clp_status clp_nn_embed_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf tokens, cl
 			    CLP_ARG(weo), CLP_ARG(wpe.mem), CLP_ARG(wpo), CLP_ARG(wtt.mem),
 			    CLP_ARG(wto), CLP_ARG(n), CLP_ARG(t), CLP_ARG(c), CLP_ARG(v), CLP_ARG(nt),
 			    CLP_ARG(has_pos), CLP_ARG(has_types)));
-	return clp_nn_run_rows(ctx, k, "embed_fwd", B * T);
+	return clp_nn_gpu_shape(ctx) ? clp_nn_run_rows_gpu(ctx, k, "embed_fwd", B * T)
+				     : clp_nn_run_rows(ctx, k, "embed_fwd", B * T);
 }
 
 static clp_status table_backward(clp_cl_ctx *ctx, clp_buf dw, clp_buf dout,
@@ -235,7 +236,8 @@ static clp_status rope(clp_cl_ctx *ctx, clp_buf x, size_t ld, clp_buf tab, size_
 	CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(x.mem), CLP_ARG(xo), CLP_ARG(l), CLP_ARG(tab.mem),
 			    CLP_ARG(to), CLP_ARG(n), CLP_ARG(t), CLP_ARG(h), CLP_ARG(d),
 			    CLP_ARG(sign)));
-	return clp_nn_run_rows(ctx, k, label, B * T);
+	return clp_nn_gpu_shape(ctx) ? clp_nn_run_rows_gpu(ctx, k, label, B * T)
+				     : clp_nn_run_rows(ctx, k, label, B * T);
 }
 
 clp_status clp_nn_rope_forward(clp_cl_ctx *ctx, clp_buf x, size_t ld, clp_buf tab, size_t B,

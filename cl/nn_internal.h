@@ -39,6 +39,9 @@ clp_status clp_nn_require_f32(const char *fn, int count, ...);
 clp_status clp_nn_run_ew(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
 /* Launch a 1-D kernel over n work-items with local size 1 (CPU shape). */
 clp_status clp_nn_run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
+/* The GPU shape's row kernels (one work-item per row): n work-items in groups of NN_ROWS_WG. */
+#define NN_ROWS_WG 64
+clp_status clp_nn_run_rows_gpu(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n);
 
 /* dst[c] += sum over nblocks of part[blk * stride + c], c < C, blocks in order. */
 clp_status clp_nn_colsum_acc(clp_cl_ctx *ctx, clp_buf dst, cl_mem part, size_t part_off,

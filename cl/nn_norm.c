@@ -17,6 +17,36 @@ static clp_status check_rows(const char *what, size_t N, size_t C)
 	return CLP_OK;
 }
 
+static clp_status run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t N, int gpu)
+{
+	return gpu ? clp_nn_run_rows_gpu(ctx, k, label, N) : clp_nn_run_rows(ctx, k, label, N);
+}
+
+/* The GPU shape's parameter-gradient partials of a norm (clp_norm_grad_part) into part, nb
+ * blocks of `stride` floats: columns [j0, j0 + ncols) of dout xhat (j < C) and dout (j >= C);
+ * mean absent: RMSNorm. The caller adds them up with clp_nn_colsum_acc*. */
+static clp_status grad_part(clp_cl_ctx *ctx, clp_dtype dt, cl_mem part, size_t stride,
+			    clp_buf dout, clp_buf inp, clp_buf mean, clp_buf rstd, size_t N,
+			    size_t C, size_t j0, size_t ncols)
+{
+	cl_kernel k;
+	cl_ulong doo = dout.off, io = inp.off, mo = mean.off, ro = rstd.off;
+	cl_uint st = (cl_uint)stride, n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+	cl_uint jj = (cl_uint)j0, nc = (cl_uint)ncols;
+	cl_int has_mean = mean.mem != NULL;
+	cl_mem mm = mean.mem ? mean.mem : rstd.mem; /* a valid buffer, not read without mean */
+	size_t global[2] = {ncols, nn_cdiv(N, NN_ROWS_PER_BLOCK)}, local[2] = {64, 1};
+
+	if (ncols == 0)
+		return CLP_OK;
+	CLP_TRY(norm_kernel(ctx, dt, "clp_norm_grad_part", &k));
+	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(part), CLP_ARG(st), CLP_ARG(dout.mem),
+			    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(mm), CLP_ARG(mo),
+			    CLP_ARG(has_mean), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
+			    CLP_ARG(c), CLP_ARG(r), CLP_ARG(jj), CLP_ARG(nc)));
+	return clp_cl_run(ctx, k, "norm_grad_part", 2, global, local);
+}
+
 clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, clp_buf rstd,
 				    clp_buf inp, clp_buf w, clp_buf b, size_t N, size_t C,
 				    float eps)
@@ -24,18 +54,19 @@ clp_status clp_nn_layernorm_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf mean, 
 	cl_kernel k;
 	cl_ulong oo = out.off, mo = mean.off, ro = rstd.off, io = inp.off, wo = w.off, bo = b.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	const int gpu = clp_nn_gpu_shape(ctx);
 	clp_dtype dt;
 
 	CLP_TRY(check_rows("layernorm_forward", N, C));
 	CLP_TRY(clp_nn_value_type("layernorm_forward", &dt, 4, "out", out, "inp", inp, "w", w,
 				  "b", b));
 	CLP_TRY(clp_nn_require_f32("layernorm_forward", 2, "mean", mean, "rstd", rstd));
-	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_forward", &k));
+	CLP_TRY(norm_kernel(ctx, dt, gpu ? "clp_ln_forward_g" : "clp_ln_forward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 15, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(mean.mem),
 			    CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(inp.mem),
 			    CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(b.mem), CLP_ARG(bo),
 			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
-	return clp_nn_run_rows(ctx, k, "layernorm_fwd", N);
+	return run_rows(ctx, k, "layernorm_fwd", N, gpu);
 }
 
 clp_status clp_nn_residual_layernorm_forward(clp_cl_ctx *ctx, clp_buf xs, clp_buf out,
@@ -46,19 +77,21 @@ clp_status clp_nn_residual_layernorm_forward(clp_cl_ctx *ctx, clp_buf xs, clp_bu
 	cl_ulong oo = out.off, mo = mean.off, ro = rstd.off, xo = xs.off, ao = a.off, bo = b.off;
 	cl_ulong wo = w.off, bio = bias.off;
 	cl_uint n = (cl_uint)N, c = (cl_uint)C;
+	const int gpu = clp_nn_gpu_shape(ctx);
 	clp_dtype dt;
 
 	CLP_TRY(check_rows("residual_layernorm_forward", N, C));
 	CLP_TRY(clp_nn_value_type("residual_layernorm_forward", &dt, 6, "xs", xs, "out", out, "a",
 				  a, "b", b, "w", w, "bias", bias));
 	CLP_TRY(clp_nn_require_f32("residual_layernorm_forward", 2, "mean", mean, "rstd", rstd));
-	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_residual_forward", &k));
+	CLP_TRY(norm_kernel(ctx, dt, gpu ? "clp_ln_residual_forward_g" : "clp_ln_residual_forward",
+			    &k));
 	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(mean.mem),
 			    CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(xs.mem),
 			    CLP_ARG(xo), CLP_ARG(a.mem), CLP_ARG(ao), CLP_ARG(b.mem), CLP_ARG(bo),
 			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(bias.mem), CLP_ARG(bio),
 			    CLP_ARG(n), CLP_ARG(c), CLP_ARG(eps)));
-	return clp_nn_run_rows(ctx, k, "residual_layernorm_fwd", N);
+	return run_rows(ctx, k, "residual_layernorm_fwd", N, gpu);
 }
 
 clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, clp_buf db,
@@ -79,13 +112,26 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 				   "dout", dout, "mean", mean, "rstd", rstd));
 	if (N == 0)
 		return CLP_OK;
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
-	CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
-			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
-			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
-			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
-	CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
+	if (clp_nn_gpu_shape(ctx)) {
+		CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward_g", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
+				    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem),
+				    CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo), CLP_ARG(rstd.mem),
+				    CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c)));
+		CLP_TRY(clp_nn_run_rows_gpu(ctx, k, "layernorm_bwd", N));
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+		CLP_TRY(grad_part(ctx, dt, part, 2 * C, dout, inp, mean, rstd, N, C,
+				  dw.mem ? 0 : C, (dw.mem ? C : 0) + (db.mem ? C : 0)));
+	} else {
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+		CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+				    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
+				    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
+				    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c),
+				    CLP_ARG(r)));
+		CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
+	}
 	if (dw.mem && db.mem) /* one launch for both (issue 30) */
 		return clp_nn_colsum_acc2(ctx, dw, db, part, nb, C);
 	if (dw.mem) /* mem NULL: a frozen weight or bias, no column sums */
@@ -127,6 +173,21 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 				   "rstd", rstd));
 	if (N == 0)
 		return CLP_OK;
+	if (clp_nn_gpu_shape(ctx)) {
+		clp_buf none = {0};
+
+		CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward_g", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 12, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(dout.mem),
+				    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem),
+				    CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
+				    CLP_ARG(c)));
+		CLP_TRY(clp_nn_run_rows_gpu(ctx, k, "rmsnorm_bwd", N));
+		if (!dw.mem)
+			return CLP_OK;
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+		CLP_TRY(grad_part(ctx, dt, part, C, dout, inp, none, rstd, N, C, 0, C));
+		return clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C);
+	}
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
 	CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),

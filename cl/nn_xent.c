@@ -12,6 +12,14 @@
 
 #define XENT_FILE "nn_xent.cl"
 
+/* One work-item per row: groups of NN_ROWS_WG in the GPU shape (llvmpipe runs a group's
+ * work-items as SIMD lanes; one-work-item groups leave seven of eight idle), the same rows. */
+static clp_status run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t n)
+{
+	return clp_nn_gpu_shape(ctx) ? clp_nn_run_rows_gpu(ctx, k, label, n)
+				     : clp_nn_run_rows(ctx, k, label, n);
+}
+
 /* Columns per chunk: about 4M logits in scratch, a multiple of 64, at most V. */
 static size_t chunk_cols(size_t N, size_t V, size_t vchunk)
 {
@@ -86,7 +94,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 						CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n),
 						CLP_ARG(cwu), CLP_ARG(c0u), CLP_ARG(first));
 			if (s == CLP_OK)
-				s = clp_nn_run_rows(ctx, ks, "xent_stats", N);
+				s = run_rows(ctx, ks, "xent_stats", N);
 		}
 		if (s == CLP_OK)
 			s = clp_cl_kernel(ctx, XENT_FILE, NULL, "clp_xent_final", &kf);
@@ -95,7 +103,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 					CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(scr), CLP_ARG(so),
 					CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n), CLP_ARG(v));
 		if (s == CLP_OK)
-			s = clp_nn_run_rows(ctx, kf, "xent_final", N);
+			s = run_rows(ctx, kf, "xent_final", N);
 		return s;
 	}
 }
@@ -155,7 +163,7 @@ static clp_status chunks_backward(clp_cl_ctx *ctx, cl_kernel kg, cl_mem scr, siz
 		CLP_TRY(clp_cl_args(ctx, kg, 9, CLP_ARG(scr), CLP_ARG(targets.mem), CLP_ARG(tgo),
 				    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(n), CLP_ARG(cwu),
 				    CLP_ARG(c0u), CLP_ARG(scale)));
-		CLP_TRY(clp_nn_run_rows(ctx, kg, "xent_grad", N));
+		CLP_TRY(run_rows(ctx, kg, "xent_grad", N));
 		if (dbias.mem)
 			CLP_TRY(clp_nn_bias_backward(ctx, clp_buf_plus(dbias, c0), dl, N, cw));
 		if (dw.mem) /* mem NULL: a frozen head, no weight gradient */

@@ -92,6 +92,8 @@ typedef struct clp_cl_caps {
 	double wg1_ms;           /* 1M-float axpy, one work-item looping per work-group */
 	double wide_ms;          /* the same, one element per work-item, 64 per work-group */
 	int wide_groups;         /* 1: the GPU shape (wide work-groups) runs faster here */
+	double fma_ms, mad_ms;   /* dependent fma() / mad() chains, 16 Ki work-items x 256 */
+	int slow_fma;            /* 1: fma() at least PROBE_FMA_MARGIN x mad() (CLP_SLOW_FMA) */
 } clp_cl_caps;
 
 /* Create a context and profiling queue on the device the selector names (see clp_cl_select). */

@@ -3,6 +3,9 @@
  *
  * Each work-item handles NN_EW_CHUNK consecutive elements (large on a CPU device, local size 1;
  * small on a GPU). NN_EW_CHUNK is a multiple of 4 so one Philox block serves four elements.
+ * The vector loops (EW_VEC) are compiled only where a chunk can hold their vectors: in the GPU
+ * shape (chunk 4) they never run, and on llvmpipe their mere presence made a kernel 3x slower
+ * (docs/OPENCL.md); each element gets the same arithmetic on either path.
  * Streams arrive as (uint2 key, uint4 counter words), see philox.clh.
  *
  * Storage (cl/nn.h): activations (GELU's and SwiGLU's inputs and outputs, the residual sum,
@@ -31,16 +34,16 @@
 	static inline T gelu_f##SUF(T x, int kind)                                                 \
 	{                                                                                          \
 		if (kind == 0)                                                                     \
-			return x / (1.0f + exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x)));    \
+			return x / (1.0f + exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x)));    \
 		return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));                           \
 	}                                                                                          \
 	static inline T gelu_df##SUF(T x, int kind)                                                \
 	{                                                                                          \
 		if (kind == 0) {                                                                   \
-			const T e = exp(-2.0f * GELU_K * fma(0.044715f * x, x * x, x));            \
+			const T e = exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x));            \
 			const T s = 1.0f / (1.0f + e), s1 = select(e * s, (T)(1.0f), e > 1e30f);  \
-			const T du = GELU_K * fma(3.0f * 0.044715f * x, x, 1.0f);                  \
-			return fma(2.0f * x * s * s1, du, s);                                      \
+			const T du = GELU_K * CLP_FMA(3.0f * 0.044715f * x, x, 1.0f);                  \
+			return CLP_FMA(2.0f * x * s * s1, du, s);                                      \
 		}                                                                                  \
 		return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +                              \
 		       x * 0.3989422804014327f * exp(-0.5f * x * x);                               \
@@ -55,8 +58,10 @@ __kernel void clp_gelu_forward(__global ST_T *out, ulong oo, __global const ST_T
 	out += oo;
 	inp += io;
 	ulong i = i0;
+#if NN_EW_CHUNK >= 8 /* EW_VEC */
 	for (; i + 8 <= i1; i += 8)
 		ST_SV8(out, i, gelu_f8(ST_LD8(inp, i), kind));
+#endif
 	for (; i < i1; i++)
 		ST_SV(out, i, gelu_f(ST_LD(inp, i), kind));
 }
@@ -74,6 +79,7 @@ __kernel void clp_bias_gelu_forward(__global ST_T *act, ulong ao, __global ST_T 
 	bias += bo;
 	ulong i = i0;
 	uint c = (uint)(i0 % F); /* the column of element i */
+#if NN_EW_CHUNK >= 8 /* EW_VEC */
 	for (; i + 8 <= i1; i += 8) {
 		float8 bv;
 		if (c + 8 <= F) { /* the eight in one row */
@@ -90,6 +96,7 @@ __kernel void clp_bias_gelu_forward(__global ST_T *act, ulong ao, __global ST_T 
 		ST_SV8(fc, i, ST_LD8(fc, i) + bv);
 		ST_SV8(act, i, gelu_f8(ST_LD8(fc, i), kind));
 	}
+#endif
 	for (; i < i1; i++) {
 		ST_SV(fc, i, ST_LD(fc, i) + ST_LD(bias, c));
 		ST_SV(act, i, gelu_f(ST_LD(fc, i), kind));
@@ -108,12 +115,14 @@ __kernel void clp_gelu_backward(__global float *dinp, ulong dio, __global const 
 	dout += doo;
 	inp += io;
 	ulong i = i0;
+#if NN_EW_CHUNK >= 8 /* EW_VEC */
 	for (; i + 8 <= i1; i += 8)
-		vstore8(fma(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i),
+		vstore8(CLP_FMA(gelu_df8(ST_LD8(inp, i), kind), vload8(0, dout + i),
 			    set ? (float8)(0.0f) : vload8(0, dinp + i)),
 			0, dinp + i);
+#endif
 	for (; i < i1; i++)
-		dinp[i] = fma(gelu_df(ST_LD(inp, i), kind), dout[i], set ? 0.0f : dinp[i]);
+		dinp[i] = CLP_FMA(gelu_df(ST_LD(inp, i), kind), dout[i], set ? 0.0f : dinp[i]);
 }
 
 /* 2-D: dim 0 over column chunks, dim 1 over rows. out rows are dense (F), gate/up use ld. */
@@ -151,7 +160,7 @@ __kernel void clp_swiglu_backward(__global float *dgate, ulong dgo, __global flo
 	for (ulong i = i0; i < i1; i++) {
 		float g = ST_LD(gate, i), s = 1.0f / (1.0f + exp(-g)), d = dout[i];
 		dup[i] += d * g * s;
-		dgate[i] = fma(d * ST_LD(up, i), s * (1.0f + g * (1.0f - s)), dgate[i]);
+		dgate[i] = CLP_FMA(d * ST_LD(up, i), s * (1.0f + g * (1.0f - s)), dgate[i]);
 	}
 }
 
@@ -164,8 +173,10 @@ __kernel void clp_residual_forward(__global ST_T *out, ulong oo, __global const 
 	a += ao;
 	b += bo;
 	ulong i = i0;
+#if NN_EW_CHUNK >= 8 /* EW_VEC */
 	for (; i + 8 <= i1; i += 8)
 		ST_SV8(out, i, ST_LD8(a, i) + ST_LD8(b, i));
+#endif
 	for (; i < i1; i++)
 		ST_SV(out, i, ST_LD(a, i) + ST_LD(b, i));
 }
@@ -197,6 +208,7 @@ __kernel void clp_dropout(__global ST_T *out, ulong oo, __global const ST_T *x, 
 	out += oo;
 	x += xo;
 	/* whole groups of 32 (eight Philox blocks in vector lanes), then one block at a time */
+#if NN_EW_CHUNK >= 32 /* EW_VEC */
 	for (; (i & 31) == 0 && i + 32 <= i1; i += 32) {
 		phx_block8(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);
 		for (int k = 0; k < 4; k++) {
@@ -205,6 +217,7 @@ __kernel void clp_dropout(__global ST_T *out, ulong oo, __global const ST_T *x, 
 			ST_SV8(out, i + 8 * k, mode ? ST_LD8(out, i + 8 * k) + v : v);
 		}
 	}
+#endif
 	for (; i < i1; i++) {
 		if ((i & 3) == 0 || i == i0 || (i & 31) == 0)
 			phx_block(b, rk.x, rk.y, rc.y, rc.z, rc.w, i >> 2);

@@ -68,7 +68,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		for (uint e = 0; e < hd; e++) {
 			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
 			for (uint r = 0; r < ATT_QB; r++)
-				s[r] = fma((float8)(Q_AT(r, e)), k8, s[r]);
+				s[r] = CLP_FMA((float8)(Q_AT(r, e)), k8, s[r]);
 		}
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
@@ -83,7 +83,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			}
 			const float8 pv = exp2(sv - mx);
 			al[r] = exp2(m[r] - mx);
-			l[r] = fma(l[r], al[r], hsum8(pv));
+			l[r] = CLP_FMA(l[r], al[r], hsum8(pv));
 			m[r] = mx;
 			vstore8(pv, 0, p[r]);
 		}
@@ -96,7 +96,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			for (uint j = 0; j < jn; j++) {
 				const float8 vv = ST_LD8(vb, (size_t)(j0 + j) * ldv + d);
 				for (uint r = 0; r < ATT_QB; r++)
-					acc[r] = fma((float8)(p[r][j]), vv, acc[r]);
+					acc[r] = CLP_FMA((float8)(p[r][j]), vv, acc[r]);
 			}
 			for (uint r = 0; r < nr; r++)
 				vstore8(acc[r], 0, op[r] + d);
@@ -105,7 +105,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			for (uint r = 0; r < nr; r++) {
 				float a = op[r][d] * al[r];
 				for (uint j = 0; j < jn; j++)
-					a = fma(p[r][j], ST_LD(vb, (size_t)(j0 + j) * ldv + d), a);
+					a = CLP_FMA(p[r][j], ST_LD(vb, (size_t)(j0 + j) * ldv + d), a);
 				op[r][d] = a;
 			}
 	}
@@ -114,6 +114,6 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		for (uint d = 0; d < hd; d++)
 			ST_SV(sp[r], d, op[r][d] * inv);
 		lse[lo + ((size_t)b * H + h) * T + i0 + r] =
-			l[r] != 0.0f ? fma(m[r], LN2_F, log(l[r])) : INFINITY;
+			l[r] != 0.0f ? CLP_FMA(m[r], LN2_F, log(l[r])) : INFINITY;
 	}
 }

@@ -23,10 +23,10 @@ __kernel void clp_attn_bwd_pre(__global float *dd, ulong ddo, __global float *l2
 		float8 a8 = 0.0f;
 		uint d = 0;
 		for (; d + 8 <= hd; d += 8)
-			a8 = fma(vload8(0, dout + doo + row + d), ST_LD8(out, oo + row + d), a8);
+			a8 = CLP_FMA(vload8(0, dout + doo + row + d), ST_LD8(out, oo + row + d), a8);
 		float a = hsum8(a8);
 		for (; d < hd; d++)
-			a = fma(dout[doo + row + d], ST_LD(out, oo + row + d), a);
+			a = CLP_FMA(dout[doo + row + d], ST_LD(out, oo + row + d), a);
 		dd[ddo + o] = a;
 		l2[l2o + o] = lse[lo + ((size_t)b * H + h) * T + t] * LOG2E_F;
 	}
@@ -80,8 +80,8 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
 			const float8 v8 = vload8(0, vtb + (size_t)e * Tp + j0);
 			for (uint r = 0; r < ATT_QB; r++) {
-				s[r] = fma((float8)(Q_AT(r, e)), k8, s[r]);
-				dp[r] = fma((float8)(gp[r][e]), v8, dp[r]);
+				s[r] = CLP_FMA((float8)(Q_AT(r, e)), k8, s[r]);
+				dp[r] = CLP_FMA((float8)(gp[r][e]), v8, dp[r]);
 			}
 		}
 		for (uint r = 0; r < ATT_QB; r++) {
@@ -98,7 +98,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			for (uint j = 0; j < jn; j++) {
 				const float8 kk = ST_LD8(kb, (size_t)(j0 + j) * ldk + d);
 				for (uint r = 0; r < ATT_QB; r++)
-					acc[r] = fma((float8)(ds[r][j]), kk, acc[r]);
+					acc[r] = CLP_FMA((float8)(ds[r][j]), kk, acc[r]);
 			}
 			for (uint r = 0; r < nr; r++)
 				vstore8(acc[r], 0, dqp[r] + d);
@@ -107,7 +107,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			for (uint r = 0; r < nr; r++) {
 				float a = dqp[r][d];
 				for (uint j = 0; j < jn; j++)
-					a = fma(ds[r][j], ST_LD(kb, (size_t)(j0 + j) * ldk + d), a);
+					a = CLP_FMA(ds[r][j], ST_LD(kb, (size_t)(j0 + j) * ldk + d), a);
 				dqp[r][d] = a;
 			}
 	}
@@ -161,8 +161,8 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 				const float8 q8 = vload8(0, qtb + (size_t)e * Tp + i0);
 				const float8 g8 = vload8(0, gtb + (size_t)e * Tp + i0);
 				for (uint c = 0; c < ATT_KB; c++) {
-					s[c] = fma((float8)(K_AT(c, e)), q8, s[c]);
-					dp[c] = fma((float8)(V_AT(c, e)), g8, dp[c]);
+					s[c] = CLP_FMA((float8)(K_AT(c, e)), q8, s[c]);
+					dp[c] = CLP_FMA((float8)(V_AT(c, e)), g8, dp[c]);
 				}
 			}
 			const float8 l8 = vload8(0, l2 + l2o + bh * Tp + i0);
@@ -187,8 +187,8 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 					const float8 gg = vload8(0, gb + (size_t)(i0 + i) * ldo + d);
 					const float8 qq = ST_LD8(qb, (size_t)(i0 + i) * ldq + d);
 					for (uint c = 0; c < ATT_KB; c++) {
-						av[c] = fma((float8)(pt[c][i]), gg, av[c]);
-						ak[c] = fma((float8)(st[c][i]), qq, ak[c]);
+						av[c] = CLP_FMA((float8)(pt[c][i]), gg, av[c]);
+						ak[c] = CLP_FMA((float8)(st[c][i]), qq, ak[c]);
 					}
 				}
 				for (uint c = 0; c < nk; c++) {
@@ -200,8 +200,8 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 				for (uint c = 0; c < nk; c++) {
 					float a = dvp[c][d], bk = dkp[c][d];
 					for (uint i = 0; i < in; i++) {
-						a = fma(pt[c][i], gb[(size_t)(i0 + i) * ldo + d], a);
-						bk = fma(st[c][i], ST_LD(qb, (size_t)(i0 + i) * ldq + d), bk);
+						a = CLP_FMA(pt[c][i], gb[(size_t)(i0 + i) * ldo + d], a);
+						bk = CLP_FMA(st[c][i], ST_LD(qb, (size_t)(i0 + i) * ldq + d), bk);
 					}
 					dvp[c][d] = a;
 					dkp[c][d] = bk;

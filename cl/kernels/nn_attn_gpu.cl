@@ -77,7 +77,7 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			float a = 0.0f;
 			for (uint d = 0; d < ATG_HD; d++)
-				a = fma(qr[d], ks[jj * ATG_HD + d], a);
+				a = CLP_FMA(qr[d], ks[jj * ATG_HD + d], a);
 			s[jj] = j0 + jj < lim ? a * sl2 : -INFINITY;
 			mx = fmax(mx, s[jj]);
 		}
@@ -96,7 +96,7 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 			const float p = exp2(s[jj] - mx);
 			l += p;
 			for (uint d = 0; d < ATG_HD; d++)
-				o[d] = fma(p, vs[jj * ATG_HD + d], o[d]);
+				o[d] = CLP_FMA(p, vs[jj * ATG_HD + d], o[d]);
 		}
 		m = mx;
 	}
@@ -105,7 +105,7 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 	const float inv = l != 0.0f ? 1.0f / l : 0.0f; /* l >= 0 or NaN */
 	for (uint d = 0; d < hd; d++)
 		ST_SV(out, oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d, o[d] * inv);
-	lse[lo + ((size_t)b * H + h) * T + i] = l != 0.0f ? fma(m, LN2_F, log(l)) : INFINITY;
+	lse[lo + ((size_t)b * H + h) * T + i] = l != 0.0f ? CLP_FMA(m, LN2_F, log(l)) : INFINITY;
 }
 
 /* dq += scale * sum_j P (dP - D) k_j; dd, l2 from clp_attn_bwd_pre ((B,H,Tp) rows). */
@@ -149,13 +149,13 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const S
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			float s = 0.0f, dp = 0.0f;
 			for (uint d = 0; d < ATG_HD; d++) {
-				s = fma(qr[d], ks[jj * ATG_HD + d], s);
-				dp = fma(gr[d], vs[jj * ATG_HD + d], dp);
+				s = CLP_FMA(qr[d], ks[jj * ATG_HD + d], s);
+				dp = CLP_FMA(gr[d], vs[jj * ATG_HD + d], dp);
 			}
 			const float p = j0 + jj < lim ? exp2(s * sl2 - lr) : 0.0f;
 			const float ds = p * (dp - dr) * scale;
 			for (uint d = 0; d < ATG_HD; d++)
-				acc[d] = fma(ds, ks[jj * ATG_HD + d], acc[d]);
+				acc[d] = CLP_FMA(ds, ks[jj * ATG_HD + d], acc[d]);
 		}
 	}
 	if (i >= T)
@@ -206,15 +206,15 @@ void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float 
 			for (uint ii = 0; ii < ATG_TK; ii++) {
 				float s = 0.0f, dp = 0.0f;
 				for (uint d = 0; d < ATG_HD; d++) {
-					s = fma(kr[d], qs[ii * ATG_HD + d], s);
-					dp = fma(vr[d], gs[ii * ATG_HD + d], dp);
+					s = CLP_FMA(kr[d], qs[ii * ATG_HD + d], s);
+					dp = CLP_FMA(vr[d], gs[ii * ATG_HD + d], dp);
 				}
 				const int vis = live && !(causal && i0 + ii < j);
 				const float p = vis ? exp2(s * sl2 - ls[ii]) : 0.0f;
 				const float ds = p * (dp - dsr[ii]) * scale;
 				for (uint d = 0; d < ATG_HD; d++) {
-					av[d] = fma(p, gs[ii * ATG_HD + d], av[d]);
-					ak[d] = fma(ds, qs[ii * ATG_HD + d], ak[d]);
+					av[d] = CLP_FMA(p, gs[ii * ATG_HD + d], av[d]);
+					ak[d] = CLP_FMA(ds, qs[ii * ATG_HD + d], ak[d]);
 				}
 			}
 		}

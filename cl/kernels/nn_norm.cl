@@ -37,16 +37,16 @@ static inline void ln_row(__global ST_T *y, __global float *mean, __global float
 	float8 v8 = 0;
 	for (c = 0; c + 8 <= C; c += 8) {
 		float8 d = ST_LD8(x, c) - m;
-		v8 = fma(d, d, v8);
+		v8 = CLP_FMA(d, d, v8);
 	}
 	float v = hsum8(v8);
 	for (; c < C; c++)
 		v += (ST_LD(x, c) - m) * (ST_LD(x, c) - m);
 	const float r = rsqrt(v / (float)C + eps);
 	for (c = 0; c + 8 <= C; c += 8)
-		ST_SV8(y, c, fma((ST_LD8(x, c) - m) * r, ST_LD8(w, c), ST_LD8(b, c)));
+		ST_SV8(y, c, CLP_FMA((ST_LD8(x, c) - m) * r, ST_LD8(w, c), ST_LD8(b, c)));
 	for (; c < C; c++)
-		ST_SV(y, c, fma((ST_LD(x, c) - m) * r, ST_LD(w, c), ST_LD(b, c)));
+		ST_SV(y, c, CLP_FMA((ST_LD(x, c) - m) * r, ST_LD(w, c), ST_LD(b, c)));
 	*mean = m;
 	*rstd = r;
 }
@@ -115,27 +115,27 @@ __kernel void clp_ln_backward(__global float *dinp, ulong dio, __global float *p
 		for (c = 0; c + 8 <= C; c += 8) {
 			float8 wg = ST_LD8(w, c) * vload8(0, g + c);
 			a8 += wg;
-			b8 = fma(wg, (ST_LD8(x, c) - m) * r, b8);
+			b8 = CLP_FMA(wg, (ST_LD8(x, c) - m) * r, b8);
 		}
 		float a = hsum8(a8), bb = hsum8(b8);
 		for (; c < C; c++) {
 			float wg = ST_LD(w, c) * g[c];
 			a += wg;
-			bb = fma(wg, (ST_LD(x, c) - m) * r, bb);
+			bb = CLP_FMA(wg, (ST_LD(x, c) - m) * r, bb);
 		}
 		const float dm = a / (float)C, dn = bb / (float)C;
 		for (c = 0; c + 8 <= C; c += 8) {
 			float8 gg = vload8(0, g + c), xh = (ST_LD8(x, c) - m) * r;
-			float8 t = fma(-xh, dn, fma(ST_LD8(w, c), gg, -dm));
-			vstore8(fma(t, r, vload8(0, dx + c)), 0, dx + c);
-			vstore8(fma(gg, xh, vload8(0, pw + c)), 0, pw + c);
+			float8 t = CLP_FMA(-xh, dn, CLP_FMA(ST_LD8(w, c), gg, -dm));
+			vstore8(CLP_FMA(t, r, vload8(0, dx + c)), 0, dx + c);
+			vstore8(CLP_FMA(gg, xh, vload8(0, pw + c)), 0, pw + c);
 			vstore8(vload8(0, pb + c) + gg, 0, pb + c);
 		}
 		for (; c < C; c++) {
 			float gg = g[c], xh = (ST_LD(x, c) - m) * r;
-			float t = fma(-xh, dn, fma(ST_LD(w, c), gg, -dm));
-			dx[c] = fma(t, r, dx[c]);
-			pw[c] = fma(gg, xh, pw[c]);
+			float t = CLP_FMA(-xh, dn, CLP_FMA(ST_LD(w, c), gg, -dm));
+			dx[c] = CLP_FMA(t, r, dx[c]);
+			pw[c] = CLP_FMA(gg, xh, pw[c]);
 			pb[c] += gg;
 		}
 	}
@@ -157,11 +157,11 @@ __kernel void clp_rms_forward(__global ST_T *out, ulong oo, __global float *rstd
 	float8 s8 = 0;
 	for (c = 0; c + 8 <= C; c += 8) {
 		float8 v = ST_LD8(x, c);
-		s8 = fma(v, v, s8);
+		s8 = CLP_FMA(v, v, s8);
 	}
 	float s = hsum8(s8);
 	for (; c < C; c++)
-		s = fma(ST_LD(x, c), ST_LD(x, c), s);
+		s = CLP_FMA(ST_LD(x, c), ST_LD(x, c), s);
 	const float r = rsqrt(s / (float)C + eps);
 	for (c = 0; c + 8 <= C; c += 8)
 		ST_SV8(y, c, ST_LD8(x, c) * r * ST_LD8(w, c));
@@ -192,23 +192,213 @@ __kernel void clp_rms_backward(__global float *dinp, ulong dio, __global float *
 		float8 b8 = 0;
 
 		for (c = 0; c + 8 <= C; c += 8)
-			b8 = fma(ST_LD8(w, c) * vload8(0, g + c), ST_LD8(x, c) * r, b8);
+			b8 = CLP_FMA(ST_LD8(w, c) * vload8(0, g + c), ST_LD8(x, c) * r, b8);
 		float bb = hsum8(b8);
 		for (; c < C; c++)
-			bb = fma(ST_LD(w, c) * g[c], ST_LD(x, c) * r, bb);
+			bb = CLP_FMA(ST_LD(w, c) * g[c], ST_LD(x, c) * r, bb);
 		const float dn = bb / (float)C;
 		for (c = 0; c + 8 <= C; c += 8) {
 			float8 gg = vload8(0, g + c), xh = ST_LD8(x, c) * r;
-			float8 t = fma(-xh, dn, ST_LD8(w, c) * gg);
-			vstore8(fma(t, r, vload8(0, dx + c)), 0, dx + c);
-			vstore8(fma(gg, xh, vload8(0, pw + c)), 0, pw + c);
+			float8 t = CLP_FMA(-xh, dn, ST_LD8(w, c) * gg);
+			vstore8(CLP_FMA(t, r, vload8(0, dx + c)), 0, dx + c);
+			vstore8(CLP_FMA(gg, xh, vload8(0, pw + c)), 0, pw + c);
 		}
 		for (; c < C; c++) {
 			float gg = g[c], xh = ST_LD(x, c) * r;
-			dx[c] = fma(fma(-xh, dn, ST_LD(w, c) * gg), r, dx[c]);
-			pw[c] = fma(gg, xh, pw[c]);
+			dx[c] = CLP_FMA(CLP_FMA(-xh, dn, ST_LD(w, c) * gg), r, dx[c]);
+			pw[c] = CLP_FMA(gg, xh, pw[c]);
 		}
 	}
+}
+
+/* The GPU shape of the norms (issue 30): one work-item per row in work-groups of adjacent rows,
+ * scalar loads only, and the backward's parameter gradients as column sums of their own
+ * (clp_norm_grad_cols) instead of row-block partials. On llvmpipe (rusticl), which runs the
+ * work-items of a group as the lanes of its SIMD and every float8 value as eight of them, the
+ * CPU shape's float8 loops in one-work-item groups cost 8-25 ms for 128 x 64 (docs/OPENCL.md).
+ * The sums are those of the CPU shape, in its order: S8_* keep the eight lanes of its float8
+ * accumulators as eight scalars and add them as hsum8 does; the tails are its tails. */
+#define S8_U(S) S(0) S(1) S(2) S(3) S(4) S(5) S(6) S(7)
+#define S8_DECL(a) float a##0 = 0.0f, a##1 = 0.0f, a##2 = 0.0f, a##3 = 0.0f, a##4 = 0.0f, \
+	a##5 = 0.0f, a##6 = 0.0f, a##7 = 0.0f
+#define S8_HSUM(a) (((a##0 + a##4) + (a##2 + a##6)) + ((a##1 + a##5) + (a##3 + a##7)))
+
+/* ln_row's sums and outputs with scalar loads, the same arithmetic element for element */
+static inline void ln_row_s(__global ST_T *y, __global float *mean, __global float *rstd,
+			    const __global ST_T *x, const __global ST_T *w, const __global ST_T *b,
+			    uint C, float eps)
+{
+	uint c;
+	S8_DECL(s);
+	S8_DECL(v);
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LN_S(j) s##j += ST_LD(x, c + j);
+		S8_U(LN_S)
+#undef LN_S
+	}
+	float sum = S8_HSUM(s);
+	for (; c < C; c++)
+		sum += ST_LD(x, c);
+	const float m = sum / (float)C;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LN_V(j)                                                                                    \
+	{                                                                                          \
+		const float d = ST_LD(x, c + j) - m;                                               \
+		v##j = CLP_FMA(d, d, v##j);                                                            \
+	}
+		S8_U(LN_V)
+#undef LN_V
+	}
+	float var = S8_HSUM(v);
+	for (; c < C; c++)
+		var += (ST_LD(x, c) - m) * (ST_LD(x, c) - m);
+	const float r = rsqrt(var / (float)C + eps);
+	for (c = 0; c < C; c++)
+		ST_SV(y, c, CLP_FMA((ST_LD(x, c) - m) * r, ST_LD(w, c), ST_LD(b, c)));
+	*mean = m;
+	*rstd = r;
+}
+
+__kernel void clp_ln_forward_g(__global ST_T *out, ulong oo, __global float *mean, ulong mo,
+			       __global float *rstd, ulong ro, __global const ST_T *inp, ulong io,
+			       __global const ST_T *w, ulong wo, __global const ST_T *b, ulong bo,
+			       uint N, uint C, float eps)
+{
+	const size_t n = get_global_id(0);
+
+	if (n < N)
+		ln_row_s(out + oo + n * C, mean + mo + n, rstd + ro + n, inp + io + n * C, w + wo,
+			 b + bo, C, eps);
+}
+
+__kernel void clp_ln_residual_forward_g(__global ST_T *out, ulong oo, __global float *mean,
+					ulong mo, __global float *rstd, ulong ro, __global ST_T *xs,
+					ulong xso, __global const ST_T *xa, ulong xao,
+					__global const ST_T *xb, ulong xbo, __global const ST_T *w,
+					ulong wo, __global const ST_T *b, ulong bo, uint N, uint C,
+					float eps)
+{
+	const size_t n = get_global_id(0);
+
+	if (n >= N)
+		return;
+	__global ST_T *x = xs + xso + n * C;
+	xa += xao + n * C;
+	xb += xbo + n * C;
+	for (uint c = 0; c < C; c++)
+		ST_SV(x, c, ST_LD(xa, c) + ST_LD(xb, c));
+	ln_row_s(out + oo + n * C, mean + mo + n, rstd + ro + n, x, w + wo, b + bo, C, eps);
+}
+
+/* dinp += ... for one row (clp_ln_backward's row arithmetic; the parameter gradients are
+ * clp_norm_grad_cols') */
+__kernel void clp_ln_backward_g(__global float *dinp, ulong dio, __global const float *dout,
+				ulong doo, __global const ST_T *inp, ulong io,
+				__global const ST_T *w, ulong wo, __global const float *mean,
+				ulong mo, __global const float *rstd, ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	const __global ST_T *x = inp + io + n * C;
+	const __global float *g = dout + doo + n * C;
+	__global float *dx = dinp + dio + n * C;
+	const float m = mean[mo + n], r = rstd[ro + n];
+	S8_DECL(a);
+	S8_DECL(q);
+
+	w += wo;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define LB_S(j)                                                                                    \
+	{                                                                                          \
+		const float wg = ST_LD(w, c + j) * g[c + j];                                       \
+		a##j += wg;                                                                        \
+		q##j = CLP_FMA(wg, (ST_LD(x, c + j) - m) * r, q##j);                                   \
+	}
+		S8_U(LB_S)
+#undef LB_S
+	}
+	float sa = S8_HSUM(a), sb = S8_HSUM(q);
+	for (; c < C; c++) {
+		float wg = ST_LD(w, c) * g[c];
+		sa += wg;
+		sb = CLP_FMA(wg, (ST_LD(x, c) - m) * r, sb);
+	}
+	const float dm = sa / (float)C, dn = sb / (float)C;
+	for (c = 0; c < C; c++) {
+		const float gg = g[c], xh = (ST_LD(x, c) - m) * r;
+		const float t = CLP_FMA(-xh, dn, CLP_FMA(ST_LD(w, c), gg, -dm));
+		dx[c] = CLP_FMA(t, r, dx[c]);
+	}
+}
+
+/* dinp += rstd (w g - xhat mean(w g xhat)) for one row (clp_rms_backward's row arithmetic) */
+__kernel void clp_rms_backward_g(__global float *dinp, ulong dio, __global const float *dout,
+				 ulong doo, __global const ST_T *inp, ulong io,
+				 __global const ST_T *w, ulong wo, __global const float *rstd,
+				 ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+	uint c;
+
+	if (n >= N)
+		return;
+	const __global ST_T *x = inp + io + n * C;
+	const __global float *g = dout + doo + n * C;
+	__global float *dx = dinp + dio + n * C;
+	const float r = rstd[ro + n];
+	S8_DECL(q);
+
+	w += wo;
+	for (c = 0; c + 8 <= C; c += 8) {
+#define RB_S(j) q##j = CLP_FMA(ST_LD(w, c + j) * g[c + j], ST_LD(x, c + j) * r, q##j);
+		S8_U(RB_S)
+#undef RB_S
+	}
+	float sb = S8_HSUM(q);
+	for (; c < C; c++)
+		sb = CLP_FMA(ST_LD(w, c) * g[c], ST_LD(x, c) * r, sb);
+	const float dn = sb / (float)C;
+	for (c = 0; c < C; c++) {
+		const float gg = g[c], xh = ST_LD(x, c) * r;
+		dx[c] = CLP_FMA(CLP_FMA(-xh, dn, ST_LD(w, c) * gg), r, dx[c]);
+	}
+}
+
+/* The norms' parameter-gradient partials in the GPU shape: work-item (i, blk) sums column
+ * j = j0 + i of block blk's R rows in order from 0 (j < C: dout xhat with fma, as the row-block
+ * kernels do; else dout of column j - C) into part[blk * stride + j]; clp_nn_colsum then adds
+ * the blocks in order, as in the CPU shape. xhat = (x - mean) rstd, or x rstd without mean
+ * (RMSNorm: has_mean 0). The loops stay short on purpose: llvmpipe (Mesa 22.3.6) ends every
+ * loop nest of a work-item after 65535 iterations in all, counting divergent branches
+ * (docs/OPENCL.md); a column's whole N rows in one work-item gave wrong sums at N = 32001. */
+__kernel void clp_norm_grad_part(__global float *part, uint stride,
+				 __global const float *dout, ulong doo, __global const ST_T *inp,
+				 ulong io, __global const float *mean, ulong mo, int has_mean,
+				 __global const float *rstd, ulong ro, uint N, uint C, uint R,
+				 uint j0, uint ncols)
+{
+	const uint i = get_global_id(0), j = j0 + i, blk = get_global_id(1);
+	const size_t n0 = (size_t)blk * R, n1 = min((size_t)N, n0 + R);
+
+	if (i >= ncols || n0 >= N)
+		return;
+	const uint jc = j < C ? j : j - C;
+	const __global float *g = dout + doo + jc;
+	const __global ST_T *x = inp + io + jc;
+	float p = 0.0f;
+	if (j >= C)
+		for (size_t n = n0; n < n1; n++)
+			p += g[n * C];
+	else if (has_mean)
+		for (size_t n = n0; n < n1; n++)
+			p = CLP_FMA(g[n * C], (ST_LD(x, n * C) - mean[mo + n]) * rstd[ro + n], p);
+	else
+		for (size_t n = n0; n < n1; n++)
+			p = CLP_FMA(g[n * C], ST_LD(x, n * C) * rstd[ro + n], p);
+	part[(size_t)blk * stride + j] = p;
 }
 
 /* out[n] += bias, one row per work-item. */

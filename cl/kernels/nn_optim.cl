@@ -1,6 +1,8 @@
 /* Optimiser kernels: gradient statistics (global norm, non-finite check, clip factor) over many
  * tensors, and AdamW. Partial sums of squares are compensated (Neumaier), GS_CHUNK elements per
  * work-item, eight lanes at a time; the final pass adds the partials of all tensors in order. */
+#include "half.clh" /* CLP_FMA: fma(), or mad() where the probe found fma() slow */
+
 #ifndef GS_CHUNK
 #define GS_CHUNK 16384
 #endif
@@ -91,12 +93,12 @@ static void adamw_span(__global float *p, __global float *m, __global float *v,
 {
 	for (ulong i = 0; i < n; i++) {
 		const float gr = g[i] * gs;
-		const float mi = fma(1.0f - b1, gr - m[i], m[i]);
-		const float vi = fma(1.0f - b2, gr * gr, v[i] * b2);
+		const float mi = CLP_FMA(1.0f - b1, gr - m[i], m[i]);
+		const float vi = CLP_FMA(1.0f - b2, gr * gr, v[i] * b2);
 		const float denom = sqrt(vi) / bc2_sqrt + eps;
 		m[i] = mi;
 		v[i] = vi;
-		p[i] = fma(-step_size, mi / denom, p[i] * decay_mul);
+		p[i] = CLP_FMA(-step_size, mi / denom, p[i] * decay_mul);
 	}
 }
 

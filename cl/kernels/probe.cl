@@ -22,3 +22,25 @@ __kernel void clp_probe_axpy_wide(__global float *y, __global const float *x, ui
 	if (i < n)
 		y[i] += 2.0f * x[i];
 }
+
+/* fma() against mad(): PROBE_FMA_N dependent multiply-adds per work-item (cl/caps.c: a device
+ * whose fma() is much the slower gets CLP_SLOW_FMA, half.clh). */
+__kernel void clp_probe_fma(__global float *y, uint n)
+{
+	const uint i = (uint)get_global_id(0);
+	float s = y[i], a = 0.999f + 1e-7f * (float)(i & 7);
+
+	for (uint k = 0; k < n; k++)
+		s = fma(s, a, 0.5f);
+	y[i] = s;
+}
+
+__kernel void clp_probe_mad(__global float *y, uint n)
+{
+	const uint i = (uint)get_global_id(0);
+	float s = y[i], a = 0.999f + 1e-7f * (float)(i & 7);
+
+	for (uint k = 0; k < n; k++)
+		s = mad(s, a, 0.5f);
+	y[i] = s;
+}
