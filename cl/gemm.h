@@ -90,6 +90,16 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
+/* C = alpha op(A) op(B) + beta C, then C += bias (n values, C's storage, one per column), for
+ * a linear layer's forward. The packed backend adds the bias in its store when it writes C
+ * itself (fp32, or a 16-bit C in one K block) and bias.dt == c.dt: *fused = 1, and C is bitwise
+ * what the product then a separate clp_nn_bias_forward give (the product's value rounded to C's
+ * storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
+ * through scratch) only the product runs, *fused = 0, and the caller adds the bias. */
+clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,
+			    float beta, clp_buf c, size_t ldc, clp_buf bias, int *fused);
+
 /* Kept packs. The packed backend packs op(B) into strips before each product. When B is read
  * from a held buffer, its strips are kept (one set per way the buffer is read: offset, leading
  * dimension, transpose, size, storage and strip shape) and later products that read B the same

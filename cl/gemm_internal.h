@@ -12,6 +12,7 @@ struct clp_gemm_call {
 	size_t lda, ldb, ldc;
 	size_t sa, sb, sc;
 	size_t batch; /* storage types: a.dt, b.dt, c.dt (C fp32 for packed and clblast) */
+	clp_buf bias; /* mem NULL: none; else the packed backend's store adds it (clp_cl_gemm_bias) */
 };
 
 /* "#define NAME value\n" for each parameter into buf. */

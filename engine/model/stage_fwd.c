@@ -10,13 +10,17 @@
 
 #define OFF(b, n) clp_buf_plus((b), (n))
 
-/* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear). */
+/* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear).
+ * The bias goes in the GEMM's store where the backend can (clp_cl_gemm_bias: bitwise the
+ * separate clp_nn_bias_forward, which runs otherwise). */
 clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
 			 size_t I, size_t O, int in_out)
 {
-	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
-			    in_out ? O : I, 0.0f, y, O));
-	if (b.mem)
+	int fused = 0;
+
+	CLP_TRY(clp_cl_gemm_bias(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
+				 in_out ? O : I, 0.0f, y, O, b, &fused));
+	if (b.mem && !fused)
 		CLP_TRY(clp_nn_bias_forward(st->ctx, y, b, N, O));
 	return CLP_OK;
 }
