@@ -121,8 +121,20 @@ typedef struct clp_gemm_cache_stats {
 	long repacks; /* kept strips packed again after clp_cl_gemm_stale */
 	int entries;  /* kept sets of strips */
 	size_t bytes; /* their memory */
+	size_t peak;  /* the most bytes kept at once, since clp_cl_gemm_cache_reset_peak */
 } clp_gemm_cache_stats;
 void clp_cl_gemm_cache_stats(const clp_cl_ctx *ctx, clp_gemm_cache_stats *out);
+void clp_cl_gemm_cache_reset_peak(clp_cl_ctx *ctx); /* peak := bytes kept now */
+
+/* What the memory model of the kept packs (engine/model/stage_mem.c) needs of tuning t: the
+ * strip width NR (0 for a backend that packs nothing), the K chunk when A is packed (KCH) and
+ * DIRECT_A; one kept set per K chunk of op(B) (n columns) takes ceil(n / NR) NR kk 4 + 4 bytes.
+ * clp_cl_gemm_keep_limit: the most the kept packs may take on ctx (0 when
+ * CLPIPE_GEMM_KEEP_PACKS=0 keeps none, else CLPIPE_GEMM_KEEP_PACKS_MB or a quarter of the
+ * device's memory). */
+void clp_gemm_pack_shape(const clp_gemm_tuning *t, int *nr, int *kch, int *direct_a);
+size_t clp_cl_gemm_keep_limit(const clp_cl_ctx *ctx);
+size_t clp_gemm_keep_limit(const clp_cl_devinfo *dev); /* the same without a context */
 
 /* Check the arguments the way every backend needs them (sizes, leading dimensions). */
 clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,

@@ -308,6 +308,15 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	return CLP_OK;
 }
 
+void clp_gemm_pack_shape(const clp_gemm_tuning *t, int *nr, int *kch, int *direct_a)
+{
+	int packed = t->backend == CLP_GEMM_PACKED;
+
+	*nr = packed ? (int)(clp_gemm_param_get(t, "VW", 8) * clp_gemm_param_get(t, "NV", 2)) : 0;
+	*kch = (int)clp_gemm_param_get(t, "KCH", 512);
+	*direct_a = (int)clp_gemm_param_get(t, "DIRECT_A", 1);
+}
+
 /* Candidate shapes and blockings for `clpipe tune gemm`: register tiles that fit the vector
  * register file (16 registers below AVX-512, 32 with it), blockings around the defaults. */
 int clp_gemm_packed_candidates(const clp_cl_devinfo *dev, unsigned seed, clp_gemm_tuning *out,
