@@ -210,7 +210,8 @@ static void mem_one(const clp_model_config *c, size_t b, size_t t, clp_dtype pre
 	CHECK_OK(clp_stage_pack_shape(th_ctx(), &ps));
 	CHECK_OK(clp_model_stage_pack_mem(c, 0, L, b, t, 0, &ps, &kf, &tr0));
 	CHECK_OK(clp_model_stage_pack_mem(c, 0, L, b, t, 1, &ps, &kb, &tr));
-	CHECK(tr0 == 0 && kb > kf && (!packed_backend() || (kf > 0 && tr > 0)),
+	CHECK(tr0 == 0 && (ps.nr ? kb > kf && kf > 0 && tr > 0 : kb == 0 && tr == 0) &&
+	      !ps.nr == !packed_backend(),
 	      "%s: model kept %lld / %lld, transient %lld / %lld", what, (long long)kf,
 	      (long long)kb, (long long)tr0, (long long)tr);
 	CHECK_OK(clp_stage_create(&st, th_ctx(), c, 0, L, &o));
