@@ -455,7 +455,7 @@ static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 	const clp_gemm_tuning *t;
 	clp_trans ta = g.ta, tb = g.tb;
 	size_t m = g.m, n = g.n, k = g.k;
-	clp_buf bias = g.bias;
+	clp_buf bias = g.bias, act = g.act;
 
 	if (fused)
 		*fused = 0;
@@ -463,7 +463,7 @@ static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 	CLP_TRY(check_type("B", g.b));
 	CLP_TRY(check_type("C", g.c));
 	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, g.lda, g.ldb, g.ldc));
-	g.bias.mem = NULL;
+	g.bias.mem = g.act.mem = NULL;
 	if (m == 0 || n == 0 || g.batch == 0)
 		return CLP_OK;
 	if (k == 0) /* no products: C = beta * C, which backends (CLBlast) may refuse */
@@ -473,8 +473,10 @@ static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 		clp_status s;
 
 		g.bias = bias;
-		if (!bias.mem || !bias_in_store(t, &g))
-			g.bias.mem = NULL;
+		g.act = act;
+		if (!bias.mem || !bias_in_store(t, &g) ||
+		    (act.mem && !clp_gemm_packed_gelu_ok(t, &g)))
+			g.bias.mem = g.act.mem = NULL; /* with act: both in the store or neither */
 		s = run_backend(ctx, t, &g);
 		if (s == CLP_OK && fused)
 			*fused = g.bias.mem != NULL;
@@ -493,7 +495,7 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 			       size_t ldc, size_t stride_c, size_t batch)
 {
 	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
-				  stride_a, stride_b, stride_c, batch, CLP_BUF_NONE};
+				  stride_a, stride_b, stride_c, batch, CLP_BUF_NONE, CLP_BUF_NONE, -1};
 
 	return gemm_call(ctx, g, NULL);
 }
@@ -503,7 +505,18 @@ clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t 
 			    float beta, clp_buf c, size_t ldc, clp_buf bias, int *fused)
 {
 	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
-				  0, 0, 0, 1, bias};
+				  0, 0, 0, 1, bias, CLP_BUF_NONE, -1};
+
+	return gemm_call(ctx, g, fused);
+}
+
+clp_status clp_cl_gemm_bias_gelu(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m,
+				 size_t n, size_t k, float alpha, clp_buf a, size_t lda, clp_buf b,
+				 size_t ldb, float beta, clp_buf c, size_t ldc, clp_buf bias,
+				 clp_buf act, int kind, int *fused)
+{
+	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+				  0, 0, 0, 1, bias, act, kind};
 
 	return gemm_call(ctx, g, fused);
 }

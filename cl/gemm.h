@@ -100,6 +100,16 @@ clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t 
 			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,
 			    float beta, clp_buf c, size_t ldc, clp_buf bias, int *fused);
 
+/* The same, then act = gelu(C) (kind: clp_nn_gelu's value; act dense like C, C's storage) in
+ * the packed backend's store, both or neither (*fused): C is bitwise the product then
+ * clp_nn_bias_forward, act bitwise clp_nn_gelu_forward's float8 path on that C. It needs
+ * ldc = n, n and the strip width multiples of 8; whether that is clp_nn_bias_gelu_forward's
+ * path for every element is the caller's to know (cl/nn.h clp_nn_linear_gelu). */
+clp_status clp_cl_gemm_bias_gelu(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m,
+				 size_t n, size_t k, float alpha, clp_buf a, size_t lda, clp_buf b,
+				 size_t ldb, float beta, clp_buf c, size_t ldc, clp_buf bias,
+				 clp_buf act, int kind, int *fused);
+
 /* Kept packs. The packed backend packs op(B) into strips before each product. When B is read
  * from a held buffer, its strips are kept (one set per way the buffer is read: offset, leading
  * dimension, transpose, size, storage and strip shape) and later products that read B the same

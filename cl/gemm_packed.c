@@ -173,7 +173,7 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 			  cl_mem A, size_t offA, size_t lda, int apacked, size_t strideA,
 			  cl_mem Bp, size_t strideBp, float beta, cl_mem C, size_t offC, size_t ldc,
 			  size_t strideC, size_t batch, const struct region *pf1,
-			  const struct region *pf2, clp_buf bias)
+			  const struct region *pf2, clp_buf bias, clp_buf act, int gelu)
 {
 	static const struct region none = {NULL, 0, 0, 0, 0};
 	const struct region *pr[2] = {pf1 ? pf1 : &none, pf2 ? pf2 : &none};
@@ -182,8 +182,10 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 	cl_int lc = (cl_int)ldc, mc, nc, kc;
 	cl_long oa = (cl_long)offA, sa = (cl_long)strideA, sbp = (cl_long)strideBp;
 	cl_long oc = (cl_long)offC, sc = (cl_long)strideC, bo = (cl_long)bias.off;
-	cl_int hb = bias.mem != NULL;
+	cl_int hb = bias.mem != NULL, ge = hb && act.mem ? gelu : -1;
 	cl_mem bm = hb ? bias.mem : C; /* a buffer the kernel does not read without has_bias */
+	cl_mem am = ge >= 0 ? act.mem : C; /* nor act without gelu */
+	cl_long ao = (cl_long)act.off;
 	size_t gs[3], ls[3] = {1, 1, 1};
 
 	if (!M || !N || !batch)
@@ -203,7 +205,8 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 		CLP_TRY(clp_cl_args_at(p->ctx, k, 19 + 5 * r, 5, sizeof(cl_mem), bp, CLP_ARG(off),
 				       CLP_ARG(rows), CLP_ARG(len), CLP_ARG(ld)));
 	}
-	CLP_TRY(clp_cl_args_at(p->ctx, k, 29, 3, CLP_ARG(bm), CLP_ARG(bo), CLP_ARG(hb)));
+	CLP_TRY(clp_cl_args_at(p->ctx, k, 29, 6, CLP_ARG(bm), CLP_ARG(bo), CLP_ARG(hb), CLP_ARG(am),
+			       CLP_ARG(ao), CLP_ARG(ge)));
 	gs[0] = cdiv(N, (size_t)nc);
 	gs[1] = cdiv(M, (size_t)mc);
 	gs[2] = batch;
@@ -230,6 +233,14 @@ int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_cal
 	return K > 0 && K <= 2 * (size_t)kc && (direct || kch <= 0 || K <= (size_t)kch);
 }
 
+int clp_gemm_packed_gelu_ok(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
+{
+	long nr = clp_gemm_param_get(t, "VW", 8) * clp_gemm_param_get(t, "NV", 2);
+
+	return g->batch == 1 && g->ldc == g->n && g->n % 8 == 0 && nr % 8 == 0 &&
+	       g->act.dt == g->c.dt && g->bias.mem;
+}
+
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			       const struct clp_gemm_call *g)
 {
@@ -245,6 +256,10 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	if (g->bias.mem && (K == 0 || g->bias.dt != g->c.dt))
 		return clp_error(CLP_ERR_INVALID, "gemm packed: a bias in the store needs K > 0 "
 				 "and C's storage type (cl/gemm.c adds the others apart)");
+	if (g->bias.mem && g->act.mem && g->gelu >= 0 &&
+	    !clp_gemm_packed_gelu_ok(t, g))
+		return clp_error(CLP_ERR_INVALID, "gemm packed: GELU in the store needs batch 1, "
+				 "a dense C and act of C's type, N and the strip width multiples of 8");
 	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, g->c.dt, &p));
 	if (g->c.dt != CLP_F32)
 		p.KC = (int)K; /* one K block (clp_gemm_packed_stores_c) */
@@ -284,7 +299,7 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		if (!uses_pack_a(&p, g->ta)) /* one chunk: kch == K */
 			return compute(&p, g->m, g->n, kk, g->alpha, g->a.mem, oa, g->lda, 0, g->sa,
 				       Bk, sbp, g->beta, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
-				       NULL, NULL, bias);
+				       NULL, NULL, bias, g->act, g->gelu);
 		if (pa_too)
 			CLP_TRY(pack(&p, p.pack_a, "gemm_pack_a", p.MR, (int)g->ta, g->m, kk,
 				     g->a.mem, oa, g->lda, g->sa, Ap, sap, g->batch));
@@ -301,7 +316,7 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 					     (int)g->ldb};
 		CLP_TRY(compute(&p, g->m, g->n, kk, g->alpha, Ap, 0, 0, 1, sap, Bk, sbp,
 				k0 == 0 ? g->beta : 1.0f, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
-				&pa, &pb, bias));
+				&pa, &pb, bias, g->act, g->gelu));
 		if (K == 0)
 			break;
 	}

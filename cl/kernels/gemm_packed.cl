@@ -47,6 +47,7 @@
  * single K block (K <= 2 KC, one K chunk); otherwise the host computes into fp32 scratch and
  * gemm_store.cl rounds. */
 #include "half.clh"
+#include "nn_gelu.clh"
 
 #if VW == 4
 #define VT float4
@@ -249,7 +250,10 @@ __kernel WG1 void clp_gemm_pack_ab(int ga, int M, int K, int transA,
  * has_bias: the epilogue adds bias[boff + column] (N, C's storage) to each element of C after
  * its last K block: C = round(round(alpha acc + beta C) + bias), the rounding and order of a
  * separate clp_bias_forward after the product (bitwise that pair; the host sets it on the last
- * K chunk only, and never with K <= 0). */
+ * K chunk only, and never with K <= 0).
+ * gelu >= 0 (with has_bias; batch 1, N and NR multiples of 8): act[aoff + row ldc + column] =
+ * gelu_f8(C as stored) (kind gelu, nn_gelu.clh) after the biased store, eight columns at a time:
+ * clp_bias_gelu_forward's vector path, whose fc this C is (cl/nn.h clp_nn_linear_gelu). */
 __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                                 __global const AB_T *restrict A, long offA,
                                 int lda, int apacked, long strideA,
@@ -258,7 +262,8 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                                 long strideC, int mc, int nc, int kc,
                                 __global const float *P1, long p1off, int p1rows, int p1len, int p1ld,
                                 __global const float *P2, long p2off, int p2rows, int p2len, int p2ld,
-                                __global const ST_T *bias, long boff, int has_bias)
+                                __global const ST_T *bias, long boff, int has_bias,
+                                __global ST_T *act, long aoff, int gelu)
 {
   const int G = get_num_groups(0) * get_num_groups(1) * get_num_groups(2);
   const int g = get_group_id(0) + get_num_groups(0) * (get_group_id(1) + get_num_groups(1) * get_group_id(2));
@@ -357,6 +362,13 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                 ST_SV(c, (size_t)r * ldc + q,
                       ST_LD(c, (size_t)r * ldc + q) + ST_LD(bias, boff + j + q));
             }
+        }
+        if (addb && gelu >= 0) { /* act = gelu(fc as stored), eight at a time */
+          const int nr = min(NR, n1 - j);
+          __global ST_T *ap = act + aoff + (size_t)i * ldc + j;
+          for (int r = 0; r < mv; ++r)
+            for (int q = 0; q + 8 <= nr; q += 8)
+              ST_SV8(ap, (size_t)r * ldc + q, gelu_f8(ST_LD8(c, (size_t)r * ldc + q), gelu));
         }
       }
     }

@@ -102,8 +102,9 @@ clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stag
 	return stage_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
 }
 
-/* The MLP's first linear and GELU: fc = x W + b and act = gelu(fc), the bias and GELU in one
- * launch (issue 30; bitwise the two), unless a LoRA adapter adds to fc after the bias. */
+/* The MLP's first linear and GELU: fc = x W + b and act = gelu(fc), the bias and GELU in the
+ * GEMM's store or in one launch after it (issue 30; bitwise the separate kernels), unless a
+ * LoRA adapter adds to fc after the bias. */
 static clp_status mlp_up(clp_stage *st, clp_buf *la, int blk, clp_buf x, clp_nn_gelu kind,
 			 int in_out)
 {
@@ -112,7 +113,18 @@ static clp_status mlp_up(clp_stage *st, clp_buf *la, int blk, clp_buf x, clp_nn_
 	clp_buf b = stage_unit(st, CLP_ST_VALUE, CLP_R_FC_B, blk), none = CLP_BUF_NONE;
 
 	if (b.mem && (st->cfg.lora_r <= 0 || !(st->cfg.lora_mask & 1u << CLP_LIN_FC))) {
-		CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, none, N, C, F, in_out));
+		int fused = 0;
+
+		/* both in the GEMM's store where that is bitwise the same (cl/gemm.h) */
+		if (clp_nn_gelu_store_ok(st->ctx, F))
+			CLP_TRY(clp_cl_gemm_bias_gelu(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, F, C,
+						      1.0f, x, C, w, in_out ? F : C, 0.0f,
+						      la[LA_FC], F, b, la[LA_ACT], (int)kind,
+						      &fused));
+		else
+			CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, none, N, C, F, in_out));
+		if (fused)
+			return CLP_OK;
 		return clp_nn_bias_gelu_forward(st->ctx, la[LA_ACT], la[LA_FC], b, N, F, kind);
 	}
 	CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, b, N, C, F, in_out));

@@ -6,7 +6,11 @@
  * the register tile), beta 0 over NaN and beta != 0, K in several blocks and chunks (k = 1000:
  * the bias added once, after the last), and a NaN in the bias reaching exactly its column. fp32
  * is also checked against the double reference. The pair itself is tested by test_cl_gemm and
- * test_nn_norm. */
+ * test_nn_norm.
+ * And with GELU (clp_cl_gemm_bias_gelu, the MLP up projection's store): fc and act bitwise the
+ * product then clp_nn_bias_gelu_forward, both kinds, every storage, n a multiple of 8 (in the
+ * store where clp_nn_gelu_store_ok) or not (left to the caller), edge tiles (n = 200: not a
+ * multiple of the strip), NaN in the bias reaching act's column too. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -158,6 +162,97 @@ out:
 	free(a); free(b); free(c); free(bias); free(g1); free(g2); free(ref);
 }
 
+static void one_gelu(clp_cl_ctx *ctx, const char *be, clp_dtype t, int tb, struct shape s,
+		     int kind, int nan_col, th_rng *r)
+{
+	size_t ldb = tb ? s.k : s.n, na = s.m * s.k, nb = s.k * s.n, nc = s.m * s.n;
+	size_t es = clp_dtype_size(t);
+	float *a = malloc(na * 4 + 4), *b = malloc(nb * 4 + 4), *bias = malloc(s.n * 4 + 4);
+	unsigned char *g[4];
+	cl_mem A = NULL, B = NULL, D = NULL, M[4] = {NULL, NULL, NULL, NULL};
+	char what[160];
+	int fused = -1, want;
+
+	snprintf(what, sizeof(what), "%s %s N%c %zux%zux%zu gelu %s%s", be, clp_dtype_name(t),
+		 tb ? 'T' : 'N', s.m, s.n, s.k, kind ? "erf" : "tanh",
+		 nan_col >= 0 ? " NaN bias" : "");
+	for (int i = 0; i < 4; i++)
+		g[i] = malloc(nc * 4 + 4);
+	th_fill_uniform(r, a, na, -2, 2);
+	th_fill_uniform(r, b, nb, -1, 1);
+	th_fill_uniform(r, bias, s.n, -3, 3);
+	if (nan_col >= 0)
+		bias[nan_col] = NAN;
+	CHECK_OK(clp_cl_buffer(ctx, na * es + 4, "A", &A));
+	CHECK_OK(clp_cl_buffer(ctx, nb * es + 4, "B", &B));
+	CHECK_OK(clp_cl_buffer(ctx, s.n * es + 4, "bias", &D));
+	for (int i = 0; i < 4; i++)
+		CHECK_OK(clp_cl_buffer(ctx, nc * es + 4, "fc/act", &M[i]));
+	if (!A || !B || !D || !M[0] || !M[1] || !M[2] || !M[3])
+		goto out;
+	put(ctx, A, t, a, na);
+	put(ctx, B, t, b, nb);
+	put(ctx, D, t, bias, s.n);
+#define BUF(x) clp_buf_typed((x), 0, t)
+	/* the pair: product, then bias + GELU in one elementwise launch */
+	CHECK_OK(clp_cl_gemm(ctx, CLP_N, (clp_trans)tb, s.m, s.n, s.k, 1.0f, BUF(A), s.k, BUF(B), ldb,
+			     0.0f, BUF(M[0]), s.n));
+	CHECK_OK(clp_nn_bias_gelu_forward(ctx, BUF(M[1]), BUF(M[0]), BUF(D), s.m, s.n,
+					  (clp_nn_gelu)kind));
+	/* in the store where it can be, as engine/model/stage_fwd.c calls it */
+	want = strcmp(be, "packed") == 0 && clp_nn_gelu_store_ok(ctx, s.n) &&
+	       (t == CLP_F32 || s.k <= 127);
+	if (clp_nn_gelu_store_ok(ctx, s.n))
+		CHECK_OK(clp_cl_gemm_bias_gelu(ctx, CLP_N, (clp_trans)tb, s.m, s.n, s.k, 1.0f,
+					       BUF(A), s.k, BUF(B), ldb, 0.0f, BUF(M[2]), s.n,
+					       BUF(D), BUF(M[3]), kind, &fused));
+	else /* as engine/model/stage_fwd.c: the product alone */
+		CHECK_OK(clp_cl_gemm(ctx, CLP_N, (clp_trans)tb, s.m, s.n, s.k, 1.0f, BUF(A), s.k,
+				     BUF(B), ldb, 0.0f, BUF(M[2]), s.n));
+	if (!clp_nn_gelu_store_ok(ctx, s.n))
+		fused = 0;
+	if (!fused)
+		CHECK_OK(clp_nn_bias_gelu_forward(ctx, BUF(M[3]), BUF(M[2]), BUF(D), s.m, s.n,
+						  (clp_nn_gelu)kind));
+#undef BUF
+	if (strcmp(be, "packed") != 0 || !clp_nn_gelu_store_ok(ctx, s.n))
+		CHECK(fused == 0, "%s: fused = %d where the store cannot", what, fused);
+	else if (want) /* a 16-bit C over one K block may go either way (gemm.h) */
+		CHECK(fused == 1, "%s: fused = %d: bias and GELU not in the store", what, fused);
+	for (int i = 0; i < 4; i++)
+		get(ctx, M[i], t, g[i], nc);
+	for (int o = 0; o < 2; o++)
+		for (size_t i = 0; i < nc; i++) {
+			float x1 = elem(g[o], t, i), x2 = elem(g[o + 2], t, i);
+			int col = (int)(i % s.n);
+
+			if (memcmp(g[o] + i * es, g[o + 2] + i * es, es) != 0 &&
+			    !(isnan(x1) && isnan(x2))) {
+				CHECK(0, "%s: %s[%zu][%zu] = %.9g, the pair gives %.9g (not bitwise)",
+				      what, o ? "act" : "fc", i / s.n, i % s.n, x2, x1);
+				break;
+			}
+			if ((isnan(x2) != 0) != (col == nan_col)) {
+				CHECK(0, "%s: %s[%zu][%d] = %g: NaN only in the NaN bias's column", what,
+				      o ? "act" : "fc", i / s.n, col, x2);
+				break;
+			}
+		}
+out:
+	if (A)
+		clReleaseMemObject(A);
+	if (B)
+		clReleaseMemObject(B);
+	if (D)
+		clReleaseMemObject(D);
+	for (int i = 0; i < 4; i++) {
+		if (M[i])
+			clReleaseMemObject(M[i]);
+		free(g[i]);
+	}
+	free(a); free(b); free(bias);
+}
+
 static int use_backend(clp_cl_ctx *ctx, clp_gemm_backend want)
 {
 	clp_gemm_tuning t;
@@ -202,6 +297,20 @@ static void run(clp_gemm_backend be)
 				}
 	one(ctx, name, CLP_F32, 0, 0, (struct shape){7, 33, 127}, 1.0f, 0.0f, 20, &r);
 	one(ctx, name, CLP_BF16, 1, 0, (struct shape){33, 7, 9}, 1.0f, 0.5f, 6, &r);
+	{
+		/* n: one vector, the strip, edge tiles (200 = 4 x 48 + 8), not a multiple of 8 */
+		static const struct shape gs[] = {{1, 8, 1}, {7, 48, 127}, {33, 200, 7},
+						  {127, 136, 33}, {7, 33, 127}, {33, 96, 1000}};
+		int ng = clp_cl_ctx_gpu_shape(ctx) ? 5 : 6;
+
+		for (int t = CLP_F32; t <= CLP_F16; t++)
+			for (int i = 0; i < ng; i++)
+				for (int kind = 0; kind < 2; kind++)
+					one_gelu(ctx, name, (clp_dtype)t, (i + kind) % 2, gs[i],
+						 kind, -1, &r);
+		one_gelu(ctx, name, CLP_F32, 0, (struct shape){7, 48, 33}, 0, 17, &r);
+		one_gelu(ctx, name, CLP_F16, 1, (struct shape){7, 48, 33}, 1, 40, &r);
+	}
 }
 
 static void test_packed(void)
