@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cl/check/check_internal.h"
+#include "cl/ref/nn_ref.h"
 #include "cl/ref/ref.h"
 
 /* d[5] bits: A, B, C in the case's 16-bit type; beta != 0 */
@@ -16,6 +17,7 @@
 #define GM_C 4u
 #define GM_BETA 8u
 #define GM_BIAS 16u /* + bias (n, C's type) through clp_cl_gemm_bias; C dense (ldc = n) */
+#define GM_GELU 32u /* and act = gelu(C) (tanh; erf with beta) through clp_cl_gemm_bias_gelu */
 
 static const clp_gemm_backend backends[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
 
@@ -84,7 +86,8 @@ clp_status ck_run_gemm(ck_env *e, const ck_case *c)
 	const clp_dtype at = bits & GM_A ? c->dt : CLP_F32, bt = bits & GM_B ? c->dt : CLP_F32;
 	const clp_dtype ct = bits & GM_C ? c->dt : CLP_F32;
 	const float alpha = bits & GM_BETA ? -1.5f : 1.0f, beta = bits & GM_BETA ? 0.5f : 0.0f;
-	const int hb = (bits & GM_BIAS) != 0;
+	const int hb = (bits & GM_BIAS) != 0, hg = hb && (bits & GM_GELU);
+	const clp_nn_gelu kind = bits & GM_BETA ? CLP_NN_GELU_ERF : CLP_NN_GELU_TANH;
 	const size_t pad = hb ? 0 : 3;
 	const size_t arows = ta ? k : m, acols = ta ? m : k, brows = tb ? n : k, bcols = tb ? k : n;
 	const size_t lda = acols + pad, ldb = bcols + pad, ldc = n + pad;
@@ -93,14 +96,14 @@ clp_status ck_run_gemm(ck_env *e, const ck_case *c)
 	float *got = ck_alloc(e, nc * 4), *cr = ck_alloc(e, m * n * 4), *gc = ck_alloc(e, m * n * 4);
 	double *ref = ck_alloc(e, m * n * 8), *tol = ck_alloc(e, m * n * 8);
 	float *bias = hb ? ck_rand(e, n, -1, 1) : NULL;
-	clp_buf ba, bb, bc, bbias = CLP_BUF_NONE;
+	clp_buf ba, bb, bc, bbias = CLP_BUF_NONE, bact = CLP_BUF_NONE;
 	int fused = 0;
 
 	CK_NEED(a && b && c0 && got && cr && gc && ref && tol && (bias || !hb));
 	snprintf(e->dtype, sizeof(e->dtype), "%s*%s->%s", clp_dtype_name(at), clp_dtype_name(bt),
 		 clp_dtype_name(ct));
 	snprintf(e->extra, sizeof(e->extra), "%c%c%s%s", ta ? 'T' : 'N', tb ? 'T' : 'N',
-		 beta != 0.0f ? " beta" : "", hb ? " bias" : "");
+		 beta != 0.0f ? " beta" : "", hg ? " bias gelu" : hb ? " bias" : "");
 	ck_round(at, a, na), ck_round(bt, b, nb), ck_round(ct, c0, nc);
 	CLP_TRY(use_backend(e, c->variant));
 	CLP_TRY(ck_buf(e, a, na, at, &ba));
@@ -110,10 +113,23 @@ clp_status ck_run_gemm(ck_env *e, const ck_case *c)
 		ck_round(ct, bias, n);
 		CLP_TRY(ck_buf(e, bias, n, ct, &bbias));
 	}
-	CLP_TRY(clp_cl_gemm_bias(e->ctx, (clp_trans)ta, (clp_trans)tb, m, n, k, alpha, ba, lda, bb,
-				 ldb, beta, bc, ldc, bbias, &fused));
-	if (hb && !fused)
-		CLP_TRY(clp_nn_bias_forward(e->ctx, bc, bbias, m, n));
+	if (hg) { /* as engine/model/stage_fwd.c's MLP up projection */
+		CLP_TRY(ck_buf(e, NULL, nc, ct, &bact));
+		if (clp_nn_gelu_store_ok(e->ctx, n))
+			CLP_TRY(clp_cl_gemm_bias_gelu(e->ctx, (clp_trans)ta, (clp_trans)tb, m, n, k,
+						      alpha, ba, lda, bb, ldb, beta, bc, ldc, bbias,
+						      bact, (int)kind, &fused));
+		else
+			CLP_TRY(clp_cl_gemm(e->ctx, (clp_trans)ta, (clp_trans)tb, m, n, k, alpha, ba,
+					    lda, bb, ldb, beta, bc, ldc));
+		if (!fused)
+			CLP_TRY(clp_nn_bias_gelu_forward(e->ctx, bact, bc, bbias, m, n, kind));
+	} else {
+		CLP_TRY(clp_cl_gemm_bias(e->ctx, (clp_trans)ta, (clp_trans)tb, m, n, k, alpha, ba,
+					 lda, bb, ldb, beta, bc, ldc, bbias, &fused));
+		if (hb && !fused)
+			CLP_TRY(clp_nn_bias_forward(e->ctx, bc, bbias, m, n));
+	}
 	CLP_TRY(ck_get(e, bc, nc, got));
 	for (size_t i = 0; i < m; i++)
 		for (size_t j = 0; j < n; j++) {
@@ -132,5 +148,18 @@ clp_status ck_run_gemm(ck_env *e, const ck_case *c)
 		tol[i] += ub * (fabs(ref[i]) + tol[i]) + (ct == CLP_F16 ? ldexp(1.0, -25) : 0);
 	}
 	ck_compare_tol(e, "C", gc, ref, tol, m * n);
+	if (hg) { /* act against gelu of the device's C: 1e-6 + 1e-5 |x| (bias_gelu's), + a
+		   * 16-bit rounding */
+		float *ga = ck_alloc(e, nc * 4);
+		const double ua = ct == CLP_BF16 ? 1.0 / 256 : ct == CLP_F16 ? 1.0 / 2048 : 0;
+
+		CK_NEED(ga);
+		CLP_TRY(ck_get(e, bact, nc, ga));
+		clp_ref_gelu_forward(ref, gc, m * n, kind);
+		for (size_t i = 0; i < m * n; i++)
+			tol[i] = 1e-6 + (1e-5 + 2 * ua) * fabs(ref[i]) +
+				 (ct == CLP_F16 ? ldexp(1.0, -24) : 0);
+		ck_compare_tol(e, "act", ga, ref, tol, m * n);
+	}
 	return CLP_OK;
 }
