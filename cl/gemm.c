@@ -443,26 +443,43 @@ static clp_status check_type(const char *name, clp_buf x)
 	return CLP_OK;
 }
 
-clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
-			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
-			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
-			       size_t ldc, size_t stride_c, size_t batch)
+/* Whether the packed backend adds g's bias in its store (clp_cl_gemm_bias). */
+static int bias_in_store(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
+{
+	return t->backend == CLP_GEMM_PACKED && g->alpha != 0.0f && g->k > 0 &&
+	       g->bias.dt == g->c.dt && clp_gemm_packed_stores_c(t, g);
+}
+
+static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 {
 	const clp_gemm_tuning *t;
-	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
-				  stride_a, stride_b, stride_c, batch};
+	clp_trans ta = g.ta, tb = g.tb;
+	size_t m = g.m, n = g.n, k = g.k;
+	clp_buf bias = g.bias, act = g.act;
 
-	CLP_TRY(check_type("A", a));
-	CLP_TRY(check_type("B", b));
-	CLP_TRY(check_type("C", c));
-	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, lda, ldb, ldc));
-	if (m == 0 || n == 0 || batch == 0)
+	if (fused)
+		*fused = 0;
+	CLP_TRY(check_type("A", g.a));
+	CLP_TRY(check_type("B", g.b));
+	CLP_TRY(check_type("C", g.c));
+	CLP_TRY(clp_gemm_check_args(ta, tb, m, n, k, g.lda, g.ldb, g.ldc));
+	g.bias.mem = g.act.mem = NULL;
+	if (m == 0 || n == 0 || g.batch == 0)
 		return CLP_OK;
 	if (k == 0) /* no products: C = beta * C, which backends (CLBlast) may refuse */
 		return scale_c(ctx, &g);
 	CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
 	for (;;) {
-		clp_status s = run_backend(ctx, t, &g);
+		clp_status s;
+
+		g.bias = bias;
+		g.act = act;
+		if (!bias.mem || !bias_in_store(t, &g) ||
+		    (act.mem && !clp_gemm_packed_gelu_ok(t, &g)))
+			g.bias.mem = g.act.mem = NULL; /* with act: both in the store or neither */
+		s = run_backend(ctx, t, &g);
+		if (s == CLP_OK && fused)
+			*fused = g.bias.mem != NULL;
 
 		if (s != CLP_ERR_BUILD)
 			return s;
@@ -470,6 +487,38 @@ clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size
 		CLP_TRY(fall_back(ctx, s, t->backend));
 		CLP_TRY(clp_cl_gemm_tuning(ctx, &t));
 	}
+}
+
+clp_status clp_cl_gemm_batched(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			       size_t k, float alpha, clp_buf a, size_t lda, size_t stride_a,
+			       clp_buf b, size_t ldb, size_t stride_b, float beta, clp_buf c,
+			       size_t ldc, size_t stride_c, size_t batch)
+{
+	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+				  stride_a, stride_b, stride_c, batch, CLP_BUF_NONE, CLP_BUF_NONE, -1};
+
+	return gemm_call(ctx, g, NULL);
+}
+
+clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,
+			    float beta, clp_buf c, size_t ldc, clp_buf bias, int *fused)
+{
+	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+				  0, 0, 0, 1, bias, CLP_BUF_NONE, -1};
+
+	return gemm_call(ctx, g, fused);
+}
+
+clp_status clp_cl_gemm_bias_gelu(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m,
+				 size_t n, size_t k, float alpha, clp_buf a, size_t lda, clp_buf b,
+				 size_t ldb, float beta, clp_buf c, size_t ldc, clp_buf bias,
+				 clp_buf act, int kind, int *fused)
+{
+	struct clp_gemm_call g = {ta, tb, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+				  0, 0, 0, 1, bias, act, kind};
+
+	return gemm_call(ctx, g, fused);
 }
 
 clp_status clp_cl_gemm_batched_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_trans tb,

@@ -90,6 +90,26 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  size_t m, size_t n, size_t k, float alpha, clp_buf a, size_t lda,
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
+/* C = alpha op(A) op(B) + beta C, then C += bias (n values, C's storage, one per column), for
+ * a linear layer's forward. The packed backend adds the bias in its store when it writes C
+ * itself (fp32, or a 16-bit C in one K block) and bias.dt == c.dt: *fused = 1, and C is bitwise
+ * what the product then a separate clp_nn_bias_forward give (the product's value rounded to C's
+ * storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
+ * through scratch) only the product runs, *fused = 0, and the caller adds the bias. */
+clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
+			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,
+			    float beta, clp_buf c, size_t ldc, clp_buf bias, int *fused);
+
+/* The same, then act = gelu(C) (kind: clp_nn_gelu's value; act dense like C, C's storage) in
+ * the packed backend's store, both or neither (*fused): C is bitwise the product then
+ * clp_nn_bias_forward, act bitwise clp_nn_gelu_forward's float8 path on that C. It needs
+ * ldc = n, n and the strip width multiples of 8; whether that is clp_nn_bias_gelu_forward's
+ * path for every element is the caller's to know (cl/nn.h clp_nn_linear_gelu). */
+clp_status clp_cl_gemm_bias_gelu(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m,
+				 size_t n, size_t k, float alpha, clp_buf a, size_t lda, clp_buf b,
+				 size_t ldb, float beta, clp_buf c, size_t ldc, clp_buf bias,
+				 clp_buf act, int kind, int *fused);
+
 /* Kept packs. The packed backend packs op(B) into strips before each product. When B is read
  * from a held buffer, its strips are kept (one set per way the buffer is read: offset, leading
  * dimension, transpose, size, storage and strip shape) and later products that read B the same
@@ -111,8 +131,20 @@ typedef struct clp_gemm_cache_stats {
 	long repacks; /* kept strips packed again after clp_cl_gemm_stale */
 	int entries;  /* kept sets of strips */
 	size_t bytes; /* their memory */
+	size_t peak;  /* the most bytes kept at once, since clp_cl_gemm_cache_reset_peak */
 } clp_gemm_cache_stats;
 void clp_cl_gemm_cache_stats(const clp_cl_ctx *ctx, clp_gemm_cache_stats *out);
+void clp_cl_gemm_cache_reset_peak(clp_cl_ctx *ctx); /* peak := bytes kept now */
+
+/* What the memory model of the kept packs (engine/model/stage_mem.c) needs of tuning t: the
+ * strip width NR (0 for a backend that packs nothing), the K chunk when A is packed (KCH) and
+ * DIRECT_A; one kept set per K chunk of op(B) (n columns) takes ceil(n / NR) NR kk 4 + 4 bytes.
+ * clp_cl_gemm_keep_limit: the most the kept packs may take on ctx (0 when
+ * CLPIPE_GEMM_KEEP_PACKS=0 keeps none, else CLPIPE_GEMM_KEEP_PACKS_MB or a quarter of the
+ * device's memory). */
+void clp_gemm_pack_shape(const clp_gemm_tuning *t, int *nr, int *kch, int *direct_a);
+size_t clp_cl_gemm_keep_limit(const clp_cl_ctx *ctx);
+size_t clp_gemm_keep_limit(const clp_cl_devinfo *dev); /* the same without a context */
 
 /* Check the arguments the way every backend needs them (sizes, leading dimensions). */
 clp_status clp_gemm_check_args(clp_trans ta, clp_trans tb, size_t m, size_t n, size_t k,

@@ -27,17 +27,30 @@ struct clp_gemm_cache {
 
 /* CLPIPE_GEMM_KEEP_PACKS=0 turns the cache off; CLPIPE_GEMM_KEEP_PACKS_MB caps its memory
  * (default: a quarter of the device's global memory). */
-static struct clp_gemm_cache *cache_get(clp_cl_ctx *ctx)
+size_t clp_gemm_keep_limit(const clp_cl_devinfo *dev)
 {
 	const char *off = getenv("CLPIPE_GEMM_KEEP_PACKS");
 	const char *mb = getenv("CLPIPE_GEMM_KEEP_PACKS_MB");
+
+	if (off && strcmp(off, "0") == 0)
+		return 0;
+	return mb && *mb ? (size_t)strtoull(mb, NULL, 10) << 20 : (size_t)(dev->global_mem / 4);
+}
+
+size_t clp_cl_gemm_keep_limit(const clp_cl_ctx *ctx)
+{
+	return clp_gemm_keep_limit(&ctx->info);
+}
+
+static struct clp_gemm_cache *cache_get(clp_cl_ctx *ctx)
+{
+	const char *off = getenv("CLPIPE_GEMM_KEEP_PACKS");
 
 	if (ctx->gemm_cache || (off && strcmp(off, "0") == 0))
 		return ctx->gemm_cache;
 	ctx->gemm_cache = calloc(1, sizeof(*ctx->gemm_cache));
 	if (ctx->gemm_cache)
-		ctx->gemm_cache->limit = mb && *mb ? (size_t)strtoull(mb, NULL, 10) << 20
-						   : (size_t)(ctx->info.global_mem / 4);
+		ctx->gemm_cache->limit = clp_cl_gemm_keep_limit(ctx);
 	return ctx->gemm_cache;
 }
 
@@ -104,6 +117,12 @@ void clp_cl_gemm_cache_stats(const clp_cl_ctx *ctx, clp_gemm_cache_stats *out)
 	}
 }
 
+void clp_cl_gemm_cache_reset_peak(clp_cl_ctx *ctx)
+{
+	if (ctx->gemm_cache)
+		ctx->gemm_cache->stats.peak = ctx->gemm_cache->bytes;
+}
+
 void clp_gemm_cache_free(clp_cl_ctx *ctx)
 {
 	struct clp_gemm_cache *c = ctx->gemm_cache;
@@ -166,6 +185,8 @@ clp_status clp_gemm_cache_find(clp_cl_ctx *ctx, const struct clp_gemm_pack_key *
 	e->valid = 1;
 	c->n++;
 	c->bytes += bytes;
+	if (c->bytes > c->stats.peak)
+		c->stats.peak = c->bytes;
 	c->stats.packs++;
 	*packed = e->packed;
 	return CLP_OK;

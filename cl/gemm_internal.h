@@ -12,6 +12,9 @@ struct clp_gemm_call {
 	size_t lda, ldb, ldc;
 	size_t sa, sb, sc;
 	size_t batch; /* storage types: a.dt, b.dt, c.dt (C fp32 for packed and clblast) */
+	clp_buf bias; /* mem NULL: none; else the packed backend's store adds it (clp_cl_gemm_bias) */
+	clp_buf act;  /* with bias and gelu >= 0: act = gelu(C) in the store (clp_cl_gemm_bias_gelu) */
+	int gelu;     /* -1: none; else the GELU kind (clp_nn_gelu) */
 };
 
 /* "#define NAME value\n" for each parameter into buf. */
@@ -23,6 +26,8 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 /* Whether the packed backend writes g's C itself: fp32, or a 16-bit C computed in one K block
  * (rounded once per element as gemm_store.cl would); else cl/gemm.c goes through scratch. */
 int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_call *g);
+/* Whether the packed backend can apply GELU in its store for g (see gemm_packed.cl). */
+int clp_gemm_packed_gelu_ok(const clp_gemm_tuning *t, const struct clp_gemm_call *g);
 /* Candidates for the packed backend's parameters (see gemm_tune.h). */
 int clp_gemm_packed_candidates(const clp_cl_devinfo *dev, unsigned seed, clp_gemm_tuning *out,
 			       int max);

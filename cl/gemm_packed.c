@@ -14,7 +14,7 @@ struct packed {
 	int VW, MR, NV, NR, PK, PS, MC, NC, KC, direct_a, kch, pf;
 	int nthreads;
 	char defines[256], adefs[288], bdefs[288], cdefs[320];
-	cl_kernel pack_a, pack_b, compute;
+	cl_kernel pack_a, pack_b, pack_ab, compute;
 };
 
 static size_t cdiv(size_t a, size_t b)
@@ -61,6 +61,8 @@ static clp_status setup(clp_cl_ctx *ctx, const clp_gemm_tuning *t, clp_dtype at,
 	snprintf(p->cdefs, sizeof(p->cdefs), "%s%s", p->adefs, clp_dtype_st_define(ct));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_a", &p->pack_a));
 	CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->bdefs, "clp_gemm_pack_b", &p->pack_b));
+	if (at == bt) /* A and B packed in one launch needs one storage type */
+		CLP_TRY(clp_cl_kernel(ctx, PACKED_FILE, p->adefs, "clp_gemm_pack_ab", &p->pack_ab));
 	return clp_cl_kernel(ctx, PACKED_FILE, p->cdefs, "clp_gemm_packed", &p->compute);
 }
 
@@ -93,26 +95,43 @@ static clp_status pack(struct packed *p, cl_kernel k, const char *label, int S, 
 	return clp_cl_run(p->ctx, k, label, 3, gs, ls);
 }
 
-/* op(B)'s chunk of kk rows from ob into strips: kept ones when B's buffer is held (cl/gemm.h
- * "Kept packs"; *out is then those, packed only when new or stale), else scratch Bp. */
-static clp_status pack_b(struct packed *p, const struct clp_gemm_call *g, size_t ob, size_t kk,
-			 cl_mem Bp, size_t sbp, cl_mem *out)
+/* Where op(B)'s chunk of kk rows from ob goes: kept strips when B's buffer is held (cl/gemm.h
+ * "Kept packs"; *need 0 when they already hold it), else scratch Bp (*need 1). */
+static clp_status b_strips(struct packed *p, const struct clp_gemm_call *g, size_t ob, size_t kk,
+			   cl_mem Bp, size_t sbp, cl_mem *out, int *kept, int *need)
 {
 	struct clp_gemm_pack_key key = {p->pack_b, g->b.mem, ob, g->ldb, g->sb, g->batch,
 					(int)g->tb, g->n, kk};
-	cl_mem kept;
+	cl_mem km;
 	int valid;
-	clp_status s;
 
-	CLP_TRY(clp_gemm_cache_find(p->ctx, &key, g->batch * sbp * 4 + 4, &kept, &valid));
-	*out = kept ? kept : Bp;
-	if (kept && valid)
-		return CLP_OK;
-	s = pack(p, p->pack_b, "gemm_pack_b", p->NR, (int)g->tb, g->n, kk, g->b.mem, ob, g->ldb,
-		 g->sb, *out, sbp, g->batch);
-	if (s != CLP_OK && kept)
-		clp_cl_gemm_stale(p->ctx, g->b.mem);
-	return s;
+	CLP_TRY(clp_gemm_cache_find(p->ctx, &key, g->batch * sbp * 4 + 4, &km, &valid));
+	*out = km ? km : Bp;
+	*kept = km != NULL;
+	*need = !(km && valid) && kk > 0 && g->n > 0;
+	return CLP_OK;
+}
+
+/* Pack op(A)'s chunk (oa, kk) into Ap and op(B)'s (ob) into Bk in one clp_gemm_pack_ab launch:
+ * the two packing kernels' work-items side by side, the same strips. */
+static clp_status pack_ab(struct packed *p, const struct clp_gemm_call *g, size_t oa, size_t ob,
+			  size_t kk, cl_mem Ap, size_t sap, cl_mem Bk, size_t sbp)
+{
+	cl_int ga = (cl_int)cdiv(cdiv(g->m, (size_t)p->MR), (size_t)p->PS);
+	cl_int m = (cl_int)g->m, n = (cl_int)g->n, k = (cl_int)kk, ta = (int)g->ta, tb = (int)g->tb;
+	cl_int la = (cl_int)g->lda, lb = (cl_int)g->ldb;
+	cl_long o1 = (cl_long)oa, s1 = (cl_long)g->sa, p1 = (cl_long)sap;
+	cl_long o2 = (cl_long)ob, s2 = (cl_long)g->sb, p2 = (cl_long)sbp;
+	size_t gs[3], ls[3] = {1, 1, 1};
+
+	CLP_TRY(clp_cl_args(p->ctx, p->pack_ab, 18, CLP_ARG(ga), CLP_ARG(m), CLP_ARG(k),
+			    CLP_ARG(ta), CLP_ARG(g->a.mem), CLP_ARG(o1), CLP_ARG(la), CLP_ARG(s1),
+			    CLP_ARG(Ap), CLP_ARG(p1), CLP_ARG(n), CLP_ARG(tb), CLP_ARG(g->b.mem),
+			    CLP_ARG(o2), CLP_ARG(lb), CLP_ARG(s2), CLP_ARG(Bk), CLP_ARG(p2)));
+	gs[0] = (size_t)ga + cdiv(cdiv(g->n, (size_t)p->NR), (size_t)p->PS);
+	gs[1] = cdiv(kk, (size_t)p->PK);
+	gs[2] = g->batch;
+	return clp_cl_run(p->ctx, p->pack_ab, "gemm_pack_ab", 3, gs, ls);
 }
 
 /* Blocking: kc splits K evenly into blocks <= KC; mc and nc start at MC and NC and shrink until
@@ -154,7 +173,7 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 			  cl_mem A, size_t offA, size_t lda, int apacked, size_t strideA,
 			  cl_mem Bp, size_t strideBp, float beta, cl_mem C, size_t offC, size_t ldc,
 			  size_t strideC, size_t batch, const struct region *pf1,
-			  const struct region *pf2)
+			  const struct region *pf2, clp_buf bias, clp_buf act, int gelu)
 {
 	static const struct region none = {NULL, 0, 0, 0, 0};
 	const struct region *pr[2] = {pf1 ? pf1 : &none, pf2 ? pf2 : &none};
@@ -162,7 +181,11 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 	cl_int m = (cl_int)M, n = (cl_int)N, kk = (cl_int)K, la = (cl_int)lda, ap = apacked;
 	cl_int lc = (cl_int)ldc, mc, nc, kc;
 	cl_long oa = (cl_long)offA, sa = (cl_long)strideA, sbp = (cl_long)strideBp;
-	cl_long oc = (cl_long)offC, sc = (cl_long)strideC;
+	cl_long oc = (cl_long)offC, sc = (cl_long)strideC, bo = (cl_long)bias.off;
+	cl_int hb = bias.mem != NULL, ge = hb && act.mem ? gelu : -1;
+	cl_mem bm = hb ? bias.mem : C; /* a buffer the kernel does not read without has_bias */
+	cl_mem am = ge >= 0 ? act.mem : C; /* nor act without gelu */
+	cl_long ao = (cl_long)act.off;
 	size_t gs[3], ls[3] = {1, 1, 1};
 
 	if (!M || !N || !batch)
@@ -182,6 +205,8 @@ static clp_status compute(struct packed *p, size_t M, size_t N, size_t K, float 
 		CLP_TRY(clp_cl_args_at(p->ctx, k, 19 + 5 * r, 5, sizeof(cl_mem), bp, CLP_ARG(off),
 				       CLP_ARG(rows), CLP_ARG(len), CLP_ARG(ld)));
 	}
+	CLP_TRY(clp_cl_args_at(p->ctx, k, 29, 6, CLP_ARG(bm), CLP_ARG(bo), CLP_ARG(hb), CLP_ARG(am),
+			       CLP_ARG(ao), CLP_ARG(ge)));
 	gs[0] = cdiv(N, (size_t)nc);
 	gs[1] = cdiv(M, (size_t)mc);
 	gs[2] = batch;
@@ -208,9 +233,18 @@ int clp_gemm_packed_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_cal
 	return K > 0 && K <= 2 * (size_t)kc && (direct || kch <= 0 || K <= (size_t)kch);
 }
 
+int clp_gemm_packed_gelu_ok(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
+{
+	long nr = clp_gemm_param_get(t, "VW", 8) * clp_gemm_param_get(t, "NV", 2);
+
+	return g->batch == 1 && g->ldc == g->n && g->n % 8 == 0 && nr % 8 == 0 &&
+	       g->act.dt == g->c.dt && g->bias.mem;
+}
+
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			       const struct clp_gemm_call *g)
 {
+	clp_buf nob = CLP_BUF_NONE;
 	struct packed p;
 	size_t K = g->alpha == 0.0f ? 0 : g->k; /* BLAS: alpha = 0 reads neither A nor B */
 	size_t kch;
@@ -219,6 +253,13 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	if (!clp_gemm_packed_stores_c(t, g))
 		return clp_error(CLP_ERR_INVALID, "gemm packed: a 16-bit C needs one K block here "
 				 "(cl/gemm.c rounds the others from fp32 scratch)");
+	if (g->bias.mem && (K == 0 || g->bias.dt != g->c.dt))
+		return clp_error(CLP_ERR_INVALID, "gemm packed: a bias in the store needs K > 0 "
+				 "and C's storage type (cl/gemm.c adds the others apart)");
+	if (g->bias.mem && g->act.mem && g->gelu >= 0 &&
+	    !clp_gemm_packed_gelu_ok(t, g))
+		return clp_error(CLP_ERR_INVALID, "gemm packed: GELU in the store needs batch 1, "
+				 "a dense C and act of C's type, N and the strip width multiples of 8");
 	CLP_TRY(setup(ctx, t, g->a.dt, g->b.dt, g->c.dt, &p));
 	if (g->c.dt != CLP_F32)
 		p.KC = (int)K; /* one K block (clp_gemm_packed_stores_c) */
@@ -238,14 +279,30 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		size_t ob = g->b.off + k0 * (g->tb ? 1 : g->ldb);
 		size_t sbp = packb_floats(&p, g->n, kk), sap = packa_floats(&p, g->m, kk);
 		struct region pa = {NULL, 0, 0, 0, 0}, pb = {NULL, 0, 0, 0, 0};
+		int kept, need, pa_too = uses_pack_a(&p, g->ta) && g->m > 0 && kk > 0;
+		clp_buf bias = k0 + kk >= K ? g->bias : nob; /* the last chunk adds the bias */
+		clp_status s;
 
-		CLP_TRY(pack_b(&p, g, ob, kk, Bp, sbp, &Bk));
+		CLP_TRY(b_strips(&p, g, ob, kk, Bp, sbp, &Bk, &kept, &need));
+		if (need && pa_too && p.pack_ab && g->batch > 0) {
+			s = pack_ab(&p, g, oa, ob, kk, Ap, sap, Bk, sbp);
+			pa_too = 0;
+		} else if (need) {
+			s = pack(&p, p.pack_b, "gemm_pack_b", p.NR, (int)g->tb, g->n, kk, g->b.mem,
+				 ob, g->ldb, g->sb, Bk, sbp, g->batch);
+		} else {
+			s = CLP_OK;
+		}
+		if (s != CLP_OK && kept)
+			clp_cl_gemm_stale(p.ctx, g->b.mem);
+		CLP_TRY(s);
 		if (!uses_pack_a(&p, g->ta)) /* one chunk: kch == K */
 			return compute(&p, g->m, g->n, kk, g->alpha, g->a.mem, oa, g->lda, 0, g->sa,
 				       Bk, sbp, g->beta, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
-				       NULL, NULL);
-		CLP_TRY(pack(&p, p.pack_a, "gemm_pack_a", p.MR, (int)g->ta, g->m, kk, g->a.mem, oa,
-			     g->lda, g->sa, Ap, sap, g->batch));
+				       NULL, NULL, bias, g->act, g->gelu);
+		if (pa_too)
+			CLP_TRY(pack(&p, p.pack_a, "gemm_pack_a", p.MR, (int)g->ta, g->m, kk,
+				     g->a.mem, oa, g->lda, g->sa, Ap, sap, g->batch));
 		/* while computing this chunk, pull the next chunk of A and B towards the cache
 		 * (regions count floats: a 16-bit operand is not prefetched) */
 		kn = K - k0 - kk < kch ? K - k0 - kk : kch;
@@ -259,11 +316,20 @@ clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 					     (int)g->ldb};
 		CLP_TRY(compute(&p, g->m, g->n, kk, g->alpha, Ap, 0, 0, 1, sap, Bk, sbp,
 				k0 == 0 ? g->beta : 1.0f, g->c.mem, g->c.off, g->ldc, g->sc, g->batch,
-				&pa, &pb));
+				&pa, &pb, bias, g->act, g->gelu));
 		if (K == 0)
 			break;
 	}
 	return CLP_OK;
+}
+
+void clp_gemm_pack_shape(const clp_gemm_tuning *t, int *nr, int *kch, int *direct_a)
+{
+	int packed = t->backend == CLP_GEMM_PACKED;
+
+	*nr = packed ? (int)(clp_gemm_param_get(t, "VW", 8) * clp_gemm_param_get(t, "NV", 2)) : 0;
+	*kch = (int)clp_gemm_param_get(t, "KCH", 512);
+	*direct_a = (int)clp_gemm_param_get(t, "DIRECT_A", 1);
 }
 
 /* Candidate shapes and blockings for `clpipe tune gemm`: register tiles that fit the vector

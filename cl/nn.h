@@ -143,6 +143,10 @@ clp_status clp_nn_gelu_backward_set(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dout,
  * clp_nn_gelu_forward. The backward is clp_nn_gelu_backward(_set) and clp_nn_bias_backward. */
 clp_status clp_nn_bias_gelu_forward(clp_cl_ctx *ctx, clp_buf act, clp_buf fc, clp_buf bias,
 				    size_t N, size_t F, clp_nn_gelu kind);
+/* Whether clp_nn_bias_gelu_forward puts every element of an (N, F) fc on its float8 path here
+ * (F and the elementwise chunk multiples of 8), so that the packed GEMM's store can do the same
+ * (cl/gemm.h clp_cl_gemm_bias_gelu) bitwise. */
+int clp_nn_gelu_store_ok(const clp_cl_ctx *ctx, size_t F);
 
 /* SwiGLU: out (N,F) = silu(gate) * up, gate and up (N,F) read with row stride ld. With LLaMA's
  * gate and up projections fused into one (2F, C) weight, one GEMM gives h (N, 2F) and

@@ -87,6 +87,14 @@ clp_status clp_nn_bias_gelu_forward(clp_cl_ctx *ctx, clp_buf act, clp_buf fc, cl
 	return clp_nn_run_ew(ctx, k, "bias_gelu_fwd", nn);
 }
 
+int clp_nn_gelu_store_ok(const clp_cl_ctx *ctx, size_t F)
+{
+	size_t chunk, local;
+
+	clp_nn_ew_geometry(ctx, &chunk, &local);
+	return F % 8 == 0 && chunk % 8 == 0;
+}
+
 static clp_status run_rows2(clp_cl_ctx *ctx, cl_kernel k, const char *label, size_t N, size_t F)
 {
 	size_t chunk, local, g[2], l[2];

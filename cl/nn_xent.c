@@ -39,16 +39,24 @@ static clp_status check(const char *what, size_t N, size_t C, size_t V)
 
 /* logits (N, cw) in scratch += the bias columns c0 .. c0 + cw; a 16-bit bias through an fp32
  * copy at scratch float bo. */
-static clp_status add_bias(clp_cl_ctx *ctx, cl_mem scr, size_t bo, clp_buf bias, size_t c0,
-			   size_t N, size_t cw)
+/* The logits chunk scr[0 .. N cw) = h wc' (+ the bias chunk c0 .. c0 + cw), the bias in the GEMM's
+ * store where the backend can (clp_cl_gemm_bias: bitwise the product then clp_nn_bias_forward),
+ * a 16-bit bias widened into scratch at bo first. */
+static clp_status chunk_logits(clp_cl_ctx *ctx, cl_mem scr, size_t bo, clp_buf h, clp_buf w,
+			       clp_buf bias, size_t c0, size_t N, size_t C, size_t cw)
 {
-	clp_buf b = clp_buf_plus(bias, c0);
+	clp_buf b = bias.mem ? clp_buf_plus(bias, c0) : bias, l = clp_buf_at(scr, 0);
+	int fused = 0;
 
-	if (b.dt != CLP_F32) {
+	if (b.mem && b.dt != CLP_F32) {
 		CLP_TRY(clp_cl_convert(ctx, clp_buf_at(scr, bo), CLP_F32, b, b.dt, cw));
 		b = clp_buf_at(scr, bo);
 	}
-	return clp_nn_bias_forward(ctx, clp_buf_at(scr, 0), b, N, cw);
+	CLP_TRY(clp_cl_gemm_bias(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C, clp_buf_plus(w, c0 * C),
+				 C, 0.0f, l, cw, b, &fused));
+	if (b.mem && !fused)
+		CLP_TRY(clp_nn_bias_forward(ctx, l, b, N, cw));
+	return CLP_OK;
 }
 
 /* Scratch floats: logits chunk, row state, a 16-bit bias chunk. */
@@ -85,10 +93,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 			cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;
 			cl_int first = c0 == 0;
 
-			s = clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C,
-					clp_buf_plus(w, c0 * C), C, 0.0f, clp_buf_at(scr, 0), cw);
-			if (s == CLP_OK && bias.mem)
-				s = add_bias(ctx, scr, so + 3 * N, bias, c0, N, cw);
+			s = chunk_logits(ctx, scr, so + 3 * N, h, w, bias, c0, N, C, cw);
 			if (s == CLP_OK)
 				s = clp_cl_args(ctx, ks, 9, CLP_ARG(scr), CLP_ARG(so), CLP_ARG(scr),
 						CLP_ARG(targets.mem), CLP_ARG(tgo), CLP_ARG(n),
@@ -157,9 +162,7 @@ static clp_status chunks_backward(clp_cl_ctx *ctx, cl_kernel kg, cl_mem scr, siz
 		cl_uint cwu = (cl_uint)cw, c0u = (cl_uint)c0;
 		clp_buf wc = clp_buf_plus(w, c0 * C), dl = clp_buf_at(scr, 0);
 
-		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_T, N, cw, C, 1.0f, h, C, wc, C, 0.0f, dl, cw));
-		if (bias.mem)
-			CLP_TRY(add_bias(ctx, scr, N * vc + 3 * N, bias, c0, N, cw));
+		CLP_TRY(chunk_logits(ctx, scr, N * vc + 3 * N, h, w, bias, c0, N, C, cw));
 		CLP_TRY(clp_cl_args(ctx, kg, 9, CLP_ARG(scr), CLP_ARG(targets.mem), CLP_ARG(tgo),
 				    CLP_ARG(lse.mem), CLP_ARG(lso), CLP_ARG(n), CLP_ARG(cwu),
 				    CLP_ARG(c0u), CLP_ARG(scale)));

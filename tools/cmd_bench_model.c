@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/gemm.h"
 #include "cl/runtime.h"
 #include "engine/io/config.h"
 #include "engine/optim/kfac.h"
@@ -328,16 +329,61 @@ static void print_device(const dev_result *r, const clp_plan_model *m)
 	}
 }
 
+/* The packed GEMM's kept packs of the stage (clp_model_stage_pack_mem) on the device sel names,
+ * with the tuning table's entry for it and the cap: 0 and a note in why when there is none. */
+static int64_t pack_bytes(const clp_plan_model *m, const char *sel, int64_t *transient,
+			  char *why, size_t n)
+{
+	clp_cl_devinfo *devs = NULL;
+	clp_cl_selection cs;
+	clp_gemm_tuning t;
+	clp_model_pack_shape ps;
+	int nd = 0;
+	int64_t kept = 0;
+	size_t cap;
+
+	*transient = 0;
+	snprintf(why, n, "no OpenCL device to look the GEMM up for");
+	if (clp_cl_devices(&devs, &nd) != CLP_OK || nd == 0 ||
+	    clp_cl_select(devs, nd, sel, &cs) != CLP_OK ||
+	    clp_gemm_tuning_lookup(&devs[cs.index], CLP_GEMM_AUTO, &t) != CLP_OK) {
+		clp_error_clear();
+		free(devs);
+		return 0;
+	}
+	clp_gemm_pack_shape(&t, &ps.nr, &ps.kch, &ps.direct_a);
+	cap = clp_gemm_keep_limit(&devs[cs.index]);
+	if (ps.nr && cap &&
+	    clp_model_stage_pack_mem(&m->cfg, 0, m->cfg.n_layer + 1, m->batch, m->seq, 1, &ps,
+				     &kept, transient) != CLP_OK) {
+		clp_error_clear();
+		kept = *transient = 0;
+	}
+	if (!cap)
+		ps.nr = 0;
+	if (kept + *transient > (int64_t)cap) { /* the cache keeps no more than its cap */
+		kept = kept > (int64_t)cap ? (int64_t)cap : kept;
+		*transient = (int64_t)cap - kept;
+	}
+	snprintf(why, n, "the %s GEMM on %.60s%s", clp_gemm_backend_name(t.backend),
+		 devs[cs.index].name, !ps.nr ? ": keeps none" : "");
+	free(devs);
+	return kept;
+}
+
 /* --memory: one stage of the whole model with one micro-batch slot, as a one-device run
- * allocates it (the model tests/plan/test_plan_mem.c holds equal to real stages). */
-static clp_status print_memory(const clp_plan_model *m, int recompute)
+ * allocates it (the model tests/plan/test_plan_mem.c holds equal to real stages), and the
+ * GEMM's kept packs of its weights on the device (--device, else the default one). */
+static clp_status print_memory(const clp_plan_model *m, int recompute, const char *sel)
 {
 	clp_model_mem mem;
-	int64_t total;
+	int64_t total, packs, ptr;
+	char why[160];
 
 	CLP_TRY(clp_plan_stage_mem(m, &m->cfg, 0, m->cfg.n_layer + 1, 0, recompute, &mem));
+	packs = pack_bytes(m, sel, &ptr, why, sizeof(why));
 	total = mem.param_bytes + mem.grad_bytes + mem.copy_bytes + mem.opt_bytes +
-		mem.act_bytes + mem.work_bytes;
+		mem.act_bytes + mem.work_bytes + packs + ptr;
 	printf("memory of %s, %d layers, micro-batch %zu x %zu, %s%s, one stage:\n",
 	       clp_preset_name(m->cfg.preset), m->cfg.n_layer, m->batch, m->seq,
 	       clp_dtype_name(m->precision), recompute ? ", recomputation" : "");
@@ -359,6 +405,9 @@ static clp_status print_memory(const clp_plan_model *m, int recompute)
 	       (long long)mem.out_bytes);
 	printf("  workspace      %14lld bytes (backward temporaries, tables)\n",
 	       (long long)mem.work_bytes);
+	printf("  GEMM packs     %14lld bytes (the weights' kept strips, %s; + %lld during the "
+	       "loss backward; CLPIPE_GEMM_KEEP_PACKS=0 keeps none)\n", (long long)packs, why,
+	       (long long)ptr);
 	printf("  total          %14lld bytes (%.1f MiB, one slot)\n", (long long)total,
 	       (double)total / 1048576.0);
 	return CLP_OK;
@@ -471,7 +520,7 @@ int cmd_bench_model(int argc, char **argv)
 	if ((s = clp_plan_model_from_config(&cfg, &m)) != CLP_OK)
 		return cli_fail("bench", s);
 	if (memory) {
-		s = print_memory(&m, cfg.train.recompute);
+		s = print_memory(&m, cfg.train.recompute, devices);
 		return s == CLP_OK ? 0 : cli_fail("bench", s);
 	}
 	layers = cfg.pipeline.layers;

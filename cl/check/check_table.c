@@ -136,7 +136,8 @@ static double by_square(const size_t *d, int v, clp_dtype dt)
 
 /* ---- shapes ------------------------------------------------------------------------------- */
 
-/* m, n, k, ta, tb, bits (1 A, 2 B, 4 C in the 16-bit type; 8 alpha -1.5 and beta 0.5) */
+/* m, n, k, ta, tb, bits (1 A, 2 B, 4 C in the 16-bit type; 8 alpha -1.5 and beta 0.5;
+ * 16 + bias, C dense; 32 with 16: and GELU, tanh (erf with 8)) */
 static const ck_row gemm_rows[] = {
 	{{{1, 1, 1, 0, 0, 0}, Q | F32}, ALLV},
 	{{{7, 33, 127, 0, 1, 8}, Q | F32}, ALLV},
@@ -153,6 +154,16 @@ static const ck_row gemm_rows[] = {
 	{{{7, 5, 33, 0, 1, 5}, S16}, ALLV},
 	{{{5, 7, 33, 1, 0, 6 | 8}, S16}, ALLV},
 	{{{33, 48, 1000, 1, 0, 7 | 8}, S16}, ALLV},
+	/* + bias (16): the packed kernel's store adds it after the last K block and chunk */
+	{{{7, 33, 127, 0, 1, 16}, Q | F32}, ALLV},
+	{{{127, 1, 33, 1, 1, 16 | 8}, F32}, ALLV},
+	{{{33, 48, 1000, 1, 0, 16}, F32}, ALLV},
+	{{{7, 33, 127, 0, 1, 7 | 16}, S16}, ALLV},
+	/* + bias and GELU (16 | 32): the MLP up projection's store (n a multiple of 8) */
+	{{{33, 200, 127, 0, 0, 16 | 32}, Q | F32}, ALLV},
+	{{{7, 48, 1000, 0, 1, 16 | 32 | 8}, F32}, ALLV},
+	{{{7, 33, 33, 0, 0, 16 | 32}, F32}, ALLV},
+	{{{33, 96, 127, 0, 0, 7 | 16 | 32}, S16}, ALLV},
 };
 static const char *const gemm_variants[] = {"packed", "tiled", "clblast"};
 

@@ -47,6 +47,7 @@
  * single K block (K <= 2 KC, one K chunk); otherwise the host computes into fp32 scratch and
  * gemm_store.cl rounds. */
 #include "half.clh"
+#include "nn_gelu.clh"
 
 #if VW == 4
 #define VT float4
@@ -140,11 +141,11 @@ void copy_s(const int S, const __global AB_T *src, __global float *dst)
 /* Pack PS strips x PK k of a (rows x K) operand X (batch entry already
  * applied) into strips [K][S] with zero padding.  trans: element (row,k) at
  * X[k*ld + row] (rows contiguous), else at X[row*ld + k] (k contiguous). */
-void pack_panel(const int S, int rows, int K, int trans,
+void pack_panel(const int S, int gx, int rows, int K, int trans,
                        const __global AB_T *restrict X, int ld,
                        __global float *restrict Xp)
 {
-  const int s0 = get_global_id(0) * PS;
+  const int s0 = gx * PS;
   const int ns = min(PS, (rows + S - 1) / S - s0);
   const int k0 = get_global_id(1) * PK;
   const int k1 = min(K, k0 + PK);
@@ -193,7 +194,7 @@ __kernel WG1 void clp_gemm_pack_a(int M, int K, int transA,
                                int lda, long strideA,
                                __global float *restrict Ap, long strideAp)
 {
-  pack_panel(MR, M, K, transA, A + offA + get_global_id(2) * strideA, lda,
+  pack_panel(MR, get_global_id(0), M, K, transA, A + offA + get_global_id(2) * strideA, lda,
              Ap + get_global_id(2) * strideAp);
 }
 
@@ -204,8 +205,27 @@ __kernel WG1 void clp_gemm_pack_b(int N, int K, int transB,
                                int ldb, long strideB,
                                __global float *restrict Bp, long strideBp)
 {
-  pack_panel(NR, N, K, !transB, B + offB + get_global_id(2) * strideB, ldb,
+  pack_panel(NR, get_global_id(0), N, K, !transB, B + offB + get_global_id(2) * strideB, ldb,
              Bp + get_global_id(2) * strideBp);
+}
+
+/* clp_gemm_pack_a and clp_gemm_pack_b in one launch (same K chunk, same batch, A and B of one
+ * storage type): work-items x < ga pack A's strip groups, the others B's, each exactly what its
+ * own kernel's work-item x - (0 or ga) does. global = (ga + gb, ceil(K/PK), batch). */
+__kernel WG1 void clp_gemm_pack_ab(int ga, int M, int K, int transA,
+                               __global const AB_T *restrict A, long offA, int lda,
+                               long strideA, __global float *restrict Ap, long strideAp,
+                               int N, int transB, __global const AB_T *restrict B, long offB,
+                               int ldb, long strideB, __global float *restrict Bp,
+                               long strideBp)
+{
+  const int x = get_global_id(0);
+  if (x < ga)
+    pack_panel(MR, x, M, K, transA, A + offA + get_global_id(2) * strideA, lda,
+               Ap + get_global_id(2) * strideAp);
+  else
+    pack_panel(NR, x - ga, N, K, !transB, B + offB + get_global_id(2) * strideB, ldb,
+               Bp + get_global_id(2) * strideBp);
 }
 
 /* micro-kernel: acc[MR][NV] += sum_k a(r,k) * b[k][..], a(r,k) = AEL */
@@ -226,7 +246,14 @@ __kernel WG1 void clp_gemm_pack_b(int N, int K, int transB,
  * element (m,k) at A[offA + m*lda + k].  strideA/strideBp may be 0 to share
  * an operand across the batch.  beta == 0 never reads C.
  * P1, P2: optional regions (rows x len floats, stride ld, rows = 0: none) to
- * prefetch while computing; the host passes the next K chunk's A and B. */
+ * prefetch while computing; the host passes the next K chunk's A and B.
+ * has_bias: the epilogue adds bias[boff + column] (N, C's storage) to each element of C after
+ * its last K block: C = round(round(alpha acc + beta C) + bias), the rounding and order of a
+ * separate clp_bias_forward after the product (bitwise that pair; the host sets it on the last
+ * K chunk only, and never with K <= 0).
+ * gelu >= 0 (with has_bias; batch 1, N and NR multiples of 8): act[aoff + row ldc + column] =
+ * gelu_f8(C as stored) (kind gelu, nn_gelu.clh) after the biased store, eight columns at a time:
+ * clp_bias_gelu_forward's vector path, whose fc this C is (cl/nn.h clp_nn_linear_gelu). */
 __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                                 __global const AB_T *restrict A, long offA,
                                 int lda, int apacked, long strideA,
@@ -234,7 +261,9 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
                                 __global ST_T *restrict C, long offC, int ldc,
                                 long strideC, int mc, int nc, int kc,
                                 __global const float *P1, long p1off, int p1rows, int p1len, int p1ld,
-                                __global const float *P2, long p2off, int p2rows, int p2len, int p2ld)
+                                __global const float *P2, long p2off, int p2rows, int p2len, int p2ld,
+                                __global const ST_T *bias, long boff, int has_bias,
+                                __global ST_T *act, long aoff, int gelu)
 {
   const int G = get_num_groups(0) * get_num_groups(1) * get_num_groups(2);
   const int g = get_group_id(0) + get_num_groups(0) * (get_group_id(1) + get_num_groups(1) * get_group_id(2));
@@ -259,6 +288,7 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
   for (int p0 = 0; p0 < K; p0 += kc) {
     const int kb = min(kc, K - p0);
     const float bet = p0 == 0 ? beta : 1.0f;
+    const int addb = has_bias && p0 + kb >= K; /* the last K block */
     for (int j = n0; j < n1; j += NR) {
       const int t = p0 / kc * nj + (j - n0) / NR;
       if (p1rows > 0) pf_region(P1 + p1off, p1rows, p1len, p1ld, g, G, t, T);
@@ -289,7 +319,18 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
         }
 
 #if ST_TYPE == 0
-        if (mv == MR && j + NR <= n1) {
+        if (mv == MR && j + NR <= n1 && addb) {
+#pragma OPENCL FP_CONTRACT OFF /* alpha acc, then + bias: two roundings, as the pair */
+          const __global float *bb = bias + boff + j;
+#pragma unroll
+          for (int r = 0; r < MR; ++r)
+#pragma unroll
+            for (int v = 0; v < NV; ++v) {
+              const VT x = bet == 0.0f ? alpha * acc[r][v]
+                                       : fma((VT)(bet), VLOAD(v, c + (size_t)r * ldc), alpha * acc[r][v]);
+              VSTORE(x + VLOAD(v, bb), v, c + (size_t)r * ldc);
+            }
+        } else if (mv == MR && j + NR <= n1) {
           if (bet == 0.0f) {
 #pragma unroll
             for (int r = 0; r < MR; ++r)
@@ -317,7 +358,17 @@ __kernel WG1 void clp_gemm_packed(int M, int N, int K, float alpha, float beta,
               float x = tt[r * NR + q];
               if (bet != 0.0f) x = fma(bet, ST_LD(c, (size_t)r * ldc + q), x);
               ST_SV(c, (size_t)r * ldc + q, x);
+              if (addb) /* the stored (rounded) value + bias, rounded: clp_bias_forward's */
+                ST_SV(c, (size_t)r * ldc + q,
+                      ST_LD(c, (size_t)r * ldc + q) + ST_LD(bias, boff + j + q));
             }
+        }
+        if (addb && gelu >= 0) { /* act = gelu(fc as stored), eight at a time */
+          const int nr = min(NR, n1 - j);
+          __global ST_T *ap = act + aoff + (size_t)i * ldc + j;
+          for (int r = 0; r < mv; ++r)
+            for (int q = 0; q + 8 <= nr; q += 8)
+              ST_SV8(ap, (size_t)r * ldc + q, gelu_f8(ST_LD8(c, (size_t)r * ldc + q), gelu));
         }
       }
     }

@@ -25,31 +25,7 @@
 	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK;                                    \
 	const ulong i1 = min((ulong)(n), i0 + NN_EW_CHUNK)
 
-#define GELU_K 0.7978845608028654f /* sqrt(2/pi) */
-
-/* tanh form as sigmoid: 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)), without the cancellation of
- * 1 + tanh(u) for negative u; 1 - s as e s (e = exp(-2u)) likewise. One definition for float
- * and float8 (builtins are overloaded). */
-#define DEF_GELU(T, SUF)                                                                           \
-	static inline T gelu_f##SUF(T x, int kind)                                                 \
-	{                                                                                          \
-		if (kind == 0)                                                                     \
-			return x / (1.0f + exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x)));    \
-		return 0.5f * x * (1.0f + erf(x * 0.7071067811865476f));                           \
-	}                                                                                          \
-	static inline T gelu_df##SUF(T x, int kind)                                                \
-	{                                                                                          \
-		if (kind == 0) {                                                                   \
-			const T e = exp(-2.0f * GELU_K * CLP_FMA(0.044715f * x, x * x, x));            \
-			const T s = 1.0f / (1.0f + e), s1 = select(e * s, (T)(1.0f), e > 1e30f);  \
-			const T du = GELU_K * CLP_FMA(3.0f * 0.044715f * x, x, 1.0f);                  \
-			return CLP_FMA(2.0f * x * s * s1, du, s);                                      \
-		}                                                                                  \
-		return 0.5f * (1.0f + erf(x * 0.7071067811865476f)) +                              \
-		       x * 0.3989422804014327f * exp(-0.5f * x * x);                               \
-	}
-DEF_GELU(float, )
-DEF_GELU(float8, 8)
+#include "nn_gelu.clh"
 
 __kernel void clp_gelu_forward(__global ST_T *out, ulong oo, __global const ST_T *inp, ulong io,
 			       ulong n, int kind)

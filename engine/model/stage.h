@@ -21,6 +21,7 @@
 #include "cl/runtime.h"
 #include "engine/model/linear.h"
 #include "engine/model/model.h"
+#include "engine/model/stage_mem.h"
 
 typedef struct clp_stage clp_stage;
 
@@ -178,5 +179,10 @@ clp_buf clp_stage_linear_tensor(const clp_stage *st, clp_stage_what w, int li,
 typedef clp_status (*clp_stage_tap_fn)(void *user, const clp_stage_mb *mb, int li,
 				       clp_stage_linear lin, clp_buf dy);
 void clp_stage_set_tap(clp_stage *st, clp_stage_tap_fn fn, void *user);
+
+/* The strip shape of the kept GEMM packs on ctx (engine/model/stage_packs.c): nr 0 when its
+ * GEMM backend packs nothing or CLPIPE_GEMM_KEEP_PACKS=0 keeps nothing. With
+ * clp_model_stage_pack_mem it gives what a stage's kept packs take there. */
+clp_status clp_stage_pack_shape(clp_cl_ctx *ctx, clp_model_pack_shape *out);
 
 #endif

@@ -10,13 +10,17 @@
 
 #define OFF(b, n) clp_buf_plus((b), (n))
 
-/* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear). */
+/* y (N,O) = x (N,I) W (+ b). W is (I,O) when in_out (GPT-2's Conv1D), else (O,I) (Linear).
+ * The bias goes in the GEMM's store where the backend can (clp_cl_gemm_bias: bitwise the
+ * separate clp_nn_bias_forward, which runs otherwise). */
 clp_status stage_linear_fwd(clp_stage *st, clp_buf y, clp_buf x, clp_buf w, clp_buf b, size_t N,
 			 size_t I, size_t O, int in_out)
 {
-	CLP_TRY(clp_cl_gemm(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
-			    in_out ? O : I, 0.0f, y, O));
-	if (b.mem)
+	int fused = 0;
+
+	CLP_TRY(clp_cl_gemm_bias(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, O, I, 1.0f, x, I, w,
+				 in_out ? O : I, 0.0f, y, O, b, &fused));
+	if (b.mem && !fused)
 		CLP_TRY(clp_nn_bias_forward(st->ctx, y, b, N, O));
 	return CLP_OK;
 }
@@ -98,8 +102,9 @@ clp_status stage_embedding_forward(clp_stage *st, struct slot *s, const clp_stag
 	return stage_dropout(st, s->x[0], N * C, mb, st->cfg.n_layer, 2, 0, none);
 }
 
-/* The MLP's first linear and GELU: fc = x W + b and act = gelu(fc), the bias and GELU in one
- * launch (issue 30; bitwise the two), unless a LoRA adapter adds to fc after the bias. */
+/* The MLP's first linear and GELU: fc = x W + b and act = gelu(fc), the bias and GELU in the
+ * GEMM's store or in one launch after it (issue 30; bitwise the separate kernels), unless a
+ * LoRA adapter adds to fc after the bias. */
 static clp_status mlp_up(clp_stage *st, clp_buf *la, int blk, clp_buf x, clp_nn_gelu kind,
 			 int in_out)
 {
@@ -108,7 +113,18 @@ static clp_status mlp_up(clp_stage *st, clp_buf *la, int blk, clp_buf x, clp_nn_
 	clp_buf b = stage_unit(st, CLP_ST_VALUE, CLP_R_FC_B, blk), none = CLP_BUF_NONE;
 
 	if (b.mem && (st->cfg.lora_r <= 0 || !(st->cfg.lora_mask & 1u << CLP_LIN_FC))) {
-		CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, none, N, C, F, in_out));
+		int fused = 0;
+
+		/* both in the GEMM's store where that is bitwise the same (cl/gemm.h) */
+		if (clp_nn_gelu_store_ok(st->ctx, F))
+			CLP_TRY(clp_cl_gemm_bias_gelu(st->ctx, CLP_N, in_out ? CLP_N : CLP_T, N, F, C,
+						      1.0f, x, C, w, in_out ? F : C, 0.0f,
+						      la[LA_FC], F, b, la[LA_ACT], (int)kind,
+						      &fused));
+		else
+			CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, none, N, C, F, in_out));
+		if (fused)
+			return CLP_OK;
 		return clp_nn_bias_gelu_forward(st->ctx, la[LA_ACT], la[LA_FC], b, N, F, kind);
 	}
 	CLP_TRY(stage_linear_fwd(st, la[LA_FC], x, w, b, N, C, F, in_out));

@@ -155,3 +155,68 @@ clp_status clp_model_stage_mem_frozen(const clp_model_config *m, int first, int 
 	}
 	return CLP_OK;
 }
+
+/* The LM head's vocabulary chunk: as cl/nn_xent.c's chunk_cols (vchunk 0). */
+static size_t xent_chunk(size_t N, size_t V)
+{
+	size_t vc = (4u << 20) / (N ? N : 1) / 64 * 64;
+
+	return vc < 64 ? (V < 64 ? V : 64) : vc < V ? vc : V;
+}
+
+int64_t clp_model_kept_bytes(const clp_model_pack_shape *p, int ta, size_t n, size_t k)
+{
+	size_t nr = p->nr > 0 ? (size_t)p->nr : 0;
+	size_t ch = p->kch > 0 && (ta || !p->direct_a) ? (size_t)p->kch : k, bytes = 0;
+
+	if (!nr || !n || !k)
+		return 0;
+	for (size_t k0 = 0; k0 < k; k0 += ch) /* one kept set per K chunk, as pack_b's keys */
+		bytes += (n + nr - 1) / nr * nr * (k - k0 < ch ? k - k0 : ch) * 4 + 4;
+	return (int64_t)bytes;
+}
+
+clp_status clp_model_stage_pack_mem(const clp_model_config *m, int first, int last, size_t B,
+				    size_t T, int backward, const clp_model_pack_shape *t,
+				    int64_t *kept, int64_t *transient)
+{
+	clp_model_config c = *m;
+	size_t N = B * T, C, V;
+	int64_t k = 0, tr = 0;
+	int L;
+
+	*kept = *transient = 0;
+	CLP_TRY(clp_model_config_resolve(&c));
+	L = c.n_layer;
+	if (first < 0 || last < first || last > L + 1)
+		return clp_error(CLP_ERR_INVALID, "stage packs: blocks %d..%d of a model of %d "
+				 "blocks", first, last, L + 2);
+	C = (size_t)c.d_model, V = (size_t)c.vocab;
+	for (int b = first < 1 ? 1 : first; b <= last && b <= L; b++)
+		for (int l = 0; l < CLP_LIN_COUNT; l++) { /* stage_linear_fwd and linear_bwd */
+			clp_stage_linear_info in;
+
+			clp_model_linear_get(&c, (clp_stage_linear)l, &in);
+			k += clp_model_kept_bytes(t, 0, in.O, in.I);
+			if (backward)
+				k += clp_model_kept_bytes(t, 0, in.I, in.O);
+		}
+	if (last == L + 1) {
+		size_t vc = xent_chunk(N, V);
+
+		if (c.preset == CLP_PRESET_BERT) /* the head transform's dense C x C */
+			k += clp_model_kept_bytes(t, 0, C, C) * (backward ? 2 : 1);
+		for (size_t c0 = 0; c0 < V; c0 += vc) { /* cl/nn_xent.c's chunks */
+			size_t cw = V - c0 < vc ? V - c0 : vc;
+
+			k += clp_model_kept_bytes(t, 0, cw, C);
+			if (backward)
+				k += clp_model_kept_bytes(t, 0, C, cw);
+		}
+		if (backward) /* dW of each chunk: dl' h, h held for the loss backward */
+			tr = clp_model_kept_bytes(t, 1, C, N);
+	}
+	*kept = k;
+	*transient = tr;
+	return CLP_OK;
+}

@@ -53,4 +53,26 @@ clp_status clp_model_stage_mem_frozen(const clp_model_config *m, int first_block
 				     clp_dtype precision, clp_model_frozen_fn frozen,
 				     const void *user, clp_model_mem *out);
 
+/* The packed GEMM's strip shape (cl/gemm.h clp_gemm_pack_shape of the context's tuning). */
+typedef struct clp_model_pack_shape {
+	int nr;       /* strip width VW x NV; 0: nothing packed or kept */
+	int kch;      /* K chunk of a product whose A is packed (KCH; <= 0: one chunk) */
+	int direct_a; /* DIRECT_A: a non-transposed A is read directly (one chunk) */
+} clp_model_pack_shape;
+/* The bytes kept for op(B) of n columns and k rows (ta: A transposed), as cl/gemm_packed.c
+ * allocates them: ceil(n / nr) nr kk 4 + 4 per K chunk kk. */
+int64_t clp_model_kept_bytes(const clp_model_pack_shape *p, int ta, size_t n, size_t k);
+/* The packed GEMM's kept packs of a stage's weights (cl/gemm.h "Kept packs") for strips of
+ * shape p: *kept, the strips of each weight
+ * per way a product reads it (every linear's x W, and with backward its dY W'; the LM head's
+ * vocabulary chunks h E' and, with backward, dl E), allocated on first use and held as long as
+ * the stage; *transient (with backward, on the head stage), the final hidden rows packed for
+ * the vocabulary chunks' dW products, allocated and freed within each loss backward. Exactly the
+ * bytes the packed backend allocates (tests/model/test_stage_packs.c), before the cap
+ * (clp_cl_gemm_keep_limit), which the caller applies to all the stages of a device together.
+ * Not counted: LoRA adapters, and clp_stage_logits' sampling products (generation only). */
+clp_status clp_model_stage_pack_mem(const clp_model_config *m, int first_block, int last_block,
+				    size_t B, size_t T, int backward, const clp_model_pack_shape *p,
+				    int64_t *kept, int64_t *transient);
+
 #endif

@@ -1,7 +1,9 @@
 /* Limits before work: before a session allocates anything on its device, the memory its stages
  * will take there (the planner's model of what a stage allocates, engine/model/stage_mem.c, held equal
  * to real stages by tests/plan/test_plan_mem.c), and the optimizer's own buffers (clp_optim_info.
- * own_bytes: Shampoo's statistics and roots, scratch; tests/plan/test_optim_mem.c) are added up
+ * own_bytes: Shampoo's statistics and roots, scratch; tests/plan/test_optim_mem.c) and the packed
+ * GEMM's kept packs of the weights (clp_model_stage_pack_mem, within their cap; held equal to
+ * the bytes the cache allocates by tests/model/test_stage_packs.c) are added up
  * and checked against the device's
  * memory, so a model that cannot fit is refused in milliseconds with the total, the device and
  * the setting to lower, instead of allocating gigabytes and failing inside the OpenCL driver. */
@@ -9,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/gemm.h"
+#include "engine/model/stage.h"
 #include "engine/model/stage_mem.h"
 #include "engine/train/session_internal.h"
 
@@ -35,12 +39,14 @@ static double host_available(void)
 typedef struct need {
 	double param, grad, opt, act, work, kfac;
 	double own; /* the optimizer's own buffers (clp_optim_info.own_bytes), in opt too */
+	double packs; /* the GEMM's kept packs of the weights (cl/gemm.h), within their cap */
+	double kept, transient; /* their sum over the stages, and the largest loss backward's */
 	int slots;
 } need;
 
 static double total(const need *n)
 {
-	return n->param + n->grad + n->opt + n->act + n->work + n->kfac;
+	return n->param + n->grad + n->opt + n->act + n->work + n->kfac + n->packs;
 }
 
 /* s->frozen (sess_freeze) by name: the whole model's table gives each tensor's index. */
@@ -74,6 +80,19 @@ static clp_status add_stage(clp_session *s, const clp_param_table *full, int fir
 	n->work += (double)pm.work_bytes;
 	n->kfac += o->curvature && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
 	n->slots += slots;
+	{ /* the packed GEMM's kept packs of this stage's weights (one cache, one cap a device) */
+		clp_model_pack_shape ps;
+		int64_t kept, tr;
+
+		CLP_TRY(clp_stage_pack_shape(s->ctx, &ps));
+		CLP_TRY(clp_model_stage_pack_mem(&s->m, first, last, s->B, s->T,
+						 s->mode == CLP_SESSION_TRAIN, &ps, &kept, &tr));
+		n->kept += (double)kept;
+		n->transient = (double)tr > n->transient ? (double)tr : n->transient;
+		n->packs = n->kept + n->transient;
+		if (n->packs > (double)clp_cl_gemm_keep_limit(s->ctx))
+			n->packs = (double)clp_cl_gemm_keep_limit(s->ctx);
+	}
 	return CLP_OK;
 }
 
@@ -203,9 +222,10 @@ clp_status sess_check_memory_at(clp_session *s, const clp_sched *sched, int rank
 			 "device %s, which has %.2f GiB (%.2f GiB usable: %s): parameters %.2f GiB, "
 			 "gradients %.2f GiB, "
 			 "optimizer state %.2f GiB%s, activations %.2f GiB (%d micro-batch slot(s) of "
-			 "%zu x %zu tokens), workspace %.2f GiB; %s",
+			 "%zu x %zu tokens), workspace %.2f GiB, the GEMM's kept weight packs %.2f GiB "
+			 "(CLPIPE_GEMM_KEEP_PACKS=0 keeps none); %s",
 			 rank, total(&n) / GIB, d->name, (double)d->global_mem / GIB,
 			 usable / GIB, where,
 			 n.param / GIB, n.grad / GIB, (n.opt + n.kfac) / GIB, own, n.act / GIB, n.slots,
-			 s->B, s->T, n.work / GIB, hint);
+			 s->B, s->T, n.work / GIB, n.packs / GIB, hint);
 }

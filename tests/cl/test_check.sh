@@ -65,9 +65,10 @@ CLPIPE_CHECK_INJECT=$all "$clpipe" check "$@" --quick --failures --json "$work/e
 check "jcheck every $work/every.json" "with every op injected every check fails (none is vacuous)"
 
 mkdir -p "$work/kernels" "$work/cache"
+# (GELU's source is nn_gelu.clh, which nn_act.cl and the packed GEMM's store include)
 sed 's|return x / (1.0f + exp(-2.0f \* GELU_K|return 1.001f * x / (1.0f + exp(-2.0f * GELU_K|' \
-  "$src/nn_act.cl" >"$work/kernels/nn_act.cl"
-check "! cmp -s $src/nn_act.cl $work/kernels/nn_act.cl" \
+  "$src/nn_gelu.clh" >"$work/kernels/nn_gelu.clh"
+check "! cmp -s $src/nn_gelu.clh $work/kernels/nn_gelu.clh" \
   "the broken GELU kernel differs from the real one"
 CLPIPE_KERNEL_DIR=$work/kernels CLPIPE_CACHE_DIR=$work/cache \
   "$clpipe" check "$@" --only gelu,layernorm --failures >"$work/out3" 2>"$work/err3"

@@ -6,7 +6,12 @@
  * evaluation) gives bitwise the loss of a new stage that was given the same weights. A stage
  * that kept packs of the old weights fails this (the update changes the loss, checked). Tiny
  * GPT-2 (Conv1D weights), LLaMA (GQA, untied head) and BERT (post-norm, head bias) of odd
- * sizes, in fp32 and bf16. */
+ * sizes, in fp32 and bf16.
+ * The memory model of the packs (engine/model/stage_mem.c clp_model_stage_pack_mem, which the
+ * session's memory check adds): the bytes the cache holds after a forward, after a step, and
+ * at a second step's peak (the loss backward's hidden rows on top) equal the model's kept and
+ * kept + transient,
+ * on a model with several vocabulary chunks (V > 4096 at 1024 rows) and K chunks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,6 +191,97 @@ out:
 	      s1.entries);
 }
 
+/* The model's kept (forward only, then with the backward) and transient bytes against the
+ * cache's, for one stage of the whole model at B x T tokens. */
+static void mem_one(const clp_model_config *c, size_t b, size_t t, clp_dtype prec)
+{
+	clp_stage_opts o = {b, t, 1, 0, 0, prec, NULL};
+	clp_model_pack_shape ps;
+	clp_gemm_cache_stats s0, s1;
+	clp_stage *st = NULL;
+	int64_t kf, kb, tr, tr0;
+	int L = clp_model_nblocks(c) - 1;
+	int32_t *tok = calloc(b * t, sizeof(int32_t)), *tgt = calloc(b * t, sizeof(int32_t));
+	int32_t *types = calloc(b * t, sizeof(int32_t));
+	char what[96];
+
+	snprintf(what, sizeof(what), "pack memory %s %s, %zu x %zu tokens, vocab %d",
+		 clp_preset_name(c->preset), clp_dtype_name(prec), b, t, c->vocab);
+	CHECK_OK(clp_stage_pack_shape(th_ctx(), &ps));
+	CHECK_OK(clp_model_stage_pack_mem(c, 0, L, b, t, 0, &ps, &kf, &tr0));
+	CHECK_OK(clp_model_stage_pack_mem(c, 0, L, b, t, 1, &ps, &kb, &tr));
+	CHECK(tr0 == 0 && (ps.nr ? kb > kf && kf > 0 && tr > 0 : kb == 0 && tr == 0) &&
+	      !ps.nr == !packed_backend(),
+	      "%s: model kept %lld / %lld, transient %lld / %lld", what, (long long)kf,
+	      (long long)kb, (long long)tr0, (long long)tr);
+	CHECK_OK(clp_stage_create(&st, th_ctx(), c, 0, L, &o));
+	if (!st || !tok || !tgt || !types)
+		goto out;
+	CHECK_OK(clp_stage_init_params(st, 5));
+	for (size_t i = 0; i < b * t; i++) {
+		tok[i] = (int32_t)((i * 7919) % (size_t)c->vocab);
+		tgt[i] = (int32_t)((i * 104729 + 3) % (size_t)c->vocab);
+	}
+	{
+		clp_stage_mb mb = {0, 1, 0, 7, tok, types, tgt, 0};
+
+		clp_cl_gemm_cache_stats(th_ctx(), &s0);
+		clp_cl_gemm_cache_reset_peak(th_ctx());
+		CHECK_OK(clp_stage_zero_grads(st));
+		CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)(b * t)));
+		clp_cl_gemm_cache_stats(th_ctx(), &s1);
+		CHECK((int64_t)(s1.bytes - s0.bytes) == (packed_backend() ? kf : 0),
+		      "%s: after a forward the cache keeps %zu bytes, the model says %lld", what,
+		      s1.bytes - s0.bytes, (long long)kf);
+		CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (float)(b * t)));
+		clp_cl_gemm_cache_stats(th_ctx(), &s1);
+		CHECK((int64_t)(s1.bytes - s0.bytes) == (packed_backend() ? kb : 0),
+		      "%s: after a step the cache keeps %zu bytes, the model says %lld", what,
+		      s1.bytes - s0.bytes, (long long)kb);
+		/* a second step repacks into the kept memory: its peak is the loss backward's
+		 * hidden rows on top of all of it (in the first, the layers' dY W' packs come
+		 * after those rows are freed) */
+		clp_cl_gemm_cache_reset_peak(th_ctx());
+		CHECK_OK(clp_stage_zero_grads(st));
+		CHECK_OK(clp_stage_forward(st, &mb, 1.0f / (float)(b * t)));
+		CHECK_OK(clp_stage_backward(st, &mb, 1.0f / (float)(b * t)));
+		clp_cl_gemm_cache_stats(th_ctx(), &s1);
+		CHECK((int64_t)(s1.bytes - s0.bytes) == (packed_backend() ? kb : 0) &&
+		      (int64_t)(s1.peak - s0.bytes) == (packed_backend() ? kb + tr : 0),
+		      "%s: in a second step the cache keeps %zu bytes at its peak and %zu after, "
+		      "the model's kept + transient %lld and kept %lld", what, s1.peak - s0.bytes,
+		      s1.bytes - s0.bytes, (long long)(kb + tr), (long long)kb);
+	}
+out:
+	clp_stage_free(st);
+	free(tok);
+	free(tgt);
+	free(types);
+}
+
+static void test_pack_mem(void)
+{
+	static const clp_preset ps[3] = {CLP_PRESET_GPT2, CLP_PRESET_LLAMA, CLP_PRESET_BERT};
+	struct run r;
+
+	if (!th_ctx())
+		return;
+	for (int i = 0; i < 3; i++) {
+		clp_model_config c;
+
+		setup(&r, ps[i]);
+		mem_one(&r.cfg, B, T, CLP_F32);
+		mem_one(&r.cfg, B, T, CLP_BF16);
+		/* 1024 rows: vocabulary chunks of 4096 (two here), K chunks of the dW products */
+		c = r.cfg;
+		c.vocab = 4097 + 64 * i;
+		c.ctx = 256;
+		c.n_layer = 1;
+		CHECK_OK(clp_model_config_resolve(&c));
+		mem_one(&c, 4, 256, CLP_F32);
+	}
+}
+
 static void test_stage_packs(void)
 {
 	static const clp_preset ps[3] = {CLP_PRESET_GPT2, CLP_PRESET_LLAMA, CLP_PRESET_BERT};
@@ -198,4 +294,4 @@ static void test_stage_packs(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_stage_packs))
+TH_MAIN(TH_TEST(test_stage_packs), TH_TEST(test_pack_mem))
