@@ -216,6 +216,8 @@ static const char *const attn_variants[] = {"causal", "bidirectional"};
 static const ck_row xent_rows[] = {
 	{{{1, 1, 1, 0}, 0}, 0},        {{{5, 4, 11, 4}, Q | FD}, ALLV}, {{{7, 33, 1000, 64}, 0}, 1},
 	{{{33, 17, 127, 0}, 0}, 0},    {{{4, 8, 300, 1000}, 0}, 1},
+	/* a chunk of all 300000 columns: llvmpipe's 65535 loop iterations a work-item */
+	{{{3, 8, 300000, 0}, F32}, 0},
 };
 static const char *const xent_variants[] = {"plain", "bias"};
 static const ck_row adamw_rows[] = {
