@@ -230,12 +230,16 @@ clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, si
 				    CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
 		return clp_nn_run_rows(ctx, k, "bias_bwd", nn_cdiv(C, 64));
 	}
-	CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_grad", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dbias.mem), CLP_ARG(dso), CLP_ARG(dout.mem),
-			    CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
-	{ /* work-groups of adjacent columns: rows are read contiguously across a group */
-		size_t local = 64, global = nn_cdiv(C, local) * local;
+	{ /* block partials (work-groups of adjacent columns), then their sums in order */
+		const size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
+		size_t global[2] = {nn_cdiv(C, 64) * 64, nb}, local[2] = {64, 1};
+		cl_mem part;
 
-		return clp_cl_run(ctx, k, "bias_bwd", 1, &global, &local);
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+		CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_grad_part", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 6, CLP_ARG(part), CLP_ARG(dout.mem), CLP_ARG(xo),
+				    CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
+		CLP_TRY(clp_cl_run(ctx, k, "bias_grad_part", 2, global, local));
+		return clp_nn_colsum_acc(ctx, dbias, part, 0, C, nb, C);
 	}
 }

@@ -191,6 +191,7 @@ static const ck_row bias_gelu_rows[] = {
 static const ck_row bias_rows[] = {
 	{{{1, 1}, 0}, ALLV}, {{{7, 33}, Q}, ALLV}, {{{127, 45}, 0}, ALLV},
 	{{{32001, 65}, F32}, ALLV}, /* 1001 row blocks in the column sum (llvmpipe, issue 30) */
+	{{{70000, 33}, F32}, ALLV}, /* over llvmpipe's 65535 loop iterations a work-item */
 };
 /* B, T, C, V */
 static const ck_row embed_rows[] = {
@@ -217,12 +218,17 @@ static const ck_row attn_rows[] = {
 	{{{1, 1, 1, 1, 1, 0}, F32}, 0},      /* hd 1 */
 	{{{2, 20, 3, 1, 16, 3}, F32 | FD}, 1}, /* BERT-like: multi-query, fused rows, padding */
 	{{{2, 9, 2, 1, 5, 0}, F32 | FD}, 1}, /* bidirectional, odd hd */
+	/* llvmpipe ends a work-item's loops after 65535 iterations: hd 64 keys x hd from T = 512 */
+	{{{1, 512, 1, 1, 64, 0}, F32}, 0},
+	{{{1, 1024, 1, 1, 64, 0}, F32}, 1},
 };
 static const char *const attn_variants[] = {"causal", "bidirectional"};
 /* N, C, V, vchunk (0: chosen) */
 static const ck_row xent_rows[] = {
 	{{{1, 1, 1, 0}, 0}, 0},        {{{5, 4, 11, 4}, Q | FD}, ALLV}, {{{7, 33, 1000, 64}, 0}, 1},
 	{{{33, 17, 127, 0}, 0}, 0},    {{{4, 8, 300, 1000}, 0}, 1},
+	/* a chunk of all 300000 columns: llvmpipe's 65535 loop iterations a work-item */
+	{{{3, 8, 300000, 0}, F32}, 0},
 };
 static const char *const xent_variants[] = {"plain", "bias"};
 static const ck_row adamw_rows[] = {

@@ -5,7 +5,15 @@
  * the same per-row order as the CPU shape's (nn_attn.cl, which also provides the D / lse
  * pre-pass); sizes are arguments. Storage (cl/nn.h): q, k, v and out are value tensors of ST_T
  * (ST_TYPE, half.clh), converted to float when staged or loaded and rounded once when stored;
- * dout, dq, dk, dv and lse are float. */
+ * dout, dq, dk, dv and lse are float.
+ *
+ * The loops over the head dimension are written out in full (ATG_DALL: d = 0, 1, ..., in that
+ * order, each accumulator's additions as a loop would make them) and the staging loops four or
+ * eight elements at a time: llvmpipe (Mesa 22.3.6) silently ends a work-item's loops after
+ * 65535 iterations in all (every loop of the kernel counted together; its compiler does not
+ * honour #pragma unroll), which the key loop times the head-dim loops passed from T = 512 at
+ * hd 64 (docs/OPENCL.md). Left per work-item: about 4 + 2 ATG_NS / ATG_SU loop iterations a
+ * tile of ATG_TK rows plus ATG_TK per row loop of a tile. */
 #include "half.clh"
 
 #ifndef ATG_WG
@@ -18,6 +26,41 @@
 #define ATG_HD 64
 #endif
 #define LOG2E_F 1.4426950408889634f
+#if ATG_HD % 16 != 0 || ATG_HD > 256
+#error "ATG_HD: a multiple of 16 up to 256"
+#endif
+/* X(d) for d = 0 .. ATG_HD - 1 in order */
+#define ATG_R4(X, b) X((b)) X((b) + 1) X((b) + 2) X((b) + 3)
+#define ATG_R16(X, b) ATG_R4(X, (b)) ATG_R4(X, (b) + 4) ATG_R4(X, (b) + 8) ATG_R4(X, (b) + 12)
+#define ATG_R64(X, b) ATG_R16(X, (b)) ATG_R16(X, (b) + 16) ATG_R16(X, (b) + 32) ATG_R16(X, (b) + 48)
+#define ATG_DALL(X) ATG_DALL_(X)
+#if ATG_HD == 16
+#define ATG_DALL_(X) ATG_R16(X, 0u)
+#elif ATG_HD == 32
+#define ATG_DALL_(X) ATG_R16(X, 0u) ATG_R16(X, 16u)
+#elif ATG_HD == 64
+#define ATG_DALL_(X) ATG_R64(X, 0u)
+#elif ATG_HD == 128
+#define ATG_DALL_(X) ATG_R64(X, 0u) ATG_R64(X, 64u)
+#elif ATG_HD == 256
+#define ATG_DALL_(X) ATG_R64(X, 0u) ATG_R64(X, 64u) ATG_R64(X, 128u) ATG_R64(X, 192u)
+#else
+#error "ATG_HD: 16, 32, 64, 128 or 256"
+#endif
+/* Elements of a tile each work-item stages, ATG_SU at a time (ATG_NS is a multiple of 4) */
+#define ATG_NS (ATG_TK * ATG_HD / ATG_WG)
+#if ATG_NS % 8 == 0
+#define ATG_SU 8
+#elif ATG_NS % 4 == 0
+#define ATG_SU 4
+#else
+#error "ATG_TK * ATG_HD / ATG_WG: a multiple of 4"
+#endif
+#if ATG_SU == 8
+#define ATG_SREP(X) ATG_R4(X, 0u) ATG_R4(X, 4u)
+#else
+#define ATG_SREP(X) ATG_R4(X, 0u)
+#endif
 #define LN2_F 0.6931471805599453f
 
 static inline uint kv_limit_g(__global const int *kvlen, ulong klo, int has, uint b, uint T)
@@ -30,18 +73,28 @@ static inline uint kv_limit_g(__global const int *kvlen, ulong klo, int has, uin
 static inline void stage(__local float *tile, const __global ST_T *base, ulong ld, uint r0,
 			 uint T, uint hd)
 {
-	for (uint x = get_local_id(0); x < ATG_TK * ATG_HD; x += ATG_WG) {
-		const uint rr = x / ATG_HD, d = x % ATG_HD;
-		tile[x] = (r0 + rr < T && d < hd) ? ST_LD(base, (size_t)(r0 + rr) * ld + d) : 0.0f;
+	for (uint t = 0; t < ATG_NS; t += ATG_SU) {
+#define ST1(u)                                                                                    \
+	{                                                                                          \
+		const uint x = get_local_id(0) + (t + (u)) * ATG_WG, rr = x / ATG_HD, d = x % ATG_HD; \
+		tile[x] = (r0 + rr < T && d < hd) ? ST_LD(base, (size_t)(r0 + rr) * ld + d) : 0.0f; \
+	}
+		ATG_SREP(ST1)
+#undef ST1
 	}
 }
 
 static inline void stage_f(__local float *tile, const __global float *base, ulong ld, uint r0,
 			   uint T, uint hd)
 {
-	for (uint x = get_local_id(0); x < ATG_TK * ATG_HD; x += ATG_WG) {
-		const uint rr = x / ATG_HD, d = x % ATG_HD;
-		tile[x] = (r0 + rr < T && d < hd) ? base[(size_t)(r0 + rr) * ld + d] : 0.0f;
+	for (uint t = 0; t < ATG_NS; t += ATG_SU) {
+#define ST1(u)                                                                                    \
+	{                                                                                          \
+		const uint x = get_local_id(0) + (t + (u)) * ATG_WG, rr = x / ATG_HD, d = x % ATG_HD; \
+		tile[x] = (r0 + rr < T && d < hd) ? base[(size_t)(r0 + rr) * ld + d] : 0.0f;        \
+	}
+		ATG_SREP(ST1)
+#undef ST1
 	}
 }
 
@@ -63,11 +116,12 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 	const __global ST_T *vb = v + vo + (size_t)b * T * ldv + (size_t)g * hd;
 	float qr[ATG_HD], o[ATG_HD], m = -INFINITY, l = 0.0f;
 
-	for (uint d = 0; d < ATG_HD; d++) {
-		qr[d] = (i < T && d < hd) ? ST_LD(q, qo + ((size_t)b * T + i) * ldq + (size_t)h * hd + d)
-					  : 0.0f;
-		o[d] = 0.0f;
-	}
+#define FW_INIT(d)                                                                                \
+	qr[d] = (i < T && (d) < hd) ? ST_LD(q, qo + ((size_t)b * T + i) * ldq + (size_t)h * hd + (d)) \
+				    : 0.0f;                                                       \
+	o[d] = 0.0f;
+	ATG_DALL(FW_INIT)
+#undef FW_INIT
 	for (uint j0 = 0; j0 < kend; j0 += ATG_TK) {
 		float s[ATG_TK], mx = m;
 		barrier(CLK_LOCAL_MEM_FENCE);
@@ -76,8 +130,9 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 		barrier(CLK_LOCAL_MEM_FENCE);
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			float a = 0.0f;
-			for (uint d = 0; d < ATG_HD; d++)
-				a = CLP_FMA(qr[d], ks[jj * ATG_HD + d], a);
+#define FW_S(d) a = CLP_FMA(qr[d], ks[jj * ATG_HD + (d)], a);
+			ATG_DALL(FW_S)
+#undef FW_S
 			s[jj] = j0 + jj < lim ? a * sl2 : -INFINITY;
 			mx = fmax(mx, s[jj]);
 		}
@@ -90,21 +145,26 @@ void clp_attng_forward(__global ST_T *out, ulong oo, ulong ldo, __global float *
 		}
 		const float corr = exp2(m - mx);
 		l *= corr;
-		for (uint d = 0; d < ATG_HD; d++)
-			o[d] *= corr;
+#define FW_C(d) o[d] *= corr;
+		ATG_DALL(FW_C)
+#undef FW_C
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			const float p = exp2(s[jj] - mx);
 			l += p;
-			for (uint d = 0; d < ATG_HD; d++)
-				o[d] = CLP_FMA(p, vs[jj * ATG_HD + d], o[d]);
+#define FW_O(d) o[d] = CLP_FMA(p, vs[jj * ATG_HD + (d)], o[d]);
+			ATG_DALL(FW_O)
+#undef FW_O
 		}
 		m = mx;
 	}
 	if (i >= T)
 		return;
 	const float inv = l != 0.0f ? 1.0f / l : 0.0f; /* l >= 0 or NaN */
-	for (uint d = 0; d < hd; d++)
-		ST_SV(out, oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + d, o[d] * inv);
+#define FW_ST(d)                                                                                  \
+	if ((d) < hd)                                                                              \
+		ST_SV(out, oo + ((size_t)b * T + i) * ldo + (size_t)h * hd + (d), o[d] * inv);
+	ATG_DALL(FW_ST)
+#undef FW_ST
 	lse[lo + ((size_t)b * H + h) * T + i] = l != 0.0f ? CLP_FMA(m, LN2_F, log(l)) : INFINITY;
 }
 
@@ -131,11 +191,12 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const S
 	const size_t ri = ((size_t)b * H + h) * Tp + min(i, Tp - 1);
 	float qr[ATG_HD], gr[ATG_HD], acc[ATG_HD];
 
-	for (uint d = 0; d < ATG_HD; d++) {
-		qr[d] = (i < T && d < hd) ? ST_LD(q, qo + qrow + d) : 0.0f;
-		gr[d] = (i < T && d < hd) ? dout[doo + grow + d] : 0.0f;
-		acc[d] = 0.0f;
-	}
+#define DQ_INIT(d)                                                                                \
+	qr[d] = (i < T && (d) < hd) ? ST_LD(q, qo + qrow + (d)) : 0.0f;                            \
+	gr[d] = (i < T && (d) < hd) ? dout[doo + grow + (d)] : 0.0f;                               \
+	acc[d] = 0.0f;
+	ATG_DALL(DQ_INIT)
+#undef DQ_INIT
 	for (uint j0 = 0; j0 < kend; j0 += ATG_TK) {
 		barrier(CLK_LOCAL_MEM_FENCE);
 		stage(ks, kb, ldk, j0, T, hd);
@@ -148,20 +209,25 @@ void clp_attng_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global const S
 		const float lr = l2[l2o + ri], dr = dd[ddo + ri];
 		for (uint jj = 0; jj < ATG_TK; jj++) {
 			float s = 0.0f, dp = 0.0f;
-			for (uint d = 0; d < ATG_HD; d++) {
-				s = CLP_FMA(qr[d], ks[jj * ATG_HD + d], s);
-				dp = CLP_FMA(gr[d], vs[jj * ATG_HD + d], dp);
-			}
+#define DQ_S(d)                                                                                   \
+	s = CLP_FMA(qr[d], ks[jj * ATG_HD + (d)], s);                                              \
+	dp = CLP_FMA(gr[d], vs[jj * ATG_HD + (d)], dp);
+			ATG_DALL(DQ_S)
+#undef DQ_S
 			const float p = j0 + jj < lim ? exp2(s * sl2 - lr) : 0.0f;
 			const float ds = p * (dp - dr) * scale;
-			for (uint d = 0; d < ATG_HD; d++)
-				acc[d] = CLP_FMA(ds, ks[jj * ATG_HD + d], acc[d]);
+#define DQ_A(d) acc[d] = CLP_FMA(ds, ks[jj * ATG_HD + (d)], acc[d]);
+			ATG_DALL(DQ_A)
+#undef DQ_A
 		}
 	}
 	if (i >= T)
 		return;
-	for (uint d = 0; d < hd; d++)
-		dq[dqo + qrow + d] += acc[d];
+#define DQ_ST(d)                                                                                  \
+	if ((d) < hd)                                                                              \
+		dq[dqo + qrow + (d)] += acc[d];
+	ATG_DALL(DQ_ST)
+#undef DQ_ST
 }
 
 /* dk, dv += over the query heads of key/value head g and all query tiles. */
@@ -184,11 +250,12 @@ void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float 
 	const size_t vrow = ((size_t)b * T + j) * ldv + (size_t)g * hd;
 	float kr[ATG_HD], vr[ATG_HD], ak[ATG_HD], av[ATG_HD];
 
-	for (uint d = 0; d < ATG_HD; d++) {
-		kr[d] = (live && d < hd) ? ST_LD(k, ko + krow + d) : 0.0f;
-		vr[d] = (live && d < hd) ? ST_LD(v, vo + vrow + d) : 0.0f;
-		ak[d] = av[d] = 0.0f;
-	}
+#define KV_INIT(d)                                                                                \
+	kr[d] = (live && (d) < hd) ? ST_LD(k, ko + krow + (d)) : 0.0f;                             \
+	vr[d] = (live && (d) < hd) ? ST_LD(v, vo + vrow + (d)) : 0.0f;                             \
+	ak[d] = av[d] = 0.0f;
+	ATG_DALL(KV_INIT)
+#undef KV_INIT
 	for (uint hh = 0; hh < grp; hh++) {
 		const uint h = g * grp + hh;
 		const size_t bh = (size_t)b * H + h;
@@ -205,24 +272,29 @@ void clp_attng_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __global float 
 			barrier(CLK_LOCAL_MEM_FENCE);
 			for (uint ii = 0; ii < ATG_TK; ii++) {
 				float s = 0.0f, dp = 0.0f;
-				for (uint d = 0; d < ATG_HD; d++) {
-					s = CLP_FMA(kr[d], qs[ii * ATG_HD + d], s);
-					dp = CLP_FMA(vr[d], gs[ii * ATG_HD + d], dp);
-				}
+#define KV_S(d)                                                                                   \
+	s = CLP_FMA(kr[d], qs[ii * ATG_HD + (d)], s);                                              \
+	dp = CLP_FMA(vr[d], gs[ii * ATG_HD + (d)], dp);
+				ATG_DALL(KV_S)
+#undef KV_S
 				const int vis = live && !(causal && i0 + ii < j);
 				const float p = vis ? exp2(s * sl2 - ls[ii]) : 0.0f;
 				const float ds = p * (dp - dsr[ii]) * scale;
-				for (uint d = 0; d < ATG_HD; d++) {
-					av[d] = CLP_FMA(p, gs[ii * ATG_HD + d], av[d]);
-					ak[d] = CLP_FMA(ds, qs[ii * ATG_HD + d], ak[d]);
-				}
+#define KV_A(d)                                                                                   \
+	av[d] = CLP_FMA(p, gs[ii * ATG_HD + (d)], av[d]);                                          \
+	ak[d] = CLP_FMA(ds, qs[ii * ATG_HD + (d)], ak[d]);
+				ATG_DALL(KV_A)
+#undef KV_A
 			}
 		}
 	}
 	if (!live)
 		return;
-	for (uint d = 0; d < hd; d++) {
-		dk[dko + krow + d] += ak[d];
-		dv[dvo + vrow + d] += av[d];
+#define KV_ST(d)                                                                                  \
+	if ((d) < hd) {                                                                            \
+		dk[dko + krow + (d)] += ak[d];                                                     \
+		dv[dvo + vrow + (d)] += av[d];                                                     \
 	}
+	ATG_DALL(KV_ST)
+#undef KV_ST
 }

@@ -471,24 +471,24 @@ __kernel void clp_bias_grad_rows(__global float *dst, ulong dso, __global const 
 		dst[8 * nv + t] += tacc[t];
 }
 
-/* The same sums, the GPU shape: one column per work-item (work-groups of adjacent columns). */
-__kernel void clp_bias_grad(__global float *dst, ulong dso, __global const float *x, ulong xo,
-			    uint N, uint C, uint R)
+/* The same sums, the GPU shape, in two launches: work-item (c, blk) sums column c of block
+ * blk's R rows in order from 0 into part[blk * C + c]; clp_nn_colsum then adds the blocks in
+ * order from 0 and adds that to dst once (the same additions in the same order as the one
+ * launch above). Not a column's N rows in one work-item: llvmpipe (Mesa 22.3.6) ends a
+ * work-item's loops after 65535 iterations in all, silently (wrong from about 63500 rows). */
+__kernel void clp_bias_grad_part(__global float *part, __global const float *x, ulong xo,
+				 uint N, uint C, uint R)
 {
-	const uint c = get_global_id(0);
+	const uint c = get_global_id(0), blk = get_global_id(1);
+	const size_t n0 = (size_t)blk * R, n1 = min((size_t)N, n0 + R);
 
-	if (c >= C)
+	if (c >= C || n0 >= N)
 		return;
 	x += xo + c;
-	float acc = 0.0f;
-	for (size_t n0 = 0; n0 < N; n0 += R) {
-		const size_t n1 = min((size_t)N, n0 + R);
-		float p = 0.0f;
-		for (size_t n = n0; n < n1; n++)
-			p += x[n * C];
-		acc += p;
-	}
-	dst[dso + c] += acc;
+	float p = 0.0f;
+	for (size_t n = n0; n < n1; n++)
+		p += x[n * C];
+	part[(size_t)blk * C + c] = p;
 }
 
 /* dst[c] += sum over blocks of part[po + blk * stride + c], blocks in order from 0 (then added
