@@ -12,9 +12,11 @@
 # by `clpipe skip simulate` on the measured links. After each traced run, tools/trace_links.py
 # prints how much later than the simulator's link model its messages arrived (links.txt).
 # The lab's hosts are namespaces of this machine, so their ranks' compute shares its cores
-# (one PoCL thread a rank): calibration takes each op's time alone from the trace and the
-# simulators share the cores among the ops running at once (--shared-cores, processor sharing);
-# the SkipPipe table also shows the prediction as if every host had cores of its own.
+# (one PoCL thread a rank): the SkipPipe table also shows the prediction with the cores shared
+# among the ops running at once (--shared-cores, processor sharing; calibration then takes each
+# op's time alone from the trace). CLPN_SHARED_CORES=C makes that the main prediction
+# everywhere (default 0: every host has cores of its own, which measured closer on a quiet
+# machine, docs/PIPELINE.md).
 # Needs root (tools/netlab.sh check).
 # Usage: tools/bench_net.sh [MBIT ...]    link rates in Mbit/s (default: 50 100 200); the
 #        SkipPipe comparison runs at the first rate. Output under .cache/bench-net/.
@@ -42,9 +44,9 @@ msg=$((B * T * W * 4))
 model=(--model.preset=llama --model.n_layer=2 --model.d_model=$W --model.n_head=4 --model.ctx=$T
        --train.batch=$B --train.micro_batches=$N --eval.every=0 --eval.batches=1
        --pipeline.stages=2 --pipeline.bind=none --optim.warmup=1)
-cores=${CLPN_SHARED_CORES:-$(nproc)}
+cores=${CLPN_SHARED_CORES:-0} share=$(nproc)
 # calibrated TRACE STAGES OUT [CORES]: a cost table with the compute times of TRACE (alone, on
-# CORES shared cores; default this machine's) and the model's message size
+# CORES shared cores; default $cores, 0: as measured) and the model's message size
 calibrated() {
 	"$clpipe" sim --schedule gpipe --stages "$2" --microbatches $N --calibrate "$1" \
 		--shared-cores "${4:-$cores}" --write-costs "$3.tmp" >/dev/null
@@ -126,7 +128,7 @@ echo "== SkipPipe, 4 hosts, $mbit Mbit/s: the links as clpipe bench measures the
 timeout -k 10 300 "$netlab" mpirun "$lab" -np 4 "$clpipe" bench --only p2p --quiet \
 	--cluster-out "$out/measured4.json" | grep -E 'bandwidth'
 stable=$out/skip-table.md
-echo "| 4 hosts, $mbit Mbit/s | measured step | simulated (own trace) | gap | simulated (full pipeline's trace) | as if each host had its own cores | gap |" >"$stable"
+echo "| 4 hosts, $mbit Mbit/s | measured step | simulated (own trace) | gap | simulated (full pipeline's trace) | with $share shared cores | gap |" >"$stable"
 echo "|---|---|---|---|---|---|---|" >>"$stable"
 for p in full skip; do
 	tr=$out/skippipe-$p.json
@@ -138,7 +140,7 @@ for p in full skip; do
 		--pipeline.schedule=skippipe --skip.paths="$out/${p}_paths.json" --train.trace="$tr" |
 		grep -E '^trace of' | tee "$out/skippipe-$p.txt"
 	calibrated "$tr" 5 "$out/costs-skippipe-$p.json"
-	calibrated "$tr" 5 "$out/costs-skippipe-$p-unshared.json" 0
+	calibrated "$tr" 5 "$out/costs-skippipe-$p-shared.json" $share
 	links "$tr" "$out/measured4.json" "4 hosts, $p paths"
 done
 "$netlab" down "$lab"
@@ -150,13 +152,13 @@ for p in full skip; do
 	fromfull=$("$clpipe" skip simulate --paths "$out/${p}_paths.json" \
 		--cluster "$out/measured4.json" --costs "$out/costs-skippipe-full.json" \
 		--shared-cores $cores | awk '/^iteration/ {print $2 * 1000}')
-	unshared=$("$clpipe" skip simulate --paths "$out/${p}_paths.json" \
-		--cluster "$out/measured4.json" --costs "$out/costs-skippipe-$p-unshared.json" |
-		awk '/^iteration/ {print $2 * 1000}')
+	shared=$("$clpipe" skip simulate --paths "$out/${p}_paths.json" \
+		--cluster "$out/measured4.json" --costs "$out/costs-skippipe-$p-shared.json" \
+		--shared-cores $share | awk '/^iteration/ {print $2 * 1000}')
 	eval "meas_$p=$meas own_$p=$own ff_$p=$fromfull"
 	printf '| %s | %s ms | %.1f ms | %s | %.1f ms | %.1f ms | %s |\n' "$([ $p = full ] && echo "full pipeline (P = 4)" || echo "path set (P = 3)")" \
-		"$meas" "$own" "$(pct "$own" "$meas")" "$fromfull" "$unshared" \
-		"$(pct "$unshared" "$meas")" >>"$stable"
+		"$meas" "$own" "$(pct "$own" "$meas")" "$fromfull" "$shared" \
+		"$(pct "$shared" "$meas")" >>"$stable"
 done
 gain() { awk -v f="$1" -v s="$2" 'BEGIN {printf "%.1f %%", 100 * (1 - s / f)}'; }
 printf '| gain of the path set | %s | %s | | %s |\n' "$(gain "$meas_full" "$meas_skip")" \
