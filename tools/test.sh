@@ -37,7 +37,11 @@ echo "== build (address + undefined sanitizers)"
 build_tree "$root/build-asan" -DCLPIPE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
 echo "== sanitizer tests (unit, smoke)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
-export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0
+# use_tls=0: LeakSanitizer (GCC 12) crashes scanning a dynamic-TLS block left by a library that
+# was loaded and unloaded ("Tracer caught signal 11", "DTLS 9 at 0x8c3-0x18000019c5"): on a
+# clean clone test_cl_runtime hit it once the PoCL cache held the earlier tests' kernels. Not
+# scanning thread-local storage as roots can only report more leaks, never hide one.
+export LSAN_OPTIONS=suppressions=$root/tests/sanitizers/lsan.supp:print_suppressions=0:use_tls=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # The sanitizer run sees PoCL's ICD only: Mesa's clover (mesa-opencl-icd, installed for the
 # rusticl tests) leaks at load from a library unloaded before exit, which no suppression can name.
