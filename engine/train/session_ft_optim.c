@@ -11,12 +11,12 @@
 #include "engine/train/session_ft.h"
 #include "engine/train/session_internal.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cl/base/durable.h"
 #include "engine/optim/kfac.h"
 
 /* The places tried for the copy, in order: memory first. */
@@ -39,37 +39,22 @@ static clp_status tmp_root(int i, char *buf, size_t n)
 	return CLP_OK;
 }
 
-/* Remove root and what a one-rank checkpoint left in it (two levels). */
-static void rm_tree(const char *root)
+/* Remove one copy, best effort (it is private and in a temporary place): a removal that fails
+ * never replaces the error being returned. */
+static void drop(char *root, clp_status pending)
 {
-	DIR *d = opendir(root);
-	struct dirent *e;
-	char p[1400];
+	char keep[1024];
 
-	while (d && (e = readdir(d))) {
-		DIR *d2;
-		struct dirent *e2;
-
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		snprintf(p, sizeof(p), "%s/%s", root, e->d_name);
-		if ((d2 = opendir(p))) {
-			char q[1700];
-
-			while ((e2 = readdir(d2)))
-				if (strcmp(e2->d_name, ".") && strcmp(e2->d_name, "..")) {
-					snprintf(q, sizeof(q), "%s/%s", p, e2->d_name);
-					unlink(q);
-				}
-			closedir(d2);
-			rmdir(p);
-		} else {
-			unlink(p);
-		}
+	if (!root[0])
+		return;
+	snprintf(keep, sizeof(keep), "%s", pending != CLP_OK ? clp_last_error() : "");
+	if (clp_io_remove_tree(root) != CLP_OK) {
+		if (pending != CLP_OK)
+			clp_error(pending, "%s", keep);
+		else
+			clp_error_clear();
 	}
-	if (d)
-		closedir(d);
-	rmdir(root);
+	root[0] = '\0';
 }
 
 /* Every optimizer state s's rank holds, as a one-rank checkpoint under root (opened in *c). */
@@ -197,9 +182,7 @@ clp_status sess_ft_optim_copy(clp_session *dst, clp_session *src, int replan, cl
 			break;
 		clp_ckpt_close(a);
 		a = NULL;
-		if (ra[0])
-			rm_tree(ra);
-		ra[0] = '\0';
+		drop(ra, st);
 		if (base < 2)
 			clp_error_clear();
 	}
@@ -227,12 +210,9 @@ done:
 	clp_ckpt_close(a);
 	clp_ckpt_close(c);
 	clp_ckpt_close(m);
-	if (ra[0])
-		rm_tree(ra);
-	if (rb[0])
-		rm_tree(rb);
-	if (rc[0])
-		rm_tree(rc);
+	drop(ra, st);
+	drop(rb, st);
+	drop(rc, st);
 	if (st != CLP_OK)
 		clp_error_context(st, "recovery: the %s state: ", ops->name);
 	return st;
