@@ -392,9 +392,14 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		printf("pipefisher   %s: %d refresh items per cycle (%.6g ms), %d per-step items "
 		       "(%.6g ms) per cycle of %d steps\n", optim, p->items, p->kfac_s * 1e3,
 		       p->precond_items, p->precond_s * 1e3, p->K);
-	printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
-	       "computed right after F/B (memory cap), %d longer than any bubble; kept data at "
-	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
+	if (!strcmp(optim, "muon-delay"))
+		printf("pipefisher   K = 1; %d Newton-Schulz items and exchanges a step, %d forced "
+		       "right before their OPT_STEP (no bubble before it held them)\n", p->items,
+		       p->forced);
+	else
+		printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
+		       "computed right after F/B (memory cap), %d longer than any bubble; kept data "
+		       "at most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
 	if (p->bound > 0)
 		printf("             bound K >= %d: rank %d has %.6g ms of K-FAC work per refresh "
 		       "and %.6g ms idle per step of the cycle after preconditioning%s\n", p->bound,
