@@ -477,6 +477,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	pf.keep_b_bytes = c->kfac_keep_b;
 	pf.work = work;
 	pf.no_per_step = !c->pf_per_step;
+	pf.steady = 1;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	print_pf(&rep, c->pf_optim, c->json);
 	return CLP_OK;

@@ -183,7 +183,7 @@ static clp_status simulate_base(pf *P, int K, clp_pf_report *rep)
 	st = pf_build(P, K, 0, 0, &rb, &org);
 	if (st == CLP_OK)
 		st = pf_simulate(P, rb, &rep->base_step_s, &rep->base_util);
-	if (st == CLP_OK)
+	if (st == CLP_OK && P->o->steady)
 		st = steady_step(P, rb, K, rep->base_step_s, &rep->steady_base_step_s);
 	clp_sched_free(rb);
 	free(org);
@@ -212,7 +212,8 @@ static clp_status pass_steps(pf *P, clp_sched **s, clp_pf_report *rep)
 	CLP_TRY(clp_sched_validate(*s, 1));
 	report(P, K, peak, rep);
 	CLP_TRY(pf_simulate(P, *s, &rep->step_s, &rep->util));
-	CLP_TRY(steady_step(P, *s, K, rep->step_s, &rep->steady_step_s));
+	if (P->o->steady)
+		CLP_TRY(steady_step(P, *s, K, rep->step_s, &rep->steady_step_s));
 	rep->step_s /= K;
 	return simulate_base(P, K, rep);
 }

@@ -54,6 +54,9 @@ typedef struct clp_pf_opts {
 	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
 	int split;                   /* CLP_PF_SPLIT_* bits (default 0) */
 	int work;                    /* whose periodic work: CLP_PF_WORK_* (default K-FAC's) */
+	int steady;                  /* 1: also simulate two cycles for the report's steady_*
+				      * (default 0: they stay 0; the planner and training skip
+				      * the cost) */
 } clp_pf_opts;
 
 /* An optimizer's periodic work, as items of the pass (docs/OPTIMIZERS.md, "An optimizer's work
@@ -136,9 +139,10 @@ typedef struct clp_pf_report {
 				     * stage's per-layer items count as one) */
 	double precond_s;           /* their compute per cycle, summed over ranks */
 	int exchanges;              /* KFAC_INV_SYNC and KFAC_PREC_SYNC per cycle, over ranks */
-	/* The steady state: the second of two cycles run back to back, per step, with the work
-	 * and without (step_s and base_step_s are one cycle from idle ranks: work at a step's
-	 * start, which in a run overlaps the previous step's tail, counts in full there). */
+	/* With opts.steady, the steady state: the second of two cycles run back to back, per
+	 * step, with the work and without (step_s and base_step_s are one cycle from idle ranks:
+	 * work at a step's start, which in a run overlaps the previous step's tail, counts in
+	 * full there). */
 	double steady_step_s, steady_base_step_s, steady_added_s;
 } clp_pf_report;
 

@@ -99,6 +99,7 @@ clp_status clp_scenario_pipefisher(clp_scenario *sc, const clp_scenario_pf *p,
 	po.split = p->split;
 	po.work = p->work;
 	po.precondition = !p->no_per_step;
+	po.steady = p->steady;
 	clp_scenario_kfac_keep(sc, p, &po.keep_a_bytes, &po.keep_b_bytes);
 	CLP_TRY(clp_pipefisher(sc->sched, &po, &cycle, rep));
 	if (!(sc->borrowed & CLP_SCN_SCHED))

@@ -64,6 +64,7 @@ typedef struct clp_scenario_pf {
 	int work;                      /* CLP_PF_WORK_*: whose items (default K-FAC's) */
 	int no_per_step;               /* 1: leave the per-step items out (the pass's
 					* precondition = 0; to see what the refreshes alone add) */
+	int steady;                    /* 1: the report's steady state too (clp_pf_opts) */
 } clp_scenario_pf;
 
 void clp_scenario_pf_default(clp_scenario_pf *p);

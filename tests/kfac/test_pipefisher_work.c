@@ -460,6 +460,7 @@ static void test_muon_delay_items(void)
 			clp_pf_opts_default(&o);
 			o.costs = t;
 			o.work = CLP_PF_WORK_MUON_DELAY;
+			o.steady = 1;
 			o.split = (ph ? CLP_PF_SPLIT_PHASES : 0) |
 				  (split ? CLP_PF_SPLIT_INV | CLP_PF_SPLIT_PREC : 0);
 			CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
@@ -511,6 +512,7 @@ static void test_muon_delay_forced(void)
 	clp_pf_opts_default(&o);
 	o.costs = t;
 	o.work = CLP_PF_WORK_MUON_DELAY;
+	o.steady = 1;
 	CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
 	if (!cy)
 		goto out;
