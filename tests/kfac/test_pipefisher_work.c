@@ -423,6 +423,45 @@ static void check_delay_mutations(const char *what, const clp_sched *cy, int pha
 	}
 }
 
+/* A split cycle passes clp_pipefisher_check_work, and without a non-owner's exchange of a
+ * layer (it would step without that layer's update) it does not. */
+static void check_delay_split_mutation(const char *what, const clp_sched *cy)
+{
+	clp_sched *c2 = NULL;
+	char *js = clp_sched_to_json(cy);
+	int done = 0;
+
+	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_MUON_DELAY, NF));
+	if (js)
+		CHECK_OK(clp_sched_from_json(js, "copy", &c2));
+	free(js);
+	for (int r = 0; c2 && r < c2->nranks && !done; r++) {
+		clp_rank_prog *p = &c2->ranks[r];
+
+		for (int i = 0; i < p->nops && !done; i++) {
+			int own = 0;
+
+			if (p->ops[i].kind != CLP_OP_KFAC_INV_SYNC)
+				continue;
+			for (int u = 0; u < p->nops; u++)
+				own |= p->ops[u].kind == CLP_OP_KFAC_INV &&
+				       p->ops[u].layer == p->ops[i].layer;
+			if (own)
+				continue;
+			memmove(&p->ops[i], &p->ops[i + 1], (size_t)(p->nops - i - 1) * sizeof(*p->ops));
+			p->nops--;
+			done = 1;
+		}
+	}
+	CHECK(done, "%s: no non-owner's exchange", what);
+	if (done) {
+		CHECK(clp_pipefisher_check_work(c2, CLP_PF_WORK_MUON_DELAY, NF) == CLP_ERR_INVALID,
+		      "%s: a non-owner without its exchange passes", what);
+		clp_error_clear();
+	}
+	clp_sched_free(c2);
+}
+
 static void test_muon_delay_items(void)
 {
 	static const struct {
@@ -488,6 +527,8 @@ static void test_muon_delay_items(void)
 				      rep.added_s, rep.steady_added_s);
 				if (!split)
 					check_delay_mutations(what, cy, ph ? 5 : 1);
+				else
+					check_delay_split_mutation(what, cy);
 			}
 			clp_sched_free(cy);
 			clp_sched_free(b);
