@@ -218,7 +218,7 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 		"fwd_s", "bwd_s", "bwd_b_s", "bwd_w_s", "opt_s", "kfac_curv_a_s", "kfac_curv_b_s",
 		"kfac_inv_s", "kfac_precond_s", "act_bytes", "act_w_bytes", "out_bytes",
 		"param_bytes", "frozen_bytes", "opt_bytes", "kfac_bytes", "work_bytes", "layers", "devices", "blocks",
-		NULL};
+		"prep_s", NULL};
 	clp_stage_cost *sc = &c->stages[s];
 	char at[64];
 	json_t *devs, *blocks;
@@ -252,6 +252,11 @@ static clp_status read_stage(const char *file, const json_t *o, clp_costs *c, in
 	CLP_TRY(clp_json_i64(file, at, o, "work_bytes", 0, 0, CLP_COST_MAX_BYTES,
 				  &sc->work_bytes));
 	CLP_TRY(clp_json_int(file, at, o, "layers", 0, 1, 1 << 20, &sc->nlayers));
+	CLP_TRY(clp_json_num(file, at, o, "prep_s", 0, 0, 1e9, &sc->prep_s));
+	if (sc->prep_s > sc->t[CLP_COST_OPT])
+		return clp_error(CLP_ERR_FORMAT, "%s: %s.prep_s (%g) exceeds opt_s (%g): it is the "
+				 "part of the optimizer step an OPT_PREP runs early", file, at,
+				 sc->prep_s, sc->t[CLP_COST_OPT]);
 	/* free-form: kept (truncated) when it is a string, accepted whatever it is */
 	blocks = json_object_get(o, "blocks");
 	if (json_is_string(blocks))
@@ -412,6 +417,8 @@ clp_status clp_costs_save(const clp_costs *c, const char *path)
 		if (sc->work_bytes)
 			json_object_set_new(o, "work_bytes", json_integer(sc->work_bytes));
 		json_object_set_new(o, "layers", json_integer(sc->nlayers));
+		if (sc->prep_s > 0)
+			json_object_set_new(o, "prep_s", json_real(sc->prep_s));
 		if (sc->blocks[0])
 			json_object_set_new(o, "blocks", json_string(sc->blocks));
 		if (c->nkinds) {
@@ -593,13 +600,15 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 		   {CLP_OP_OPT_STEP, CLP_COST_OPT},  {CLP_OP_KFAC_PRECOND, CLP_COST_KFAC_PRECOND}};
 	size_t n = (size_t)c->nstages * CLP_COST_NTIMES;
 	double *sum = calloc(n, sizeof(double));
+	double *prep = calloc((size_t)c->nstages + 1, sizeof(double));
 	int64_t *cnt = calloc(n, sizeof(int64_t));
 	int pl = 0;
 
 	*nset = 0;
-	if (!sum || !cnt) {
+	if (!sum || !cnt || !prep) {
 		free(sum);
 		free(cnt);
+		free(prep);
 		return clp_error(CLP_ERR_NOMEM, "calibration: out of host memory");
 	}
 	for (size_t i = 0; i < t->n; i++) {
@@ -614,6 +623,7 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 		if (e->kind == CLP_OP_OPT_PREP) { /* the early part of the stage's optimizer step
 						   * (Muon): its time joins the step's, one count */
 			sum[(size_t)e->stage * CLP_COST_NTIMES + CLP_COST_OPT] += e->t1 - e->t0;
+			prep[e->stage] += e->t1 - e->t0;
 			continue;
 		}
 		for (size_t k = 0; k < sizeof(map) / sizeof(map[0]); k++)
@@ -641,9 +651,14 @@ clp_status clp_costs_calibrate(clp_costs *c, const clp_trace *t, int *nset)
 			tt[CLP_COST_BWD] = tt[CLP_COST_BWD_B] + tt[CLP_COST_BWD_W];
 		else if (nb[CLP_COST_BWD] && !nb[CLP_COST_BWD_B] && !nb[CLP_COST_BWD_W])
 			tt[CLP_COST_BWD_B] = tt[CLP_COST_BWD_W] = tt[CLP_COST_BWD] / 2;
+		/* the OPT_PREPs' share of the step, per step as opt_s (prep_s, not counted in
+		 * nset: it splits opt_s) */
+		if (nb[CLP_COST_OPT])
+			c->stages[s].prep_s = prep[s] / (double)nb[CLP_COST_OPT];
 	}
 	free(sum);
 	free(cnt);
+	free(prep);
 	if (pl)
 		CLP_TRY(calibrate_precond_layers(c, t, nset));
 	CLP_TRY(calibrate_kfac(c, t, nset));

@@ -40,6 +40,11 @@ typedef struct clp_stage_cost {
 	int64_t work_bytes;  /* held all step besides parameters: backward temporaries, the
 			      * recomputation buffer (the planner's tables; 0 elsewhere) */
 	int nlayers;         /* K-FAC per-layer items take stage totals / nlayers */
+	double prep_s;       /* of opt_s, the part an OPT_PREP runs early (clp_sched_place_prep:
+			      * Muon's momentum and Newton-Schulz), on the table's device kind; the
+			      * simulator charges an OPT_PREP prep_s / opt_s of the rank's
+			      * optimizer-step time and its stage's OPT_STEP of that step the rest
+			      * (0, the default: an OPT_PREP is free, the OPT_STEP whole) */
 	char blocks[128];    /* free-form description of the stage's blocks ("" if none); the
 			      * planner's block tables name theirs "embedding", "layer", "head" */
 } clp_stage_cost;

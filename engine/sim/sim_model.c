@@ -30,6 +30,28 @@ static double stage_time(const sim *S, int rank, int stage, int t)
 	return clp_costs_time(S->o->costs, stage, t, R->kind_idx, R->speed);
 }
 
+/* Whether rank's list holds, before op (one of its ops) in op's step, an OPT_PREP of op's
+ * stage: then that OPT_PREP ran the early part of op's optimizer step. */
+static int prepped(const sim *S, int rank, const clp_op *op)
+{
+	const clp_rank_prog *p = &S->s->ranks[rank];
+
+	if (op < p->ops || op >= p->ops + p->nops)
+		return 0;
+	for (const clp_op *q = op; q > p->ops && q[-1].step == op->step; q--)
+		if (q[-1].kind == CLP_OP_OPT_PREP && q[-1].stage == op->stage)
+			return 1;
+	return 0;
+}
+
+/* The part of stage st's optimizer step an OPT_PREP runs (clp_stage_cost.prep_s). */
+static double prep_share(const clp_costs *c, int st)
+{
+	const clp_stage_cost *sc = &c->stages[st];
+
+	return sc->prep_s > 0 && sc->t[CLP_COST_OPT] > 0 ? sc->prep_s / sc->t[CLP_COST_OPT] : 0;
+}
+
 double sim_op_time(const sim *S, int rank, const clp_op *op)
 {
 	const clp_costs *c = S->o->costs;
@@ -57,7 +79,10 @@ double sim_op_time(const sim *S, int rank, const clp_op *op)
 		return stage_time(S, rank, st, CLP_COST_BWD_B) +
 		       (rc ? stage_time(S, rank, st, CLP_COST_FWD) : 0);
 	case CLP_OP_BWD_W: return stage_time(S, rank, st, CLP_COST_BWD_W);
-	case CLP_OP_OPT_STEP: return stage_time(S, rank, st, CLP_COST_OPT);
+	case CLP_OP_OPT_STEP:
+		return (prepped(S, rank, op) ? 1 - prep_share(c, st) : 1) *
+		       stage_time(S, rank, st, CLP_COST_OPT);
+	case CLP_OP_OPT_PREP: return prep_share(c, st) * stage_time(S, rank, st, CLP_COST_OPT);
 	case CLP_OP_KFAC_CURV_A: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_A);
 	case CLP_OP_KFAC_CURV_B: return per_layer * stage_time(S, rank, st, CLP_COST_KFAC_CURV_B);
 	case CLP_OP_KFAC_INV:

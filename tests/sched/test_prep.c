@@ -8,7 +8,11 @@
  * collective after every member's arrival), it is not behind it, so it can run in the
  * cool-down bubble, and the pass marks it so (CLP_OPF_BUBBLE; stage 0's, behind every
  * backward, is not kept); the OPT_STEP is behind it (through the norm's
- * all-reduce), which is the control that shows the check can fail. No timing is asserted. */
+ * all-reduce), which is the control that shows the check can fail. No timing is asserted.
+ * The simulator charges an OPT_PREP its stage's prep_s share of the optimizer step and the
+ * OPT_STEP after it the rest (an OPT_STEP without one the whole); calibration from a trace
+ * sets prep_s to the OPT_PREPs' time per step. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,6 +21,7 @@
 #include "engine/scenario/trace.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/index.h"
+#include "engine/sim/sim.h"
 #include "tests/harness.h"
 
 static clp_sched *gen(int kind, int d, int n, int chunks, int r)
@@ -229,8 +234,68 @@ static void test_generated(void)
 	}
 }
 
+/* 1F1B D4 N8 with its OPT_PREPs, opt_s 1 a stage, prep_s 0.6: every OPT_PREP takes 0.6 s, the
+ * OPT_STEP after one 0.4 s, one without 1 s; each rank's compute time is that of the schedule
+ * without OPT_PREPs, and the step is no longer (the kept OPT_PREPs are in bubbles). */
+static void test_sim_prep(void)
+{
+	clp_sched *s = gen(CLP_SCHED_1F1B, 4, 8, 1, 1), *plain = gen(CLP_SCHED_1F1B, 4, 8, 1, 1);
+	clp_costs *c = NULL;
+	clp_sim_opts o;
+	clp_sim_result a, b;
+	int added = 0, preps = 0, with = 0, without = 0;
+
+	CHECK_OK(clp_costs_uniform(4, 1, 2, -1, &c));
+	if (!s || !plain || !c)
+		goto out;
+	for (int i = 0; i < 4; i++) {
+		c->stages[i].t[CLP_COST_OPT] = 1.0;
+		c->stages[i].prep_s = 0.6;
+	}
+	CHECK_OK(clp_sched_place_prep(s, &added));
+	clp_sim_opts_default(&o);
+	o.costs = c;
+	CHECK_OK(clp_sim_run(s, &o, &a));
+	CHECK_OK(clp_sim_run(plain, &o, &b));
+	for (size_t i = 0; i < a.trace.n; i++) {
+		const clp_trace_event *e = &a.trace.ev[i];
+		double d = e->t1 - e->t0;
+		int pre = 0;
+
+		if (e->kind == CLP_OP_OPT_PREP) {
+			preps++;
+			CHECK(fabs(d - 0.6) < 1e-12, "OPT_PREP of stage %d: %g s", e->stage, d);
+		}
+		if (e->kind != CLP_OP_OPT_STEP)
+			continue;
+		for (int r = 0; r < s->nranks; r++)
+			for (int k = 0; k < s->ranks[r].nops; k++)
+				pre |= r == e->rank && s->ranks[r].ops[k].kind == CLP_OP_OPT_PREP &&
+				       s->ranks[r].ops[k].stage == e->stage;
+		with += pre;
+		without += !pre;
+		CHECK(fabs(d - (pre ? 0.4 : 1.0)) < 1e-12, "OPT_STEP of stage %d%s: %g s", e->stage,
+		      pre ? " after its OPT_PREP" : "", d);
+	}
+	CHECK(added > 0 && preps == added && with == added && without == 4 - added,
+	      "%d OPT_PREPs placed, %d run; %d OPT_STEPs after one, %d without", added, preps,
+	      with, without);
+	for (int r = 0; r < 4; r++)
+		CHECK(fabs(a.ranks[r].compute_s - b.ranks[r].compute_s) < 1e-9,
+		      "rank %d computes %g s with OPT_PREPs, %g without", r, a.ranks[r].compute_s,
+		      b.ranks[r].compute_s);
+	CHECK(a.cycle_s <= b.cycle_s + 1e-9, "the step grows with OPT_PREPs: %g s, %g without",
+	      a.cycle_s, b.cycle_s);
+	clp_sim_result_free(&a);
+	clp_sim_result_free(&b);
+out:
+	clp_costs_free(c);
+	clp_sched_free(s);
+	clp_sched_free(plain);
+}
+
 /* A trace's OPT_PREP joins its stage's optimizer-step cost in a calibration: two steps of
- * prep 3 + step 1 give an OPT cost of 4, not the mean of the four events (2). */
+ * prep 3 + step 1 give an OPT cost of 4, not the mean of the four events (2), and prep_s 3. */
 static void test_calibrate(void)
 {
 	static const clp_trace_event ev[] = {
@@ -249,11 +314,12 @@ static void test_calibrate(void)
 	CHECK_OK(clp_costs_uniform(1, 9, 9, -1, &c));
 	if (c) {
 		CHECK_OK(clp_costs_calibrate(c, &t, &nset));
-		CHECK(nset == 1 && c->stages[0].t[CLP_COST_OPT] == 4.0, "OPT cost %g (%d set), want 4",
-		      c->stages[0].t[CLP_COST_OPT], nset);
+		CHECK(nset == 1 && c->stages[0].t[CLP_COST_OPT] == 4.0 && c->stages[0].prep_s == 3.0,
+		      "OPT cost %g (%d set), want 4; prep %g, want 3", c->stages[0].t[CLP_COST_OPT],
+		      nset, c->stages[0].prep_s);
 	}
 	clp_costs_free(c);
 	clp_trace_free(&t);
 }
 
-TH_MAIN(TH_TEST(test_generated), TH_TEST(test_calibrate))
+TH_MAIN(TH_TEST(test_generated), TH_TEST(test_sim_prep), TH_TEST(test_calibrate))
