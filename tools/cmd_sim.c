@@ -394,8 +394,8 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		       p->precond_items, p->precond_s * 1e3, p->K);
 	if (!strcmp(optim, "muon-delay"))
 		printf("pipefisher   K = 1; %d Newton-Schulz items and exchanges a step, %d forced "
-		       "right before their OPT_STEP (no bubble before it held them)\n", p->items,
-		       p->forced);
+		       "before their OPT_STEP's collectives (no bubble before it held them)\n",
+		       p->items, p->forced);
 	else
 		printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
 		       "computed right after F/B (memory cap), %d longer than any bubble; kept data "

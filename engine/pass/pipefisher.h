@@ -93,7 +93,9 @@ enum {
 				  * normalisation), in order; op.step = the step it runs in. Ready
 				  * at the start of the step; each sits in the rank's list before
 				  * its stage's OPT_STEP of that step (first fit into the gaps
-				  * there; what does not fit is forced right before it). No
+				  * there; what does not fit is forced before it, ahead of the
+				  * collectives and OPT_STEPs right before it, where the rank
+				  * waits for its peers). No
 				  * per-step KFAC_PRECOND, no factor items or syncs; with
 				  * CLP_PF_SPLIT_INV a stage's holders own its layers (one each)
 				  * and a KFAC_INV_SYNC per layer (the owner's NS output, the

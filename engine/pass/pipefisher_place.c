@@ -176,18 +176,25 @@ static void place_forced(pf *P, int K, int inv)
 	}
 }
 
-/* Delayed Muon's NS items that fit no gap before their OPT_STEP (or exchange): right before
- * it, in item order (a matrix's phases in order), lengthening the step. K = 1. */
+/* Delayed Muon's NS items that fit no gap before their OPT_STEP (or exchange): before it, in
+ * item order (a matrix's phases in order), lengthening the step unless they fill a wait: ahead
+ * of the collectives and OPT_STEPs the rank's list has right before it (its gradient
+ * all-reduces, the norm's), so they run while the rank would wait for its peers there. K = 1. */
 static void force_before_dep(pf *P)
 {
 	for (int i = 0; i < P->nit; i++) {
 		pf_item *x = &P->it[i];
+		const clp_op *ops = P->base->ranks[x->rank].ops;
+		int j = x->dep;
 
 		if (x->placed || clp_op_is_collective(x->op.kind))
 			continue;
+		while (j > 0 && (clp_op_is_collective(ops[j - 1].kind) ||
+				 ops[j - 1].kind == CLP_OP_OPT_STEP))
+			j--;
 		x->placed = x->forced = 1;
 		x->step = 0;
-		x->j = x->dep;
+		x->j = j;
 		x->key = PF_GAP;
 		x->seq = P->seq++;
 	}

@@ -538,8 +538,8 @@ static void test_muon_delay_items(void)
 	CHECK(phased_seen, "delay: no case cut an NS into its phases");
 }
 
-/* More NS than the bubbles hold: the rest sits right before the OPT_STEP, forced, and the
- * step grows; a bubble-free single stage gets everything forced. */
+/* More NS than the bubbles hold: the rest sits after the rank's last F/B and before its
+ * OPT_STEP, forced, and the step grows. */
 static void test_muon_delay_forced(void)
 {
 	clp_sched *b = generate(CLP_SCHED_1F1B, 4, 8, 1), *cy = NULL;
@@ -561,12 +561,18 @@ static void test_muon_delay_forced(void)
 	CHECK(rep.forced > 0 && rep.added_s > 1 && rep.steady_added_s > 1,
 	      "delay forced: %d forced, +%g s (steady %g)", rep.forced, rep.added_s,
 	      rep.steady_added_s);
-	for (int r = 0; r < cy->nranks; r++) { /* the item right before an OPT_STEP is NS */
-		int o_ = opt_of(&cy->ranks[r], r);
+	for (int r = 0; r < cy->nranks; r++) { /* NS between the last F/B and the OPT_STEP */
+		const clp_rank_prog *p = &cy->ranks[r];
+		int o_ = opt_of(p, r), last = -1, ns = 0;
 
-		CHECK(o_ > 0 && cy->ranks[r].ops[o_ - 1].kind == CLP_OP_KFAC_INV,
-		      "delay forced: rank %d: op before its OPT_STEP is %s", r,
-		      o_ > 0 ? clp_op_kind_name(cy->ranks[r].ops[o_ - 1].kind) : "none");
+		for (int i = 0; i < o_; i++)
+			if (p->ops[i].kind == CLP_OP_FWD || clp_op_is_bwd_input(p->ops[i].kind) ||
+			    p->ops[i].kind == CLP_OP_BWD_W)
+				last = i;
+		for (int i = last + 1; i < o_; i++)
+			ns += p->ops[i].kind == CLP_OP_KFAC_INV;
+		CHECK(o_ > 0 && ns > 0, "delay forced: rank %d: no NS between its last F/B (op %d) "
+		      "and its OPT_STEP (op %d)", r, last, o_);
 	}
 	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_MUON_DELAY, NF));
 out:
