@@ -37,6 +37,7 @@ static clp_status muon_open(clp_session *s)
 		.momentum = (float)s->cfg.muon.momentum,
 		.nesterov = s->cfg.muon.nesterov,
 		.ns_steps = (int)s->cfg.muon.ns_steps,
+		.delay = s->cfg.muon.delay,
 	};
 
 	return clp_exec_muon(s->ex, &o);

@@ -168,6 +168,15 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		if (pipelined) /* the session's schedule has the OPT_PREPs (check_prep_trace) */
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
 	}
+	/* muondelay, muondelaynoclip, muondelayresume, muondelayclose: the one-step-delayed Muon
+	 * (muon.delay); the pipelined runs' traces hold each stage's OPT_PREP before the rank's
+	 * first backward (check_delay_trace) */
+	if (!strncmp(mode, "muondelay", 9)) {
+		c->muon.delay = 1;
+		c->optim.grad_clip = strstr(mode, "noclip") ? 0 : 1.0;
+		if (pipelined && strcmp(mode, "muondelayresume"))
+			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+	}
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
 		snprintf(c->optim.name, sizeof(c->optim.name), "shampoo");
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
@@ -254,6 +263,56 @@ static void check_prep_trace(void)
 	for (int s = 0; s < D && s < 64; s++)
 		CHECK(seen[s] == (s == D - 1) || (s < D - 1 && seen[s] == 1),
 		      "stage %d: %d OPT_PREPs in the traced step", s, seen[s]);
+	json_decref(root);
+}
+
+/* muondelay*: the pipelined run's traced step has one OPT_PREP of every stage copy (Chimera:
+ * two of each, one per pipe), and each rank's first one starts before the rank's first
+ * backward (clp_sched_place_prep_delayed puts a rank's first OPT_PREP before its first wait:
+ * the last stage's first forward, the others' first backward); with pipeline.optim_prep =
+ * false there is none. Times of one rank only are compared (one clock). */
+static void check_delay_trace(void)
+{
+	const int chimera = !strcmp(schedule, "chimera");
+	char path[600];
+	json_error_t err;
+	json_t *root, *ev;
+	int seen[64] = {0}, has[64] = {0};
+	double prep[64], bwd[64];
+	size_t i;
+	json_t *e;
+
+	for (int r = 0; r < 64; r++)
+		prep[r] = bwd[r] = 1e300;
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	root = json_load_file(path, 0, &err);
+	ev = root ? json_object_get(root, "traceEvents") : NULL;
+	CHECK(ev != NULL, "%s: %s", path, err.text);
+	json_array_foreach(ev, i, e) {
+		json_t *a = json_object_get(e, "args");
+		const char *k = json_string_value(json_object_get(a, "kind"));
+		int st = (int)json_integer_value(json_object_get(a, "stage"));
+		int pid = (int)json_integer_value(json_object_get(e, "pid"));
+		double ts = json_number_value(json_object_get(e, "ts"));
+
+		if (!k || pid < 0 || pid >= 64)
+			continue;
+		if ((!strcmp(k, "BWD") || !strcmp(k, "BWD_B")) && ts < bwd[pid])
+			bwd[pid] = ts;
+		if (strcmp(k, "OPT_PREP") || st < 0 || st >= 64)
+			continue;
+		seen[st]++;
+		has[pid] = 1;
+		if (ts < prep[pid])
+			prep[pid] = ts;
+		CHECK(chimera || pid == st, "OPT_PREP of stage %d on rank %d", st, pid);
+	}
+	for (int s = 0; s < D && s < 64; s++) {
+		CHECK(seen[s] == (chimera ? 2 : 1), "stage %d: %d OPT_PREPs in the traced step (%d "
+		      "wanted)", s, seen[s], chimera ? 2 : 1);
+		CHECK(has[s] && prep[s] < bwd[s], "rank %d: its first OPT_PREP (at %g us) does not "
+		      "start before the rank's first backward (at %g us)", s, prep[s], bwd[s]);
+	}
 	json_decref(root);
 }
 
@@ -382,7 +441,7 @@ static void test_equivalence(void)
 		return;
 	}
 	if (!strcmp(mode, "resume") || !strcmp(mode, "muonresume") ||
-	    !strcmp(mode, "shampooresume")) {
+	    !strcmp(mode, "muondelayresume") || !strcmp(mode, "shampooresume")) {
 		run("pipe", 1, 3, NULL); /* checkpoints at steps 3 and 5; step 5's is removed */
 		if (clp_comm_rank(world) == 0) {
 			char cmd[700];
@@ -428,9 +487,12 @@ static void test_equivalence(void)
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
 		check_prep_trace();
+	if (clp_comm_rank(world) == 0 && !strncmp(mode, "muondelay", 9) && D > 1)
+		check_delay_trace();
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
-					     !strcmp(mode, "muonnoclip") ||
+					     !strcmp(mode, "muonnoclip") || !strcmp(mode, "muondelay") ||
+					     !strcmp(mode, "muondelaynoclip") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "pfrecompute")
