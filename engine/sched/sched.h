@@ -249,8 +249,9 @@ clp_status clp_sched_place_prep(clp_sched *s, int *added);
  * another rank: the k-th OPT_STEP of a step on the rank (list order) gets its OPT_PREP right
  * before the rank's k-th wait of that step (the last one when there are fewer), a wait being a
  * compute op that consumes a receive posted before it (FWD of RECV_ACT, BWD or BWD_B of
- * RECV_GRAD) or a collective (not the loss's REDUCE). On 1F1B, the last stage's OPT_PREP opens the step (before its
- * first forward, in the warm-up) and stage 0's precedes its first backward. All are marked
+ * RECV_GRAD) or a collective (not the loss's REDUCE). On 1F1B every stage's OPT_PREP but
+ * stage 0's goes before its first forward (in the warm-up, waiting for the activation) and
+ * stage 0's before its first backward. All are marked
  * CLP_OPF_BUBBLE. A rank with no wait (one device) gets none, nor a schedule that has
  * OPT_PREPs already. *added: how many (may be NULL). */
 clp_status clp_sched_place_prep_delayed(clp_sched *s, int *added);
