@@ -61,6 +61,7 @@ static clp_comm *world;
 static char dir[512];
 static int pfK; /* the K of the pipelined PipeFisher run */
 static int nsteps = 5;
+static int delay_set = -1; /* muon.delay for the next runs (-1: the mode's) */
 
 static int pf_mode(void)
 {
@@ -177,6 +178,8 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		if (pipelined && strcmp(mode, "muondelayresume"))
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
 	}
+	if (delay_set >= 0)
+		c->muon.delay = delay_set;
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
 		snprintf(c->optim.name, sizeof(c->optim.name), "shampoo");
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
@@ -316,6 +319,29 @@ static void check_delay_trace(void)
 	json_decref(root);
 }
 
+/* muondelayresume: resuming checkpoint ck-FROM with muon.delay = delay on one device is
+ * refused, naming muon.delay (the stages' exp_avg_sq hold the pending directions only with
+ * it on). */
+static void check_refused(const char *from, int delay)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	clp_status st;
+
+	config(&c, "refused", 0);
+	c.muon.delay = delay;
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, from);
+	c.ckpt.resume = 1;
+	st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull);
+	CHECK(st == CLP_ERR_INVALID && strstr(clp_last_error(), "muon.delay = "),
+	      "resuming ck-%s with muon.delay = %d: status %d, %s", from, delay, (int)st,
+	      clp_last_error());
+	clp_session_close(s);
+	clp_error_clear();
+	fclose(devnull);
+}
+
 /* The resumed run's steps 4 and 5 equal the uninterrupted run's. */
 static void compare_resumed(const char *resumed, const char *full)
 {
@@ -451,6 +477,13 @@ static void test_equivalence(void)
 			run("single", 0, 0, NULL);
 			run("resumed", 0, 0, "pipe");
 			compare_resumed("resumed", "single");
+			if (!strcmp(mode, "muondelayresume")) { /* muon.delay toggled: refused */
+				check_refused("pipe", 0);
+				delay_set = 0;
+				run("plain", 0, 0, NULL);
+				delay_set = -1;
+				check_refused("plain", 1);
+			}
 		}
 		return;
 	}
