@@ -136,9 +136,10 @@ static const clp_cfg_field fields[] = {
 	  "per micro-batch (0: 7 x the stage output, a block with a 4x MLP)", 0, 1e18, NULL),
 	F(pf_optim, "pf_optim", CLP_CFG_STRING, "\"kfac\"", "PipeFisher: whose work goes into "
 	  "the bubbles: K-FAC's (the cost table's kfac_*_s), Shampoo's (roots refreshed every K "
-	  "steps) or Muon's (Newton-Schulz each step), the latter two counted from a block of "
-	  "width --hidden (0: the profile's model) and --batch x --seq tokens", 0, 0,
-	  "kfac|shampoo|muon"),
+	  "steps), Muon's (Newton-Schulz each step) or one-step-delayed Muon's (the Newton-Schulz "
+	  "of the last step's direction in this step's bubbles), the last three counted from a "
+	  "block of width --hidden (0: the profile's model) and --batch x --seq tokens", 0, 0,
+	  "kfac|shampoo|muon|muon-delay"),
 	F(pf_iters, "pf_iters", CLP_CFG_INT, "25", "PipeFisher, Shampoo: coupled Newton "
 	  "iterations per inverse root", 1, 1000, NULL),
 	F(pf_ns_steps, "pf_ns_steps", CLP_CFG_INT, "5", "PipeFisher, Muon: Newton-Schulz "
@@ -165,7 +166,7 @@ static void usage(void)
 	       "                  [--precision table|fp32|bf16|fp16]\n"
 	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
 	       "                                [--kfac-mem-cap BYTES]\n"
-	       "                                [--pf-optim kfac|shampoo|muon]]\n"
+	       "                                [--pf-optim kfac|shampoo|muon|muon-delay]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -376,11 +377,14 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		       "\"items\": %d, \"immediate\": %d, \"forced\": %d, \"kfac_s\": %.9g, "
 		       "\"peak_kept_bytes\": %lld, \"bound\": %d, \"bound_rank\": %d, "
 		       "\"bound_work_s\": %.9g, \"bound_idle_s\": %.9g, \"max_item_s\": %.9g, "
-		       "\"max_gap_s\": %.9g, \"split_stages\": %d, \"exchanges\": %d}}\n", p->K,
+		       "\"max_gap_s\": %.9g, \"split_stages\": %d, \"exchanges\": %d, "
+		       "\"steady_base_step_s\": %.9g, \"steady_step_s\": %.9g, "
+		       "\"steady_added_s\": %.9g}}\n", p->K,
 		       p->base_step_s, p->step_s, p->added_s, p->base_util, p->util, p->items,
 		       p->immediate, p->forced, p->kfac_s, (long long)p->peak_kept, p->bound,
 		       p->bound_rank, p->bound_work_s, p->bound_idle_s, p->max_item_s, p->max_gap_s,
-		       p->split_stages, p->exchanges);
+		       p->split_stages, p->exchanges, p->steady_base_step_s, p->steady_step_s,
+		       p->steady_added_s);
 		return;
 	}
 	human_bytes(p->peak_kept, kb, sizeof(kb));
@@ -388,9 +392,14 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		printf("pipefisher   %s: %d refresh items per cycle (%.6g ms), %d per-step items "
 		       "(%.6g ms) per cycle of %d steps\n", optim, p->items, p->kfac_s * 1e3,
 		       p->precond_items, p->precond_s * 1e3, p->K);
-	printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
-	       "computed right after F/B (memory cap), %d longer than any bubble; kept data at "
-	       "most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
+	if (!strcmp(optim, "muon-delay"))
+		printf("pipefisher   K = 1; %d Newton-Schulz items and exchanges a step, %d forced "
+		       "right before their OPT_STEP (no bubble before it held them)\n", p->items,
+		       p->forced);
+	else
+		printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
+		       "computed right after F/B (memory cap), %d longer than any bubble; kept data "
+		       "at most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
 	if (p->bound > 0)
 		printf("             bound K >= %d: rank %d has %.6g ms of K-FAC work per refresh "
 		       "and %.6g ms idle per step of the cycle after preconditioning%s\n", p->bound,
@@ -409,9 +418,13 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		       "between holders (%d inverse exchanges per cycle)\n", p->split_stages,
 		       p->exchanges);
 	printf("             step %.6g ms -> %.6g ms (%+.4g ms, %+.2f %%); utilisation %.2f %% -> "
-	       "%.2f %%\n\n", p->base_step_s * 1e3, p->step_s * 1e3, p->added_s * 1e3,
+	       "%.2f %%\n", p->base_step_s * 1e3, p->step_s * 1e3, p->added_s * 1e3,
 	       p->base_step_s > 0 ? 100 * p->added_s / p->base_step_s : 0, 100 * p->base_util,
 	       100 * p->util);
+	printf("             steady state (two cycles less one): step %.6g ms -> %.6g ms (%+.4g "
+	       "ms, %+.2f %%)\n\n", p->steady_base_step_s * 1e3, p->steady_step_s * 1e3,
+	       p->steady_added_s * 1e3,
+	       p->steady_base_step_s > 0 ? 100 * p->steady_added_s / p->steady_base_step_s : 0);
 }
 
 /* Replace the scenario's one-step schedule by its PipeFisher cycle. No model here: the kept
@@ -432,7 +445,9 @@ static clp_status optim_work(const sim_cfg *c, clp_scenario *sc, int work)
 				 c->pf_optim);
 	return clp_pf_work_costs(sc->costs, work, hidden, 4 * hidden, (double)c->batch * seq,
 				 (int)c->pf_iters, (int)c->pf_ns_steps,
-				 c->pf_phases > 0 ? (int)c->pf_phases : (int)c->pf_iters);
+				 work == CLP_PF_WORK_MUON_DELAY ? (int)c->pf_ns_steps /* one an NS step */
+				 : c->pf_phases > 0		? (int)c->pf_phases
+								: (int)c->pf_iters);
 }
 
 static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
@@ -442,6 +457,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	double kt = 0;
 	int work = !strcmp(c->pf_optim, "shampoo") ? CLP_PF_WORK_SHAMPOO
 		   : !strcmp(c->pf_optim, "muon")  ? CLP_PF_WORK_MUON
+		   : !strcmp(c->pf_optim, "muon-delay") ? CLP_PF_WORK_MUON_DELAY
 						   : CLP_PF_WORK_KFAC;
 
 	/* from the shapes with a profile or --hidden; else the table's kfac_* times as given */

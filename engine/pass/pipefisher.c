@@ -35,9 +35,9 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 	if (b->nsteps != 1)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: schedule %s covers %d steps; give one "
 				 "step (the pass makes the cycle)", b->name, b->nsteps);
-	if (o->work < CLP_PF_WORK_KFAC || o->work > CLP_PF_WORK_MUON)
+	if (o->work < CLP_PF_WORK_KFAC || o->work > CLP_PF_WORK_MUON_DELAY)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: work %d is not K-FAC's (0), Shampoo's "
-				 "(1) or Muon's (2)", o->work);
+				 "(1), Muon's (2) or delayed Muon's (3)", o->work);
 	if (o->max_steps < 1 || o->max_steps > 4096)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: max_steps %d out of [1, 4096]",
 				 o->max_steps);
@@ -84,7 +84,7 @@ static void report(const pf *P, int K, int64_t peak, clp_pf_report *rep)
 		if (!clp_op_is_collective(x->op.kind) && x->dur > rep->max_item_s)
 			rep->max_item_s = x->dur;
 	}
-	for (int r = 0; P->o->precondition && r < P->base->nranks; r++)
+	for (int r = 0; pf_per_step(P) && r < P->base->nranks; r++)
 		for (int i = 0; i < P->base->ranks[r].nops; i++) {
 			const clp_op *o = &P->base->ranks[r].ops[i];
 
@@ -135,6 +135,8 @@ static clp_status place_items(pf *P, int *K, int64_t *peak)
 	CLP_TRY(pf_assign_owners(P));
 	CLP_TRY(pf_make_items(P));
 	P->kmax = o->max_steps < 4 ? o->max_steps : 4;
+	if (o->work == CLP_PF_WORK_MUON_DELAY)
+		P->kmax = 1; /* K = 1: every item in the step it serves */
 	for (;;) {
 		CLP_TRY(pf_round(P, K));
 		if (!*K) {
@@ -150,6 +152,24 @@ static clp_status place_items(pf *P, int *K, int64_t *peak)
 	}
 }
 
+/* The steady state of cycle s of K steps (which the cold cycle_s, one cycle from idle ranks,
+ * overstates where the work sits at a step's start, in the previous step's tail): two cycles
+ * simulated, less one. */
+static clp_status steady_step(const pf *P, const clp_sched *s, int K, double cold_s,
+			      double *steady_s)
+{
+	clp_sched *two = NULL;
+	double span = 0, util;
+	clp_status st = pf_repeated(s, 2, &two);
+
+	if (st == CLP_OK)
+		st = pf_simulate(P, two, &span, &util);
+	clp_sched_free(two);
+	CLP_TRY(st);
+	*steady_s = (span - cold_s) / K;
+	return CLP_OK;
+}
+
 /* The base over the same K steps, simulated: rep's base step, the time the cycle adds, the
  * packing bound. */
 static clp_status simulate_base(pf *P, int K, clp_pf_report *rep)
@@ -163,10 +183,13 @@ static clp_status simulate_base(pf *P, int K, clp_pf_report *rep)
 	st = pf_build(P, K, 0, 0, &rb, &org);
 	if (st == CLP_OK)
 		st = pf_simulate(P, rb, &rep->base_step_s, &rep->base_util);
+	if (st == CLP_OK)
+		st = steady_step(P, rb, K, rep->base_step_s, &rep->steady_base_step_s);
 	clp_sched_free(rb);
 	free(org);
 	CLP_TRY(st);
 	rep->base_step_s /= K;
+	rep->steady_added_s = rep->steady_step_s - rep->steady_base_step_s;
 	rep->added_s = rep->step_s - rep->base_step_s;
 	pf_packing_bound(P, rep);
 	return CLP_OK;
@@ -183,12 +206,13 @@ static clp_status pass_steps(pf *P, clp_sched **s, clp_pf_report *rep)
 	CLP_TRY(place_items(P, &K, &peak));
 	for (int i = 0; i < P->nit; i++)
 		P->it[i].in_tmpl = P->it[i].placed;
-	st = pf_build(P, K, 0, P->o->precondition, s, &org);
+	st = pf_build(P, K, 0, pf_per_step(P), s, &org);
 	free(org);
 	CLP_TRY(st);
 	CLP_TRY(clp_sched_validate(*s, 1));
 	report(P, K, peak, rep);
 	CLP_TRY(pf_simulate(P, *s, &rep->step_s, &rep->util));
+	CLP_TRY(steady_step(P, *s, K, rep->step_s, &rep->steady_step_s));
 	rep->step_s /= K;
 	return simulate_base(P, K, rep);
 }

@@ -76,6 +76,27 @@ enum {
 	CLP_PF_WORK_MUON = 2,    /* only per-step work: the Newton-Schulz iterations of the
 				  * stage's matrices (KFAC_PRECOND) once its gradients are final,
 				  * right before its OPT_STEP: K = 1 */
+	CLP_PF_WORK_MUON_DELAY = 3, /* one-step-delayed Muon (muon.delay): the update applied at
+				  * step t is the Newton-Schulz (NS) of step t - 1's direction,
+				  * which step t - 1's OPT_STEP wrote, so step t's NS depends on
+				  * nothing in step t. K = 1. Per stage a rank steps, per layer l
+				  * (global, op.layer) and matrix k (op.factor: 1.. the layer's
+				  * matrices in clp_pf_work_costs's order q, k, v, attention out,
+				  * MLP in, MLP out, each with its share of kfac_inv_s by its NS
+				  * flops; 0: the whole layer where the cost table has no
+				  * factors), one KFAC_INV item, op.mb -1 (the whole NS) or, cut
+				  * into phases (CLP_PF_SPLIT_PHASES, the cost table's inv_phases =
+				  * ns_steps), p = 0.. one NS iteration each (phase 0 includes the
+				  * normalisation), in order; op.step = the step it runs in. Ready
+				  * at the start of the step; each sits in the rank's list before
+				  * its stage's OPT_STEP of that step (first fit into the gaps
+				  * there; what does not fit is forced right before it). No
+				  * per-step KFAC_PRECOND, no factor items or syncs; with
+				  * CLP_PF_SPLIT_INV a stage's holders own its layers (one each)
+				  * and a KFAC_INV_SYNC per layer (the owner's NS output, the
+				  * others' zeros, summed), right before the stage's gradient
+				  * all-reduce, brings it to every holder: the owner's items come
+				  * before that exchange. */
 };
 
 /* What opts.split turns on (docs/KFAC.md, "Splitting the work"): */
@@ -115,6 +136,10 @@ typedef struct clp_pf_report {
 				     * stage's per-layer items count as one) */
 	double precond_s;           /* their compute per cycle, summed over ranks */
 	int exchanges;              /* KFAC_INV_SYNC and KFAC_PREC_SYNC per cycle, over ranks */
+	/* The steady state: the second of two cycles run back to back, per step, with the work
+	 * and without (step_s and base_step_s are one cycle from idle ranks: work at a step's
+	 * start, which in a run overlaps the previous step's tail, counts in full there). */
+	double steady_step_s, steady_base_step_s, steady_added_s;
 } clp_pf_report;
 
 /* The K-step cycle with K-FAC items for base, a one-step schedule with OPT_STEP ops (as the
@@ -123,7 +148,8 @@ typedef struct clp_pf_report {
 clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
 			  clp_pf_report *rep);
 
-/* Set the cost table's kfac_* times to optimizer `work`'s (CLP_PF_WORK_SHAMPOO or _MUON) for a
+/* Set the cost table's kfac_* times to optimizer `work`'s (CLP_PF_WORK_SHAMPOO, _MUON or
+ * _MUON_DELAY) for a
  * model whose layers are transformer blocks of width d and MLP width ff (q, k, v, out: d x d;
  * MLP in ff x d, out d x ff: the Muon / Shampoo matrices of clp_exec_muon_takes), `tokens`
  * rows a micro-batch: flops as docs/OPTIMIZERS.md counts them, at each stage's own GEMM rate
@@ -132,7 +158,10 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
  * kfac_inv_s the inverse 4th roots of both sides of every matrix (iters x 4 GEMMs of 2 d^3), 12
  * factors a layer with shares by d^3, and with phases > 0 each root in that many phases (one
  * per Newton iteration at phases = iters); Muon: kfac_precond_s the Newton-Schulz iterations
- * (ns_steps x (4 m^2 n + 2 m^3), m <= n), no inversion. The factor times become 0. */
+ * (ns_steps x (4 m^2 n + 2 m^3), m <= n), no inversion; delayed Muon: the same flops as
+ * kfac_inv_s (the items of the next step's bubbles), no kfac_precond_s, 6 factors a layer (its
+ * matrices) with shares by their NS flops, inv_phases = phases (0: ns_steps) and kfac_bytes the
+ * stage's delayed directions (fp32, its matrices' elements x 4). The factor times become 0. */
 clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
 			     int ns_steps, int phases);
 
@@ -140,12 +169,17 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
  * (a saved cycle reused for a pipeline); CLP_ERR_INVALID naming the first difference. */
 clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle);
 
-/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _MUON; K-FAC: not
- * checked here): Shampoo, on every rank, for every stage it steps, every layer of it and every
- * factor 1..nfactors (0: one item a layer, factor 0) one refresh (KFAC_INV, or its phases
- * 0.. in order) after the stage's OPT_STEP of the cycle's first step; Muon none; no factor
- * items or their all-reduce for either. CLP_ERR_INVALID naming the first item missing or out
- * of place (a saved cycle that dropped one would leave a root stale for ever). */
+/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _MUON,
+ * _MUON_DELAY; K-FAC: not checked here): Shampoo, on every rank, for every stage it steps,
+ * every layer of it and every factor 1..nfactors (0: one item a layer, factor 0) one refresh
+ * (KFAC_INV, or its phases 0.. in order) after the stage's OPT_STEP of the cycle's first step;
+ * Muon none; delayed Muon, for every OPT_STEP of every step, every layer of the stage and
+ * every matrix 1..nfactors (0: factor 0) one NS item (or its phases in order) of that step
+ * before the OPT_STEP and none after it, except a layer the rank receives by a KFAC_INV_SYNC
+ * of that step before the OPT_STEP (the split: then none, or one before the exchange); no
+ * factor items, all-reduces or per-step items (delayed Muon). CLP_ERR_INVALID naming the first
+ * item missing or out of place (a saved cycle that dropped one would leave a root stale for
+ * ever, or a delayed Muon step without its update). */
 clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfactors);
 
 #endif

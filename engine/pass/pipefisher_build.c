@@ -43,6 +43,24 @@ static clp_status empty_like(const clp_sched *b, int nsteps, clp_sched **out)
 	return CLP_OK;
 }
 
+clp_status pf_repeated(const clp_sched *s, int times, clp_sched **out)
+{
+	clp_sched *c = NULL;
+	clp_status st = empty_like(s, s->nsteps, &c);
+
+	for (int r = 0; st == CLP_OK && r < s->nranks; r++)
+		for (int i = 0; st == CLP_OK && i < s->ranks[r].nops; i++)
+			st = clp_sched_push(c, r, &s->ranks[r].ops[i]);
+	if (st == CLP_OK)
+		st = clp_sched_repeat(c, times);
+	if (st != CLP_OK) {
+		clp_sched_free(c);
+		return st;
+	}
+	*out = c;
+	return CLP_OK;
+}
+
 static int slot_cmp(const void *a, const void *b)
 {
 	const pf_item *x = *(pf_item *const *)a, *y = *(pf_item *const *)b;
@@ -366,7 +384,7 @@ clp_status pf_timeline(pf *P)
 		P->it[i].in_tmpl = P->it[i].immediate;
 		P->bwd_end[i] = 0;
 	}
-	st = pf_build(P, P->kmax + 1, 1, P->o->precondition, &s, &org);
+	st = pf_build(P, P->kmax + 1, 1, pf_per_step(P), &s, &org);
 	if (st != CLP_OK)
 		return st;
 	nops = clp_sched_nops(s);

@@ -95,11 +95,96 @@ static int count_refresh(const clp_rank_prog *p, int opt, int st, int l, int f, 
 	return n;
 }
 
+/* Delayed Muon's NS items of (stage st, layer l, matrix f) in step t on a rank, up to op `end`
+ * (exclusive) of its list, whole (a phased one counts at its last phase); *bad: an op out of
+ * phase order (-1: none). Phases of several NS in one step are counted each. */
+static int count_ns(const clp_rank_prog *p, int end, int t, int st, int l, int f, int *bad)
+{
+	int n = 0, phase = 0;
+
+	*bad = -1;
+	for (int i = 0; i < end; i++) {
+		const clp_op *o = &p->ops[i];
+
+		if (o->kind != CLP_OP_KFAC_INV || o->step != t || o->stage != st || o->layer != l ||
+		    o->factor != f)
+			continue;
+		if (o->mb < 0) {
+			n += phase == 0;
+			if (phase) {
+				*bad = i;
+				return -1;
+			}
+			continue;
+		}
+		if (o->mb != phase) {
+			*bad = i;
+			return -1;
+		}
+		phase++;
+		if (!later_phase(p, i, st, l, f, phase)) { /* whole at its last phase */
+			n++;
+			phase = 0;
+		}
+	}
+	return n;
+}
+
+/* Index of rank p's KFAC_INV_SYNC of (st, l) in step t before op end; -1. */
+static int find_exchange(const clp_rank_prog *p, int end, int t, int st, int l)
+{
+	for (int i = 0; i < end; i++)
+		if (p->ops[i].kind == CLP_OP_KFAC_INV_SYNC && p->ops[i].step == t &&
+		    p->ops[i].stage == st && p->ops[i].layer == l)
+			return i;
+	return -1;
+}
+
+/* clp_pipefisher_check_work for delayed Muon: rank r's OPT_STEP at op i of its list. */
+static clp_status check_delay_opt(const clp_sched *cycle, int r, int i, int nfactors)
+{
+	const clp_rank_prog *p = &cycle->ranks[r];
+	const clp_op *o = &p->ops[i];
+	const clp_stage_info *si = &cycle->stages[o->stage];
+	int f0 = nfactors > 0 ? 1 : 0, f1 = nfactors > 0 ? nfactors : 0;
+
+	for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++) {
+		int ex = find_exchange(p, i, o->step, o->stage, l);
+
+		for (int f = f0; f <= f1; f++) {
+			int bad, n = count_ns(p, ex >= 0 ? ex : i, o->step, o->stage, l, f, &bad);
+			int all = count_ns(p, p->nops, o->step, o->stage, l, f, &bad);
+
+			if (n < 0 || all < 0)
+				return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d op %d: delayed "
+						 "Muon's Newton-Schulz of stage %d layer %d matrix %d: "
+						 "phases out of order", r, bad, o->stage, l, f);
+			if (all != n)
+				return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d: delayed Muon's "
+						 "Newton-Schulz of stage %d layer %d matrix %d in step %d "
+						 "comes after %s (op %d), which consumes it", r, o->stage,
+						 l, f, o->step, ex >= 0 ? "its exchange" : "the OPT_STEP",
+						 ex >= 0 ? ex : i);
+			if (n == 1 || (n == 0 && ex >= 0))
+				continue;
+			return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d has %d Newton-Schulz "
+					 "items of stage %d layer %d matrix %d in step %d before its "
+					 "OPT_STEP (op %d); delayed Muon needs one%s", r, n, o->stage, l,
+					 f, o->step, i, n ? "" : " (the schedule lacks it: the step "
+					 "would apply no update)");
+		}
+	}
+	return CLP_OK;
+}
+
 clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfactors)
 {
-	const char *who = work == CLP_PF_WORK_SHAMPOO ? "Shampoo" : "Muon";
+	const char *who = work == CLP_PF_WORK_SHAMPOO ? "Shampoo"
+			  : work == CLP_PF_WORK_MUON  ? "Muon"
+						      : "delayed Muon";
+	int delay = work == CLP_PF_WORK_MUON_DELAY;
 
-	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON)
+	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON && !delay)
 		return CLP_OK;
 	for (int r = 0; r < cycle->nranks; r++) {
 		const clp_rank_prog *p = &cycle->ranks[r];
@@ -108,11 +193,15 @@ clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfact
 			const clp_op *o = &p->ops[i];
 			const clp_stage_info *si;
 
-			if (clp_op_is_kfac(o->kind) && o->kind != CLP_OP_KFAC_PRECOND &&
-			    (work == CLP_PF_WORK_MUON || o->kind != CLP_OP_KFAC_INV))
+			if (delay ? clp_op_is_kfac(o->kind) && o->kind != CLP_OP_KFAC_INV &&
+					    o->kind != CLP_OP_KFAC_INV_SYNC
+				  : clp_op_is_kfac(o->kind) && o->kind != CLP_OP_KFAC_PRECOND &&
+					    (work == CLP_PF_WORK_MUON || o->kind != CLP_OP_KFAC_INV))
 				return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d op %d is %s, not an "
 						 "item of %s's work", r, i, clp_op_kind_name(o->kind),
 						 who);
+			if (delay && o->kind == CLP_OP_OPT_STEP)
+				CLP_TRY(check_delay_opt(cycle, r, i, nfactors));
 			if (work != CLP_PF_WORK_SHAMPOO || o->kind != CLP_OP_OPT_STEP || o->step != 0)
 				continue;
 			si = &cycle->stages[o->stage];

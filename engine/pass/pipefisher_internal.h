@@ -61,6 +61,13 @@ typedef struct pf {
 			      * every holder of its stage (not split) */
 } pf;
 
+/* Whether the cycle has per-step KFAC_PRECOND items: opts.precondition, except for delayed
+ * Muon (whose per-step work is its NS items). */
+static inline int pf_per_step(const pf *P)
+{
+	return P->o->precondition && P->o->work != CLP_PF_WORK_MUON_DELAY;
+}
+
 /* A schedule of nsteps steps of the base lists (op.step = template step) with the items that
  * have in_tmpl set at their slots (item step s in template step s + warm) and, with precond,
  * KFAC_PRECOND before every OPT_STEP. *org (malloc()ed, clp_sched_nops entries, rank by
@@ -73,6 +80,8 @@ clp_status pf_timeline(pf *P);
 clp_status pf_base_idle(pf *P);
 /* Base index of rank r's gradient all-reduce of stage s (-1: none) and its group. */
 int pf_find_allreduce(const clp_sched *b, int r, int s, int *group);
+/* A copy of s (its shape, groups and lists) repeated `times` times (clp_sched_repeat). */
+clp_status pf_repeated(const clp_sched *s, int times, clp_sched **out);
 /* Simulate s with the pass's costs, cluster and layout: cycle time, utilisation. */
 clp_status pf_simulate(const pf *P, const clp_sched *s, double *cycle_s, double *util);
 

@@ -94,7 +94,9 @@ double pf_layer_inv_time(const pf *P, int s, int r)
 }
 
 /* Curvature items for every forward of the base (K-FAC), and per layer and factor an inversion
- * (K-FAC, Shampoo: after the stage's OPT_STEP, x.dep, in the cycle's first step). */
+ * (K-FAC; Shampoo: after the stage's OPT_STEP, x.dep, in the cycle's first step; delayed Muon:
+ * the NS of a matrix, before x.dep: the stage's OPT_STEP, or for a split stage its gradient
+ * all-reduce, where the exchange goes). */
 clp_status pf_make_items(pf *P)
 {
 	const clp_sched *b = P->base;
@@ -151,6 +153,11 @@ clp_status pf_make_items(pf *P)
 					x.rank = r;
 					x.dep = x.bwd = x.layer_last = x.sync = x.prev = -1;
 					x.dep = kfac ? -1 : i; /* Shampoo: its statistics' snapshot */
+					if (P->o->work == CLP_PF_WORK_MUON_DELAY && P->owner[l] >= 0) {
+						int g, ar = pf_find_allreduce(b, r, o->stage, &g);
+
+						x.dep = ar >= 0 ? ar : i;
+					}
 					CLP_TRY(pf_add_item(P, &x));
 				}
 		}

@@ -25,8 +25,8 @@ static void fixed_work(const pf *P, int r, double *work, double *prec)
 						P->speed[r]);
 		if (o->kind != CLP_OP_OPT_STEP)
 			continue;
-		if (!(P->o->split & CLP_PF_SPLIT_PREC) || si->nlayers < 1 ||
-		    P->owner[si->first_layer] < 0)
+		if (pf_per_step(P) && (!(P->o->split & CLP_PF_SPLIT_PREC) || si->nlayers < 1 ||
+				       P->owner[si->first_layer] < 0))
 			*prec += pf_precond_time(P, o->stage, -1, r);
 		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
 			*work += si->nlayers * pf_layer_inv_time(P, o->stage, r);
@@ -86,7 +86,7 @@ clp_status pf_assign_owners(pf *P)
 		fixed_work(P, r, &work[r], &prec[r]);
 	for (int s = 0; s < b->nstages; s++) {
 		const clp_stage_info *si = &b->stages[s];
-		int nh, pre = (P->o->split & CLP_PF_SPLIT_PREC) != 0;
+		int nh, pre = (P->o->split & CLP_PF_SPLIT_PREC) && pf_per_step(P);
 
 		if (si->nlayers < 1 || P->owner[si->first_layer] < 0)
 			continue;
@@ -131,7 +131,7 @@ void pf_packing_bound(const pf *P, clp_pf_report *rep)
 		for (int i = 0; i < P->nit; i++)
 			if (P->it[i].rank == r && !clp_op_is_collective(P->it[i].op.kind))
 				work += pf_item_time(P, &P->it[i].op, r);
-		for (int i = 0; P->o->precondition && i < b->ranks[r].nops; i++) {
+		for (int i = 0; pf_per_step(P) && i < b->ranks[r].nops; i++) {
 			const clp_op *o = &b->ranks[r].ops[i];
 			const clp_stage_info *si = &b->stages[o->stage >= 0 ? o->stage : 0];
 

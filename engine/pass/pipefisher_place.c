@@ -47,9 +47,14 @@ int pf_before(const pf_item *a, int step, int j, int key, int seq)
 	return a->seq < seq;
 }
 
-/* May x go into gap g (a gap item, after everything placed so far)? */
+/* May x go into gap g (a gap item, after everything placed so far)? Delayed Muon: in the
+ * cycle's (only) step, before x->dep, after its phase before. */
 static int ready(const pf *P, const pf_item *x, const pf_gap *g)
 {
+	if (P->o->work == CLP_PF_WORK_MUON_DELAY)
+		return g->step == 0 && g->j <= x->dep &&
+		       (x->prev < 0 || (P->it[x->prev].placed &&
+					pf_before(&P->it[x->prev], g->step, g->j, PF_GAP, P->seq)));
 	if (x->op.kind != CLP_OP_KFAC_INV)
 		return g->step > 0 || g->j > x->dep;
 	if (x->prev >= 0)
@@ -171,6 +176,23 @@ static void place_forced(pf *P, int K, int inv)
 	}
 }
 
+/* Delayed Muon's NS items that fit no gap before their OPT_STEP (or exchange): right before
+ * it, in item order (a matrix's phases in order), lengthening the step. K = 1. */
+static void force_before_dep(pf *P)
+{
+	for (int i = 0; i < P->nit; i++) {
+		pf_item *x = &P->it[i];
+
+		if (x->placed || clp_op_is_collective(x->op.kind))
+			continue;
+		x->placed = x->forced = 1;
+		x->step = 0;
+		x->j = x->dep;
+		x->key = PF_GAP;
+		x->seq = P->seq++;
+	}
+}
+
 /* One round at the current kmax and immediate set: the timeline, then curvature, the factor
  * all-reduces, inversions. *K = the cycle length, or 0 when kmax steps were not enough. */
 clp_status pf_round(pf *P, int *K)
@@ -198,6 +220,11 @@ clp_status pf_round(pf *P, int *K)
 	}
 	link_layers(P);
 	fill(P, CLP_OP_KFAC_INV);
+	if (P->o->work == CLP_PF_WORK_MUON_DELAY) {
+		force_before_dep(P);
+		*K = 1;
+		return pf_make_inv_syncs(P, K);
+	}
 	*K = last + 1;
 	for (int i = 0; i < P->nit; i++) {
 		const pf_item *x = &P->it[i];

@@ -7,7 +7,8 @@
  * gradient all-reduce, in the first step after the owners' last inversion of the stage (the
  * same position and order on every member, like KFAC_SYNC); or, where that would need one more
  * step, at the end of the step of the last inversion (after every base op; the members reach it
- * at their step's end, in the same order). Raises *K to include it. */
+ * at their step's end, in the same order). Raises *K to include it. Delayed Muon: in its one
+ * step, before the gradient all-reduce (its owner's NS items come before, pf_make_items). */
 clp_status pf_make_inv_syncs(pf *P, int *K)
 {
 	const clp_sched *b = P->base;
@@ -35,6 +36,8 @@ clp_status pf_make_inv_syncs(pf *P, int *K)
 		}
 		at_end = last < k;
 		k = at_end ? last : k;
+		if (P->o->work == CLP_PF_WORK_MUON_DELAY)
+			k = at_end = 0;
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
 

@@ -45,10 +45,11 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 			     int ns_steps, int phases)
 {
 	double rows[WORK_NMAT], cols[WORK_NMAT], w = 0, step = 0, refresh = 0;
+	int delay = work == CLP_PF_WORK_MUON_DELAY;
 
-	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON)
-		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: %d is not Shampoo's (1) or "
-				 "Muon's (2)", work);
+	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON && !delay)
+		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: %d is not Shampoo's (1), "
+				 "Muon's (2) or delayed Muon's (3)", work);
 	if (d < 1 || ff < 1 || !(tokens >= 1) || iters < 0 || iters > 1000 || ns_steps < 0 ||
 	    ns_steps > 100 || phases < 0 || phases > 1000)
 		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: width %d, MLP width %d, "
@@ -72,11 +73,20 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 		double per = (sc->t[CLP_COST_FWD] + sc->t[CLP_COST_BWD]) / nl / (6 * w * tokens);
 
 		sc->t[CLP_COST_KFAC_CURV_A] = sc->t[CLP_COST_KFAC_CURV_B] = 0;
-		sc->t[CLP_COST_KFAC_PRECOND] = nl * step * per;
-		sc->t[CLP_COST_KFAC_INV] = nl * refresh * per;
+		sc->t[CLP_COST_KFAC_PRECOND] = delay ? 0 : nl * step * per;
+		sc->t[CLP_COST_KFAC_INV] = delay ? nl * step * per : nl * refresh * per;
+		if (delay) /* the delayed directions, fp32: what the exchange of a split sends */
+			sc->kfac_bytes = (int64_t)(nl * w * 4);
 	}
-	c->inv_phases = work == CLP_PF_WORK_SHAMPOO ? phases : 0;
+	c->inv_phases = work == CLP_PF_WORK_SHAMPOO ? phases
+			: delay				? (phases > 0 ? phases : ns_steps)
+							: 0;
 	c->kfac_nfactors = 0;
+	if (delay && step > 0) {
+		c->kfac_nfactors = WORK_NMAT; /* each matrix's NS, in block order */
+		for (int i = 0; i < WORK_NMAT; i++)
+			c->kfac_share[i] = ns_flops(rows[i], cols[i], ns_steps) / step;
+	}
 	if (work == CLP_PF_WORK_SHAMPOO && refresh > 0) {
 		c->kfac_nfactors = 2 * WORK_NMAT; /* each matrix's L then R root, in block order */
 		for (int i = 0; i < WORK_NMAT; i++) {

@@ -5,7 +5,12 @@
  * per-step work precedes every OPT_STEP; K respects the packing bound; with the phases each
  * root runs in its phases, in order; clp_pipefisher_check_work accepts the cycle and refuses
  * it with one refresh dropped or moved before the snapshot. Muon: K = 1, only the per-step
- * work. clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
+ * work. Delayed Muon: K = 1, every rank's NS of every matrix of every layer of every stage it
+ * steps once a step (its phases in order), before the stage's OPT_STEP (or, split, before the
+ * layer's exchange, on exactly one holder), some before the rank's first F/B (ready at the
+ * step's start), no per-step item; what does not fit is forced right before the OPT_STEP;
+ * clp_pipefisher_check_work refuses an item dropped, moved after its OPT_STEP or phases
+ * swapped. clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +264,274 @@ out:
 	clp_costs_free(t);
 }
 
+/* Rank p's ops of delayed Muon's (st, l, f) before op end: whole NS, phases checked in order
+ * (*bad set when not); all: every one in the list. */
+static int delay_count(const clp_rank_prog *p, int end, int st, int l, int f, int phases,
+		       int *bad)
+{
+	int whole = 0, next = 0;
+
+	for (int i = 0; i < end; i++) {
+		const clp_op *x = &p->ops[i];
+
+		if (x->kind != CLP_OP_KFAC_INV || x->stage != st || x->layer != l || x->factor != f)
+			continue;
+		if (x->mb < 0) {
+			whole++;
+			*bad |= next != 0;
+			continue;
+		}
+		*bad |= x->mb != next;
+		next = (x->mb + 1) % phases;
+		whole += x->mb == phases - 1;
+	}
+	*bad |= next != 0;
+	return whole;
+}
+
+/* Index of rank p's KFAC_INV_SYNC of (st, l); -1. */
+static int exchange_of(const clp_rank_prog *p, int st, int l)
+{
+	for (int i = 0; i < p->nops; i++)
+		if (p->ops[i].kind == CLP_OP_KFAC_INV_SYNC && p->ops[i].stage == st &&
+		    p->ops[i].layer == l)
+			return i;
+	return -1;
+}
+
+/* Delayed Muon's items of a one-step cycle, by hand. *early: items before the rank's first
+ * F/B seen. */
+static void check_delay(const char *what, const clp_sched *b, const clp_sched *cy, int phases,
+			int split, int *early)
+{
+	for (int r = 0; r < cy->nranks; r++) {
+		const clp_rank_prog *p = &cy->ranks[r];
+		int first = -1;
+
+		for (int i = 0; i < p->nops; i++) {
+			const clp_op *o = &p->ops[i];
+
+			CHECK(!clp_op_is_kfac(o->kind) || o->kind == CLP_OP_KFAC_INV ||
+				      (split && o->kind == CLP_OP_KFAC_INV_SYNC),
+			      "%s: rank %d op %d: %s is not delayed Muon's", what, r, i,
+			      clp_op_kind_name(o->kind));
+			CHECK(o->step == 0, "%s: rank %d op %d in step %d", what, r, i, o->step);
+			if (first < 0 && (o->kind == CLP_OP_FWD || clp_op_is_bwd_input(o->kind)))
+				first = i;
+			if (o->kind == CLP_OP_KFAC_INV && (first < 0 || i < first))
+				*early = 1;
+		}
+		for (int j = 0; j < b->ranks[r].nops; j++) {
+			const clp_op *o = &b->ranks[r].ops[j];
+			const clp_stage_info *si;
+			int opt;
+
+			if (o->kind != CLP_OP_OPT_STEP)
+				continue;
+			si = &b->stages[o->stage];
+			opt = opt_of(p, o->stage);
+			CHECK(opt >= 0, "%s: rank %d: no OPT_STEP of stage %d", what, r, o->stage);
+			for (int l = si->first_layer; opt >= 0 && l < si->first_layer + si->nlayers;
+			     l++) {
+				int ex = exchange_of(p, o->stage, l);
+
+				CHECK(ex < opt, "%s: rank %d layer %d: exchange %d after OPT_STEP %d",
+				      what, r, l, ex, opt);
+				for (int f = 1; f <= NF; f++) {
+					int bad = 0, owners = 0;
+					int n = delay_count(p, ex >= 0 ? ex : opt, o->stage, l, f, phases,
+							    &bad);
+					int all = delay_count(p, p->nops, o->stage, l, f, phases, &bad);
+
+					CHECK(!bad && all == n, "%s: rank %d layer %d matrix %d: phases "
+					      "out of order or after the OPT_STEP / exchange", what, r, l,
+					      f);
+					if (ex < 0) {
+						CHECK(n == 1, "%s: rank %d stage %d layer %d matrix %d: %d "
+						      "NS a step", what, r, o->stage, l, f, n);
+						continue;
+					}
+					CHECK(split, "%s: an exchange without split", what);
+					for (int q = 0; q < cy->nranks; q++)
+						owners += delay_count(&cy->ranks[q], cy->ranks[q].nops,
+								      o->stage, l, f, phases, &bad) > 0;
+					CHECK(n <= 1 && owners == 1, "%s: layer %d matrix %d: %d NS here, "
+					      "%d holders compute it", what, l, f, n, owners);
+				}
+			}
+		}
+	}
+}
+
+static int phased_seen; /* some case cut an NS into its phases */
+
+/* Drop rank 0's first NS item, move it after the rank's last OPT_STEP, or (phases) swap the
+ * first phase 0 of any rank with its phase 1: clp_pipefisher_check_work refuses each. */
+static void check_delay_mutations(const char *what, const clp_sched *cy, int phases)
+{
+	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_MUON_DELAY, NF));
+	for (int m = 0; m < (phases > 1 ? 3 : 2); m++) {
+		clp_sched *c2 = NULL;
+		char *js = clp_sched_to_json(cy);
+		clp_rank_prog *p;
+		int k = -1;
+
+		CHECK(js != NULL, "%s: to json", what);
+		if (!js)
+			return;
+		CHECK_OK(clp_sched_from_json(js, "copy", &c2));
+		free(js);
+		if (!c2)
+			return;
+		for (int r = 0; r < (m < 2 ? 1 : c2->nranks) && k < 0; r++) {
+			p = &c2->ranks[r];
+			for (int i = 0; i < p->nops && k < 0; i++)
+				if (p->ops[i].kind == CLP_OP_KFAC_INV && (m < 2 || p->ops[i].mb == 0))
+					k = i;
+		}
+		CHECK(k >= 0 || m == 2, "%s: rank 0 has an NS item", what);
+		phased_seen |= m == 2 && k >= 0;
+		if (k >= 0) {
+			clp_op x = p->ops[k];
+			int q = k + 1;
+
+			if (m == 2) { /* its phase 1 before it */
+				while (q < p->nops && !(p->ops[q].kind == CLP_OP_KFAC_INV &&
+							p->ops[q].layer == x.layer &&
+							p->ops[q].factor == x.factor && p->ops[q].mb == 1))
+					q++;
+				CHECK(q < p->nops, "%s: no phase 1", what);
+				if (q < p->nops) {
+					p->ops[k] = p->ops[q];
+					p->ops[q] = x;
+				}
+			} else {
+				memmove(&p->ops[k], &p->ops[k + 1],
+					(size_t)(p->nops - k - 1) * sizeof(x));
+				if (m == 1)
+					p->ops[p->nops - 1] = x; /* after the OPT_STEPs */
+				else
+					p->nops--;
+			}
+			CHECK(clp_pipefisher_check_work(c2, CLP_PF_WORK_MUON_DELAY, NF) ==
+				      CLP_ERR_INVALID,
+			      "%s: a cycle with the first NS %s passes", what,
+			      m == 0 ? "dropped" : m == 1 ? "after its OPT_STEP" : "phases swapped");
+			clp_error_clear();
+		}
+		clp_sched_free(c2);
+	}
+}
+
+static void test_muon_delay_items(void)
+{
+	static const struct {
+		int kind, depth, mb, replicas;
+		const char *name;
+	} cases[] = {
+		{CLP_SCHED_GPIPE, 4, 4, 1, "gpipe"},   {CLP_SCHED_1F1B, 4, 8, 1, "1f1b"},
+		{CLP_SCHED_CHIMERA, 4, 4, 1, "chimera"}, {CLP_SCHED_ZBH1, 4, 8, 1, "zbh1"},
+		{CLP_SCHED_1F1B, 2, 4, 2, "1f1b x2"},
+	};
+	int early = 0;
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		for (int v = 0; v < 4; v++) { /* bit 0 phases, bit 1 split */
+			int ph = v & 1, split = (v & 2) != 0;
+			int holders = cases[c].replicas * (cases[c].kind == CLP_SCHED_CHIMERA ? 2 : 1);
+			clp_sched *b = generate(cases[c].kind, cases[c].depth, cases[c].mb,
+						cases[c].replicas);
+			/* NS 6 s a stage (the MLP-in-like matrix 2.4 s a layer: longer than a
+			 * 1 s bubble); K-FAC's per-step time 0.3 is not used */
+			clp_costs *t = b ? costs(b->nstages, 2, 6.0, 0.3) : NULL;
+			clp_pf_opts o;
+			clp_pf_report rep;
+			clp_sched *cy = NULL;
+			char what[64];
+
+			if (!b || !t || (split && holders < 2)) {
+				clp_sched_free(b);
+				clp_costs_free(t);
+				continue;
+			}
+			snprintf(what, sizeof(what), "delay %s%s%s", cases[c].name,
+				 ph ? " phases" : "", split ? " split" : "");
+			t->inv_phases = ph ? 5 : 0;
+			clp_pf_opts_default(&o);
+			o.costs = t;
+			o.work = CLP_PF_WORK_MUON_DELAY;
+			o.split = (ph ? CLP_PF_SPLIT_PHASES : 0) |
+				  (split ? CLP_PF_SPLIT_INV | CLP_PF_SPLIT_PREC : 0);
+			CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
+			if (cy) {
+				int nitems = 0;
+
+				for (int r = 0; r < cy->nranks; r++)
+					for (int i = 0; i < cy->ranks[r].nops; i++)
+						nitems += cy->ranks[r].ops[i].kind == CLP_OP_KFAC_INV &&
+							  cy->ranks[r].ops[i].mb <= 0;
+				check_delay(what, b, cy, ph ? 5 : 1, split, &early);
+				CHECK(rep.K == 1 && cy->nsteps == 1 && rep.precond_items == 0 &&
+					      rep.precond_s == 0,
+				      "%s: K %d, %d steps, %d per-step items", what, rep.K, cy->nsteps,
+				      rep.precond_items);
+				/* every layer's matrices once (split: over the holders) */
+				CHECK(nitems == cases[c].depth * 2 * NF * (split ? 1 : holders),
+				      "%s: %d NS a step", what, nitems);
+				CHECK(rep.split_stages == (split ? cases[c].depth : 0) &&
+					      rep.exchanges == (split ? 2 * cases[c].depth * holders : 0),
+				      "%s: %d split stages, %d exchanges", what, rep.split_stages,
+				      rep.exchanges);
+				CHECK(rep.steady_added_s >= -1e-9 && rep.added_s >= -1e-9,
+				      "%s: the work shortens the step (%g, steady %g)", what,
+				      rep.added_s, rep.steady_added_s);
+				if (!split)
+					check_delay_mutations(what, cy, ph ? 5 : 1);
+			}
+			clp_sched_free(cy);
+			clp_sched_free(b);
+			clp_costs_free(t);
+		}
+	CHECK(early, "delay: no NS item ran before its rank's first F/B (ready at the start)");
+	CHECK(phased_seen, "delay: no case cut an NS into its phases");
+}
+
+/* More NS than the bubbles hold: the rest sits right before the OPT_STEP, forced, and the
+ * step grows; a bubble-free single stage gets everything forced. */
+static void test_muon_delay_forced(void)
+{
+	clp_sched *b = generate(CLP_SCHED_1F1B, 4, 8, 1), *cy = NULL;
+	clp_costs *t = b ? costs(b->nstages, 2, 40.0, 0) : NULL;
+	clp_pf_opts o;
+	clp_pf_report rep;
+	int early = 0;
+
+	if (!b || !t)
+		goto out;
+	clp_pf_opts_default(&o);
+	o.costs = t;
+	o.work = CLP_PF_WORK_MUON_DELAY;
+	CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
+	if (!cy)
+		goto out;
+	check_delay("delay forced", b, cy, 1, 0, &early);
+	CHECK(rep.forced > 0 && rep.added_s > 1 && rep.steady_added_s > 1,
+	      "delay forced: %d forced, +%g s (steady %g)", rep.forced, rep.added_s,
+	      rep.steady_added_s);
+	for (int r = 0; r < cy->nranks; r++) { /* the item right before an OPT_STEP is NS */
+		int o_ = opt_of(&cy->ranks[r], r);
+
+		CHECK(o_ > 0 && cy->ranks[r].ops[o_ - 1].kind == CLP_OP_KFAC_INV,
+		      "delay forced: rank %d: op before its OPT_STEP is %s", r,
+		      o_ > 0 ? clp_op_kind_name(cy->ranks[r].ops[o_ - 1].kind) : "none");
+	}
+	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_MUON_DELAY, NF));
+out:
+	clp_sched_free(cy);
+	clp_sched_free(b);
+	clp_costs_free(t);
+}
+
 /* The counts for one block of width d = 8, MLP 32, 10 tokens, F + B = 3 s a stage of 2
  * layers: a flop takes 1.5 / (6 x 768 x 10) s. */
 static void test_work_costs(void)
@@ -296,6 +569,19 @@ static void test_work_costs(void)
 		      c->stages[0].t[CLP_COST_KFAC_INV] == 0 && c->kfac_nfactors == 0,
 	      "muon: step %g (want %g), refresh %g", c->stages[0].t[CLP_COST_KFAC_PRECOND],
 	      2 * ns * per, c->stages[0].t[CLP_COST_KFAC_INV]);
+	CHECK_OK(clp_pf_work_costs(c, CLP_PF_WORK_MUON_DELAY, 8, 32, 10, 25, 5, 0));
+	share = 0;
+	for (int f = 0; f < c->kfac_nfactors; f++)
+		share += c->kfac_share[f];
+	CHECK(fabs(c->stages[1].t[CLP_COST_KFAC_INV] - 2 * ns * per) < 1e-12 &&
+		      c->stages[1].t[CLP_COST_KFAC_PRECOND] == 0 && c->kfac_nfactors == 6 &&
+		      c->inv_phases == 5 && fabs(share - 1) < 1e-12 &&
+		      fabs(c->kfac_share[4] - 5 * (4 * 64 * 32 + 2 * 512) / ns) < 1e-12 &&
+		      c->stages[0].kfac_bytes == 2 * 768 * 4,
+	      "muon delay: NS %g (want %g), step %g, %d matrices, %d phases, shares %g, MLP in "
+	      "%g, %lld bytes", c->stages[1].t[CLP_COST_KFAC_INV], 2 * ns * per,
+	      c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors, c->inv_phases, share,
+	      c->kfac_share[4], (long long)c->stages[0].kfac_bytes);
 	CHECK(clp_pf_work_costs(c, CLP_PF_WORK_KFAC, 8, 32, 10, 25, 5, 0) == CLP_ERR_INVALID &&
 		      clp_pf_work_costs(c, CLP_PF_WORK_MUON, 0, 32, 10, 25, 5, 0) == CLP_ERR_INVALID,
 	      "bad work or width accepted");
@@ -303,4 +589,5 @@ static void test_work_costs(void)
 	clp_costs_free(c);
 }
 
-TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_muon_items), TH_TEST(test_work_costs))
+TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_muon_items), TH_TEST(test_muon_delay_items),
+	TH_TEST(test_muon_delay_forced), TH_TEST(test_work_costs))
