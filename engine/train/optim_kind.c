@@ -121,6 +121,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
 		.own_bytes = clp_exec_muon_bytes, /* its scratch */
 		.prep = 1, /* momentum and Newton-Schulz where the gradients are final */
+		.pipefisher = 1, /* muon.delay only: the delayed Newton-Schulz (session_pf.c) */
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},

@@ -178,6 +178,18 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		if (pipelined && strcmp(mode, "muondelayresume"))
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
 	}
+	/* mpf, mpfclose: the delayed Muon with pipeline.pipefisher (the pass's KFAC_INV items
+	 * compute each matrix's Newton-Schulz in the bubbles; one device in its OPT_STEP) */
+	if (!strncmp(mode, "mpf", 3)) {
+		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
+		c->muon.delay = 1;
+		c->pipeline.pipefisher = pipelined;
+		if (pipelined) {
+			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
+				 "%s/costs.json", dir);
+			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+		}
+	}
 	if (delay_set >= 0)
 		c->muon.delay = delay_set;
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
@@ -316,6 +328,34 @@ static void check_delay_trace(void)
 		CHECK(has[s] && prep[s] < bwd[s], "rank %d: its first OPT_PREP (at %g us) does not "
 		      "start before the rank's first backward (at %g us)", s, prep[s], bwd[s]);
 	}
+	json_decref(root);
+}
+
+/* mpf*: every rank's traced step ran KFAC_INV items (the delayed Muon's Newton-Schulz) and no
+ * OPT_PREP. */
+static void check_items_trace(void)
+{
+	char path[600];
+	json_error_t err;
+	json_t *root, *ev, *e;
+	int items[64] = {0}, preps = 0;
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	root = json_load_file(path, 0, &err);
+	ev = root ? json_object_get(root, "traceEvents") : NULL;
+	CHECK(ev != NULL, "%s: %s", path, err.text);
+	json_array_foreach(ev, i, e) {
+		const char *k = json_string_value(json_object_get(json_object_get(e, "args"), "kind"));
+		int pid = (int)json_integer_value(json_object_get(e, "pid"));
+
+		if (k && pid >= 0 && pid < 64)
+			items[pid] += !strcmp(k, "KFAC_INV");
+		preps += k && !strcmp(k, "OPT_PREP");
+	}
+	for (int r = 0; r < D * R && r < 64; r++)
+		CHECK(items[r] > 0, "rank %d ran no KFAC_INV item in the traced step", r);
+	CHECK(preps == 0, "%d OPT_PREPs beside the pass's items", preps);
 	json_decref(root);
 }
 
@@ -522,10 +562,12 @@ static void test_equivalence(void)
 		check_prep_trace();
 	if (clp_comm_rank(world) == 0 && !strncmp(mode, "muondelay", 9) && D > 1)
 		check_delay_trace();
+	if (clp_comm_rank(world) == 0 && !strncmp(mode, "mpf", 3))
+		check_items_trace();
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "muonnoclip") || !strcmp(mode, "muondelay") ||
-					     !strcmp(mode, "muondelaynoclip") ||
+					     !strcmp(mode, "muondelaynoclip") || !strcmp(mode, "mpf") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "pfrecompute")
