@@ -51,6 +51,7 @@
 
 #include "cl/runtime.h"
 #include "engine/io/checkpoint.h"
+#include "engine/sched/sched_json.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
 #include "topology/comm/comm.h"
@@ -188,6 +189,12 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
 				 "%s/costs.json", dir);
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+		}
+		/* mpfphases: the pass's cycle with each item cut into its Newton-Schulz phases */
+		if (pipelined && !strcmp(mode, "mpfphases") && strcmp(sub, "pipe0")) {
+			c->pipeline.pipefisher_costs[0] = 0;
+			snprintf(c->pipeline.pipefisher_schedule,
+				 sizeof(c->pipeline.pipefisher_schedule), "%s/phases.json", dir);
 		}
 	}
 	if (delay_set >= 0)
@@ -331,6 +338,45 @@ static void check_delay_trace(void)
 	json_decref(root);
 }
 
+/* mpfphases: the K = 1 cycle the "pipe0" run kept in its checkpoint, with each whole
+ * KFAC_INV item (op.mb -1) replaced by its 5 Newton-Schulz phases (op.mb 0..4, in order, at
+ * the item's place), saved as phases.json. */
+static void write_phases(void)
+{
+	char path[700];
+	clp_ckpt *ck = NULL;
+	clp_sched *cy = NULL;
+	const char *text;
+
+	snprintf(path, sizeof(path), "%s/ck-pipe0", dir);
+	CHECK_OK(clp_ckpt_open_latest(&ck, path));
+	text = ck ? clp_ckpt_meta(ck, "pipefisher.cycle") : NULL;
+	CHECK(text != NULL, "%s: no pipefisher.cycle", path);
+	if (text)
+		CHECK_OK(clp_sched_from_json(text, path, &cy));
+	for (int r = 0; cy && r < cy->nranks; r++) {
+		clp_rank_prog *p = &cy->ranks[r];
+		clp_op *ops = malloc(((size_t)p->nops * 5 + 1) * sizeof(*ops));
+		int n = 0;
+
+		for (int i = 0; ops && i < p->nops; i++)
+			for (int ph = 0; ph < (p->ops[i].kind == CLP_OP_KFAC_INV ? 5 : 1); ph++) {
+				ops[n] = p->ops[i];
+				if (p->ops[i].kind == CLP_OP_KFAC_INV)
+					ops[n].mb = ph;
+				n++;
+			}
+		free(p->ops);
+		p->ops = ops;
+		p->nops = p->cap = n;
+	}
+	snprintf(path, sizeof(path), "%s/phases.json", dir);
+	if (cy)
+		CHECK_OK(clp_sched_save(cy, path));
+	clp_sched_free(cy);
+	clp_ckpt_close(ck);
+}
+
 /* mpf*: every rank's traced step ran KFAC_INV items (the delayed Muon's Newton-Schulz) and no
  * OPT_PREP. */
 static void check_items_trace(void)
@@ -349,8 +395,10 @@ static void check_items_trace(void)
 		const char *k = json_string_value(json_object_get(json_object_get(e, "args"), "kind"));
 		int pid = (int)json_integer_value(json_object_get(e, "pid"));
 
-		if (k && pid >= 0 && pid < 64)
-			items[pid] += !strcmp(k, "KFAC_INV");
+		int mb = (int)json_integer_value(json_object_get(json_object_get(e, "args"), "mb"));
+
+		if (k && pid >= 0 && pid < 64) /* mpfphases: phases only */
+			items[pid] += !strcmp(k, "KFAC_INV") && (strcmp(mode, "mpfphases") || mb >= 0);
 		preps += k && !strcmp(k, "OPT_PREP");
 	}
 	for (int r = 0; r < D * R && r < 64; r++)
@@ -557,6 +605,12 @@ static void test_equivalence(void)
 		      "steps (K = %d)", kmin, kmax, pfK);
 		nsteps = pfK > 1 ? 3 * pfK : 4;
 	}
+	if (!strcmp(mode, "mpfphases")) { /* the pass's cycle, its items cut into phases */
+		run("pipe0", 1, 0, NULL);
+		if (clp_comm_rank(world) == 0)
+			write_phases();
+		CHECK_OK(clp_comm_barrier(world, "phases.json written"));
+	}
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
 		check_prep_trace();
@@ -568,6 +622,7 @@ static void test_equivalence(void)
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "muonnoclip") || !strcmp(mode, "muondelay") ||
 					     !strcmp(mode, "muondelaynoclip") || !strcmp(mode, "mpf") ||
+					     !strcmp(mode, "mpfphases") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "pfrecompute")
