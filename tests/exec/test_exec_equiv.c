@@ -175,6 +175,12 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 	 * first backward (check_delay_trace) */
 	if (!strncmp(mode, "muondelay", 9)) {
 		c->muon.delay = 1;
+		/* muondelayovf-fp16: a loss scale that overflows every other step (the window of 1
+		 * doubles it after each good one): non-finite steps before and after real ones */
+		if (!strcmp(mode, "muondelayovf")) {
+			c->train.loss_scale = 4194304;
+			c->train.loss_scale_window = 1;
+		}
 		c->optim.grad_clip = strstr(mode, "noclip") ? 0 : 1.0;
 		if (pipelined && strcmp(mode, "muondelayresume"))
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
@@ -407,6 +413,30 @@ static void check_items_trace(void)
 	json_decref(root);
 }
 
+/* muondelayovf: the pipelined run skipped (non-finite) and took steps. */
+static void check_skipped(void)
+{
+	char path[700], line[4096];
+	FILE *f;
+	int skipped = 0, taken = 0;
+
+	snprintf(path, sizeof(path), "%s/log-pipe.jsonl", dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step")) {
+			skipped += json_is_true(json_object_get(j, "skipped"));
+			taken += json_is_false(json_object_get(j, "skipped"));
+		}
+		json_decref(j);
+	}
+	if (f)
+		fclose(f);
+	CHECK(skipped >= 2 && taken >= 2, "%s: %d skipped and %d taken steps (2 of each wanted)",
+	      path, skipped, taken);
+}
+
 /* muondelayresume: resuming checkpoint ck-FROM with muon.delay = delay on one device is
  * refused, naming muon.delay (the stages' exp_avg_sq hold the pending directions only with
  * it on). */
@@ -618,11 +648,13 @@ static void test_equivalence(void)
 		check_delay_trace();
 	if (clp_comm_rank(world) == 0 && !strncmp(mode, "mpf", 3))
 		check_items_trace();
+	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muondelayovf"))
+		check_skipped();
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
 					     !strcmp(mode, "muonnoclip") || !strcmp(mode, "muondelay") ||
 					     !strcmp(mode, "muondelaynoclip") || !strcmp(mode, "mpf") ||
-					     !strcmp(mode, "mpfphases") ||
+					     !strcmp(mode, "mpfphases") || !strcmp(mode, "muondelayovf") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "pfrecompute")
