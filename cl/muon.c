@@ -152,3 +152,42 @@ clp_status clp_muon_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf 
 	return clp_muon_apply(ctx, param, res, n, (float)(1.0 - (double)hp->lr * hp->weight_decay),
 			      (float)clp_muon_scaled_lr(hp->lr, rows, cols), stats);
 }
+
+int clp_muon_phases(int ns_steps)
+{
+	return ns_steps > 0 ? ns_steps : 1;
+}
+
+clp_status clp_muon_ns_phase(clp_cl_ctx *ctx, clp_buf d, size_t rows, size_t cols, int ns_steps,
+			     int phase, const clp_muon_work *w)
+{
+	const size_t n = rows * cols;
+	clp_buf res;
+
+	if (ns_steps < 0 || ns_steps >= 100 || phase < 0 || phase >= clp_muon_phases(ns_steps))
+		return clp_error(CLP_ERR_INVALID, "muon: phase %d of %d Newton-Schulz steps", phase,
+				 ns_steps);
+	if (!n)
+		return CLP_OK;
+	CLP_TRY(clp_cl_copy(ctx, w->x, d, n));
+	if (phase == 0) {
+		CLP_TRY(clp_cl_nrm2(ctx, w->nrm, w->x, n));
+		CLP_TRY(clp_muon_normalize(ctx, w->x, n, w->nrm, (float)CLP_MUON_EPS));
+	}
+	CLP_TRY(clp_muon_newton_schulz(ctx, w->x, w->x2, w->ga, w->gb, rows, cols,
+				       ns_steps > 0 ? 1 : 0, &res));
+	return clp_cl_copy(ctx, d, res, n);
+}
+
+clp_status clp_muon_delayed_commit(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+				   clp_buf d, size_t rows, size_t cols, const clp_muon_hp *hp,
+				   clp_buf stats, float gscale, int nonfinite)
+{
+	const size_t n = rows * cols;
+
+	CLP_TRY(clp_muon_apply(ctx, param, d, n, (float)(1.0 - (double)hp->lr * hp->weight_decay),
+			       (float)clp_muon_scaled_lr(hp->lr, rows, cols), stats));
+	/* P into d, which D no longer needs (the kernel leaves buf and d with the flag set) */
+	CLP_TRY(clp_muon_momentum(ctx, buf, grad, d, n, hp->momentum, hp->nesterov, gscale, stats));
+	return nonfinite ? clp_cl_fill(ctx, d, 0.0f, n) : CLP_OK;
+}

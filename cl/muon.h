@@ -65,6 +65,24 @@ clp_status clp_muon_commit(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf 
 			   clp_buf upd, size_t rows, size_t cols, const clp_muon_hp *hp,
 			   clp_buf stats, float gscale, const clp_muon_work *w);
 
+/* The one-step-delayed Muon (muon.delay, docs/OPTIMIZERS.md "One-step-delayed Muon"): the
+ * direction applied at step t is the orthogonalisation of step t-1's Nesterov direction P, kept
+ * in d (the matrix's AdamW second moment) between steps. clp_muon_phases(ns_steps) phases make
+ * D = NS(P) in place on d: phase 0 normalises (P / max(||P||_F, eps)), and every phase runs one
+ * Newton-Schulz iteration (ns_steps = 0: one phase, the normalisation alone). Each phase copies
+ * d into the scratch, works there and copies back, so the result does not depend on where d
+ * lies, nor on whether the phases run together or apart (the same kernels on the same values).
+ * clp_muon_delayed_commit, d holding D: param *= 1 - lr wd, param -= lr scale D (with stats'
+ * flag set: param unchanged), then buf = lerp(buf, g', 1 - mu) and d = P := nesterov ?
+ * lerp(g', buf, mu) : buf (un-normalised), g' = grad x gscale x the clip factor; with the flag
+ * set buf is left and d := 0 (nonfinite, the host's copy of that flag, says so). */
+int clp_muon_phases(int ns_steps);
+clp_status clp_muon_ns_phase(clp_cl_ctx *ctx, clp_buf d, size_t rows, size_t cols, int ns_steps,
+			     int phase, const clp_muon_work *w);
+clp_status clp_muon_delayed_commit(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
+				   clp_buf d, size_t rows, size_t cols, const clp_muon_hp *hp,
+				   clp_buf stats, float gscale, int nonfinite);
+
 /* One Muon step of param (rows x cols) with momentum buffer buf and gradient grad. */
 clp_status clp_muon_update(clp_cl_ctx *ctx, clp_buf param, clp_buf buf, clp_buf grad,
 			   size_t rows, size_t cols, const clp_muon_hp *hp, clp_buf stats,

@@ -3,7 +3,10 @@
 # model and global batch, AdamW, Muon, K-FAC and Shampoo, each on one device and on the 2-rank 1F1B pipeline
 # (mpirun --bind-to core), each over a small learning-rate grid:
 #   AdamW  optim.lr in ADAMW_LRS (default 1e-3 3e-3 1e-2)
-#   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05 0.1; its AdamW tensors at optim.lr = 3e-3)
+#   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05 0.1; its AdamW tensors at optim.lr = 3e-3),
+#          each with muon.delay in MUON_DELAYS (default false; "false true" adds the
+#          one-step-delayed Muon, runs named ...-delay) and MUON_ARGS (default none; e.g.
+#          "--muon.momentum=0.8")
 #   K-FAC  kfac.lr in KFAC_LRS (default 1e-3 3e-3 1e-2; AdamW base, damping 0.03, optim.lr =
 #          3e-3; PipeFisher on the pipeline, its K on one device)
 #   Shampoo shampoo.lr in SHAMPOO_LRS (default 0.03 0.1 0.3; its AdamW tensors at optim.lr =
@@ -63,7 +66,11 @@ for where in one pipe; do
     train "adamw-$where-lr$lr" --optim.name=adamw --optim.lr="$lr" "$@"
   done
   for lr in ${MUON_LRS:-0.01 0.02 0.05 0.1}; do
-    train "muon-$where-lr$lr" --optim.name=muon --optim.lr=3e-3 --muon.lr="$lr" "$@"
+    for delay in ${MUON_DELAYS:-false}; do
+      # shellcheck disable=SC2086 # MUON_ARGS is a list of flags
+      train "muon-$where-lr$lr$([ "$delay" = true ] && echo -delay)" --optim.name=muon \
+        --optim.lr=3e-3 --muon.lr="$lr" --muon.delay="$delay" ${MUON_ARGS:-} "$@"
+    done
   done
   for lr in ${SHAMPOO_LRS:-0.03 0.1 0.3}; do
     # shellcheck disable=SC2086 # SHAMPOO_ARGS is a list of flags

@@ -82,3 +82,24 @@ void clp_ref_muon_step(double *p, double *buf, const float *g, size_t rows, size
 		p[i] = p[i] * decay - alr * u[i];
 	free(u);
 }
+
+void clp_ref_muon_delayed_step(double *p, double *buf, double *d, const float *g, size_t rows,
+			       size_t cols, const clp_muon_hp *hp, double gscale, int skip)
+{
+	const size_t n = rows * cols;
+	const double alr = clp_muon_scaled_lr(hp->lr, rows, cols);
+	const double decay = 1.0 - (double)hp->lr * hp->weight_decay;
+
+	if (skip) {
+		memset(d, 0, n * sizeof(*d));
+		return;
+	}
+	clp_ref_muon_orthogonalize(d, rows, cols, hp->ns_steps);
+	for (size_t i = 0; i < n; i++) {
+		const double gr = g[i] * gscale;
+
+		p[i] = p[i] * decay - alr * d[i];
+		buf[i] = lerp(buf[i], gr, 1.0 - hp->momentum);
+		d[i] = hp->nesterov ? lerp(gr, buf[i], hp->momentum) : buf[i];
+	}
+}

@@ -14,5 +14,10 @@ void clp_ref_muon_orthogonalize(double *x, size_t rows, size_t cols, int steps);
 /* One step: p, buf (rows x cols) updated from g times gscale; skip: nothing changes. */
 void clp_ref_muon_step(double *p, double *buf, const float *g, size_t rows, size_t cols,
 		       const clp_muon_hp *hp, double gscale);
+/* One step of the one-step-delayed Muon (clp_muon_delayed_commit): p moves by the
+ * orthogonalisation of the pending direction d, then buf takes g times gscale and d := the new
+ * (un-normalised) direction; skip (a non-finite step): p and buf unchanged, d := 0. */
+void clp_ref_muon_delayed_step(double *p, double *buf, double *d, const float *g, size_t rows,
+			       size_t cols, const clp_muon_hp *hp, double gscale, int skip);
 
 #endif

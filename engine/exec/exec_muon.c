@@ -17,7 +17,15 @@
  * idle device time, and the recomputation is what the step cost before), so they run after a
  * clipped step too; an unmarked one (a loaded schedule's) waits for an unclipped step
  * (clipping runs in streaks). A non-finite step changes nothing either way (the kernels read
- * the flag). */
+ * the flag).
+ *
+ * One-step-delayed (muon.delay; docs/OPTIMIZERS.md, "One-step-delayed Muon"): the second moment
+ * v of a Muon matrix holds the pending direction P between steps; step t's OPT_STEP applies
+ * D = NS(P) (clp_muon_ns_phase, as many phases as are not done yet) and stores step t's
+ * direction as the next P (clp_muon_delayed_commit). D depends on nothing of step t, so an
+ * OPT_PREP anywhere in the step (clp_sched_place_prep_delayed: before the rank's first wait)
+ * or the scheduled items (KFAC_INV of a layer's matrix, one iteration or all) may compute it
+ * earlier; phase[k][i] counts the phases done in this step, so none runs twice. */
 #include <stdlib.h>
 
 #include "engine/exec/exec_env.h"
@@ -31,12 +39,95 @@ typedef struct mst {
 	clp_muon_work w;
 	unsigned char *early; /* per local stage: its updates wait in the second moments */
 	int clipped;          /* the last step's gradients were clipped */
+	int nloc;             /* local stages */
+	int **phase;          /* delay: per local stage and tensor, NS phases of v done this step */
 } mst;
 
 /* Whether a stage's tensor i is orthogonalised early: a trained Muon matrix. */
 static int early_takes(clp_stage *st, const clp_tensor_desc *t, int i)
 {
 	return clp_exec_muon_takes(t) && clp_stage_trained(st, i);
+}
+
+/* Phases of tensor i of local stage k's D = NS(P) up to `upto` (clp_muon_phases: all). */
+static clp_status delayed_phases(clp_exec *e, mst *m, int k, int i, int upto)
+{
+	clp_stage *st = clp_exec_stage(e, k, NULL);
+	const clp_tensor_desc *t = &clp_stage_table(st)->tensors[i];
+
+	for (; m->phase[k][i] < upto; m->phase[k][i]++)
+		CLP_TRY(clp_muon_ns_phase(clp_exec_ctx(e), clp_stage_tensor(st, CLP_ST_ADAM_V, i),
+					  t->shape[0], t->shape[1], m->o.ns_steps, m->phase[k][i],
+					  &m->w));
+	return CLP_OK;
+}
+
+/* Delayed Muon's early work of op: an OPT_PREP (every matrix of op->stage, whole) or an item
+ * KFAC_INV(stage, layer, factor, mb): model layer op->layer's (block layer + 1's) Muon matrix
+ * `factor` (1.. in table order; 0: all of them), Newton-Schulz phase op->mb (0 with the
+ * normalisation; -1: every phase left), on every local copy of the stage. A phase runs after
+ * the ones before it, once a step. */
+static clp_status delayed_work(clp_exec *e, mst *m, const clp_op *op)
+{
+	const int total = clp_muon_phases(m->o.ns_steps), item = op->kind != CLP_OP_OPT_PREP;
+	char what[160];
+	int found = 0;
+
+	clp_op_describe(op, what, sizeof(what));
+	if (item && op->mb >= total)
+		return clp_error(CLP_ERR_INVALID, "rank %d: %s: Muon has %d Newton-Schulz phases "
+				 "(muon.ns_steps %d)", clp_exec_rank(e), what, total, m->o.ns_steps);
+	for (int k = 0; k < m->nloc; k++) {
+		clp_stage *st;
+		const clp_param_table *tab;
+		int n = 0;
+
+		if (clp_exec_stage_id(e, k) != op->stage)
+			continue;
+		st = clp_exec_stage(e, k, NULL);
+		tab = clp_stage_table(st);
+		for (int i = 0; i < tab->ntensors; i++) {
+			if (!early_takes(st, &tab->tensors[i], i) ||
+			    (item && tab->tensors[i].block - 1 != op->layer))
+				continue;
+			n++;
+			if (item && op->factor && op->factor != n)
+				continue;
+			found++;
+			if (!item || op->mb < 0) {
+				CLP_TRY(delayed_phases(e, m, k, i, total));
+				continue;
+			}
+			if (m->phase[k][i] != op->mb)
+				return clp_error(CLP_ERR_STATE, "rank %d: %s: %s's phase %d runs after "
+						 "phases 0..%d and once a step (%d done)",
+						 clp_exec_rank(e), what, tab->tensors[i].name, op->mb,
+						 op->mb - 1, m->phase[k][i]);
+			CLP_TRY(delayed_phases(e, m, k, i, op->mb + 1));
+		}
+	}
+	if (item && !found)
+		return clp_error(CLP_ERR_INVALID, "rank %d: %s: no Muon matrix %d of layer %d on the "
+				 "rank's copies of stage %d", clp_exec_rank(e), what, op->factor,
+				 op->layer, op->stage);
+	return CLP_OK;
+}
+
+/* A scheduled item (the PipeFisher pass's CLP_PF_WORK_MUON_DELAY): KFAC_INV as delayed_work
+ * reads it; KFAC_PRECOND is no work of Muon's. Only with muon.delay. */
+static clp_status muon_item(clp_exec *e, void *state, const clp_op *op)
+{
+	mst *m = state;
+	char what[160];
+
+	if (op->kind == CLP_OP_KFAC_PRECOND)
+		return CLP_OK;
+	clp_op_describe(op, what, sizeof(what));
+	if (!m->o.delay || op->kind != CLP_OP_KFAC_INV)
+		return clp_error(CLP_ERR_INVALID, "rank %d: %s: Muon's scheduled items are the "
+				 "one-step-delayed Newton-Schulz (KFAC_INV with muon.delay = true)%s",
+				 clp_exec_rank(e), what, m->o.delay ? "" : "; muon.delay is false");
+	return delayed_work(e, m, op);
 }
 
 static clp_status muon_prep(clp_exec *e, void *state, const clp_op *op, const void *settings)
@@ -47,6 +138,8 @@ static clp_status muon_prep(clp_exec *e, void *state, const clp_op *op, const vo
 	clp_exec_counts c;
 
 	(void)settings;
+	if (m->o.delay)
+		return delayed_work(e, m, op);
 	clp_exec_step_counts(e, &c);
 	/* with clipping on, the early result is wasted in a clipped step: run it where it costs
 	 * only idle time (a bubble), elsewhere only when the last step was not clipped */
@@ -148,6 +241,16 @@ static clp_status muon_stage_step(clp_exec *e, void *state, int stage, const voi
 							    t->decay, stats, 1.0f / c.loss_scale));
 				continue;
 			}
+			if (m->o.delay) { /* D = NS(P) (what is left of it), then the next P */
+				if (!clp_stage_trained(st, i))
+					continue;
+				CLP_TRY(delayed_phases(e, m, k, i, clp_muon_phases(m->o.ns_steps)));
+				CLP_TRY(clp_muon_delayed_commit(ctx, p, mom, g, v, t->shape[0],
+								t->shape[1], &hp, stats,
+								1.0f / c.loss_scale, nonfinite));
+				m->phase[k][i] = 0;
+				continue;
+			}
 			if (early && fits)
 				CLP_TRY(clp_muon_commit(ctx, p, mom, g, v, t->shape[0], t->shape[1], &hp,
 							stats, 1.0f / c.loss_scale, &m->w));
@@ -173,6 +276,9 @@ static void muon_free(clp_exec *e, void *state)
 	for (int i = 0; i < 5; i++)
 		if (m->mem[i])
 			clReleaseMemObject(m->mem[i]);
+	for (int k = 0; m->phase && k < m->nloc; k++)
+		free(m->phase[k]);
+	free(m->phase);
 	free(m->early);
 	free(m);
 }
@@ -182,6 +288,7 @@ static const clp_exec_optim exec_muon_optim = {
 	.dataflow = 1,
 	.stage_step = muon_stage_step,
 	.prep = muon_prep,
+	.item = muon_item,
 	.free = muon_free,
 };
 
@@ -255,9 +362,19 @@ clp_status clp_exec_muon(clp_exec *e, const clp_exec_muon_opts *o)
 	if (!(m = calloc(1, sizeof(*m))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->o = *o;
-	if (!(m->early = calloc((size_t)ns + 1, 1))) {
-		free(m);
+	m->nloc = ns;
+	if (!(m->early = calloc((size_t)ns + 1, 1)) ||
+	    !(m->phase = calloc((size_t)ns + 1, sizeof(*m->phase)))) {
+		muon_free(e, m);
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	}
+	for (int k = 0; k < ns; k++) {
+		const clp_param_table *t = clp_stage_table(clp_exec_stage(e, k, NULL));
+
+		if (!(m->phase[k] = calloc((size_t)t->ntensors + 1, sizeof(int)))) {
+			muon_free(e, m);
+			return clp_error(CLP_ERR_NOMEM, "out of host memory");
+		}
 	}
 	for (int i = 0; i < 5; i++) {
 		clp_status s = clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]);

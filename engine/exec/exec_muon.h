@@ -15,6 +15,7 @@ typedef struct clp_exec_muon_opts {
 	float momentum; /* 0.95 */
 	int nesterov;   /* 1 */
 	int ns_steps;   /* 5 */
+	int delay;      /* muon.delay: the one-step-delayed update (docs/OPTIMIZERS.md) */
 } clp_exec_muon_opts;
 
 /* One step's settings (clp_exec_step's `settings`): AdamW's for the other tensors, and the

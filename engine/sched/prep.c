@@ -1,7 +1,9 @@
 /* Placing the early part of the optimizer's step (sched.h, clp_sched_place_prep): an OPT_PREP
  * of a stage goes where its gradients are final, so that a rank whose backwards end before the
  * others' (the last stages of a pipeline, in the cool-down) runs it in the bubble instead of
- * after the norm. docs/OPTIMIZERS.md, "Where Muon's work runs". */
+ * after the norm. docs/OPTIMIZERS.md, "Where Muon's work runs". The one-step-delayed Muon's
+ * OPT_PREP needs nothing of its step: clp_sched_place_prep_delayed puts it where the rank first
+ * waits for another rank. */
 #include "engine/sched/sched.h"
 
 #include <stdlib.h>
@@ -235,6 +237,113 @@ clp_status clp_sched_place_prep(clp_sched *s, int *added)
 	CLP_TRY(mark_bubbles(s)); /* also a loaded schedule's (JSON keeps no CLP_OPF_BUBBLE) */
 	n = 0;
 	drop_unmarked(s, &n);
+	if (added)
+		*added = n;
+	return CLP_OK;
+}
+
+/* 1 when compute op o consumes what receive r brings (the FWD or backward of its stage and
+ * micro-batch). */
+static int consumes(const clp_op *r, const clp_op *o)
+{
+	int kind = r->kind == CLP_OP_RECV_ACT ? o->kind == CLP_OP_FWD
+					       : clp_op_is_bwd_input(o->kind);
+
+	return kind && o->stage == r->stage && o->mb == r->mb && o->pipe == r->pipe &&
+	       o->chunk == r->chunk && o->step == r->step;
+}
+
+/* The rank's waits in step `step` among ops lo..hi-1, in list order, into w (at most max): each
+ * compute op that consumes a receive posted before it, and each collective but the loss's
+ * REDUCE. Returns how many. */
+static int waits(const clp_rank_prog *p, int step, int lo, int hi, int *w, int max)
+{
+	int n = 0;
+
+	for (int j = lo; j < hi && n < max; j++) {
+		const clp_op *o = &p->ops[j];
+		int wait = o->step == step && clp_op_is_collective(o->kind) &&
+			   o->kind != CLP_OP_REDUCE; /* the loss: summed at the step's end */
+
+		for (int r = lo; r < j && !wait && o->step == step && clp_op_is_compute(o->kind); r++)
+			wait = clp_op_is_recv(p->ops[r].kind) && consumes(&p->ops[r], o);
+		if (wait)
+			w[n++] = j;
+	}
+	return n;
+}
+
+static clp_status place_rank_delayed(clp_rank_prog *p, int *added)
+{
+	int *at, *w, n = 0, nops = p->nops;
+	clp_op *ops;
+
+	for (int i = 0; i < nops; i++)
+		if (p->ops[i].kind == CLP_OP_OPT_PREP)
+			return CLP_OK;
+	at = malloc(((size_t)nops + 1) * sizeof(*at));
+	w = malloc(((size_t)nops + 1) * sizeof(*w));
+	if (!at || !w) {
+		free(at);
+		free(w);
+		return clp_error(CLP_ERR_NOMEM, "schedule: out of host memory");
+	}
+	/* a step's waits come after the previous step's updates (the ops of a cycle are in step
+	 * order), so the step field alone tells them apart */
+	for (int i = 0, k = 0, step = -1; i < nops; i++) {
+		const clp_op *o = &p->ops[i];
+		int nw;
+
+		at[i] = -1;
+		if (o->kind != CLP_OP_OPT_STEP)
+			continue;
+		if (o->step != step)
+			k = 0, step = o->step;
+		nw = waits(p, step, 0, i, w, nops);
+		if (nw > 0) {
+			at[i] = w[k < nw ? k : nw - 1];
+			n++;
+		}
+		k++;
+	}
+	free(w);
+	if (!n) {
+		free(at);
+		return CLP_OK;
+	}
+	ops = malloc(((size_t)nops + (size_t)n) * sizeof(*ops));
+	if (!ops) {
+		free(at);
+		return clp_error(CLP_ERR_NOMEM, "schedule: out of host memory");
+	}
+	n = 0;
+	for (int j = 0; j < nops; j++) {
+		for (int i = 0; i < nops; i++)
+			if (at[i] == j) {
+				clp_op q = clp_op_make(CLP_OP_OPT_PREP, p->ops[i].stage, p->ops[i].pipe,
+						       p->ops[i].chunk, -1);
+
+				q.step = p->ops[i].step;
+				q.flags = CLP_OPF_BUBBLE;
+				ops[n++] = q;
+			}
+		ops[n++] = p->ops[j];
+	}
+	free(at);
+	free(p->ops);
+	*added += n - nops;
+	p->ops = ops;
+	p->nops = p->cap = n;
+	return CLP_OK;
+}
+
+clp_status clp_sched_place_prep_delayed(clp_sched *s, int *added)
+{
+	int n = 0;
+
+	for (int r = 0; r < s->nranks; r++)
+		if (s->ranks[r].mode == CLP_RANK_ORDERED)
+			CLP_TRY(place_rank_delayed(&s->ranks[r], &n));
 	if (added)
 		*added = n;
 	return CLP_OK;

@@ -244,6 +244,18 @@ static inline int clp_op_is_bwd_input(int k)
  * only move work from after the norm to before it). *added: how many (may be NULL). */
 clp_status clp_sched_place_prep(clp_sched *s, int *added);
 
+/* The one-step-delayed Muon's OPT_PREPs (muon.delay; docs/OPTIMIZERS.md): its work needs
+ * nothing of its step, so each stage's OPT_PREP goes before a point where the rank waits for
+ * another rank: the k-th OPT_STEP of a step on the rank (list order) gets its OPT_PREP right
+ * before the rank's k-th wait of that step (the last one when there are fewer), a wait being a
+ * compute op that consumes a receive posted before it (FWD of RECV_ACT, BWD or BWD_B of
+ * RECV_GRAD) or a collective (not the loss's REDUCE). On 1F1B every stage's OPT_PREP but
+ * stage 0's goes before its first forward (in the warm-up, waiting for the activation) and
+ * stage 0's before its first backward. All are marked
+ * CLP_OPF_BUBBLE. A rank with no wait (one device) gets none, nor a schedule that has
+ * OPT_PREPs already. *added: how many (may be NULL). */
+clp_status clp_sched_place_prep_delayed(clp_sched *s, int *added);
+
 /* "FWD stage 2 mb 5", "SEND_ACT stage 0 mb 3 to rank 1 tag 96", ... for messages. */
 void clp_op_describe(const clp_op *op, char *buf, size_t n);
 

@@ -37,6 +37,7 @@ static clp_status muon_open(clp_session *s)
 		.momentum = (float)s->cfg.muon.momentum,
 		.nesterov = s->cfg.muon.nesterov,
 		.ns_steps = (int)s->cfg.muon.ns_steps,
+		.delay = s->cfg.muon.delay,
 	};
 
 	return clp_exec_muon(s->ex, &o);
@@ -120,6 +121,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.state_bytes = 8, /* the momentum in AdamW's m (v unused for its matrices) */
 		.own_bytes = clp_exec_muon_bytes, /* its scratch */
 		.prep = 1, /* momentum and Newton-Schulz where the gradients are final */
+		.pipefisher = 1, /* muon.delay only: the delayed Newton-Schulz (session_pf.c) */
 		.skippipe = 1,
 		.precisions = ALL_PRECISIONS,
 	},

@@ -271,7 +271,14 @@ static clp_status sched_prep(const clp_train_config *c, clp_sched *sched)
 	oi = clp_optim_info_of(k);
 	if (!oi || !oi->prep || !c->pipeline.optim_prep)
 		return CLP_OK;
-	CLP_TRY(clp_sched_place_prep(sched, NULL));
+	/* the delayed Muon's work needs nothing of its step: where the rank first waits, or
+	 * where the PipeFisher pass puts its items (session_pf.c) */
+	if (k == CLP_OPTIM_MUON && c->muon.delay && c->pipeline.pipefisher)
+		return CLP_OK;
+	if (k == CLP_OPTIM_MUON && c->muon.delay)
+		CLP_TRY(clp_sched_place_prep_delayed(sched, NULL));
+	else
+		CLP_TRY(clp_sched_place_prep(sched, NULL));
 	return clp_sched_validate(sched, 1);
 }
 

@@ -215,6 +215,42 @@ clp_status sess_check_identity(clp_session *s, clp_ckpt *c)
 	return clp_ckpt_check_identity(c, kv, n, h);
 }
 
+/* 1 when config c runs the one-step-delayed Muon (the stages' AdamW v of its matrices hold
+ * the pending direction, not a second moment). */
+static int delayed_muon(const clp_train_config *c)
+{
+	clp_optim_kind k;
+
+	return c->muon.delay && clp_train_optim_kind(c, &k) == CLP_OK && k == CLP_OPTIM_MUON;
+}
+
+/* The checkpoint's AdamW second moments mean what this run reads in them: with the
+ * one-step-delayed Muon they hold its matrices' pending directions, so a run resumes one only
+ * with muon.delay as it was saved (a stored config the schema cannot read is not compared). */
+static clp_status check_delay(clp_session *s, clp_ckpt *c)
+{
+	const char *text = clp_ckpt_meta(c, "config");
+	clp_train_config base;
+	int was, now = delayed_muon(&s->cfg);
+
+	if (!text || clp_cfg_defaults(&clp_train_schema, &base) != CLP_OK ||
+	    clp_cfg_load_string(&clp_train_schema, &base, text, clp_ckpt_path(c)) != CLP_OK) {
+		clp_error_clear();
+		return CLP_OK;
+	}
+	was = delayed_muon(&base);
+	if (was == now)
+		return CLP_OK;
+	return clp_error(CLP_ERR_INVALID, "resume: %s was saved %s the one-step-delayed Muon "
+			 "(optim.name = \"%s\", muon.delay = %s) and this run has muon.delay = %s "
+			 "with optim.name = \"%s\": the delayed Muon keeps its matrices' pending "
+			 "directions where AdamW keeps its second moments (exp_avg_sq), so the two "
+			 "cannot resume each other; set muon.delay = %s", clp_ckpt_path(c),
+			 was ? "by" : "without", base.optim.name, base.muon.delay ? "true" : "false",
+			 s->cfg.muon.delay ? "true" : "false", s->cfg.optim.name,
+			 was ? "true (and optim.name = \"muon\")" : "false");
+}
+
 /* Resume from the open checkpoint c: notes, identity, tensors, optimizer state, data position,
  * step counts, fp16's loss scale. */
 static clp_status resume_from(clp_session *s, clp_ckpt *c)
@@ -224,6 +260,7 @@ static clp_status resume_from(clp_session *s, clp_ckpt *c)
 	if (clp_ckpt_notes(c)[0] && sess_rank(s) == 0)
 		fprintf(s->out, "%s", clp_ckpt_notes(c));
 	CLP_TRY(sess_check_identity(s, c));
+	CLP_TRY(check_delay(s, c));
 	CLP_TRY(sess_load_tensors(s, c, 1));
 	CLP_TRY(clp_exec_optim_load(s->ex, c));
 	if ((v = clp_ckpt_meta(c, "data.pos")))

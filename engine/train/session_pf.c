@@ -8,6 +8,7 @@
  * so timing noise never changes the maths of a resumed run. */
 #include "engine/train/session_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -165,6 +166,11 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 	clp_status st;
 
 	*out = NULL;
+	if (!file[0] && s->optim->kind == CLP_OPTIM_MUON)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: the delayed Muon's costs are not "
+				 "measured at start-up: give pipeline.pipefisher_costs (kfac_inv_s: a "
+				 "stage's Newton-Schulz a step; e.g. clpipe sim --pipefisher --pf-optim "
+				 "muon-delay --write-costs) or pipeline.pipefisher_schedule");
 	if (!file[0] && s->optim->kind == CLP_OPTIM_SHAMPOO)
 		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: Shampoo's costs are not measured at "
 				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's root "
@@ -182,7 +188,7 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 			return st;
 		}
 		if (c->kfac_nfactors && c->kfac_nfactors != nf &&
-		    s->optim->kind != CLP_OPTIM_SHAMPOO) {
+		    s->optim->kind != CLP_OPTIM_SHAMPOO && s->optim->kind != CLP_OPTIM_MUON) {
 			st = clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_costs %s: "
 				       "kfac_factor_shares has %d factors; a layer of %s has %d", file,
 				       c->kfac_nfactors, s->cfg.model.preset, nf);
@@ -239,6 +245,28 @@ static int shampoo_dims(const clp_model_config *m, int *dims, int max)
 	return n;
 }
 
+/* The delayed Muon's items of one layer: its Muon matrices in table order (the executor's
+ * factor numbering), each given as the cube root of its Newton-Schulz flops (the shares
+ * clp_costs_set_kfac_factors makes grow as d^3); their number. */
+static int muon_dims(const clp_model_config *m, int ns_steps, int *dims, int max)
+{
+	clp_param_table t;
+	int n = 0;
+
+	if (clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors && n < max; i++)
+		if (clp_exec_muon_takes(&t.tensors[i])) {
+			double a = (double)t.tensors[i].shape[0], b = (double)t.tensors[i].shape[1];
+			double lo = a < b ? a : b, hi = a < b ? b : a;
+			double f = (ns_steps > 0 ? ns_steps : 1) * (4 * lo * lo * hi + 2 * lo * lo * lo);
+
+			dims[n++] = (int)(cbrt(f) + 0.5);
+		}
+	clp_param_table_free(&t);
+	return n;
+}
+
 /* The cycle from the pass: a scenario of the session's schedule (borrowed) and the cost table,
  * no cluster; kept data as the stages allocate it (clp_scenario_kfac_keep with the model). */
 static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cycle)
@@ -250,11 +278,13 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	int64_t ka, kb;
 	char kept[32];
 	clp_status st;
-	int shampoo = s->optim->kind == CLP_OPTIM_SHAMPOO;
+	int shampoo = s->optim->kind == CLP_OPTIM_SHAMPOO, muon = s->optim->kind == CLP_OPTIM_MUON;
 
 	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
 	if (shampoo)
 		nf = shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS);
+	if (muon)
+		nf = muon_dims(&s->m, (int)s->cfg.muon.ns_steps, dims, CLP_COST_MAX_FACTORS);
 	clp_scenario_init(&sc);
 	sc.sched = (clp_sched *)base; /* borrowed: the pass only reads it */
 	sc.borrowed = CLP_SCN_SCHED;
@@ -264,11 +294,14 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
 	pf.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
-	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
-	if (shampoo) /* the table's factor shares are K-FAC's: Shampoo's roots instead */
+	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : muon ? CLP_PF_WORK_MUON_DELAY : CLP_PF_WORK_KFAC;
+	/* the table's factor shares are K-FAC's: Shampoo's roots or Muon's matrices instead */
+	if (shampoo || muon)
 		st = clp_costs_set_kfac_factors(sc.costs, dims, nf);
 	else
 		st = CLP_OK;
+	if (muon) /* a phase is one Newton-Schulz iteration, as the executor's */
+		sc.costs->inv_phases = (int)(s->cfg.muon.ns_steps > 0 ? s->cfg.muon.ns_steps : 1);
 	if (st == CLP_OK)
 		st = clp_scenario_pipefisher(&sc, &pf, &rep);
 	if (st == CLP_OK && sess_rank(s) == 0) {
@@ -353,8 +386,18 @@ clp_status sess_pf_plan(clp_session *s)
 	}
 	if (!s->optim->pipefisher)
 		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts an optimizer's periodic "
-				 "work into the bubbles: it needs optim.name = \"kfac\" or "
-				 "\"shampoo\" (not \"%s\")", c->optim.name);
+				 "work into the bubbles: it needs optim.name = \"kfac\", \"shampoo\" or "
+				 "\"muon\" with muon.delay (not \"%s\")", c->optim.name);
+	if (s->optim->kind == CLP_OPTIM_MUON && !c->muon.delay)
+		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher with optim.name = \"muon\" "
+				 "needs muon.delay = true: plain Muon's Newton-Schulz needs the step's "
+				 "final gradient, so it has nothing for the bubbles (its OPT_PREP, "
+				 "pipeline.optim_prep, does what can be done early)");
+	if (s->optim->kind == CLP_OPTIM_MUON && c->pipeline.pipefisher_split)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipeline.pipefisher_split shares the delayed "
+				 "Muon's Newton-Schulz between a stage's holders, which the executor "
+				 "does not run yet (the simulator models it: clpipe sim --pf-optim "
+				 "muon-delay --kfac-split): leave it off");
 	if (s->optim->kind == CLP_OPTIM_SHAMPOO && c->pipeline.pipefisher_split)
 		return clp_error(CLP_ERR_UNSUPPORTED, "pipeline.pipefisher_split shares K-FAC's "
 				 "inversions between a stage's holders; with Shampoo every holder "
@@ -382,6 +425,13 @@ clp_status sess_pf_plan(clp_session *s)
 
 		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_SHAMPOO,
 					       shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS));
+	}
+	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_MUON) { /* every matrix's NS a step */
+		int dims[CLP_COST_MAX_FACTORS];
+
+		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_MUON_DELAY,
+					       muon_dims(&s->m, (int)c->muon.ns_steps, dims,
+							 CLP_COST_MAX_FACTORS));
 	}
 	if (st == CLP_OK)
 		st = clp_sched_validate(cycle, 1);

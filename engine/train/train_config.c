@@ -201,6 +201,9 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(muon.ns_steps, "muon.ns_steps", CLP_CFG_INT, "5", "Muon: Newton-Schulz iterations", 0,
 	  99, NULL),
+	F(muon.delay, "muon.delay", CLP_CFG_BOOL, "false",
+	  "Muon: one-step-delayed update (step t applies the orthogonalised direction of step "
+	  "t-1, so its Newton-Schulz can run in any bubble of step t)", 0, 0, NULL),
 	F(shampoo.lr, "shampoo.lr", CLP_CFG_FLOAT, "0.1",
 	  "Shampoo: peak learning rate of the layers' weight matrices, same schedule (0: optim.lr)",
 	  0, 100, NULL),

@@ -98,6 +98,7 @@ typedef struct clp_train_config {
 		double momentum;
 		int nesterov;
 		long ns_steps;       /* Newton-Schulz iterations */
+		int delay;           /* one-step-delayed update (P in AdamW's v between steps) */
 	} muon;
 	struct {                     /* optim.name = "shampoo" (docs/OPTIMIZERS.md) */
 		double lr;           /* peak learning rate of the Shampoo matrices (0: optim.lr) */

@@ -51,6 +51,7 @@
 
 #include "cl/runtime.h"
 #include "engine/io/checkpoint.h"
+#include "engine/sched/sched_json.h"
 #include "engine/train/session.h"
 #include "tests/harness.h"
 #include "topology/comm/comm.h"
@@ -61,6 +62,7 @@ static clp_comm *world;
 static char dir[512];
 static int pfK; /* the K of the pipelined PipeFisher run */
 static int nsteps = 5;
+static int delay_set = -1; /* muon.delay for the next runs (-1: the mode's) */
 
 static int pf_mode(void)
 {
@@ -168,6 +170,41 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		if (pipelined) /* the session's schedule has the OPT_PREPs (check_prep_trace) */
 			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
 	}
+	/* muondelay, muondelaynoclip, muondelayresume, muondelayclose: the one-step-delayed Muon
+	 * (muon.delay); the pipelined runs' traces hold each stage's OPT_PREP before the rank's
+	 * first backward (check_delay_trace) */
+	if (!strncmp(mode, "muondelay", 9)) {
+		c->muon.delay = 1;
+		/* muondelayovf-fp16: a loss scale that overflows every other step (the window of 1
+		 * doubles it after each good one): non-finite steps before and after real ones */
+		if (!strcmp(mode, "muondelayovf")) {
+			c->train.loss_scale = 4194304;
+			c->train.loss_scale_window = 1;
+		}
+		c->optim.grad_clip = strstr(mode, "noclip") ? 0 : 1.0;
+		if (pipelined && strcmp(mode, "muondelayresume"))
+			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+	}
+	/* mpf, mpfclose: the delayed Muon with pipeline.pipefisher (the pass's KFAC_INV items
+	 * compute each matrix's Newton-Schulz in the bubbles; one device in its OPT_STEP) */
+	if (!strncmp(mode, "mpf", 3)) {
+		snprintf(c->optim.name, sizeof(c->optim.name), "muon");
+		c->muon.delay = 1;
+		c->pipeline.pipefisher = pipelined;
+		if (pipelined) {
+			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
+				 "%s/costs.json", dir);
+			snprintf(c->train.trace, sizeof(c->train.trace), "%s/trace.json", dir);
+		}
+		/* mpfphases: the pass's cycle with each item cut into its Newton-Schulz phases */
+		if (pipelined && !strcmp(mode, "mpfphases") && strcmp(sub, "pipe0")) {
+			c->pipeline.pipefisher_costs[0] = 0;
+			snprintf(c->pipeline.pipefisher_schedule,
+				 sizeof(c->pipeline.pipefisher_schedule), "%s/phases.json", dir);
+		}
+	}
+	if (delay_set >= 0)
+		c->muon.delay = delay_set;
 	if (!strncmp(mode, "shampoo", 7)) { /* shampoo, shampooresume, shampooclose */
 		snprintf(c->optim.name, sizeof(c->optim.name), "shampoo");
 		c->shampoo.interval = 2; /* stale roots on odd steps; step 1's update is zero */
@@ -255,6 +292,172 @@ static void check_prep_trace(void)
 		CHECK(seen[s] == (s == D - 1) || (s < D - 1 && seen[s] == 1),
 		      "stage %d: %d OPT_PREPs in the traced step", s, seen[s]);
 	json_decref(root);
+}
+
+/* muondelay*: the pipelined run's traced step has one OPT_PREP of every stage copy (Chimera:
+ * two of each, one per pipe), and each rank's first one starts before the rank's first
+ * backward (clp_sched_place_prep_delayed puts a rank's first OPT_PREP before its first wait:
+ * the last stage's first forward, the others' first backward); with pipeline.optim_prep =
+ * false there is none. Times of one rank only are compared (one clock). */
+static void check_delay_trace(void)
+{
+	const int chimera = !strcmp(schedule, "chimera");
+	char path[600];
+	json_error_t err;
+	json_t *root, *ev;
+	int seen[64] = {0}, has[64] = {0};
+	double prep[64], bwd[64];
+	size_t i;
+	json_t *e;
+
+	for (int r = 0; r < 64; r++)
+		prep[r] = bwd[r] = 1e300;
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	root = json_load_file(path, 0, &err);
+	ev = root ? json_object_get(root, "traceEvents") : NULL;
+	CHECK(ev != NULL, "%s: %s", path, err.text);
+	json_array_foreach(ev, i, e) {
+		json_t *a = json_object_get(e, "args");
+		const char *k = json_string_value(json_object_get(a, "kind"));
+		int st = (int)json_integer_value(json_object_get(a, "stage"));
+		int pid = (int)json_integer_value(json_object_get(e, "pid"));
+		double ts = json_number_value(json_object_get(e, "ts"));
+
+		if (!k || pid < 0 || pid >= 64)
+			continue;
+		if ((!strcmp(k, "BWD") || !strcmp(k, "BWD_B")) && ts < bwd[pid])
+			bwd[pid] = ts;
+		if (strcmp(k, "OPT_PREP") || st < 0 || st >= 64)
+			continue;
+		seen[st]++;
+		has[pid] = 1;
+		if (ts < prep[pid])
+			prep[pid] = ts;
+		CHECK(chimera || pid == st, "OPT_PREP of stage %d on rank %d", st, pid);
+	}
+	for (int s = 0; s < D && s < 64; s++) {
+		CHECK(seen[s] == (chimera ? 2 : 1), "stage %d: %d OPT_PREPs in the traced step (%d "
+		      "wanted)", s, seen[s], chimera ? 2 : 1);
+		CHECK(has[s] && prep[s] < bwd[s], "rank %d: its first OPT_PREP (at %g us) does not "
+		      "start before the rank's first backward (at %g us)", s, prep[s], bwd[s]);
+	}
+	json_decref(root);
+}
+
+/* mpfphases: the K = 1 cycle the "pipe0" run kept in its checkpoint, with each whole
+ * KFAC_INV item (op.mb -1) replaced by its 5 Newton-Schulz phases (op.mb 0..4, in order, at
+ * the item's place), saved as phases.json. */
+static void write_phases(void)
+{
+	char path[700];
+	clp_ckpt *ck = NULL;
+	clp_sched *cy = NULL;
+	const char *text;
+
+	snprintf(path, sizeof(path), "%s/ck-pipe0", dir);
+	CHECK_OK(clp_ckpt_open_latest(&ck, path));
+	text = ck ? clp_ckpt_meta(ck, "pipefisher.cycle") : NULL;
+	CHECK(text != NULL, "%s: no pipefisher.cycle", path);
+	if (text)
+		CHECK_OK(clp_sched_from_json(text, path, &cy));
+	for (int r = 0; cy && r < cy->nranks; r++) {
+		clp_rank_prog *p = &cy->ranks[r];
+		clp_op *ops = malloc(((size_t)p->nops * 5 + 1) * sizeof(*ops));
+		int n = 0;
+
+		for (int i = 0; ops && i < p->nops; i++)
+			for (int ph = 0; ph < (p->ops[i].kind == CLP_OP_KFAC_INV ? 5 : 1); ph++) {
+				ops[n] = p->ops[i];
+				if (p->ops[i].kind == CLP_OP_KFAC_INV)
+					ops[n].mb = ph;
+				n++;
+			}
+		free(p->ops);
+		p->ops = ops;
+		p->nops = p->cap = n;
+	}
+	snprintf(path, sizeof(path), "%s/phases.json", dir);
+	if (cy)
+		CHECK_OK(clp_sched_save(cy, path));
+	clp_sched_free(cy);
+	clp_ckpt_close(ck);
+}
+
+/* mpf*: every rank's traced step ran KFAC_INV items (the delayed Muon's Newton-Schulz) and no
+ * OPT_PREP. */
+static void check_items_trace(void)
+{
+	char path[600];
+	json_error_t err;
+	json_t *root, *ev, *e;
+	int items[64] = {0}, preps = 0;
+	size_t i;
+
+	snprintf(path, sizeof(path), "%s/trace.json", dir);
+	root = json_load_file(path, 0, &err);
+	ev = root ? json_object_get(root, "traceEvents") : NULL;
+	CHECK(ev != NULL, "%s: %s", path, err.text);
+	json_array_foreach(ev, i, e) {
+		const char *k = json_string_value(json_object_get(json_object_get(e, "args"), "kind"));
+		int pid = (int)json_integer_value(json_object_get(e, "pid"));
+
+		int mb = (int)json_integer_value(json_object_get(json_object_get(e, "args"), "mb"));
+
+		if (k && pid >= 0 && pid < 64) /* mpfphases: phases only */
+			items[pid] += !strcmp(k, "KFAC_INV") && (strcmp(mode, "mpfphases") || mb >= 0);
+		preps += k && !strcmp(k, "OPT_PREP");
+	}
+	for (int r = 0; r < D * R && r < 64; r++)
+		CHECK(items[r] > 0, "rank %d ran no KFAC_INV item in the traced step", r);
+	CHECK(preps == 0, "%d OPT_PREPs beside the pass's items", preps);
+	json_decref(root);
+}
+
+/* muondelayovf: the pipelined run skipped (non-finite) and took steps. */
+static void check_skipped(void)
+{
+	char path[700], line[4096];
+	FILE *f;
+	int skipped = 0, taken = 0;
+
+	snprintf(path, sizeof(path), "%s/log-pipe.jsonl", dir);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		json_t *j = json_loads(line, 0, NULL);
+
+		if (j && !strcmp(json_string_value(json_object_get(j, "event")), "step")) {
+			skipped += json_is_true(json_object_get(j, "skipped"));
+			taken += json_is_false(json_object_get(j, "skipped"));
+		}
+		json_decref(j);
+	}
+	if (f)
+		fclose(f);
+	CHECK(skipped >= 2 && taken >= 2, "%s: %d skipped and %d taken steps (2 of each wanted)",
+	      path, skipped, taken);
+}
+
+/* muondelayresume: resuming checkpoint ck-FROM with muon.delay = delay on one device is
+ * refused, naming muon.delay (the stages' exp_avg_sq hold the pending directions only with
+ * it on). */
+static void check_refused(const char *from, int delay)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	clp_status st;
+
+	config(&c, "refused", 0);
+	c.muon.delay = delay;
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, from);
+	c.ckpt.resume = 1;
+	st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull);
+	CHECK(st == CLP_ERR_INVALID && strstr(clp_last_error(), "muon.delay = "),
+	      "resuming ck-%s with muon.delay = %d: status %d, %s", from, delay, (int)st,
+	      clp_last_error());
+	clp_session_close(s);
+	clp_error_clear();
+	fclose(devnull);
 }
 
 /* The resumed run's steps 4 and 5 equal the uninterrupted run's. */
@@ -382,7 +585,7 @@ static void test_equivalence(void)
 		return;
 	}
 	if (!strcmp(mode, "resume") || !strcmp(mode, "muonresume") ||
-	    !strcmp(mode, "shampooresume")) {
+	    !strcmp(mode, "muondelayresume") || !strcmp(mode, "shampooresume")) {
 		run("pipe", 1, 3, NULL); /* checkpoints at steps 3 and 5; step 5's is removed */
 		if (clp_comm_rank(world) == 0) {
 			char cmd[700];
@@ -392,6 +595,13 @@ static void test_equivalence(void)
 			run("single", 0, 0, NULL);
 			run("resumed", 0, 0, "pipe");
 			compare_resumed("resumed", "single");
+			if (!strcmp(mode, "muondelayresume")) { /* muon.delay toggled: refused */
+				check_refused("pipe", 0);
+				delay_set = 0;
+				run("plain", 0, 0, NULL);
+				delay_set = -1;
+				check_refused("plain", 1);
+			}
 		}
 		return;
 	}
@@ -425,12 +635,26 @@ static void test_equivalence(void)
 		      "steps (K = %d)", kmin, kmax, pfK);
 		nsteps = pfK > 1 ? 3 * pfK : 4;
 	}
+	if (!strcmp(mode, "mpfphases")) { /* the pass's cycle, its items cut into phases */
+		run("pipe0", 1, 0, NULL);
+		if (clp_comm_rank(world) == 0)
+			write_phases();
+		CHECK_OK(clp_comm_barrier(world, "phases.json written"));
+	}
 	run("pipe", 1, 0, NULL);
 	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
 		check_prep_trace();
+	if (clp_comm_rank(world) == 0 && !strncmp(mode, "muondelay", 9) && D > 1)
+		check_delay_trace();
+	if (clp_comm_rank(world) == 0 && !strncmp(mode, "mpf", 3))
+		check_items_trace();
+	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muondelayovf"))
+		check_skipped();
 	if (clp_comm_rank(world) == 0) {
 		double tol = !strcmp(mode, "exact") || !strcmp(mode, "pf") || !strcmp(mode, "muon") ||
-					     !strcmp(mode, "muonnoclip") ||
+					     !strcmp(mode, "muonnoclip") || !strcmp(mode, "muondelay") ||
+					     !strcmp(mode, "muondelaynoclip") || !strcmp(mode, "mpf") ||
+					     !strcmp(mode, "mpfphases") || !strcmp(mode, "muondelayovf") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "pfrecompute")

@@ -204,7 +204,16 @@ static void test_shampoo_pipefisher(void)
 	c.skip.stage_nodes.n = 0;
 	snprintf(c.optim.name, sizeof(c.optim.name), "muon");
 	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_INVALID,
-		  "optim.name = \"kfac\" or \"shampoo\" (not \"muon\")");
+		  "with optim.name = \"muon\" needs muon.delay = true");
+	CHECK(s == NULL, "no session");
+	c.muon.delay = 1; /* the delayed Muon's items: not split, costs given */
+	c.pipeline.pipefisher_split = 1;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "shares the delayed Muon's Newton-Schulz", "leave it off");
+	c.pipeline.pipefisher_split = 0;
+	c.pipeline.pipefisher_costs[0] = 0;
+	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
+		  "the delayed Muon's costs are not measured", "pipeline.pipefisher_costs");
 	CHECK(s == NULL, "no session");
 	fclose(devnull);
 }

@@ -2,7 +2,9 @@
  * matrices with odd sizes (1, 7, 33, 127; wide, tall and square): the momentum with and
  * without Nesterov, the normalisation, the Newton-Schulz iteration alone and three whole steps
  * (a gradient scale, the clip factor on step 2); a non-finite flag skips the step; a NaN
- * gradient never passes; bad arguments are refused. */
+ * gradient never passes; bad arguments are refused. The one-step-delayed step (muon.delay:
+ * clp_muon_ns_phase, clp_muon_delayed_commit) against its reference for three steps, a
+ * non-finite one and the step after it. */
 #include "tests/nn/nn_test.h"
 
 #include "cl/muon.h"
@@ -230,6 +232,93 @@ static void test_split(void)
 		}
 }
 
+/* The one-step-delayed step: D = NS(P) in phases in d (the executor's AdamW v), the commit
+ * with P := the new direction, against clp_ref_muon_delayed_step for three steps (the clip
+ * factor 0.5 on step 2; step 1's P is 0: decay only); the same on a d lying 3 floats into its
+ * buffer is bitwise the same; a non-finite step moves neither the parameters nor the momentum
+ * and sets P to 0, so the step after it only decays; a phase out of range is refused. */
+static void test_delayed(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(733);
+
+	if (!ctx)
+		return;
+	for (size_t t = 0; t < NSHAPES; t++)
+		for (int nes = 0; nes < 2; nes++) {
+			size_t rows = shapes[t][0], cols = shapes[t][1], n = rows * cols;
+			float *p = tn_rand(&r, n, -1, 1), *g = malloc(n * 4), *got = malloc(n * 4);
+			float *other = malloc(n * 4);
+			double *rp = tn_dbl(p, n), *rb = tn_dbl(NULL, n), *rd = tn_dbl(NULL, n);
+			cl_mem m[5], mp = tn_buf(p, n), mb = tn_buf(NULL, n), mg = tn_buf(NULL, n);
+			cl_mem md = tn_buf(NULL, n), mp2 = tn_buf(p, n), mb2 = tn_buf(NULL, n);
+			cl_mem md2 = tn_buf(NULL, n + 3);
+			const float one[4] = {4.0f, 0.0f, 2.0f, 1.0f}, half[4] = {4.0f, 0.0f, 2.0f, 0.5f};
+			const float skip[4] = {NAN, 1, NAN, 0};
+			cl_mem ms = tn_buf(one, 4);
+			clp_muon_work w = work_for(rows, cols, m);
+			clp_muon_hp hp = {0.02f, 0.1f, 0.95f, nes, t == 3 ? 0 : 5};
+			char what[80];
+
+			snprintf(what, sizeof(what), "muon delayed %zux%zu nesterov=%d ns=%d", rows, cols,
+				 nes, hp.ns_steps);
+			for (int step = 1; step <= 5; step++) {
+				const int bad = step == 4;
+				const float *st = bad ? skip : step == 2 ? half : one;
+
+				th_fill_uniform(&r, g, n, -2, 2);
+				if (bad)
+					g[n / 2] = NAN;
+				CHECK_OK(clp_cl_write(ctx, mg, 0, n * 4, g));
+				CHECK_OK(clp_cl_write(ctx, ms, 0, 16, st));
+				hp.lr = 0.02f * (float)step;
+				for (int k = 0; k < 2; k++) {
+					clp_buf d = k ? clp_buf_at(md2, 3) : clp_buf_at(md, 0);
+
+					for (int ph = 0; ph < clp_muon_phases(hp.ns_steps); ph++)
+						CHECK_OK(clp_muon_ns_phase(ctx, d, rows, cols, hp.ns_steps,
+									   ph, &w));
+					CHECK_OK(clp_muon_delayed_commit(
+						ctx, clp_buf_at(k ? mp2 : mp, 0), clp_buf_at(k ? mb2 : mb, 0),
+						clp_buf_at(mg, 0), d, rows, cols, &hp, clp_buf_at(ms, 0),
+						0.75f, bad));
+				}
+				clp_ref_muon_delayed_step(rp, rb, rd, g, rows, cols, &hp,
+							  0.75 * st[3], bad);
+				if (step == 3 || step == 5) {
+					tn_get(mp, 0, got, n);
+					th_close(what, got, rp, n, 1e-6, 0);
+					tn_get(mb, 0, got, n);
+					th_close(what, got, rb, n, 1e-7, 1e-5);
+					tn_get(md, 0, got, n);
+					th_close(what, got, rd, n, 1e-7, 1e-5);
+				}
+				if (step == 4) { /* nothing moved, P dropped */
+					tn_get(md, 0, got, n);
+					for (size_t i = 0; i < n; i++)
+						CHECK(got[i] == 0.0f, "%s: P %g after a non-finite step",
+						      what, got[i]);
+				}
+				/* the copy whose d lies elsewhere: the same bits */
+				tn_get(mp, 0, got, n);
+				tn_get(mp2, 0, other, n);
+				CHECK(memcmp(got, other, n * 4) == 0, "%s step %d: parameters depend on "
+				      "where d lies", what, step);
+			}
+			release(m, 5);
+			release((cl_mem[]){mp, mb, mg, md, mp2, mb2, md2, ms}, 8);
+			free(p), free(g), free(got), free(other), free(rp), free(rb), free(rd);
+		}
+	{
+		clp_muon_work w;
+		clp_buf b = clp_buf_at(NULL, 0);
+
+		memset(&w, 0, sizeof(w));
+		CHECK_ERR(clp_muon_ns_phase(ctx, b, 2, 2, 5, 5, &w), CLP_ERR_INVALID, "phase 5");
+		CHECK_ERR(clp_muon_ns_phase(ctx, b, 2, 2, 0, 1, &w), CLP_ERR_INVALID, "phase 1");
+	}
+}
+
 static void test_scaled_lr(void)
 {
 	CHECK(clp_muon_scaled_lr(0.02, 3072, 768) == 0.04, "4:1 scales by 2: %.17g",
@@ -239,4 +328,4 @@ static void test_scaled_lr(void)
 }
 
 TH_MAIN(TH_TEST(test_momentum), TH_TEST(test_newton_schulz), TH_TEST(test_update),
-	TH_TEST(test_split), TH_TEST(test_scaled_lr))
+	TH_TEST(test_split), TH_TEST(test_delayed), TH_TEST(test_scaled_lr))

@@ -68,7 +68,7 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 	clp_param_table tab[MAXST * 4];
 	const clp_param_table *tabs[MAXST * 4];
 	const clp_exec_shampoo_opts so = {0.0f, 1e-6f, 1, 25, 0, 0, 0.0f, 0};
-	const clp_exec_muon_opts mo = {0.95f, 1, 5};
+	const clp_exec_muon_opts mo = {0.95f, 1, 5, 0};
 	int64_t want_s, want_m, real_s, real_m;
 	int k, L = m.n_layer;
 

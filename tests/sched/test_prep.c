@@ -294,6 +294,84 @@ out:
 	clp_sched_free(plain);
 }
 
+/* The one-step-delayed Muon's placement (clp_sched_place_prep_delayed): every OPT_STEP of a
+ * rank that waits for another gets one OPT_PREP of its stage, pipe, chunk and step before it,
+ * marked; the schedule stays valid; a second pass adds nothing; one device gets none. On the
+ * plain pipelines every stage's OPT_PREP but stage 0's comes right before its first forward
+ * (which waits for the activation) and stage 0's right before its first backward (the ranks'
+ * first waits). */
+static void test_delayed(void)
+{
+	static const struct {
+		int kind, d, n, chunks, r;
+	} c[] = {
+		{CLP_SCHED_GPIPE, 1, 4, 1, 1},  {CLP_SCHED_1F1B, 2, 4, 1, 1}, {CLP_SCHED_1F1B, 4, 8, 1, 1},
+		{CLP_SCHED_GPIPE, 4, 4, 1, 1},  {CLP_SCHED_ZBH1, 4, 8, 1, 1}, {CLP_SCHED_INTERLEAVED, 2, 4, 2, 1},
+		{CLP_SCHED_1F1B, 2, 4, 1, 2},   {CLP_SCHED_CHIMERA, 2, 4, 1, 1}, {CLP_SCHED_CHIMERA, 4, 4, 1, 1},
+		{CLP_SCHED_1F1B, 1, 2, 1, 2},
+	};
+
+	for (size_t k = 0; k < sizeof(c) / sizeof(c[0]); k++) {
+		clp_sched *s = gen(c[k].kind, c[k].d, c[k].n, c[k].chunks, c[k].r);
+		const int plain = c[k].r == 1 && c[k].chunks == 1 && c[k].kind != CLP_SCHED_CHIMERA;
+		int added = -1, again = -1, opts = 0, preps = 0;
+		char name[64];
+
+		if (!s)
+			continue;
+		snprintf(name, sizeof(name), "delayed %s D%d N%d v%d R%d",
+			 clp_sched_kind_name(c[k].kind), c[k].d, c[k].n, c[k].chunks, c[k].r);
+		for (int r = 0; r < s->nranks; r++)
+			for (int i = 0; i < s->ranks[r].nops; i++)
+				opts += s->ranks[r].ops[i].kind == CLP_OP_OPT_STEP;
+		CHECK_OK(clp_sched_place_prep_delayed(s, &added));
+		CHECK_OK(clp_sched_validate(s, 1));
+		CHECK(c[k].d * c[k].r > 1 ? added == opts : added == 0,
+		      "%s: %d OPT_PREPs for %d OPT_STEPs", name, added, opts);
+		for (int r = 0; r < s->nranks; r++) {
+			const clp_rank_prog *p = &s->ranks[r];
+			int first = -1;
+
+			for (int i = 0; i < p->nops; i++) {
+				const clp_op *o = &p->ops[i];
+				int n = 0;
+
+				if (o->kind == CLP_OP_OPT_PREP) {
+					preps++;
+					CHECK(o->flags & CLP_OPF_BUBBLE, "%s rank %d: unmarked", name, r);
+					if (first < 0)
+						first = i;
+				}
+				if (o->kind != CLP_OP_OPT_STEP)
+					continue;
+				for (int j = 0; j < i; j++)
+					n += p->ops[j].kind == CLP_OP_OPT_PREP &&
+					     p->ops[j].stage == o->stage && p->ops[j].pipe == o->pipe &&
+					     p->ops[j].chunk == o->chunk && p->ops[j].step == o->step;
+				CHECK(n == (added > 0), "%s rank %d: %d OPT_PREPs before the OPT_STEP of "
+				      "stage %d", name, r, n, o->stage);
+			}
+			if (plain && c[k].d > 1 && first >= 0 && first + 1 < p->nops) {
+				int want = r > 0 ? CLP_OP_FWD : -1, got = p->ops[first + 1].kind;
+				int before = 0;
+
+				for (int j = 0; j < first; j++)
+					before |= r > 0 ? p->ops[j].kind == CLP_OP_FWD
+								  : is_bwd(p->ops[j].kind);
+				CHECK(want >= 0 ? got == want : got == CLP_OP_BWD || got == CLP_OP_BWD_B,
+				      "%s rank %d: the OPT_PREP precedes a %s", name, r,
+				      clp_op_kind_name(got));
+				CHECK(!before, "%s rank %d: the OPT_PREP is not before the rank's first "
+				      "%s", name, r, want >= 0 ? "forward" : "backward");
+			}
+		}
+		CHECK(preps == added, "%s: %d OPT_PREPs in the lists, %d added", name, preps, added);
+		CHECK_OK(clp_sched_place_prep_delayed(s, &again));
+		CHECK(again == 0, "%s: a second pass added %d", name, again);
+		clp_sched_free(s);
+	}
+}
+
 /* A trace's OPT_PREP joins its stage's optimizer-step cost in a calibration: two steps of
  * prep 3 + step 1 give an OPT cost of 4, not the mean of the four events (2), and prep_s 3. */
 static void test_calibrate(void)
@@ -322,4 +400,5 @@ static void test_calibrate(void)
 	clp_trace_free(&t);
 }
 
-TH_MAIN(TH_TEST(test_generated), TH_TEST(test_sim_prep), TH_TEST(test_calibrate))
+TH_MAIN(TH_TEST(test_generated), TH_TEST(test_sim_prep), TH_TEST(test_delayed),
+	TH_TEST(test_calibrate))
