@@ -263,8 +263,14 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.model = &s->m;
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
-	pf.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
+	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
+	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
+	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */
+	pf.split = shampoo ? CLP_PF_SPLIT_PHASES
+		   : s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
+	if (shampoo && sc.costs->inv_phases <= 0) /* a table from a file has none */
+		sc.costs->inv_phases = s->cfg.shampoo.iters > 0 ? (int)s->cfg.shampoo.iters : 1;
 	if (shampoo) /* the table's factor shares are K-FAC's: Shampoo's roots instead */
 		st = clp_costs_set_kfac_factors(sc.costs, dims, nf);
 	else
