@@ -275,8 +275,15 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 		st = clp_costs_set_kfac_factors(sc.costs, dims, nf);
 	else
 		st = CLP_OK;
-	if (st == CLP_OK)
+	if (st == CLP_OK && (st = clp_scenario_pipefisher(&sc, &pf, &rep)) != CLP_OK &&
+	    shampoo && pf.split) { /* the phases need too many steps: whole */
+		if (sess_rank(s) == 0)
+			fprintf(s->out, "pipefisher: Shampoo's roots in phases do not fit (%s); the "
+				"pass places them whole\n", clp_last_error());
+		clp_error_clear();
+		pf.split = 0;
 		st = clp_scenario_pipefisher(&sc, &pf, &rep);
+	}
 	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_costs *c = sc.costs;
 		const clp_stage_cost *t = &c->stages[0];
