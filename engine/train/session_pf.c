@@ -266,7 +266,7 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
 	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
 	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */
-	pf.split = shampoo ? CLP_PF_SPLIT_PHASES
+	pf.split = shampoo ? (s->cfg.pipeline.pipefisher_phases ? CLP_PF_SPLIT_PHASES : 0)
 		   : s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
 	if (shampoo && sc.costs->inv_phases <= 0) /* a table from a file has none */

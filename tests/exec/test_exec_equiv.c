@@ -44,7 +44,7 @@
  * resumed at step K equal to the uninterrupted one ("spfresume"). "spfph", "spfphresume": "spf"
  * and "spfresume" on a table of roots so slow that the pass cuts them into phases (one per
  * coupled Newton iteration, which the executor runs as such): the cycle (the checkpoint's) must
- * hold them. */
+ * hold them. "spfwhole": "spf" with pipeline.pipefisher_phases off: whole roots only. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -165,6 +165,7 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.lr = 3e-3;
 		c->shampoo.interval = pfK > 0 ? pfK : 1;
 		c->pipeline.pipefisher = pipelined;
+		c->pipeline.pipefisher_phases = strcmp(mode, "spfwhole") != 0;
 		if (pipelined) /* slow refreshes (kfac_inv_s 6 a stage): K > 1; spfph: slower */
 			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
 				 "%s/costs-%s.json", dir, spfph_mode() ? "phases" : "other");
@@ -273,6 +274,9 @@ static void check_phases(const char *sub)
 	int nph, n = cycle_phases(sub, &nph);
 
 	printf("%s: %d root phases in the cycle (%d a root)\n", sub, n, nph);
+	if (!strcmp(mode, "spfwhole"))
+		CHECK(n == 0, "%s: pipeline.pipefisher_phases = false, but the cycle holds %d phase "
+		      "items", sub, n);
 	if (spfph_mode())
 		CHECK(n > 0 && nph == 25, "%s: the cycle holds %d phase items, %d a root (want "
 		      "phases, 25 a root)", sub, n, nph);
@@ -492,7 +496,7 @@ static void test_equivalence(void)
 					     !strcmp(mode, "muonnoclip") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
-					     !strcmp(mode, "spfph") ||
+					     !strcmp(mode, "spfph") || !strcmp(mode, "spfwhole") ||
 					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;
