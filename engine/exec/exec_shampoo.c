@@ -5,7 +5,9 @@
  * every local copy of its stage tensor by tensor, in the table's order: Shampoo for the layers'
  * weight matrices, AdamW for the rest, then refreshes the stage's 16-bit value copy. The order
  * and the kernels are those of one device, so a pipeline with the same gradients computes the
- * same bits. */
+ * same bits. With stale roots the schedule's KFAC_INV items refresh the next roots, whole or in
+ * phases (clp_shampoo_inv_root_phase: the same kernels interrupted, M kept in the next set and
+ * X in a set of its own between phases). */
 #include <stdio.h>
 #include <stdlib.h>
 
