@@ -45,7 +45,8 @@
  * and "spfresume" on a table of roots so slow that the pass cuts them into phases (one per
  * coupled Newton iteration, which the executor runs as such): the cycle (the checkpoint's) must
  * hold them; "spfph" also runs a cycle without one root's last phase on every rank, which the
- * executor refuses at the next cycle's start. "spfwhole": "spf" with pipeline.pipefisher_phases off: whole roots only. */
+ * executor refuses at the next cycle's start. "spfwhole": "spf" with pipeline.pipefisher_phases
+ * off: whole roots only. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
