@@ -172,8 +172,7 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 	if (!spf)
 		return CLP_OK;
 	st = clp_pf_work_costs(*out, CLP_PF_WORK_SHAMPOO, m->cfg.d_model, m->cfg.d_ff,
-			       (double)(m->batch * m->seq), m->shampoo_iters, 5,
-			       m->shampoo_iters); /* a root's phases: one per iteration, as train */
+			       (double)(m->batch * m->seq), m->shampoo_iters, 5, 0);
 	if (st != CLP_OK) {
 		clp_costs_free(*out);
 		*out = NULL;
