@@ -115,52 +115,106 @@ clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t
 	return clp_nn_run_ew(ctx, k, "shampoo_graft_scale", n);
 }
 
+static int same_buf(clp_buf a, clp_buf b)
+{
+	return a.mem == b.mem && a.off == b.off;
+}
+
+/* `iters` coupled Newton iterations on M (*m) and X (*x), n x n, through *m2, *tt, *x2 and
+ * w->r[2] (T): the buffers rotate, so on return *m and *x name where M and X are. */
+static clp_status iterate(clp_cl_ctx *ctx, size_t n, int p, int iters, const clp_shampoo_work *w,
+			  clp_buf *m, clp_buf *m2, clp_buf *tt, clp_buf *x, clp_buf *x2)
+{
+	const clp_buf t = w->r[2];
+	clp_buf s;
+
+	for (int it = 0; it < iters; it++) {
+		/* T = (1 + 1/p) I - M / p */
+		CLP_TRY(clp_shampoo_affine_eye(ctx, t, *m, n, -1.0f / (float)p,
+					       1.0f + 1.0f / (float)p));
+		/* X' = X T */
+		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, *x, n, t, n, 0.0f, *x2, n));
+		/* T^p by repeated products into tt (t keeps T); T^4 as (T^2)^2 */
+		if (p == 1) {
+			CLP_TRY(clp_cl_copy(ctx, *tt, t, n * n));
+		} else if (p == 4) {
+			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, *m2,
+					    n));
+			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, *m2, n, *m2, n, 0.0f,
+					    *tt, n));
+		} else {
+			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, *tt,
+					    n));
+			for (int q = 2; q < p; q++) {
+				/* tt = tt T through m2 */
+				CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, *tt, n, t, n,
+						    0.0f, *m2, n));
+				s = *tt, *tt = *m2, *m2 = s;
+			}
+		}
+		/* M' = T^p M */
+		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, *tt, n, *m, n, 0.0f, *m2, n));
+		s = *m, *m = *m2, *m2 = s;
+		s = *x, *x = *x2, *x2 = s;
+	}
+	return CLP_OK;
+}
+
+static clp_status check_root(int p, int iters)
+{
+	if (p < 1 || p > 8 || iters < 0 || iters > 1000)
+		return clp_error(CLP_ERR_INVALID, "shampoo: root %d (1..8) or %d iterations "
+				 "(0..1000)", p, iters);
+	return CLP_OK;
+}
+
 /* r[0] M, r[1] M', r[2] T, r[3] T T (then T^p), r[4] X', out X; the products of M, X and T
  * commute (polynomials in a), so X T and T^p M need no particular side. */
 clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int iters,
 				const clp_shampoo_work *w, clp_buf out)
 {
-	clp_buf m = w->r[0], m2 = w->r[1], t = w->r[2], tt = w->r[3], x2 = w->r[4], x = out;
-	clp_buf s;
+	clp_buf m = w->r[0], m2 = w->r[1], tt = w->r[3], x2 = w->r[4], x = out;
 
-	if (p < 1 || p > 8 || iters < 0 || iters > 1000)
-		return clp_error(CLP_ERR_INVALID, "shampoo: root %d (1..8) or %d iterations "
-				 "(0..1000)", p, iters);
+	CLP_TRY(check_root(p, iters));
 	if (!n)
 		return CLP_OK;
 	CLP_TRY(clp_cl_nrm2(ctx, w->nrm, a, n * n));
 	CLP_TRY(clp_shampoo_root_init(ctx, a, m, x, n, w->nrm, p, (float)CLP_SHAMPOO_RIDGE));
-	for (int it = 0; it < iters; it++) {
-		/* T = (1 + 1/p) I - M / p */
-		CLP_TRY(clp_shampoo_affine_eye(ctx, t, m, n, -1.0f / (float)p,
-					       1.0f + 1.0f / (float)p));
-		/* X' = X T */
-		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, x, n, t, n, 0.0f, x2, n));
-		/* T^p by repeated products into tt (t keeps T); T^4 as (T^2)^2 */
-		if (p == 1) {
-			CLP_TRY(clp_cl_copy(ctx, tt, t, n * n));
-		} else if (p == 4) {
-			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, m2,
-					    n));
-			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, m2, n, m2, n, 0.0f, tt,
-					    n));
-		} else {
-			CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, t, n, t, n, 0.0f, tt,
-					    n));
-			for (int q = 2; q < p; q++) {
-				/* tt = tt T through m2 */
-				CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, tt, n, t, n,
-						    0.0f, m2, n));
-				s = tt, tt = m2, m2 = s;
-			}
-		}
-		/* M' = T^p M */
-		CLP_TRY(clp_cl_gemm(ctx, CLP_N, CLP_N, n, n, n, 1.0f, tt, n, m, n, 0.0f, m2, n));
-		s = m, m = m2, m2 = s;
-		s = x, x = x2, x2 = s;
-	}
-	if (x.mem != out.mem || x.off != out.off)
+	CLP_TRY(iterate(ctx, n, p, iters, w, &m, &m2, &tt, &x, &x2));
+	if (!same_buf(x, out))
 		CLP_TRY(clp_cl_copy(ctx, out, x, n * n));
+	return CLP_OK;
+}
+
+/* Phase 0 starts as the whole root does (M in r[0], X in xs); every phase leaves M in am and X
+ * in xs; the last puts X into am. */
+clp_status clp_shampoo_inv_root_phase(clp_cl_ctx *ctx, clp_buf am, clp_buf xs, size_t n, int p,
+				      int iters, int phase, int nphases,
+				      const clp_shampoo_work *w)
+{
+	clp_buf m = am, m2 = w->r[1], tt = w->r[3], x2 = w->r[4], x = xs;
+	const int lo = nphases > 0 ? (int)((long)phase * iters / nphases) : 0;
+	const int hi = nphases > 0 ? (int)((long)(phase + 1) * iters / nphases) : 0;
+
+	CLP_TRY(check_root(p, iters));
+	if (nphases < 1 || phase < 0 || phase >= nphases)
+		return clp_error(CLP_ERR_INVALID, "shampoo: phase %d of a root in %d phases", phase,
+				 nphases);
+	if (!n)
+		return CLP_OK;
+	if (phase == 0) {
+		m = w->r[0];
+		CLP_TRY(clp_cl_nrm2(ctx, w->nrm, am, n * n));
+		CLP_TRY(clp_shampoo_root_init(ctx, am, m, x, n, w->nrm, p,
+					      (float)CLP_SHAMPOO_RIDGE));
+	}
+	CLP_TRY(iterate(ctx, n, p, hi - lo, w, &m, &m2, &tt, &x, &x2));
+	if (phase == nphases - 1)
+		return clp_cl_copy(ctx, am, x, n * n);
+	if (!same_buf(m, am))
+		CLP_TRY(clp_cl_copy(ctx, am, m, n * n));
+	if (!same_buf(x, xs))
+		CLP_TRY(clp_cl_copy(ctx, xs, x, n * n));
 	return CLP_OK;
 }
 

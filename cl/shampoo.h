@@ -68,6 +68,18 @@ clp_status clp_shampoo_apply(clp_cl_ctx *ctx, clp_buf p, clp_buf buf, clp_buf u,
 clp_status clp_shampoo_inv_root(clp_cl_ctx *ctx, clp_buf a, size_t n, int p, int iters,
 				const clp_shampoo_work *w, clp_buf out);
 
+/* The same root in `nphases` phases that other work may come between (PipeFisher's phases,
+ * KFAC_INV with op.mb = phase): phase `phase` (0..nphases-1, each after the one before) runs
+ * iterations phase iters / nphases .. (phase + 1) iters / nphases - 1 (integer division; phase
+ * 0 also the start). am holds a before phase 0, the iteration's M between phases, and the root
+ * after the last; xs (n x n) holds X between phases. The kernels and their order are
+ * clp_shampoo_inv_root's, interrupted, so after the last phase am holds the bits that
+ * clp_shampoo_inv_root(a) writes to out. Between phases only am and xs must be kept (w is free
+ * for other work); neither may be one of w's r[0..4]. */
+clp_status clp_shampoo_inv_root_phase(clp_cl_ctx *ctx, clp_buf am, clp_buf xs, size_t n, int p,
+				      int iters, int phase, int nphases,
+				      const clp_shampoo_work *w);
+
 clp_status clp_shampoo_graft_dir(clp_cl_ctx *ctx, clp_buf x, clp_buf v, clp_buf a, size_t n,
 				 float beta2, float bc2, float eps, clp_buf stats);
 clp_status clp_shampoo_graft_scale(clp_cl_ctx *ctx, clp_buf u, clp_buf a, size_t n,

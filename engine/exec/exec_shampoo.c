@@ -5,7 +5,9 @@
  * every local copy of its stage tensor by tensor, in the table's order: Shampoo for the layers'
  * weight matrices, AdamW for the rest, then refreshes the stage's 16-bit value copy. The order
  * and the kernels are those of one device, so a pipeline with the same gradients computes the
- * same bits. */
+ * same bits. With stale roots the schedule's KFAC_INV items refresh the next roots, whole or in
+ * phases (clp_shampoo_inv_root_phase: the same kernels interrupted, M kept in the next set and
+ * X in a set of its own between phases). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,6 +18,7 @@
 
 #define NSET 4     /* L, R, L_inv, R_inv */
 #define NSET_MAX 6 /* and L_next, R_next (opts.stale) */
+#define NSET_PH 8  /* and the X of L's and R's roots in phases (a schedule with phases) */
 
 static const char *const set_names[NSET_MAX] = {"L", "R", "L_inv", "R_inv", "L_next", "R_next"};
 
@@ -28,13 +31,16 @@ typedef struct sst {
 	clp_shampoo_work w;
 	float **host;     /* a checkpoint's copies, kept until the next save */
 	int nhost;
-	int nset;         /* sets a state buffer holds: NSET, NSET_MAX with opts.stale */
+	int nset;         /* sets a state buffer holds: NSET, NSET_MAX with opts.stale, NSET_PH
+			   * with phases */
 	/* stale roots (opts.stale): */
 	int pf;           /* the schedule holds the refreshes (KFAC_INV items) */
 	int K;            /* steps of a cycle */
 	long step;        /* this step (0-based) */
 	int armed;        /* this cycle's snapshot was taken here (its refreshes are checked) */
 	uint8_t **done;   /* [stage][tensor]: bit 1 L_next, bit 2 R_next refreshed this cycle */
+	int nph;          /* phases of a root in the schedule (0: whole roots only) */
+	int **ph;         /* [stage][2 tensor + side]: the next phase of that root this cycle */
 } sst;
 
 /* Offset (floats) of set s in a rows x cols matrix's state buffer: the rows-side sets (L,
@@ -93,9 +99,37 @@ static clp_status refresh_next(clp_exec *e, sst *m, int k, int i, int side)
 	clp_buf nx = clp_buf_at(m->state[k][i], set_off(r, c, 4 + side));
 	clp_cl_ctx *ctx = clp_exec_ctx(e);
 
+	if (m->done[k][i] & (1u << side) || m->ph[k][2 * i + side])
+		return clp_error(CLP_ERR_STATE, "rank %d: a second refresh of the %s root of %s in "
+				 "one cycle", clp_exec_rank(e), side ? "R" : "L", t->name);
 	CLP_TRY(clp_shampoo_inv_root(ctx, nx, d, CLP_SHAMPOO_ROOT, m->o.iters, &m->w, m->w.r[5]));
 	CLP_TRY(clp_cl_copy(ctx, nx, m->w.r[5], d * d));
 	m->done[k][i] |= (uint8_t)(1u << side);
+	return CLP_OK;
+}
+
+/* Stale roots in phases: phase `ph` of side `side`'s root of local stage k's tensor i, M in
+ * its next set (in place) and X in its X set between phases (clp_shampoo_inv_root_phase: the
+ * whole root's kernels in the same order, so the last phase leaves the same bits there). */
+static clp_status refresh_phase(clp_exec *e, sst *m, int k, int i, int side, int ph)
+{
+	const clp_tensor_desc *t = &clp_stage_table(clp_exec_stage(e, k, NULL))->tensors[i];
+	const size_t r = t->shape[0], c = t->shape[1], d = side ? c : r;
+	int *next = &m->ph[k][2 * i + side];
+
+	if (m->done[k][i] & (1u << side) || ph != *next || ph >= m->nph)
+		return clp_error(CLP_ERR_STATE, "rank %d: phase %d of the %s root of %s (in %d "
+				 "phases) %s", clp_exec_rank(e), ph, side ? "R" : "L", t->name,
+				 m->nph, m->done[k][i] & (1u << side) ? "after its last phase"
+					 : "out of order");
+	CLP_TRY(clp_shampoo_inv_root_phase(clp_exec_ctx(e),
+					   clp_buf_at(m->state[k][i], set_off(r, c, 4 + side)),
+					   clp_buf_at(m->state[k][i], set_off(r, c, 6 + side)), d,
+					   CLP_SHAMPOO_ROOT, m->o.iters, ph, m->nph, &m->w));
+	if (++*next == m->nph) {
+		*next = 0;
+		m->done[k][i] |= (uint8_t)(1u << side);
+	}
 	return CLP_OK;
 }
 
@@ -112,6 +146,7 @@ static clp_status snapshot(clp_exec *e, sst *m, int k, int i)
 				    clp_buf_at(m->state[k][i], set_off(r, c, side)),
 				    side ? c * c : r * r));
 	m->done[k][i] = 0;
+	m->ph[k][2 * i] = m->ph[k][2 * i + 1] = 0;
 	m->armed = 1;
 	if (!m->pf)
 		for (int side = 0; side < 2; side++)
@@ -216,8 +251,9 @@ static clp_status shampoo_step_begin(clp_exec *e, void *state, const clp_exec_da
 /* A scheduled item: KFAC_INV(stage, layer, factor) refreshes model layer `layer`'s (block
  * layer + 1's) root `factor` (1..:
  * each Shampoo matrix's L then R in table order; 0: all of them) on every local copy of the
- * stage; KFAC_PRECOND is no work of its own (the statistics and preconditioning need the
- * clipped gradient and run in the OPT_STEP after it). */
+ * stage, whole (op.mb -1) or its phase op.mb of the schedule's nph (in order); KFAC_PRECOND
+ * is no work of its own (the statistics and preconditioning need the clipped gradient and run
+ * in the OPT_STEP after it). */
 static clp_status shampoo_item(clp_exec *e, void *state, const clp_op *op)
 {
 	sst *m = state;
@@ -227,10 +263,10 @@ static clp_status shampoo_item(clp_exec *e, void *state, const clp_op *op)
 	if (op->kind == CLP_OP_KFAC_PRECOND)
 		return CLP_OK;
 	clp_op_describe(op, what, sizeof(what));
-	if (op->kind != CLP_OP_KFAC_INV || op->mb >= 0)
-		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: %s: Shampoo's items are whole root "
-				 "refreshes (KFAC_INV without phases) and KFAC_PRECOND; this schedule "
-				 "was made for K-FAC or in phases", clp_exec_rank(e), what);
+	if (op->kind != CLP_OP_KFAC_INV)
+		return clp_error(CLP_ERR_UNSUPPORTED, "rank %d: %s: Shampoo's items are root "
+				 "refreshes (KFAC_INV, whole or in phases) and KFAC_PRECOND; this "
+				 "schedule was made for K-FAC", clp_exec_rank(e), what);
 	if (!m->armed)
 		return clp_error(CLP_ERR_STATE, "rank %d: %s before the statistics' snapshot (the "
 				 "OPT_STEP of the cycle's first step)", clp_exec_rank(e), what);
@@ -245,7 +281,8 @@ static clp_status shampoo_item(clp_exec *e, void *state, const clp_op *op)
 				continue;
 			for (int side = 0; side < 2; side++, n++)
 				if (!op->factor || op->factor - 1 == n) {
-					CLP_TRY(refresh_next(e, m, k, i, side));
+					CLP_TRY(op->mb >= 0 ? refresh_phase(e, m, k, i, side, op->mb)
+							    : refresh_next(e, m, k, i, side));
 					found++;
 				}
 		}
@@ -266,6 +303,13 @@ static void free_host(sst *m)
 	m->nhost = 0;
 }
 
+/* The sets a checkpoint holds: not the X of roots in phases (PipeFisher checkpoints are at
+ * cycle ends, where every root is whole in its next set; clp_exec_shampoo_phase_bytes). */
+static int saved_sets(const sst *m)
+{
+	return m->nset < NSET_MAX ? m->nset : NSET_MAX;
+}
+
 /* The sets of every Shampoo matrix this rank saves (clp_exec_owns), under shampoo.<name>.<set>. */
 static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 {
@@ -275,7 +319,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 
 	free_host(m);
 	for (int k = 0; k < m->n; k++)
-		n += m->nset * m->ntensors[k];
+		n += saved_sets(m) * m->ntensors[k];
 	if (!(m->host = calloc((size_t)n + 1, sizeof(float *))))
 		return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory saving a checkpoint");
 	for (int k = 0; k < m->n; k++) {
@@ -286,7 +330,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 
 			if (!m->state[k][i] || !clp_exec_owns(e, k, i))
 				continue;
-			for (int s = 0; s < m->nset; s++) {
+			for (int s = 0; s < saved_sets(m); s++) {
 				size_t d = set_dim(t, s);
 				int64_t shape[2] = {(int64_t)d, (int64_t)d};
 				float *h = malloc(d * d * sizeof(float) + 1);
@@ -320,7 +364,7 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 
 			if (!m->state[k][i])
 				continue;
-			for (int s = 0; s < m->nset; s++) {
+			for (int s = 0; s < saved_sets(m); s++) {
 				size_t d = set_dim(t, s);
 				int64_t shape[2] = {(int64_t)d, (int64_t)d};
 				float *h = malloc(d * d * sizeof(float) + 1);
@@ -367,8 +411,11 @@ static void shampoo_free(clp_exec *e, void *state)
 		free(m->state[k]);
 		if (m->done)
 			free(m->done[k]);
+		if (m->ph)
+			free(m->ph[k]);
 	}
 	free(m->done);
+	free(m->ph);
 	free(m->state);
 	free(m->ntensors);
 	for (int i = 0; i < 9; i++)
@@ -459,6 +506,33 @@ int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
 	return b;
 }
 
+int64_t clp_exec_shampoo_phase_bytes(const clp_param_table *const *tabs, int nt)
+{
+	int64_t b = 0;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++)
+			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
+				b += (int64_t)((state_floats(&tabs[k]->tensors[i], NSET_PH) -
+						state_floats(&tabs[k]->tensors[i], NSET_MAX)) *
+					       sizeof(float));
+	return b;
+}
+
+int clp_exec_shampoo_sched_phases(const clp_sched *s)
+{
+	int n = 0;
+
+	for (int r = 0; s && r < s->nranks; r++)
+		for (int i = 0; i < s->ranks[r].nops; i++) {
+			const clp_op *op = &s->ranks[r].ops[i];
+
+			if (op->kind == CLP_OP_KFAC_INV && op->mb + 1 > n)
+				n = op->mb + 1;
+		}
+	return n;
+}
+
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 {
 	const sst *m = clp_exec_optim_state(e);
@@ -495,14 +569,16 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 	m->state = calloc((size_t)m->n + 1, sizeof(*m->state));
 	m->ntensors = calloc((size_t)m->n + 1, sizeof(int));
 	m->done = calloc((size_t)m->n + 1, sizeof(*m->done));
-	if (!m->state || !m->ntensors || !m->done)
+	m->ph = calloc((size_t)m->n + 1, sizeof(*m->ph));
+	if (!m->state || !m->ntensors || !m->done || !m->ph)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int k = 0; k < m->n; k++) {
 		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
 
 		m->ntensors[k] = tab->ntensors;
 		if (!(m->state[k] = calloc((size_t)tab->ntensors + 1, sizeof(cl_mem))) ||
-		    !(m->done[k] = calloc((size_t)tab->ntensors + 1, 1)))
+		    !(m->done[k] = calloc((size_t)tab->ntensors + 1, 1)) ||
+		    !(m->ph[k] = calloc(2 * (size_t)tab->ntensors + 1, sizeof(int))))
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
 		for (int i = 0; i < tab->ntensors; i++)
 			if (clp_exec_muon_takes(&tab->tensors[i]))
@@ -545,6 +621,7 @@ static clp_status stale_setup(clp_exec *e, sst *m)
 						 "work)", r, i, what);
 			m->pf |= op->kind == CLP_OP_KFAC_INV;
 		}
+	m->nph = clp_exec_shampoo_sched_phases(s);
 	if (m->pf && !m->o.stale)
 		return clp_error(CLP_ERR_INVALID, "shampoo: the schedule refreshes the roots in its "
 				 "bubbles (PipeFisher), which computes the stale roots: turn "
@@ -577,7 +654,11 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
 	m->o = *o;
 	m->nset = o->stale ? NSET_MAX : NSET;
 	m->K = o->interval;
-	if ((s = stale_setup(e, m)) != CLP_OK || (s = shampoo_alloc(e, m)) != CLP_OK) {
+	if ((s = stale_setup(e, m)) == CLP_OK) {
+		m->nset = o->stale && m->nph ? NSET_PH : m->nset; /* the roots' X between phases */
+		s = shampoo_alloc(e, m);
+	}
+	if (s != CLP_OK) {
 		shampoo_free(e, m);
 		return s;
 	}

@@ -32,7 +32,10 @@ typedef struct clp_exec_shampoo_opts {
 	 * schedule's item, or without items right there, serially) replaces its copy by its
 	 * inverse 4th root; at the start of the next cycle L_inv, R_inv = L_next, R_next. Step 0
 	 * also refreshes L_inv, R_inv serially after its statistics. warmup must be 0. The state
-	 * holds L_next, R_next too (checkpoint tensors shampoo.<tensor>.{L_next,R_next}). */
+	 * holds L_next, R_next too (checkpoint tensors shampoo.<tensor>.{L_next,R_next}). A
+	 * schedule's items may hold a root in phases (KFAC_INV with op.mb = 0..nph-1, in order,
+	 * all in the cycle): phase p runs its share of the iterations
+	 * (clp_shampoo_inv_root_phase), M in place in L_next / R_next, X in a set of its own. */
 	int stale;
 } clp_exec_shampoo_opts;
 
@@ -61,6 +64,14 @@ int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int n);
 /* What stale roots (opts.stale) add to clp_exec_shampoo_bytes: L_next and R_next, 4 (rows^2 +
  * cols^2) bytes a Shampoo matrix. */
 int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int n);
+/* What roots in phases (a schedule whose Shampoo items are in phases, with opts.stale) add
+ * further: each matrix's X of its L and R roots between phases, 4 (rows^2 + cols^2) bytes (M
+ * stays in L_next, R_next). Not in checkpoints: PipeFisher's are at cycle ends, where no root
+ * is half done. */
+int64_t clp_exec_shampoo_phase_bytes(const clp_param_table *const *tabs, int n);
+/* The phases of a root in schedule s: 1 + the largest op.mb of its KFAC_INV ops (the pass's
+ * CLP_PF_SPLIT_PHASES); 0 when none is in phases. */
+int clp_exec_shampoo_sched_phases(const clp_sched *s);
 /* What the buffers of e's installed Shampoo hold (CL_MEM_SIZE summed); 0 when e's optimizer
  * is not Shampoo or a size cannot be read. */
 int64_t clp_exec_shampoo_device_bytes(const clp_exec *e);

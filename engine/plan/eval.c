@@ -320,7 +320,10 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	pf.model = &x->m->cfg;
 	pf.tokens = x->m->batch * x->m->seq;
 	pf.mem_cap = room;
-	pf.split = p->pf_split && !x->m->shampoo ? CLP_PF_SPLIT_RUN : 0; /* what clpipe train runs */
+	/* what clpipe train runs; for Shampoo whole roots, an upper bound: train cuts long roots
+	 * into phases (pipeline.pipefisher_phases), which on every candidate here would make the
+	 * plan 60 x slower (plan.cli_shampoo_pipefisher: 5.5 s -> 326 s) */
+	pf.split = p->pf_split && !x->m->shampoo ? CLP_PF_SPLIT_RUN : 0;
 	pf.work = x->m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	p->kfac_K = rep.K;

@@ -293,17 +293,30 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.model = &s->m;
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
-	pf.split = s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
+	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
+	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
+	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */
+	pf.split = shampoo ? (s->cfg.pipeline.pipefisher_phases ? CLP_PF_SPLIT_PHASES : 0)
+		   : s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : muon ? CLP_PF_WORK_MUON_DELAY : CLP_PF_WORK_KFAC;
+	if (shampoo && sc.costs->inv_phases <= 0) /* a table from a file has none */
+		sc.costs->inv_phases = s->cfg.shampoo.iters > 0 ? (int)s->cfg.shampoo.iters : 1;
+	if (muon) /* a phase is one Newton-Schulz iteration, as the executor's */
+		sc.costs->inv_phases = (int)(s->cfg.muon.ns_steps > 0 ? s->cfg.muon.ns_steps : 1);
 	/* the table's factor shares are K-FAC's: Shampoo's roots or Muon's matrices instead */
 	if (shampoo || muon)
 		st = clp_costs_set_kfac_factors(sc.costs, dims, nf);
 	else
 		st = CLP_OK;
-	if (muon) /* a phase is one Newton-Schulz iteration, as the executor's */
-		sc.costs->inv_phases = (int)(s->cfg.muon.ns_steps > 0 ? s->cfg.muon.ns_steps : 1);
-	if (st == CLP_OK)
+	if (st == CLP_OK && (st = clp_scenario_pipefisher(&sc, &pf, &rep)) != CLP_OK &&
+	    shampoo && pf.split) { /* the phases need too many steps: whole */
+		if (sess_rank(s) == 0)
+			fprintf(s->out, "pipefisher: Shampoo's roots in phases do not fit (%s); the "
+				"pass places them whole\n", clp_last_error());
+		clp_error_clear();
+		pf.split = 0;
 		st = clp_scenario_pipefisher(&sc, &pf, &rep);
+	}
 	if (st == CLP_OK && sess_rank(s) == 0) {
 		const clp_costs *c = sc.costs;
 		const clp_stage_cost *t = &c->stages[0];

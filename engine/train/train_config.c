@@ -152,6 +152,9 @@ static const clp_cfg_field fields[] = {
 	  "PipeFisher: one holder of a stage (Chimera's twin, a replica) inverts each layer and "
 	  "sends the inverses to the others; factor all-reduces mid-step where they fit", 0, 0,
 	  NULL),
+	F(pipeline.pipefisher_phases, "pipeline.pipefisher_phases", CLP_CFG_BOOL, "true",
+	  "PipeFisher with Shampoo: an inverse root longer than its rank's shortest bubble runs in "
+	  "phases, one per Newton iteration (false: whole roots)", 0, 0, NULL),
 	F(pipeline.optim_prep, "pipeline.optim_prep", CLP_CFG_BOOL, "true",
 	  "run the optimizer's early part (Muon's momentum and Newton-Schulz) where a stage's "
 	  "gradients are final, in the cool-down bubbles, not after the norm; same results", 0, 0,

@@ -64,6 +64,7 @@ typedef struct clp_train_config {
 		int pipefisher;      /* K-FAC work in the bubbles (optim.name = "kfac"; KFAC.md) */
 		long pipefisher_mem_cap;        /* kept bytes per rank for deferred factors (-1: any) */
 		int pipefisher_split;           /* split inversions between a stage's holders */
+		int pipefisher_phases;          /* Shampoo: long roots in phases (default on) */
 		int optim_prep;      /* the optimizer's early part where the gradients are final
 				      * (Muon; OPT_PREP, docs/OPTIMIZERS.md) */
 		char pipefisher_costs[1024];    /* cost table for the pass ("": measured at start) */

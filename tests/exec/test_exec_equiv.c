@@ -41,7 +41,12 @@
  * inverse root's refresh in the bubbles of a K-step cycle, on the slow table: K 2 to 5; stale
  * roots) against one device running the same stale roots serially (shampoo.stale,
  * shampoo.interval = K), 3K steps: bitwise ("spf"), as "shampooclose" (Chimera), and a run
- * resumed at step K equal to the uninterrupted one ("spfresume"). */
+ * resumed at step K equal to the uninterrupted one ("spfresume"). "spfph", "spfphresume": "spf"
+ * and "spfresume" on a table of roots so slow that the pass cuts them into phases (one per
+ * coupled Newton iteration, which the executor runs as such): the cycle (the checkpoint's) must
+ * hold them; "spfph" also runs a cycle without one root's last phase on every rank, which the
+ * executor refuses at the next cycle's start. "spfwhole": "spf" with pipeline.pipefisher_phases
+ * off: whole roots only. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -63,6 +68,7 @@ static char dir[512];
 static int pfK; /* the K of the pipelined PipeFisher run */
 static int nsteps = 5;
 static int delay_set = -1; /* muon.delay for the next runs (-1: the mode's) */
+#define PHASES_INV_S 20.0 /* spfph: a stage's roots, s (the largest root > any bubble) */
 
 static int pf_mode(void)
 {
@@ -73,6 +79,12 @@ static int pf_mode(void)
 static int spf_mode(void)
 {
 	return !strncmp(mode, "spf", 3);
+}
+
+/* Shampoo's roots in phases: "spfph", "spfphresume" */
+static int spfph_mode(void)
+{
+	return !strncmp(mode, "spfph", 5);
 }
 
 /* "N,M": PoCL's device index, the other implementation's (the selector grammar of
@@ -156,9 +168,10 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->shampoo.lr = 3e-3;
 		c->shampoo.interval = pfK > 0 ? pfK : 1;
 		c->pipeline.pipefisher = pipelined;
-		if (pipelined) /* slow refreshes (kfac_inv_s 6 a stage): K > 1 */
+		c->pipeline.pipefisher_phases = strcmp(mode, "spfwhole") != 0;
+		if (pipelined) /* slow refreshes (kfac_inv_s 6 a stage): K > 1; spfph: slower */
 			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
-				 "%s/costs-other.json", dir);
+				 "%s/costs-%s.json", dir, spfph_mode() ? "phases" : "other");
 	}
 	/* rank 0 on PoCL, rank 1 on Mesa's rusticl or Intel's runtime */
 	if (!strncmp(mode, "mixed", 5) && pipelined)
@@ -260,6 +273,89 @@ static void run(const char *sub, int pipelined, int ckpt_every, const char *resu
 }
 
 static int losses(const char *sub, double *out, int max);
+
+/* The PipeFisher cycle in run `sub`'s latest checkpoint: its KFAC_INV items in phases (op.mb
+ * >= 0), and 1 + the largest phase into *nph. */
+static int cycle_phases(const char *sub, int *nph)
+{
+	char path[700];
+	clp_ckpt *c = NULL;
+	clp_sched *cy = NULL;
+	const char *text;
+	int n = 0;
+
+	*nph = 0;
+	snprintf(path, sizeof(path), "%s/ck-%s", dir, sub);
+	CHECK_OK(clp_ckpt_open_latest(&c, path));
+	text = c ? clp_ckpt_meta(c, "pipefisher.cycle") : NULL;
+	CHECK(text != NULL, "%s: no pipefisher.cycle", path);
+	if (text)
+		CHECK_OK(clp_sched_from_json(text, path, &cy));
+	for (int r = 0; cy && r < cy->nranks; r++)
+		for (int i = 0; i < cy->ranks[r].nops; i++) {
+			const clp_op *o = &cy->ranks[r].ops[i];
+
+			if (o->kind != CLP_OP_KFAC_INV || o->mb < 0)
+				continue;
+			n++;
+			*nph = o->mb + 1 > *nph ? o->mb + 1 : *nph;
+		}
+	clp_sched_free(cy);
+	clp_ckpt_close(c);
+	return n;
+}
+
+/* spfph: the cycle of run `sub` without the last phase of one root per rank (the pass's check
+ * takes a root whose phases end early for whole: clp_pipefisher_check_work), saved for
+ * pipeline.pipefisher_schedule; rank 0 writes it. */
+static void drop_last_phases(const char *sub, const char *out)
+{
+	char path[700];
+	clp_ckpt *c = NULL;
+	clp_sched *cy = NULL;
+	const char *text;
+	int nph = 0;
+
+	snprintf(path, sizeof(path), "%s/ck-%s", dir, sub);
+	CHECK_OK(clp_ckpt_open_latest(&c, path));
+	text = c ? clp_ckpt_meta(c, "pipefisher.cycle") : NULL;
+	if (text)
+		CHECK_OK(clp_sched_from_json(text, path, &cy));
+	cycle_phases(sub, &nph);
+	for (int r = 0; cy && r < cy->nranks; r++) {
+		clp_rank_prog *p = &cy->ranks[r];
+		int last = -1;
+
+		for (int i = 0; i < p->nops; i++)
+			if (p->ops[i].kind == CLP_OP_KFAC_INV && p->ops[i].mb == nph - 1)
+				last = i;
+		CHECK(last >= 0, "rank %d's cycle has a root in phases", r);
+		if (last < 0)
+			continue;
+		memmove(&p->ops[last], &p->ops[last + 1],
+			(size_t)(p->nops - last - 1) * sizeof(clp_op));
+		p->nops--;
+	}
+	if (cy)
+		CHECK_OK(clp_sched_save(cy, out));
+	clp_sched_free(cy);
+	clp_ckpt_close(c);
+}
+
+/* spf modes: the pipelined run's cycle holds roots in phases (spfph: 25, one per iteration of
+ * shampoo.iters' default) or none (the other spf modes: whole roots fit its bubbles). */
+static void check_phases(const char *sub)
+{
+	int nph, n = cycle_phases(sub, &nph);
+
+	printf("%s: %d root phases in the cycle (%d a root)\n", sub, n, nph);
+	if (!strcmp(mode, "spfwhole"))
+		CHECK(n == 0, "%s: pipeline.pipefisher_phases = false, but the cycle holds %d phase "
+		      "items", sub, n);
+	if (spfph_mode())
+		CHECK(n > 0 && nph == 25, "%s: the cycle holds %d phase items, %d a root (want "
+		      "phases, 25 a root)", sub, n, nph);
+}
 
 /* muonnoclip: the pipelined run's trace (its last step) has one OPT_PREP of the last stage, on
  * the rank holding it, and at most one of any other (the training schedule got them where they
@@ -564,8 +660,8 @@ static void compare(const char *a, const char *b, double tol, double tensor_tol)
 /* The run resumed at step K equals the uninterrupted one in its 2K steps and every tensor. */
 static void compare_pf_resumed(void)
 {
-	double a[16], b[16];
-	int na = losses("resumed", a, 16), nb = losses("full", b, 16);
+	double a[32], b[32];
+	int na = losses("resumed", a, 32), nb = losses("full", b, 32);
 
 	CHECK(na == 2 * pfK && nb == 3 * pfK, "%d resumed and %d full steps (%d, %d)", 2 * pfK,
 	      3 * pfK, na, nb);
@@ -605,12 +701,13 @@ static void test_equivalence(void)
 		}
 		return;
 	}
-	if (!strcmp(mode, "pfresume") || !strcmp(mode, "spfresume")) {
+	if (!strcmp(mode, "pfresume") || !strcmp(mode, "spfresume") ||
+	    !strcmp(mode, "spfphresume")) {
 		char cmd[1200];
 
 		run("probe", 1, 0, NULL); /* learns K */
-		CHECK(pfK >= 2 && pfK <= 5, "the cost table spreads the items over 2 to 5 steps "
-		      "(K = %d)", pfK);
+		CHECK(pfK >= 2 && pfK <= (spfph_mode() ? 10 : 5), "the cost table spreads the items "
+		      "over 2 to %d steps (K = %d)", spfph_mode() ? 10 : 5, pfK);
 		nsteps = 3 * pfK;
 		run("full", 1, 0, NULL);
 		run("part", 1, pfK, NULL); /* checkpoints at K, 2K and 3K */
@@ -620,12 +717,14 @@ static void test_equivalence(void)
 			CHECK(system(cmd) == 0, "%s", cmd);
 		CHECK_OK(clp_comm_barrier(world, "checkpoint removed"));
 		run("resumed", 1, 0, "part");
+		if (clp_comm_rank(world) == 0 && spf_mode())
+			check_phases("full");
 		if (clp_comm_rank(world) == 0)
 			compare_pf_resumed();
 		return;
 	}
 	if (pf_mode() || spf_mode()) { /* the pipeline learns K, then both sides run three cycles */
-		int kmax = !strcmp(mode, "pfsplit") ? 8 : 5;
+		int kmax = !strcmp(mode, "pfsplit") ? 8 : spfph_mode() ? 10 : 5;
 		/* Chimera on 2 ranks leaves no bubble after a cycle's first OPT_STEP that fits a
 		 * root: they are forced to its end, K = 1 (roots one step stale); 4 cycles */
 		int kmin = !strcmp(mode, "spfclose") ? 1 : 2;
@@ -642,6 +741,29 @@ static void test_equivalence(void)
 		CHECK_OK(clp_comm_barrier(world, "phases.json written"));
 	}
 	run("pipe", 1, 0, NULL);
+	if (clp_comm_rank(world) == 0 && spf_mode())
+		check_phases("pipe");
+	if (!strcmp(mode, "spfph")) { /* a root's last phase missing: the executor refuses */
+		clp_train_config c;
+		clp_session *s = NULL;
+		FILE *devnull = fopen("/dev/null", "w");
+		char sched[600];
+
+		snprintf(sched, sizeof(sched), "%s/dropped.json", dir);
+		if (clp_comm_rank(world) == 0)
+			drop_last_phases("pipe", sched);
+		CHECK_OK(clp_comm_barrier(world, "cycle written"));
+		config(&c, "dropped", 1);
+		snprintf(c.pipeline.pipefisher_schedule, sizeof(c.pipeline.pipefisher_schedule), "%s",
+			 sched);
+		c.train.steps = pfK + 1;
+		CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, world, devnull));
+		if (s)
+			CHECK_ERR(clp_session_train(s, NULL), CLP_ERR_STATE, "did not refresh the",
+				  "the schedule lacks its refresh item");
+		clp_session_close(s);
+		fclose(devnull);
+	}
 	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
 		check_prep_trace();
 	if (clp_comm_rank(world) == 0 && !strncmp(mode, "muondelay", 9) && D > 1)
@@ -657,6 +779,7 @@ static void test_equivalence(void)
 					     !strcmp(mode, "mpfphases") || !strcmp(mode, "muondelayovf") ||
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
+					     !strcmp(mode, "spfph") || !strcmp(mode, "spfwhole") ||
 					     !strcmp(mode, "pfrecompute")
 				     ? 0
 				     : 1e-4;
@@ -728,9 +851,11 @@ int main(int argc, char **argv)
 			fclose(f);
 		one = one && f;
 		/* PipeFisher's cost tables (F 1, B 2 per stage; K-FAC work that needs more than one
-		 * step's bubbles); the other one has slower inversions, so another K */
-		for (int k = 0; k < 2 && one; k++) {
-			snprintf(cmd, sizeof(cmd), "%s/costs%s.json", dir, k ? "-other" : "");
+		 * step's bubbles); the other one has slower inversions, so another K; "phases"
+		 * roots slower than any bubble (spfph: cut into phases) */
+		for (int k = 0; k < 3 && one; k++) {
+			snprintf(cmd, sizeof(cmd), "%s/costs%s.json", dir,
+				 k == 2 ? "-phases" : k ? "-other" : "");
 			f = fopen(cmd, "w");
 			one = f != NULL;
 			if (f) {
@@ -740,7 +865,8 @@ int main(int argc, char **argv)
 					fprintf(f, "%s{\"fwd_s\": 1, \"bwd_s\": 2, \"opt_s\": 0.1, "
 						"\"kfac_curv_a_s\": 0.6, \"kfac_curv_b_s\": 0.6, "
 						"\"kfac_inv_s\": %g, \"kfac_precond_s\": 0.2, "
-						"\"layers\": %d}", g ? ", " : "", k ? 6.0 : 1.0,
+						"\"layers\": %d}", g ? ", " : "",
+						k == 2 ? PHASES_INV_S : k ? 6.0 : 1.0,
 						4 / (D * V));
 				fprintf(f, "]}\n");
 				one = fclose(f) == 0;

@@ -1,7 +1,8 @@
 /* Shampoo's kernels (cl/shampoo.h) against the double reference (cl/ref/shampoo_ref.h) on random
  * inputs with odd sizes (1, 7, 33, 127): the momentum (first step, lerp, gradient scale, clip
  * factor, the non-finite flag writing zeros), the inverse 4th root by the coupled Newton
- * iteration against a Jacobi eigendecomposition (well and badly conditioned), and three whole
+ * iteration against a Jacobi eigendecomposition (well and badly conditioned), the root in
+ * phases bitwise equal to the whole root, and three whole
  * steps of wide, tall and square matrices with the roots refreshed every step and every second
  * step; a skipped step leaves everything bitwise; a NaN gradient never passes; bad arguments
  * are refused. */
@@ -169,6 +170,81 @@ static void test_inv_root(void)
 	}
 }
 
+/* The root in phases (clp_shampoo_inv_root_phase) is bitwise the whole root, for odd sizes, 4th
+ * and 3rd roots (the 3rd's products rotate through more buffers), in 1 phase, 3, one per
+ * iteration and more phases than iterations, with the scratch overwritten by NaN between
+ * phases (other work of the step uses it): only am and xs carry the root from phase to phase. */
+static void test_inv_root_phases(void)
+{
+	static const size_t sizes[] = {1, 7, 33, 127};
+	static const int nph[] = {1, 3, ITERS, ITERS + 2};
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(393);
+
+	if (!ctx)
+		return;
+	for (size_t t = 0; t < 4; t++)
+		for (int p = 4; p >= 3; p--) {
+			size_t n = sizes[t];
+			float *a = malloc(n * n * 4), *want = malloc(n * n * 4), *got = malloc(n * n * 4);
+			float *nan = malloc(n * n * 4);
+			double *ad = malloc(n * n * 8);
+			cl_mem m[9], ma, mo, mx, mn;
+			clp_shampoo_work w = work_for(n, n, m);
+
+			if (p == 3 && (n == 1 || n == 127)) { /* the 3rd root's rotation: 7 and 33 */
+				release(m, 9);
+				free(a), free(want), free(got), free(nan), free(ad);
+				continue;
+			}
+			for (size_t i = 0; i < n * n; i++)
+				nan[i] = NAN;
+			spd(&r, n, t % 2 ? 1 : n + 3, t % 2 ? 1e-4 : 1e-2, a, ad);
+			ma = tn_buf(a, n * n), mo = tn_buf(NULL, n * n), mx = tn_buf(NULL, n * n);
+			mn = tn_buf(nan, n * n);
+			CHECK_OK(clp_shampoo_inv_root(ctx, clp_buf_at(ma, 0), n, p, ITERS, &w,
+						      clp_buf_at(mo, 0)));
+			tn_get(mo, 0, want, n * n);
+			for (size_t k = 0; k < sizeof(nph) / sizeof(nph[0]); k++) {
+				char what[96];
+				size_t differ = 0;
+
+				CHECK_OK(clp_cl_write(ctx, ma, 0, n * n * 4, a));
+				for (int ph = 0; ph < nph[k]; ph++) {
+					CHECK_OK(clp_shampoo_inv_root_phase(ctx, clp_buf_at(ma, 0),
+									    clp_buf_at(mx, 0), n, p,
+									    ITERS, ph, nph[k], &w));
+					for (int i = 0; i < 6; i++) /* the step's other work */
+						CHECK_OK(clp_cl_copy(ctx, w.r[i], clp_buf_at(mn, 0),
+								     n * n));
+					CHECK_OK(clp_cl_copy(ctx, w.nrm, clp_buf_at(mn, 0), 1));
+				}
+				tn_get(ma, 0, got, n * n);
+				for (size_t i = 0; i < n * n; i++)
+					differ += memcmp(&got[i], &want[i], 4) != 0;
+				snprintf(what, sizeof(what), "root 1/%d n=%zu in %d phases", p, n,
+					 nph[k]);
+				CHECK(!differ && !isnan(want[0]), "%s: %zu of %zu entries differ from "
+				      "the whole root", what, differ, n * n);
+				printf("%s: bitwise the whole root\n", what);
+			}
+			release(m, 9);
+			release((cl_mem[]){ma, mo, mx, mn}, 4);
+			free(a), free(want), free(got), free(nan), free(ad);
+		}
+	{
+		clp_buf b = clp_buf_at(NULL, 0);
+		clp_shampoo_work w = {b, b, {b, b, b, b, b, b}, b};
+
+		CHECK_ERR(clp_shampoo_inv_root_phase(ctx, b, b, 2, 4, 10, 3, 3, &w), CLP_ERR_INVALID,
+			  "phase 3 of a root in 3 phases");
+		CHECK_ERR(clp_shampoo_inv_root_phase(ctx, b, b, 2, 4, 10, 0, 0, &w), CLP_ERR_INVALID,
+			  "in 0 phases");
+		CHECK_ERR(clp_shampoo_inv_root_phase(ctx, b, b, 2, 9, 10, 0, 1, &w), CLP_ERR_INVALID,
+			  "root 9");
+	}
+}
+
 /* three whole steps of every shape (roots every step, every second step, and every second
  * step with the graft, whose first step is Adam's direction alone, the last also with the
  * statistics as moving averages, beta2 0.9), a skipped step, a NaN gradient */
@@ -306,4 +382,5 @@ static void test_update(void)
 		}
 }
 
-TH_MAIN(TH_TEST(test_momentum), TH_TEST(test_inv_root), TH_TEST(test_update))
+TH_MAIN(TH_TEST(test_momentum), TH_TEST(test_inv_root), TH_TEST(test_inv_root_phases),
+	TH_TEST(test_update))

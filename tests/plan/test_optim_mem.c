@@ -1,6 +1,7 @@
 /* The optimizers' own device buffers in the memory model (clp_optim_info.own_bytes, the
  * planner's clp_plan_stage_mem, the session's check) against what the optimizers allocate:
- * Shampoo's L, R, L_inv, R_inv per weight matrix and its scratch, Muon's scratch, for each
+ * Shampoo's L, R, L_inv, R_inv per weight matrix and its scratch (with stale roots L_next,
+ * R_next, and with roots in phases their X), Muon's scratch, for each
  * preset with odd sizes, one stage or two on the rank: the bytes its buffers hold (CL_MEM_SIZE),
  * exactly, and both equal to the count from the matrix shapes written out here. */
 #include <stdio.h>
@@ -124,6 +125,24 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 		      "%s: stale roots hold %lld bytes, the model says %lld + %lld", at,
 		      (long long)clp_exec_shampoo_device_bytes(e), (long long)want_s,
 		      (long long)clp_exec_shampoo_next_bytes(tabs, k));
+		/* a root in phases (a PipeFisher item KFAC_INV with op.mb = phase): each
+		 * matrix's X of its L and R roots too, another 4 (rows^2 + cols^2) */
+		{
+			clp_op op = clp_op_make(CLP_OP_KFAC_INV, need[0].stage, 0, 0, 1);
+
+			op.layer = s->stages[need[0].stage].first_layer;
+			op.factor = 1;
+			CHECK_OK(clp_sched_push(s, 0, &op));
+			CHECK(clp_exec_shampoo_sched_phases(s) == 2, "%s: a schedule with phase 1 "
+			      "holds roots in 2 phases", at);
+			CHECK_OK(clp_exec_shampoo(e, &st));
+			CHECK(clp_exec_shampoo_device_bytes(e) == want_s + 2 * next &&
+				      clp_exec_shampoo_phase_bytes(tabs, k) == next,
+			      "%s: stale roots in phases hold %lld bytes, the model says %lld + %lld "
+			      "+ %lld", at, (long long)clp_exec_shampoo_device_bytes(e),
+			      (long long)want_s, (long long)next,
+			      (long long)clp_exec_shampoo_phase_bytes(tabs, k));
+		}
 	}
 
 	CHECK_OK(clp_exec_muon(e, &mo));
