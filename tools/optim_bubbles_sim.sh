@@ -34,8 +34,8 @@ for sched in 1f1b chimera; do
     done <<'ROWS'
 K-FAC (as clpipe train runs it)|--pf-optim kfac
 K-FAC, split between holders|--pf-optim kfac --kfac-split
-Shampoo, whole roots (as clpipe train runs it)|--pf-optim shampoo
-Shampoo, roots in phases (one per Newton iteration)|--pf-optim shampoo --kfac-split-bits 4
+Shampoo, whole roots (pipeline.pipefisher_phases = false)|--pf-optim shampoo
+Shampoo, roots in phases (as clpipe train runs it)|--pf-optim shampoo --kfac-split-bits 4
 Shampoo, phases, refreshes only (no per-step work)|--pf-optim shampoo --kfac-split-bits 4 --no-pf-per-step
 Shampoo, split between holders|--pf-optim shampoo --kfac-split
 Muon (Newton-Schulz at its gradients' end)|--pf-optim muon
