@@ -62,6 +62,18 @@ sh_eval=$(sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p' "$work/s-eval.out")
 check "[ -n '$sh_val' ] && [ '$sh_val' = '$sh_eval' ] && [ '$sh_val' != '$train_val' ] && [ '$sh_val' != '$muon_val' ]" \
 	"Shampoo's validation loss ($sh_val) is its checkpoint's ($sh_eval), not AdamW's or Muon's"
 
+# 1d. one-step-delayed Muon (muon.delay: the NS of the previous step's direction, in the
+# OPT_STEP on dataflow ranks): trains with paths, its checkpoint evaluates to its val loss
+timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 3 --optim.name=muon \
+	--muon.delay=true --skip.stage_nodes=[2,1,2] --skip.path_len=2 --skip.memory=1 \
+	--train.micro_batches=2 --ckpt.dir="$work/ck-md" >"$work/md.out" 2>&1
+check "[ $? -eq 0 ] && grep -q 'step 3/3 | loss' '$work/md.out'" "delayed Muon trains with paths"
+md_val=$(sed -n 's/^eval at step 3: val loss \([0-9.]*\),.*/\1/p' "$work/md.out")
+"$clpipe" eval --ckpt "$work/ck-md" --eval.batches=4 --train.batch=2 >"$work/md-eval.out" 2>&1
+md_eval=$(sed -n 's/^val loss \([0-9.]*\) nats.*/\1/p' "$work/md-eval.out")
+check "[ -n '$md_val' ] && [ '$md_val' = '$md_eval' ] && [ '$md_val' != '$muon_val' ]" \
+	"delayed Muon's validation loss ($md_val) is its checkpoint's ($md_eval), not Muon's ($muon_val)"
+
 # 2. a path file (a swap, forward-first node, cap 2): 2 steps, then resumed to 3
 timeout 300 "${mpi[@]}" -np 5 "$clpipe" train "${common[@]}" --steps 2 --skip.paths="$paths" \
 	--ckpt.dir="$work/ck-b" >"$work/b.out" 2>&1
