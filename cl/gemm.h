@@ -6,6 +6,8 @@
  *            micro-kernel, one work-item per work-group): fast through PoCL
  *   tiled    the engine's GPU-shaped kernel (work-group tiles staged in local memory)
  *   clblast  CLBlast, optionally with parameters overridden through CLBlastOverrideParameters
+ *   direct   the engine's kernel for work-groups run as SIMD lanes (Mesa llvmpipe): no local
+ *            memory, a WM x WN register block per work-item, one K loop (K in chunks of KMAX)
  * Which runs, and with which parameters, comes from the tuning table (cl/tuning/gemm.json, then
  * the user's tuned file; see docs/OPENCL.md), looked up device -> architecture/vendor -> default.
  * beta == 0 never reads C. Work is enqueued; nothing waits.
@@ -20,6 +22,7 @@
  *            then one pass adds beta C and stores it rounded (kernels/gemm_store.cl), since
  *            the packed kernel accumulates into C across K blocks
  *   tiled    converts on load into local memory and rounds C on its single store
+ *   direct   converts on load and rounds C on its single store (K up to KMAX; beyond, as packed)
  *   clblast  converts 16-bit A and B to fp32 scratch first (CLBlast's half routines need
  *            cl_khr_fp16 and compute in half), a 16-bit C as packed
  * All-fp32 calls run exactly the kernels and defines they always did. */
@@ -36,6 +39,7 @@ typedef enum clp_gemm_backend {
 	CLP_GEMM_PACKED,
 	CLP_GEMM_TILED,
 	CLP_GEMM_CLBLAST,
+	CLP_GEMM_DIRECT,
 	CLP_GEMM_BACKEND_COUNT
 } clp_gemm_backend;
 

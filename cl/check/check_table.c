@@ -165,7 +165,7 @@ static const ck_row gemm_rows[] = {
 	{{{7, 33, 33, 0, 0, 16 | 32}, F32}, ALLV},
 	{{{33, 96, 127, 0, 0, 7 | 16 | 32}, S16}, ALLV},
 };
-static const char *const gemm_variants[] = {"packed", "tiled", "clblast"};
+static const char *const gemm_variants[] = {"packed", "tiled", "clblast", "direct"};
 
 /* N, C */
 static const ck_row norm_rows[] = {

@@ -323,4 +323,9 @@ static void test_tiled(void)
 	run(CLP_GEMM_TILED);
 }
 
-TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled))
+static void test_direct(void)
+{
+	run(CLP_GEMM_DIRECT);
+}
+
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_direct))
