@@ -449,11 +449,13 @@ static clp_status check_type(const char *name, clp_buf x)
 	return CLP_OK;
 }
 
-/* Whether the packed backend adds g's bias in its store (clp_cl_gemm_bias). */
+/* Whether the backend adds g's bias in its store (clp_cl_gemm_bias): packed and direct. */
 static int bias_in_store(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
 {
-	return t->backend == CLP_GEMM_PACKED && g->alpha != 0.0f && g->k > 0 &&
-	       g->bias.dt == g->c.dt && clp_gemm_packed_stores_c(t, g);
+	if (g->alpha == 0.0f || g->k == 0 || g->bias.dt != g->c.dt)
+		return 0;
+	return (t->backend == CLP_GEMM_PACKED && clp_gemm_packed_stores_c(t, g)) ||
+	       (t->backend == CLP_GEMM_DIRECT && clp_gemm_direct_stores_c(t, g));
 }
 
 static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
@@ -481,7 +483,7 @@ static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 		g.bias = bias;
 		g.act = act;
 		if (!bias.mem || !bias_in_store(t, &g) ||
-		    (act.mem && !clp_gemm_packed_gelu_ok(t, &g)))
+		    (act.mem && (t->backend != CLP_GEMM_PACKED || !clp_gemm_packed_gelu_ok(t, &g))))
 			g.bias.mem = g.act.mem = NULL; /* with act: both in the store or neither */
 		s = run_backend(ctx, t, &g);
 		if (s == CLP_OK && fused)

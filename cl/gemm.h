@@ -95,7 +95,7 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
 /* C = alpha op(A) op(B) + beta C, then C += bias (n values, C's storage, one per column), for
- * a linear layer's forward. The packed backend adds the bias in its store when it writes C
+ * a linear layer's forward. The packed and direct backends add the bias in the store when they write C
  * itself (fp32, or a 16-bit C in one K block) and bias.dt == c.dt: *fused = 1, and C is bitwise
  * what the product then a separate clp_nn_bias_forward give (the product's value rounded to C's
  * storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C

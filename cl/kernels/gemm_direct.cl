@@ -12,7 +12,10 @@
  * Local size (LX, 1, 1); global (ceil(N / (LX WN)) LX, ceil(M / WM), batch).
  * Storage (cl/gemm.h): A_TYPE and B_TYPE (0 fp32, 1 bf16, 2 fp16) converted to fp32 on load; C
  * through half.clh's ST_TYPE, computed in fp32 and rounded on its one store. Multiply-adds are
- * CLP_FMA (mad() where the probe found fma() slow: llvmpipe). */
+ * CLP_FMA (mad() where the probe found fma() slow: llvmpipe).
+ * has_bias (the host sets it on the last K chunk): C = round(round(alpha acc + beta C) +
+ * bias[biasoff + column]), bias in C's storage: the rounding and order of the product then a
+ * separate clp_bias_forward (bitwise that pair; cl/gemm.h clp_cl_gemm_bias). */
 #include "half.clh"
 
 #ifndef A_TYPE
@@ -76,6 +79,8 @@
 		const ulong ci = (ulong)(i0 + (uint)(i)) * ldc + j0 + (uint)(j) * LX;      \
 		ST_SV(C, ci, beta == 0.0f ? alpha * acc[i][j]                              \
 					  : CLP_FMA(beta, ST_LD(C, ci), alpha * acc[i][j])); \
+		if (has_bias)                                                              \
+			ST_SV(C, ci, ST_LD(C, ci) + ST_LD(bias, biasoff + j0 + (uint)(j) * LX)); \
 	}
 #define GD_ST(_, i) RN(GD_ST1, i)
 
@@ -83,7 +88,8 @@ __kernel __attribute__((reqd_work_group_size(LX, 1, 1)))
 void clp_gemm_direct(int ta, int tb, uint M, uint N, uint K, float alpha,
 		     __global const A_T *A, ulong aoff, uint lda, ulong sa,
 		     __global const B_T *B, ulong boff, uint ldb, ulong sb, float beta,
-		     __global ST_T *C, ulong coff, uint ldc, ulong sc)
+		     __global ST_T *C, ulong coff, uint ldc, ulong sc,
+		     __global const ST_T *bias, ulong biasoff, int has_bias)
 {
 	const uint i0 = get_group_id(1) * WM;
 	const uint j0 = get_group_id(0) * (LX * WN) + get_local_id(0);
@@ -104,5 +110,8 @@ void clp_gemm_direct(int ta, int tb, uint M, uint N, uint K, float alpha,
 		RN(GD_LDB, 0)
 		RM(GD_MAD, 0)
 	}
-	RM(GD_ST, 0)
+	{
+#pragma OPENCL FP_CONTRACT OFF /* the stored value, then + bias: two roundings, as the pair */
+		RM(GD_ST, 0)
+	}
 }
