@@ -95,10 +95,10 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
 /* C = alpha op(A) op(B) + beta C, then C += bias (n values, C's storage, one per column), for
- * a linear layer's forward. The packed and direct backends add the bias in the store when they write C
- * itself (fp32, or a 16-bit C in one K block) and bias.dt == c.dt: *fused = 1, and C is bitwise
- * what the product then a separate clp_nn_bias_forward give (the product's value rounded to C's
- * storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
+ * a linear layer's forward. The packed and direct backends add the bias in the store when they
+ * write C themselves (fp32, or a 16-bit C in one K block or chunk) and bias.dt == c.dt:
+ * *fused = 1, and C is bitwise what the product then a separate clp_nn_bias_forward give (the
+ * product's value rounded to C's storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
  * through scratch) only the product runs, *fused = 0, and the caller adds the bias. */
 clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
 			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,

@@ -479,5 +479,6 @@ static void test_errors(void)
 	clReleaseMemObject(m);
 }
 
-TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_direct), TH_TEST(test_clblast), TH_TEST(test_16bit),
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_direct),
+	TH_TEST(test_clblast), TH_TEST(test_16bit),
 	TH_TEST(test_errors), TH_TEST(test_kept_packs))
