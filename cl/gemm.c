@@ -1,5 +1,5 @@
 /* GEMM front end: argument checks, the tuning table (device -> architecture/vendor -> default)
- * and dispatch to the packed, tiled or CLBlast backend. */
+ * and dispatch to the packed, tiled, CLBlast or direct backend. */
 #include "cl/gemm_internal.h"
 #include "cl/gemm_tune.h"
 #include "cl/ops.h"
@@ -17,6 +17,7 @@ static const char *const backend_names[CLP_GEMM_BACKEND_COUNT] = {
 	[CLP_GEMM_PACKED] = "packed",
 	[CLP_GEMM_TILED] = "tiled",
 	[CLP_GEMM_CLBLAST] = "clblast",
+	[CLP_GEMM_DIRECT] = "direct",
 };
 
 const char *clp_gemm_backend_name(clp_gemm_backend b)
@@ -32,7 +33,7 @@ clp_status clp_gemm_backend_parse(const char *name, clp_gemm_backend *out)
 			return CLP_OK;
 		}
 	return clp_error(CLP_ERR_INVALID,
-			 "unknown GEMM backend '%s' (expected auto, packed, tiled or clblast)", name);
+			 "unknown GEMM backend '%s' (expected auto, packed, tiled, clblast or direct)", name);
 }
 
 void clp_gemm_defines(const clp_gemm_tuning *t, char *buf, size_t n)
@@ -377,6 +378,8 @@ static clp_status run_one(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		return clp_gemm_packed_run(ctx, t, g);
 	case CLP_GEMM_CLBLAST:
 		return clp_gemm_clblast_run(ctx, t, g);
+	case CLP_GEMM_DIRECT:
+		return clp_gemm_direct_run(ctx, t, g);
 	case CLP_GEMM_TILED:
 	default:
 		return clp_gemm_tiled_run(ctx, t, g);
@@ -389,12 +392,14 @@ static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	struct clp_gemm_call f = *g;
 	cl_mem P;
 
-	/* tiled stores each element of C once, so it rounds a 16-bit C itself, and so does packed
-	 * when it computes in one K block; packed over several K blocks (it adds into C) and
+	/* tiled stores each element of C once, so it rounds a 16-bit C itself, and so do packed
+	 * when it computes in one K block and direct in one K chunk; packed over several K blocks
+	 * and direct over several K chunks (they add into C) and
 	 * CLBlast (fp32 only) compute into fp32 scratch, then one pass rounds. Its kernel is
 	 * resolved first: a build error must come before anything runs. */
 	if (g->c.dt == CLP_F32 || t->backend == CLP_GEMM_TILED ||
-	    (t->backend == CLP_GEMM_PACKED && clp_gemm_packed_stores_c(t, g)))
+	    (t->backend == CLP_GEMM_PACKED && clp_gemm_packed_stores_c(t, g)) ||
+	    (t->backend == CLP_GEMM_DIRECT && clp_gemm_direct_stores_c(t, g)))
 		return run_one(ctx, t, g);
 	CLP_TRY(store_c(ctx, g, NULL, 0));
 	CLP_TRY(clp_cl_scratch(ctx, CLP_SCRATCH_GEMM_C, g->batch * g->m * g->n * sizeof(float),
@@ -407,18 +412,19 @@ static clp_status run_backend(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 	return store_c(ctx, g, P, 1);
 }
 
-/* Degrade: packed -> tiled -> CLBlast (-> tiled), each backend once per context. The next
+/* Degrade: packed -> tiled -> CLBlast -> direct (-> tiled), each backend once per context. The next
  * backend's tuning comes from the table, else its defaults. */
 static clp_status fall_back(clp_cl_ctx *ctx, clp_status s, clp_gemm_backend failed)
 {
-	static const clp_gemm_backend order[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
+	static const clp_gemm_backend order[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST,
+						 CLP_GEMM_DIRECT};
 	char what[32], from[40], to[40], err[2048];
 	clp_gemm_backend next = CLP_GEMM_AUTO;
 	clp_gemm_tuning t;
 
 	snprintf(err, sizeof(err), "%s", clp_last_error());
 	snprintf(what, sizeof(what), "gemm %s", clp_gemm_backend_name(failed));
-	for (int i = 0; i < 3 && next == CLP_GEMM_AUTO; i++) {
+	for (int i = 0; i < 4 && next == CLP_GEMM_AUTO; i++) {
 		char w[32];
 
 		snprintf(w, sizeof(w), "gemm %s", clp_gemm_backend_name(order[i]));
@@ -443,11 +449,13 @@ static clp_status check_type(const char *name, clp_buf x)
 	return CLP_OK;
 }
 
-/* Whether the packed backend adds g's bias in its store (clp_cl_gemm_bias). */
+/* Whether the backend adds g's bias in its store (clp_cl_gemm_bias): packed and direct. */
 static int bias_in_store(const clp_gemm_tuning *t, const struct clp_gemm_call *g)
 {
-	return t->backend == CLP_GEMM_PACKED && g->alpha != 0.0f && g->k > 0 &&
-	       g->bias.dt == g->c.dt && clp_gemm_packed_stores_c(t, g);
+	if (g->alpha == 0.0f || g->k == 0 || g->bias.dt != g->c.dt)
+		return 0;
+	return (t->backend == CLP_GEMM_PACKED && clp_gemm_packed_stores_c(t, g)) ||
+	       (t->backend == CLP_GEMM_DIRECT && clp_gemm_direct_stores_c(t, g));
 }
 
 static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
@@ -475,7 +483,7 @@ static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 		g.bias = bias;
 		g.act = act;
 		if (!bias.mem || !bias_in_store(t, &g) ||
-		    (act.mem && !clp_gemm_packed_gelu_ok(t, &g)))
+		    (act.mem && (t->backend != CLP_GEMM_PACKED || !clp_gemm_packed_gelu_ok(t, &g))))
 			g.bias.mem = g.act.mem = NULL; /* with act: both in the store or neither */
 		s = run_backend(ctx, t, &g);
 		if (s == CLP_OK && fused)

@@ -6,6 +6,8 @@
  *            micro-kernel, one work-item per work-group): fast through PoCL
  *   tiled    the engine's GPU-shaped kernel (work-group tiles staged in local memory)
  *   clblast  CLBlast, optionally with parameters overridden through CLBlastOverrideParameters
+ *   direct   the engine's kernel for work-groups run as SIMD lanes (Mesa llvmpipe): no local
+ *            memory, a WM x WN register block per work-item, one K loop (K in chunks of KMAX)
  * Which runs, and with which parameters, comes from the tuning table (cl/tuning/gemm.json, then
  * the user's tuned file; see docs/OPENCL.md), looked up device -> architecture/vendor -> default.
  * beta == 0 never reads C. Work is enqueued; nothing waits.
@@ -20,6 +22,7 @@
  *            then one pass adds beta C and stores it rounded (kernels/gemm_store.cl), since
  *            the packed kernel accumulates into C across K blocks
  *   tiled    converts on load into local memory and rounds C on its single store
+ *   direct   converts on load and rounds C on its single store (K up to KMAX; beyond, as packed)
  *   clblast  converts 16-bit A and B to fp32 scratch first (CLBlast's half routines need
  *            cl_khr_fp16 and compute in half), a 16-bit C as packed
  * All-fp32 calls run exactly the kernels and defines they always did. */
@@ -36,6 +39,7 @@ typedef enum clp_gemm_backend {
 	CLP_GEMM_PACKED,
 	CLP_GEMM_TILED,
 	CLP_GEMM_CLBLAST,
+	CLP_GEMM_DIRECT,
 	CLP_GEMM_BACKEND_COUNT
 } clp_gemm_backend;
 
@@ -91,10 +95,10 @@ clp_status clp_cl_gemm_ab(clp_cl_ctx *ctx, clp_dtype ab_type, clp_trans ta, clp_
 			  clp_buf b, size_t ldb, float beta, clp_buf c, size_t ldc);
 
 /* C = alpha op(A) op(B) + beta C, then C += bias (n values, C's storage, one per column), for
- * a linear layer's forward. The packed backend adds the bias in its store when it writes C
- * itself (fp32, or a 16-bit C in one K block) and bias.dt == c.dt: *fused = 1, and C is bitwise
- * what the product then a separate clp_nn_bias_forward give (the product's value rounded to C's
- * storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
+ * a linear layer's forward. The packed and direct backends add the bias in the store when they
+ * write C themselves (fp32, or a 16-bit C in one K block or chunk) and bias.dt == c.dt:
+ * *fused = 1, and C is bitwise what the product then a separate clp_nn_bias_forward give (the
+ * product's value rounded to C's storage, plus the bias, rounded). Otherwise (other backends, k = 0, alpha = 0, a 16-bit C
  * through scratch) only the product runs, *fused = 0, and the caller adds the bias. */
 clp_status clp_cl_gemm_bias(clp_cl_ctx *ctx, clp_trans ta, clp_trans tb, size_t m, size_t n,
 			    size_t k, float alpha, clp_buf a, size_t lda, clp_buf b, size_t ldb,

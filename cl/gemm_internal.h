@@ -33,6 +33,10 @@ int clp_gemm_packed_candidates(const clp_cl_devinfo *dev, unsigned seed, clp_gem
 			       int max);
 clp_status clp_gemm_tiled_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 			      const struct clp_gemm_call *g);
+clp_status clp_gemm_direct_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
+			       const struct clp_gemm_call *g);
+/* Whether the direct backend writes g's C itself (fp32, or K in one chunk), as packed's. */
+int clp_gemm_direct_stores_c(const clp_gemm_tuning *t, const struct clp_gemm_call *g);
 clp_status clp_gemm_clblast_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 				const struct clp_gemm_call *g);
 clp_status clp_gemm_clblast_apply(clp_cl_ctx *ctx, const clp_gemm_tuning *t);

@@ -111,6 +111,8 @@ int clp_gemm_candidates(clp_gemm_backend b, const clp_cl_devinfo *dev, unsigned 
 	n = 1;
 	if (b == CLP_GEMM_PACKED)
 		return n + clp_gemm_packed_candidates(dev, seed, out + n, max - n);
+	if (b == CLP_GEMM_DIRECT) /* no search of its own yet: the table's WM, WN, LX */
+		return n;
 	while (n < max) {
 		int ok = b == CLP_GEMM_CLBLAST ? clblast_candidate(dev, &seed, &out[n])
 					       : tiled_candidate(dev, &seed, &out[n]);

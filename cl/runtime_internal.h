@@ -5,8 +5,8 @@
 #include "cl/gemm.h"
 #include "cl/runtime.h"
 
-#define CLP_MAX_PROGRAMS 64
-#define CLP_MAX_KERNELS 256
+#define CLP_MAX_PROGRAMS 128 /* clpipe check builds every GEMM backend in every storage mix */
+#define CLP_MAX_KERNELS 512
 
 struct clp_program_entry {
 	char *file;    /* kernel file name or label */

@@ -1,4 +1,4 @@
-/* clpipe check cases of the GEMM (cl/gemm.h): each backend (packed, tiled, CLBlast) forced
+/* clpipe check cases of the GEMM (cl/gemm.h): each backend (packed, tiled, CLBlast, direct) forced
  * through the tuning, both transposes, element offsets and padded leading dimensions, alpha and
  * beta (beta = 0 over a NaN C), A, B and C each in fp32 or the case's 16-bit type, against
  * clp_ref_gemm with tests/cl/test_gemm.c's elementwise bound; and the bias in the store
@@ -19,7 +19,8 @@
 #define GM_BIAS 16u /* + bias (n, C's type) through clp_cl_gemm_bias; C dense (ldc = n) */
 #define GM_GELU 32u /* and act = gelu(C) (tanh; erf with beta) through clp_cl_gemm_bias_gelu */
 
-static const clp_gemm_backend backends[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
+static const clp_gemm_backend backends[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST,
+					    CLP_GEMM_DIRECT};
 
 static clp_status use_backend(ck_env *e, int variant)
 {

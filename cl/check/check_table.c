@@ -165,7 +165,7 @@ static const ck_row gemm_rows[] = {
 	{{{7, 33, 33, 0, 0, 16 | 32}, F32}, ALLV},
 	{{{33, 96, 127, 0, 0, 7 | 16 | 32}, S16}, ALLV},
 };
-static const char *const gemm_variants[] = {"packed", "tiled", "clblast"};
+static const char *const gemm_variants[] = {"packed", "tiled", "clblast", "direct"};
 
 /* N, C */
 static const ck_row norm_rows[] = {
@@ -221,6 +221,8 @@ static const ck_row attn_rows[] = {
 	/* llvmpipe ends a work-item's loops after 65535 iterations: hd 64 keys x hd from T = 512 */
 	{{{1, 512, 1, 1, 64, 0}, F32}, 0},
 	{{{1, 1024, 1, 1, 64, 0}, F32}, 1},
+	/* and the CPU shape's key blocks times its head-dim loops from T = 2048 at hd 128 */
+	{{{1, 2048, 1, 1, 128, 0}, F32}, 0},
 };
 static const char *const attn_variants[] = {"causal", "bidirectional"};
 /* N, C, V, vchunk (0: chosen) */

@@ -57,19 +57,27 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		l[r] = 0.0f;
 		lim[r] = (int)(causal ? min(i0 + rr + 1, L) : L);
 	}
-	for (uint r = 0; r < nr; r++)
-		for (uint d = 0; d < hd; d++)
-			op[r][d] = 0.0f;
+	for (uint r = 0; r < ATT_QB; r++)
+		if (r < nr)
+			for (uint d = 0; d < hd; d++)
+				op[r][d] = 0.0f;
 	const uint kend = causal ? min(i0 + nr, L) : L;
 	for (uint j0 = 0; j0 < kend; j0 += 8) {
 		float8 s[ATT_QB];
 		for (uint r = 0; r < ATT_QB; r++)
 			s[r] = 0.0f;
-		for (uint e = 0; e < hd; e++) {
-			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
-			for (uint r = 0; r < ATT_QB; r++)
-				s[r] = CLP_FMA((float8)(Q_AT(r, e)), k8, s[r]);
+#define ATF_S(x)                                                                           \
+	{                                                                                  \
+		const float8 k8 = vload8(0, ktb + (size_t)(x) * Tp + j0);                  \
+		for (uint r = 0; r < ATT_QB; r++)                                          \
+			s[r] = CLP_FMA((float8)(Q_AT(r, (x))), k8, s[r]);                  \
+	}
+		uint e = 0;
+		for (; e + 8 <= hd; e += 8) {
+			ATT_BY8(ATF_S, e)
 		}
+		for (; e < hd; e++)
+			ATF_S(e)
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
 					   (int8)(j0) + LANES >= (int8)(lim[r]));
@@ -93,23 +101,31 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 			float8 acc[ATT_QB];
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, op[r] + d) * al[r];
-			for (uint j = 0; j < jn; j++) {
-				const float8 vv = ST_LD8(vb, (size_t)(j0 + j) * ldv + d);
-				for (uint r = 0; r < ATT_QB; r++)
-					acc[r] = CLP_FMA((float8)(p[r][j]), vv, acc[r]);
-			}
-			for (uint r = 0; r < nr; r++)
-				vstore8(acc[r], 0, op[r] + d);
-		}
-		for (; d < hd; d++)
-			for (uint r = 0; r < nr; r++) {
-				float a = op[r][d] * al[r];
-				for (uint j = 0; j < jn; j++)
-					a = CLP_FMA(p[r][j], ST_LD(vb, (size_t)(j0 + j) * ldv + d), a);
-				op[r][d] = a;
-			}
+#define ATF_PV(j)                                                                          \
+	if ((j) < jn) {                                                                    \
+		const float8 vv = ST_LD8(vb, (size_t)(j0 + (j)) * ldv + d);                \
+		for (uint r = 0; r < ATT_QB; r++)                                          \
+			acc[r] = CLP_FMA((float8)(p[r][(j)]), vv, acc[r]);                 \
 	}
-	for (uint r = 0; r < nr; r++) {
+			ATT_BY8(ATF_PV, 0)
+			for (uint r = 0; r < ATT_QB; r++)
+				if (r < nr)
+					vstore8(acc[r], 0, op[r] + d);
+		}
+#define ATF_PV1(j)                                                                         \
+	if ((j) < jn)                                                                      \
+		a = CLP_FMA(p[r][(j)], ST_LD(vb, (size_t)(j0 + (j)) * ldv + d), a);
+		for (; d < hd; d++)
+			for (uint r = 0; r < ATT_QB; r++)
+				if (r < nr) {
+					float a = op[r][d] * al[r];
+					ATT_BY8(ATF_PV1, 0)
+					op[r][d] = a;
+				}
+	}
+	for (uint r = 0; r < ATT_QB; r++) {
+		if (r >= nr)
+			break;
 		const float inv = l[r] != 0.0f ? 1.0f / l[r] : 0.0f; /* l >= 0 or NaN */
 		for (uint d = 0; d < hd; d++)
 			ST_SV(sp[r], d, op[r][d] * inv);

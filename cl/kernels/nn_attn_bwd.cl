@@ -76,14 +76,21 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 		float8 s[ATT_QB], dp[ATT_QB];
 		for (uint r = 0; r < ATT_QB; r++)
 			s[r] = dp[r] = 0.0f;
-		for (uint e = 0; e < hd; e++) {
-			const float8 k8 = vload8(0, ktb + (size_t)e * Tp + j0);
-			const float8 v8 = vload8(0, vtb + (size_t)e * Tp + j0);
-			for (uint r = 0; r < ATT_QB; r++) {
-				s[r] = CLP_FMA((float8)(Q_AT(r, e)), k8, s[r]);
-				dp[r] = CLP_FMA((float8)(gp[r][e]), v8, dp[r]);
-			}
+#define ATQ_S(x)                                                                           \
+	{                                                                                  \
+		const float8 k8 = vload8(0, ktb + (size_t)(x) * Tp + j0);                  \
+		const float8 v8 = vload8(0, vtb + (size_t)(x) * Tp + j0);                  \
+		for (uint r = 0; r < ATT_QB; r++) {                                        \
+			s[r] = CLP_FMA((float8)(Q_AT(r, (x))), k8, s[r]);                  \
+			dp[r] = CLP_FMA((float8)(gp[r][(x)]), v8, dp[r]);                  \
+		}                                                                          \
+	}
+		uint e = 0;
+		for (; e + 8 <= hd; e += 8) {
+			ATT_BY8(ATQ_S, e)
 		}
+		for (; e < hd; e++)
+			ATQ_S(e)
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 pv = exp2(s[r] * sl2 - lr[r]);
 			pv = select(pv, (float8)(0.0f), (int8)(j0) + LANES >= (int8)(lim[r]));
@@ -95,21 +102,27 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 			float8 acc[ATT_QB];
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, dqp[r] + d);
-			for (uint j = 0; j < jn; j++) {
-				const float8 kk = ST_LD8(kb, (size_t)(j0 + j) * ldk + d);
-				for (uint r = 0; r < ATT_QB; r++)
-					acc[r] = CLP_FMA((float8)(ds[r][j]), kk, acc[r]);
-			}
-			for (uint r = 0; r < nr; r++)
-				vstore8(acc[r], 0, dqp[r] + d);
+#define ATQ_DK(j)                                                                          \
+	if ((j) < jn) {                                                                    \
+		const float8 kk = ST_LD8(kb, (size_t)(j0 + (j)) * ldk + d);                \
+		for (uint r = 0; r < ATT_QB; r++)                                          \
+			acc[r] = CLP_FMA((float8)(ds[r][(j)]), kk, acc[r]);                \
+	}
+			ATT_BY8(ATQ_DK, 0)
+			for (uint r = 0; r < ATT_QB; r++)
+				if (r < nr)
+					vstore8(acc[r], 0, dqp[r] + d);
 		}
+#define ATQ_DK1(j)                                                                         \
+	if ((j) < jn)                                                                      \
+		a = CLP_FMA(ds[r][(j)], ST_LD(kb, (size_t)(j0 + (j)) * ldk + d), a);
 		for (; d < hd; d++)
-			for (uint r = 0; r < nr; r++) {
-				float a = dqp[r][d];
-				for (uint j = 0; j < jn; j++)
-					a = CLP_FMA(ds[r][j], ST_LD(kb, (size_t)(j0 + j) * ldk + d), a);
-				dqp[r][d] = a;
-			}
+			for (uint r = 0; r < ATT_QB; r++)
+				if (r < nr) {
+					float a = dqp[r][d];
+					ATT_BY8(ATQ_DK1, 0)
+					dqp[r][d] = a;
+				}
 	}
 }
 
@@ -157,14 +170,21 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 			float8 s[ATT_KB], dp[ATT_KB];
 			for (uint c = 0; c < ATT_KB; c++)
 				s[c] = dp[c] = 0.0f;
-			for (uint e = 0; e < hd; e++) {
-				const float8 q8 = vload8(0, qtb + (size_t)e * Tp + i0);
-				const float8 g8 = vload8(0, gtb + (size_t)e * Tp + i0);
-				for (uint c = 0; c < ATT_KB; c++) {
-					s[c] = CLP_FMA((float8)(K_AT(c, e)), q8, s[c]);
-					dp[c] = CLP_FMA((float8)(V_AT(c, e)), g8, dp[c]);
-				}
+#define ATK_S(x)                                                                           \
+	{                                                                                  \
+		const float8 q8 = vload8(0, qtb + (size_t)(x) * Tp + i0);                  \
+		const float8 g8 = vload8(0, gtb + (size_t)(x) * Tp + i0);                  \
+		for (uint c = 0; c < ATT_KB; c++) {                                        \
+			s[c] = CLP_FMA((float8)(K_AT(c, (x))), q8, s[c]);                  \
+			dp[c] = CLP_FMA((float8)(V_AT(c, (x))), g8, dp[c]);                \
+		}                                                                          \
+	}
+			uint e = 0;
+			for (; e + 8 <= hd; e += 8) {
+				ATT_BY8(ATK_S, e)
 			}
+			for (; e < hd; e++)
+				ATK_S(e)
 			const float8 l8 = vload8(0, l2 + l2o + bh * Tp + i0);
 			const float8 d8 = vload8(0, dd + ddo + bh * Tp + i0);
 			for (uint c = 0; c < ATT_KB; c++) {
@@ -183,29 +203,35 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 					av[c] = vload8(0, dvp[c] + d);
 					ak[c] = vload8(0, dkp[c] + d);
 				}
-				for (uint i = 0; i < in; i++) {
-					const float8 gg = vload8(0, gb + (size_t)(i0 + i) * ldo + d);
-					const float8 qq = ST_LD8(qb, (size_t)(i0 + i) * ldq + d);
-					for (uint c = 0; c < ATT_KB; c++) {
-						av[c] = CLP_FMA((float8)(pt[c][i]), gg, av[c]);
-						ak[c] = CLP_FMA((float8)(st[c][i]), qq, ak[c]);
+#define ATK_GQ(i)                                                                          \
+	if ((i) < in) {                                                                    \
+		const float8 gg = vload8(0, gb + (size_t)(i0 + (i)) * ldo + d);            \
+		const float8 qq = ST_LD8(qb, (size_t)(i0 + (i)) * ldq + d);                \
+		for (uint c = 0; c < ATT_KB; c++) {                                        \
+			av[c] = CLP_FMA((float8)(pt[c][(i)]), gg, av[c]);                  \
+			ak[c] = CLP_FMA((float8)(st[c][(i)]), qq, ak[c]);                  \
+		}                                                                          \
+	}
+				ATT_BY8(ATK_GQ, 0)
+				for (uint c = 0; c < ATT_KB; c++)
+					if (c < nk) {
+						vstore8(av[c], 0, dvp[c] + d);
+						vstore8(ak[c], 0, dkp[c] + d);
 					}
-				}
-				for (uint c = 0; c < nk; c++) {
-					vstore8(av[c], 0, dvp[c] + d);
-					vstore8(ak[c], 0, dkp[c] + d);
-				}
 			}
+#define ATK_GQ1(i)                                                                         \
+	if ((i) < in) {                                                                    \
+		a = CLP_FMA(pt[c][(i)], gb[(size_t)(i0 + (i)) * ldo + d], a);              \
+		bk = CLP_FMA(st[c][(i)], ST_LD(qb, (size_t)(i0 + (i)) * ldq + d), bk);     \
+	}
 			for (; d < hd; d++)
-				for (uint c = 0; c < nk; c++) {
-					float a = dvp[c][d], bk = dkp[c][d];
-					for (uint i = 0; i < in; i++) {
-						a = CLP_FMA(pt[c][i], gb[(size_t)(i0 + i) * ldo + d], a);
-						bk = CLP_FMA(st[c][i], ST_LD(qb, (size_t)(i0 + i) * ldq + d), bk);
+				for (uint c = 0; c < ATT_KB; c++)
+					if (c < nk) {
+						float a = dvp[c][d], bk = dkp[c][d];
+						ATT_BY8(ATK_GQ1, 0)
+						dvp[c][d] = a;
+						dkp[c][d] = bk;
 					}
-					dvp[c][d] = a;
-					dkp[c][d] = bk;
-				}
 		}
 	}
 }

@@ -298,6 +298,26 @@ static void test_tiled(void)
 	run_backend(CLP_GEMM_TILED, odd, NODD);
 }
 
+/* The direct kernel (llvmpipe's GEMM) also on K over its 32768-a-launch chunks: three chunks
+ * at k = 70000, beyond the 65535 loop iterations after which llvmpipe silently stops a
+ * work-item's loop; and a 16-bit C there goes through scratch (one rounding). */
+static void test_direct(void)
+{
+	static const struct shape big_k[] = {{3, 37, 70000}};
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(4242);
+
+	run_backend(CLP_GEMM_DIRECT, odd, NODD);
+	if (!ctx || !use_backend(ctx, CLP_GEMM_DIRECT))
+		return;
+	for (int ta = 0; ta < 2; ta++)
+		for (int tb = 0; tb < 2; tb++)
+			check_one(ctx, "direct", ta, tb, big_k[0], -1.5f, 0.5f, 1, &r, 0);
+	ct = CLP_BF16;
+	check_one(ctx, "direct", 1, 0, big_k[0], 1.0f, 0.5f, 1, &r, 0);
+	ct = CLP_F32;
+}
+
 static void test_clblast(void)
 {
 	static const struct shape few[] = {{1, 1, 1}, {7, 33, 127}, {127, 7, 33}};
@@ -319,7 +339,8 @@ static void test_16bit(void)
 	static const struct shape light_full[] = {{1, 1, 1}, {7, 33, 127}, {127, 1, 33},
 						  {20, 9, 300}};
 	static const struct shape light_packed[] = {{7, 33, 127}, {9, 20, 600}};
-	static const clp_gemm_backend be[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST};
+	static const clp_gemm_backend be[] = {CLP_GEMM_PACKED, CLP_GEMM_TILED, CLP_GEMM_CLBLAST,
+					      CLP_GEMM_DIRECT};
 	int light = th_ctx() && clp_cl_ctx_gpu_shape(th_ctx());
 
 	for (int t = CLP_BF16; t <= CLP_F16; t++)
@@ -330,7 +351,7 @@ static void test_16bit(void)
 			at = combo & 1 ? (clp_dtype)t : CLP_F32;
 			bt = combo & 2 ? (clp_dtype)t : CLP_F32;
 			ct = combo & 4 ? (clp_dtype)t : CLP_F32;
-			for (int i = 0; i < 3; i++)
+			for (int i = 0; i < 4; i++)
 				if (!light)
 					run_backend(be[i], engine ? full : few, engine ? 7 : 2);
 				else if (be[i] == CLP_GEMM_PACKED)
@@ -458,5 +479,6 @@ static void test_errors(void)
 	clReleaseMemObject(m);
 }
 
-TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_clblast), TH_TEST(test_16bit),
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_direct),
+	TH_TEST(test_clblast), TH_TEST(test_16bit),
 	TH_TEST(test_errors), TH_TEST(test_kept_packs))

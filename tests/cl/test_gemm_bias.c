@@ -1,7 +1,7 @@
 /* The bias in the GEMM's store (clp_cl_gemm_bias, kernels/gemm_packed.cl's epilogue): C =
  * alpha op(A) op(B) + beta C + bias is bitwise the product (clp_cl_gemm) then a separate
- * clp_nn_bias_forward, on every backend (the packed one adds the bias in its store, *fused = 1;
- * the others, and a 16-bit C computed through scratch, leave it to the caller, *fused = 0),
+ * clp_nn_bias_forward, on every backend (packed and direct add the bias in their store, *fused
+ * = 1; the others, and a 16-bit C computed through scratch, leave it to the caller, *fused = 0),
  * for fp32, bf16 and fp16 storage, both transposes, odd sizes (1, 7, 33, 127: not multiples of
  * the register tile), beta 0 over NaN and beta != 0, K in several blocks and chunks (k = 1000:
  * the bias added once, after the last), and a NaN in the bias reaching exactly its column. fp32
@@ -110,9 +110,11 @@ static void one(clp_cl_ctx *ctx, const char *be, clp_dtype t, int ta, int tb, st
 		CHECK_OK(clp_nn_bias_forward(ctx, clp_buf_typed(C2, 0, t), clp_buf_typed(D, boff, t),
 					     s.m, s.n));
 	/* packed: fp32 always in the store, a 16-bit C when one K block computes it (k small);
-	 * the other backends never */
+	 * direct: always (k within one K chunk here); tiled and CLBlast never */
 	packed = strcmp(be, "packed") == 0;
-	if (!packed)
+	if (strcmp(be, "direct") == 0)
+		CHECK(fused == 1, "%s: fused = %d: the bias was not in the store", what, fused);
+	else if (!packed)
 		CHECK(fused == 0, "%s: fused = %d on a backend without the epilogue", what, fused);
 	else if (t == CLP_F32 || s.k <= 127)
 		CHECK(fused == 1, "%s: fused = %d: the bias was not in the store", what, fused);
@@ -323,4 +325,16 @@ static void test_tiled(void)
 	run(CLP_GEMM_TILED);
 }
 
-TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled))
+/* direct also over three K chunks (k = 70000: the bias added once, after the last) */
+static void test_direct(void)
+{
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(4243);
+
+	run(CLP_GEMM_DIRECT);
+	if (!ctx || !use_backend(ctx, CLP_GEMM_DIRECT))
+		return;
+	one(ctx, "direct", CLP_F32, 0, 1, (struct shape){3, 37, 70000}, 1.0f, 0.5f, 5, &r);
+}
+
+TH_MAIN(TH_TEST(test_packed), TH_TEST(test_tiled), TH_TEST(test_direct))
