@@ -54,7 +54,8 @@ static void help(void)
 	       "  --stages D, --replicas R, --max-replicas R   restrict the search\n"
 	       "  --chunks v          chunks per rank of interleaved 1F1B (default 2)\n"
 	       "  --recompute MODE    auto (where memory needs it), on, off\n"
-	       "  --pipefisher MODE   K-FAC models: auto (try both), on, off\n"
+	       "  --pipefisher MODE   K-FAC, Shampoo, Muon with muon.delay: auto (try both), on,\n"
+	       "                      off\n"
 	       "  --reserve F         fraction of device memory left free (default 0.1)\n"
 	       "  --no-drop           always use every device (default: also try without the\n"
 	       "                      slowest kinds)\n"
@@ -309,7 +310,8 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
 	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	if (m->shampoo && p->pipefisher > 0) { /* Shampoo's costs are not measured at start-up */
+	/* Shampoo's and the delayed Muon's costs are not measured at start-up */
+	if ((m->shampoo || m->muon_delay) && p->pipefisher > 0) {
 		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
 			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "
 					 "pipeline.pipefisher_costs", path);
@@ -409,8 +411,10 @@ static void print_summary(const clp_cluster *c, const clp_costs *blocks, const c
 	if (best->pipefisher > 0)
 		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
 		       "%s in the schedule's bubbles (docs/%s)\n",
-		       m->shampoo ? "Shampoo's root refreshes (stale roots)" : "K-FAC's work",
-		       m->shampoo ? "OPTIMIZERS.md" : "KFAC.md");
+		       m->shampoo      ? "Shampoo's root refreshes (stale roots)"
+		       : m->muon_delay ? "the delayed Muon's Newton-Schulz (muon.delay)"
+				       : "K-FAC's work",
+		       m->shampoo || m->muon_delay ? "OPTIMIZERS.md" : "KFAC.md");
 }
 
 /* The model, its block table and the cluster (every rank: --live gathers the inventory). */
