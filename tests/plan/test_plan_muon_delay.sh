@@ -4,8 +4,10 @@
 # of 8 x 128 on two V100 and two P100: the plan picks it, predicts a shorter step than
 # --pipefisher off (the Newton-Schulz in the optimizer step), and writes the config that runs it
 # (pipeline.pipefisher, muon.delay, pipeline.pipefisher_costs = its cost table, whose
-# kfac_inv_s holds the Newton-Schulz and opt_s none of it).
-# Usage: test_plan_muon_delay.sh CLPIPE PLAN_DATA WORKDIR
+# kfac_inv_s holds the Newton-Schulz and opt_s none of it). With `train`: clpipe train runs such
+# a config, a 2-stage plan of the tiny GPT-2 on two_speeds.json (pipeline.layout left out: that
+# cluster's devices are not this machine's), two steps on two ranks.
+# Usage: test_plan_muon_delay.sh CLPIPE PLAN_DATA WORKDIR [train]
 set -u
 clpipe=$1
 data=$2
@@ -17,6 +19,31 @@ args=(--model "$data/bert-large.toml" --cluster "$data/mix_2fast2slow.json"
 	--profile "$data/bert-large_time_memory_v100.csv,$data/bert-large_time_memory_p100.csv"
 	--optim.name=muon --muon.delay=true)
 step() { sed -n 's/^plan .*: step \([0-9.e+]*\) ms.*/\1/p' "$1"; }
+
+if [ "${4:-}" = train ]; then
+	for i in $(seq 1 2000); do echo "the quick brown fox jumps over the lazy dog $((i % 13))."; done \
+		>"$work/corpus.txt"
+	cat >"$work/blocks.json" <<JSON
+{"format": "clpipe-costs", "device_kind": "cpu", "stages": [
+  {"fwd_s": 0.001, "bwd_s": 0.002, "blocks": "embedding"},
+  {"fwd_s": 0.004, "bwd_s": 0.008, "blocks": "layer"},
+  {"fwd_s": 0.002, "bwd_s": 0.004, "blocks": "head"}]}
+JSON
+	"$clpipe" plan --model "$data/tiny.toml" --cluster "$data/two_speeds.json" \
+		--blocks "$work/blocks.json" --optim.name=muon --muon.delay=true --pipefisher on \
+		--stages 2 --out "$work/tiny" >"$work/tiny.out" 2>&1
+	check "[ $? -eq 0 ] && grep -q '^plan .*2 stages.*PipeFisher' '$work/tiny.out' &&
+		grep -q '^pipefisher_costs = \"$work/tiny.costs.json\"' '$work/tiny.toml'" \
+		"the tiny model's plan picks PipeFisher"
+	timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$clpipe" train \
+		--config "$work/tiny.toml" --pipeline.layout= --data.path="$work/corpus.txt" \
+		--train.steps=2 --eval.every=0 --eval.batches=1 --no-ckpt >"$work/train.out" 2>&1
+	check "[ $? -eq 0 ] && grep -q '^pipefisher: K = 1' '$work/train.out' &&
+		grep -q 'step 2/2' '$work/train.out'" \
+		"clpipe train runs the plan's config: the pass from its cost table, two steps"
+	[ $fail -ne 0 ] && for f in tiny train; do echo "--- $f.out"; cat "$work/$f.out"; done
+	exit $fail
+fi
 
 "$clpipe" plan "${args[@]}" --out "$work/pf" >"$work/pf.out" 2>&1
 check "[ $? -eq 0 ] && grep -q '^plan .*, PipeFisher: step' '$work/pf.out'" \
