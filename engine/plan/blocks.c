@@ -178,8 +178,14 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 	if (st != CLP_OK) {
 		clp_costs_free(*out);
 		*out = NULL;
+		return st;
 	}
-	return st;
+	/* the delayed directions live in the matrices' AdamW second moments (exec_muon.c), which
+	 * opt_bytes counts: no memory of their own (kfac_bytes sizes only a split's exchange,
+	 * which the plan does not run) */
+	for (int i = 0; m->muon_delay && i < (*out)->nstages; i++)
+		(*out)->stages[i].kfac_bytes = 0;
+	return CLP_OK;
 }
 
 clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m,

@@ -68,6 +68,8 @@ check "[ \$(grep -Ec '\"kfac_inv_s\": [0-9.e-]*[1-9]' '$work/pf.costs.json') -eq
 	! grep -Eq '\"(opt|kfac_curv_a|kfac_curv_b|kfac_precond)_s\": [0-9.e-]*[1-9]' \
 	'$work/pf.costs.json'" \
 	"the cost table holds the Newton-Schulz as items, none in the optimizer step"
+# the delayed directions live in the AdamW second moments: no memory of their own
+check "! grep -q '\"kfac_bytes\"' '$work/pf.costs.json'" "no memory counted for the directions"
 check "grep -Eq '\"opt_s\": [0-9.e-]*[1-9]' '$work/off.costs.json' && ! grep -q '^pipefisher = true' '$work/off.toml'" \
 	"without PipeFisher the Newton-Schulz is optimizer-step time"
 # plain Muon: the Newton-Schulz needs the step's gradients, never PipeFisher
