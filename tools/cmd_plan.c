@@ -333,21 +333,29 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 				const clp_cluster *c, const clp_costs *blocks,
 				const clp_plan_model *m, clp_train_config *cfg, int derived)
 {
-	char path[1100], lay[1100];
+	char path[1100], lay[1100], pf[160] = "";
 	clp_sched *s = NULL;
 	clp_costs *costs = NULL;
 	clp_layout *l = NULL;
 	clp_status st;
 
+	/* the schedule written is the base: the simulator's pass places Shampoo's or the delayed
+	 * Muon's items as the plan did, from the same shapes (their times: --hidden, a 4x MLP) */
+	if (p->pipefisher > 0 && (m->shampoo || m->muon_delay))
+		snprintf(pf, sizeof(pf), " --pipefisher --pf-optim %s --pf-%s %d --hidden %d "
+			 "--batch %zu --seq %zu", m->shampoo ? "shampoo" : "muon-delay",
+			 m->shampoo ? "iters" : "ns-steps",
+			 m->shampoo ? m->shampoo_iters : m->muon_ns_steps, m->cfg.d_model, m->batch,
+			 m->seq);
 	snprintf(lay, sizeof(lay), "%s.layout.json", a->out);
 	st = write_files(a, p, naive, c, blocks, m, cfg, derived, lay, &s, &costs, &l);
 	if (st == CLP_OK)
 		printf("\nwrote %s.{plan.json,layout.json,schedule.json,costs.json,toml%s}\n"
 		       "check: clpipe sim --schedule-file %s.schedule.json --costs %s.costs.json "
-		       "--cluster %s --layout %s\n"
+		       "--cluster %s --layout %s%s\n"
 		       "train: mpirun -np %d clpipe train --config %s.toml\n", a->out,
 		       derived ? ",cluster.json" : "", a->out, a->out,
-		       derived ? strcat(strcpy(path, a->out), ".cluster.json") : a->cluster, lay,
+		       derived ? strcat(strcpy(path, a->out), ".cluster.json") : a->cluster, lay, pf,
 		       p->nranks, a->out);
 	clp_layout_free(l);
 	clp_costs_free(costs);

@@ -57,6 +57,13 @@ b=$(step "$work/off.out")
 echo "predicted step: PipeFisher $a ms, off $b ms"
 check "[ -n '$a' ] && [ -n '$b' ] && awk -v a='$a' -v b='$b' 'BEGIN { exit !(a < b) }'" \
 	"PipeFisher predicts the shorter step"
+# the printed check (the simulator's own pass on the written base schedule) gives the same step
+chk=$(sed -n 's/^check: clpipe sim //p' "$work/pf.out")
+# shellcheck disable=SC2086 # the check's words, as printed
+"$clpipe" sim $chk >"$work/check.out" 2>&1
+c=$(sed -n 's/^ *step [0-9.e+]* ms -> \([0-9.e+]*\) ms.*/\1/p' "$work/check.out")
+echo "clpipe sim $chk: $c ms"
+check "[ -n '$c' ] && [ '$c' = '$a' ]" "the printed clpipe sim check gives the plan's step"
 t=$work/pf.toml
 check "grep -q '^pipefisher = true' '$t' && grep -q '^delay = true' '$t' &&
 	grep -q '^pipefisher_split = false' '$t' &&
@@ -77,5 +84,5 @@ check "grep -Eq '\"opt_s\": [0-9.e-]*[1-9]' '$work/off.costs.json' && ! grep -q 
 	--out "$work/plain" >"$work/plain.out" 2>&1
 check "[ $? -eq 0 ] && ! grep -q PipeFisher '$work/plain.out' &&
 	! grep -q '^pipefisher = true' '$work/plain.toml'" "plain Muon stays without PipeFisher"
-[ $fail -ne 0 ] && for f in pf off plain; do echo "--- $f.out"; cat "$work/$f.out"; done
+[ $fail -ne 0 ] && for f in pf off check plain; do echo "--- $f.out"; cat "$work/$f.out"; done
 exit $fail
