@@ -54,7 +54,8 @@ static void help(void)
 	       "  --stages D, --replicas R, --max-replicas R   restrict the search\n"
 	       "  --chunks v          chunks per rank of interleaved 1F1B (default 2)\n"
 	       "  --recompute MODE    auto (where memory needs it), on, off\n"
-	       "  --pipefisher MODE   K-FAC models: auto (try both), on, off\n"
+	       "  --pipefisher MODE   K-FAC, Shampoo, Muon with muon.delay: auto (try both), on,\n"
+	       "                      off\n"
 	       "  --reserve F         fraction of device memory left free (default 0.1)\n"
 	       "  --no-drop           always use every device (default: also try without the\n"
 	       "                      slowest kinds)\n"
@@ -309,7 +310,8 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
 	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	if (m->shampoo && p->pipefisher > 0) { /* Shampoo's costs are not measured at start-up */
+	/* Shampoo's and the delayed Muon's costs are not measured at start-up */
+	if ((m->shampoo || m->muon_delay) && p->pipefisher > 0) {
 		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
 			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "
 					 "pipeline.pipefisher_costs", path);
@@ -331,21 +333,29 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 				const clp_cluster *c, const clp_costs *blocks,
 				const clp_plan_model *m, clp_train_config *cfg, int derived)
 {
-	char path[1100], lay[1100];
+	char path[1100], lay[1100], pf[160] = "";
 	clp_sched *s = NULL;
 	clp_costs *costs = NULL;
 	clp_layout *l = NULL;
 	clp_status st;
 
+	/* the schedule written is the base: the simulator's pass places Shampoo's or the delayed
+	 * Muon's items as the plan did, from the same shapes (their times: --hidden, a 4x MLP) */
+	if (p->pipefisher > 0 && (m->shampoo || m->muon_delay))
+		snprintf(pf, sizeof(pf), " --pipefisher --pf-optim %s --pf-%s %d --hidden %d "
+			 "--batch %zu --seq %zu", m->shampoo ? "shampoo" : "muon-delay",
+			 m->shampoo ? "iters" : "ns-steps",
+			 m->shampoo ? m->shampoo_iters : m->muon_ns_steps, m->cfg.d_model, m->batch,
+			 m->seq);
 	snprintf(lay, sizeof(lay), "%s.layout.json", a->out);
 	st = write_files(a, p, naive, c, blocks, m, cfg, derived, lay, &s, &costs, &l);
 	if (st == CLP_OK)
 		printf("\nwrote %s.{plan.json,layout.json,schedule.json,costs.json,toml%s}\n"
 		       "check: clpipe sim --schedule-file %s.schedule.json --costs %s.costs.json "
-		       "--cluster %s --layout %s\n"
+		       "--cluster %s --layout %s%s\n"
 		       "train: mpirun -np %d clpipe train --config %s.toml\n", a->out,
 		       derived ? ",cluster.json" : "", a->out, a->out,
-		       derived ? strcat(strcpy(path, a->out), ".cluster.json") : a->cluster, lay,
+		       derived ? strcat(strcpy(path, a->out), ".cluster.json") : a->cluster, lay, pf,
 		       p->nranks, a->out);
 	clp_layout_free(l);
 	clp_costs_free(costs);
@@ -409,8 +419,10 @@ static void print_summary(const clp_cluster *c, const clp_costs *blocks, const c
 	if (best->pipefisher > 0)
 		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
 		       "%s in the schedule's bubbles (docs/%s)\n",
-		       m->shampoo ? "Shampoo's root refreshes (stale roots)" : "K-FAC's work",
-		       m->shampoo ? "OPTIMIZERS.md" : "KFAC.md");
+		       m->shampoo      ? "Shampoo's root refreshes (stale roots)"
+		       : m->muon_delay ? "the delayed Muon's Newton-Schulz (muon.delay)"
+				       : "K-FAC's work",
+		       m->shampoo || m->muon_delay ? "OPTIMIZERS.md" : "KFAC.md");
 }
 
 /* The model, its block table and the cluster (every rank: --live gathers the inventory). */

@@ -41,6 +41,23 @@ static double ns_flops(double a, double b, int ns_steps)
 	return (double)ns_steps * (4 * m * m * n + 2 * m * m * m);
 }
 
+/* One stage's (or one kind's entry of it) K-FAC times t as the work's, nl layers of wt matrix
+ * elements x tokens: seconds a flop at its rate, as one layer's F + B of a micro-batch does
+ * 6 wt matrix flops. A kind's entry without F or B times gets none (NAN: the stage's apply). */
+static void set_work(double *t, int nl, int delay, double step, double refresh, double wt)
+{
+	double per = (t[CLP_COST_FWD] + t[CLP_COST_BWD]) / nl / (6 * wt);
+
+	if (isnan(per)) {
+		t[CLP_COST_KFAC_CURV_A] = t[CLP_COST_KFAC_CURV_B] = NAN;
+		t[CLP_COST_KFAC_PRECOND] = t[CLP_COST_KFAC_INV] = NAN;
+		return;
+	}
+	t[CLP_COST_KFAC_CURV_A] = t[CLP_COST_KFAC_CURV_B] = 0;
+	t[CLP_COST_KFAC_PRECOND] = delay ? 0 : nl * step * per;
+	t[CLP_COST_KFAC_INV] = delay ? nl * step * per : nl * refresh * per;
+}
+
 clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
 			     int ns_steps, int phases)
 {
@@ -68,13 +85,13 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 	for (int s = 0; s < c->nstages; s++) {
 		clp_stage_cost *sc = &c->stages[s];
 		int nl = sc->nlayers > 0 ? sc->nlayers : 1;
-		/* seconds a flop at the stage's rate: one layer's F + B of a micro-batch does
-		 * 6 w tokens matrix flops */
-		double per = (sc->t[CLP_COST_FWD] + sc->t[CLP_COST_BWD]) / nl / (6 * w * tokens);
 
-		sc->t[CLP_COST_KFAC_CURV_A] = sc->t[CLP_COST_KFAC_CURV_B] = 0;
-		sc->t[CLP_COST_KFAC_PRECOND] = delay ? 0 : nl * step * per;
-		sc->t[CLP_COST_KFAC_INV] = delay ? nl * step * per : nl * refresh * per;
+		set_work(sc->t, nl, delay, step, refresh, w * tokens);
+		/* a kind's measured times: at that kind's rate (else the stage's over its speed) */
+		for (int k = 0; k < c->nkinds; k++)
+			set_work(&c->kind_t[((size_t)k * (size_t)c->nstages + (size_t)s) *
+					    CLP_COST_NTIMES],
+				 nl, delay, step, refresh, w * tokens);
 		if (delay) /* the delayed directions, fp32: what the exchange of a split sends */
 			sc->kfac_bytes = (int64_t)(nl * w * 4);
 	}

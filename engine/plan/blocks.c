@@ -162,7 +162,8 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 			  const clp_sched *s, clp_costs **out)
 {
 	clp_plan_model mm = *m;
-	int spf = m->shampoo && p->pipefisher > 0;
+	/* Shampoo's roots or the delayed Muon's Newton-Schulz as the pass's items, not OPT time */
+	int spf = (m->shampoo || m->muon_delay) && p->pipefisher > 0;
 	clp_status st;
 
 	if (spf)
@@ -171,13 +172,20 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 				     m->kfac && !p->pipefisher, out));
 	if (!spf)
 		return CLP_OK;
-	st = clp_pf_work_costs(*out, CLP_PF_WORK_SHAMPOO, m->cfg.d_model, m->cfg.d_ff,
-			       (double)(m->batch * m->seq), m->shampoo_iters, 5, 0);
+	st = clp_pf_work_costs(*out, m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_MUON_DELAY,
+			       m->cfg.d_model, m->cfg.d_ff, (double)(m->batch * m->seq),
+			       m->shampoo_iters, m->muon_ns_steps, 0);
 	if (st != CLP_OK) {
 		clp_costs_free(*out);
 		*out = NULL;
+		return st;
 	}
-	return st;
+	/* the delayed directions live in the matrices' AdamW second moments (exec_muon.c), which
+	 * opt_bytes counts: no memory of their own (kfac_bytes sizes only a split's exchange,
+	 * which the plan does not run) */
+	for (int i = 0; m->muon_delay && i < (*out)->nstages; i++)
+		(*out)->stages[i].kfac_bytes = 0;
+	return CLP_OK;
 }
 
 clp_status clp_plan_stage_costs(const clp_costs *blocks, const clp_plan_model *m,

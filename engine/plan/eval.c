@@ -323,8 +323,11 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	/* what clpipe train runs; for Shampoo whole roots, an upper bound: train cuts long roots
 	 * into phases (pipeline.pipefisher_phases), which on every candidate here would make the
 	 * plan 60 x slower (plan.cli_shampoo_pipefisher: 5.5 s -> 326 s) */
-	pf.split = p->pf_split && !x->m->shampoo ? CLP_PF_SPLIT_RUN : 0;
-	pf.work = x->m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_KFAC;
+	pf.split = p->pf_split && !x->m->shampoo && !x->m->muon_delay ? CLP_PF_SPLIT_RUN : 0;
+	/* the delayed Muon: each matrix's Newton-Schulz whole, K = 1 (session_pf.c's pass) */
+	pf.work = x->m->shampoo      ? CLP_PF_WORK_SHAMPOO
+		  : x->m->muon_delay ? CLP_PF_WORK_MUON_DELAY
+				     : CLP_PF_WORK_KFAC;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
 	p->kfac_K = rep.K;
 	return CLP_OK;
@@ -339,7 +342,7 @@ static clp_status eval_steps(plan_ctx *x, clp_plan *p, clp_scenario *sc, clp_sim
 	clp_status st;
 
 	CLP_TRY(plan_sched(p, x->m, &sc->sched));
-	/* K-FAC's work serially without PipeFisher; Shampoo's as items with it */
+	/* K-FAC's work serially without PipeFisher; Shampoo's, delayed Muon's as items with it */
 	CLP_TRY(clp_plan_costs(x->blocks, x->m, p, sc->sched, &sc->costs));
 	CLP_TRY(clp_plan_layout(p, x->c, sc->sched, &sc->layout));
 	clp_scenario_sim_opts(sc, &so);

@@ -147,6 +147,8 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	m->kfac_interval = (int)c->kfac.interval;
 	m->shampoo = kind == CLP_OPTIM_SHAMPOO;
 	m->shampoo_iters = (int)c->shampoo.iters;
+	m->muon_delay = kind == CLP_OPTIM_MUON && c->muon.delay;
+	m->muon_ns_steps = (int)c->muon.ns_steps;
 	m->opt_own_bytes = clp_optim_info_of(kind)->own_bytes;
 	if (clp_optim_info_of(kind)->layer_work)
 		m->opt_layer_work = clp_optim_info_of(kind)->layer_work(c, mc, m->batch * m->seq);

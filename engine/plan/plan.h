@@ -70,6 +70,9 @@ typedef struct clp_plan_model {
 	int shampoo;          /* the optimizer is Shampoo: PipeFisher (its roots refreshed in the
 			       * bubbles, docs/OPTIMIZERS.md) is a choice too */
 	int shampoo_iters;    /* its coupled Newton iterations per root */
+	int muon_delay;       /* the optimizer is the one-step-delayed Muon (muon.delay): PipeFisher
+			       * (its Newton-Schulz as the step's bubble items) is a choice too */
+	int muon_ns_steps;    /* its Newton-Schulz iterations (muon.ns_steps) */
 	double opt_layer_work; /* the optimizer's extra work per layer and step, in forward +
 				* backwards of one micro-batch of the layer (Muon; 0: none) */
 	/* The optimizer's own device buffers on a rank holding stages with tables tabs[0..n-1]
@@ -121,7 +124,7 @@ typedef struct clp_plan_opts {
 	int fixed_replicas;   /* > 0: only this data-parallel degree */
 	int fixed_depth;      /* > 0: only this pipeline depth */
 	int recompute;        /* -1 where memory needs it (default), 0 never, 1 always */
-	int pipefisher;       /* K-FAC models: -1 try both (default), 0 off, 1 on */
+	int pipefisher;       /* K-FAC, Shampoo, delayed Muon: -1 try both (default), 0 off, 1 on */
 	double mem_reserve;   /* fraction of each device's memory left free (default 0.1) */
 	int refine_top;       /* candidates refined on the simulator (default 4) */
 	int refine_evals;     /* simulations per refined candidate at most (default 120) */

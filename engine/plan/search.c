@@ -353,16 +353,17 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 					continue;
 				for (int k = 0; st == CLP_OK && k < CLP_SCHED_KIND_COUNT; k++) {
 					int pfs[3], npf = 0;
+					int pfok = m->kfac || m->shampoo || m->muon_delay;
 
 					/* LoRA runs no split backward (the stage refuses zbh1) */
 					if (!(x.o.kinds & (1u << k)) ||
 					    (k == CLP_SCHED_INTERLEAVED && (D < 2 || x.o.chunks < 2)) ||
 					    (k == CLP_SCHED_ZBH1 && m->cfg.lora_r > 0))
 						continue;
-					if ((m->kfac || m->shampoo) && x.o.pipefisher < 0)
+					if (pfok && x.o.pipefisher < 0)
 						pfs[npf++] = 0, pfs[npf++] = 1;
 					else
-						pfs[npf++] = (m->kfac || m->shampoo) && x.o.pipefisher > 0;
+						pfs[npf++] = pfok && x.o.pipefisher > 0;
 					/* 2: PipeFisher with its work split between a stage's
 					 * holders, where a stage has several (K-FAC's only) */
 					if (pfs[npf - 1] == 1 && m->kfac && (R > 1 || k == CLP_SCHED_CHIMERA))

@@ -638,5 +638,52 @@ static void test_work_costs(void)
 	clp_costs_free(c);
 }
 
+/* A cost table's other device kinds (clpipe plan's tables): a kind measured at half the
+ * stage's rate gets twice its work, not its K-FAC times; an unmeasured kind (NAN) none, so the
+ * stage's over the device's speed applies. */
+static void test_work_costs_kinds(void)
+{
+	clp_costs *c = costs(2, 2, 0.9, 0.4);
+	const size_t per = (size_t)2 * CLP_COST_NTIMES;
+
+	if (!c)
+		return;
+	c->kinds = calloc(2, sizeof(*c->kinds));
+	c->kind_t = malloc(2 * per * sizeof(double));
+	if (!c->kinds || !c->kind_t) {
+		clp_costs_free(c);
+		CHECK(0, "out of host memory");
+		return;
+	}
+	c->nkinds = 2;
+	for (size_t i = 0; i < 2 * per; i++)
+		c->kind_t[i] = NAN;
+	for (int st = 0; st < 2; st++) { /* kind 0: F 2, B 4 (half the rate), K-FAC's times */
+		double *t = &c->kind_t[(size_t)st * CLP_COST_NTIMES];
+
+		t[CLP_COST_FWD] = 2, t[CLP_COST_BWD] = 4;
+		t[CLP_COST_KFAC_CURV_A] = t[CLP_COST_KFAC_CURV_B] = 0.6;
+		t[CLP_COST_KFAC_INV] = 0.9, t[CLP_COST_KFAC_PRECOND] = 0.4;
+	}
+	for (int work = CLP_PF_WORK_SHAMPOO; work <= CLP_PF_WORK_MUON_DELAY; work++) {
+		const double *k0 = &c->kind_t[CLP_COST_NTIMES], *k1 = &c->kind_t[per];
+		const double *s1 = c->stages[1].t;
+
+		CHECK_OK(clp_pf_work_costs(c, work, 8, 32, 10, 25, 5, 0));
+		CHECK(fabs(k0[CLP_COST_KFAC_INV] - 2 * s1[CLP_COST_KFAC_INV]) < 1e-12 &&
+			      fabs(k0[CLP_COST_KFAC_PRECOND] - 2 * s1[CLP_COST_KFAC_PRECOND]) < 1e-12 &&
+			      k0[CLP_COST_KFAC_CURV_A] == 0 && k0[CLP_COST_KFAC_CURV_B] == 0 &&
+			      s1[CLP_COST_KFAC_INV] + s1[CLP_COST_KFAC_PRECOND] > 0,
+		      "work %d: kind 0 refresh %g, step %g, factors %g (stage: %g, %g)", work,
+		      k0[CLP_COST_KFAC_INV], k0[CLP_COST_KFAC_PRECOND], k0[CLP_COST_KFAC_CURV_A],
+		      s1[CLP_COST_KFAC_INV], s1[CLP_COST_KFAC_PRECOND]);
+		CHECK(isnan(k1[CLP_COST_KFAC_INV]) && isnan(k1[CLP_COST_KFAC_PRECOND]) &&
+			      isnan(k1[CLP_COST_KFAC_CURV_A]),
+		      "work %d: the unmeasured kind got times (%g)", work, k1[CLP_COST_KFAC_INV]);
+	}
+	clp_costs_free(c);
+}
+
 TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_muon_items), TH_TEST(test_muon_delay_items),
-	TH_TEST(test_muon_delay_forced), TH_TEST(test_work_costs))
+	TH_TEST(test_muon_delay_forced), TH_TEST(test_work_costs),
+	TH_TEST(test_work_costs_kinds))
