@@ -15,7 +15,7 @@
  *  - Parameter gradients are summed in a fixed order (no float atomics): results are bitwise
  *    reproducible run to run on one device.
  *  - Wrappers enqueue and return; nothing waits (no clFinish). Temporary memory comes from the
- *    context's scratch slots CLP_SCRATCH_USER0 .. USER0 + 3 (see nn_internal.h).
+ *    context's scratch slots CLP_SCRATCH_USER0 .. USER0 + 4 (see nn_internal.h).
  *  - Storage (mixed precision, issue 18): a tensor's clp_buf.dt says how its elements are
  *    stored. VALUE tensors (activations: inputs and outputs of a forward, the activations a
  *    backward reads; weights and biases read by forward and backward: the 16-bit copy of the
