@@ -4,12 +4,13 @@
  * Storage (cl/nn.h): h, w and bias are values (one type); the GEMMs read them as they are stored
  * (cl/gemm.h), the logits chunk stays fp32, and a 16-bit bias chunk is widened into scratch
  * before it is added; losses, lse and the gradients are fp32. The kernels read only fp32.
- * Kept logits (issue 30): where N x V floats fit CLPIPE_XENT_KEEP_MB (default 256 on a CPU
- * device, 0 elsewhere: not in the stage memory model), the forward also copies every chunk into
- * slot NN_SCRATCH_XKEEP (chunk c0 at float N c0, row stride cw) and the next backward of the same
- * operands copies them back instead of recomputing each chunk's product: the same GEMM on the
- * same operands, so the same bits. A backward takes them once; any other forward replaces them;
- * the engine never writes h, w or the bias between a micro-batch's loss forward and backward. */
+ * Kept logits (issue 30): where N x V floats fit CLPIPE_XENT_KEEP_MB (default on a CPU device:
+ * 256, or a sixteenth of its memory if less; 0 elsewhere; not in the stage memory model), the
+ * forward also copies every chunk into slot NN_SCRATCH_XKEEP (chunk c0 at float N c0, row
+ * stride cw) and the next backward of the same operands copies them back instead of
+ * recomputing each chunk's product: the same GEMM on the same operands, so the same bits. A
+ * backward takes them once; any other forward replaces them; the engine never writes h, w or
+ * the bias between a micro-batch's loss forward and backward. */
 #include "cl/nn_internal.h"
 
 #include <stdlib.h>
@@ -87,7 +88,12 @@ static size_t keep_limit(clp_cl_ctx *ctx)
 
 	if (e && *e)
 		return (size_t)strtoull(e, NULL, 10) << 20;
-	return strcmp(clp_cl_ctx_device(ctx)->type, "cpu") == 0 ? (size_t)256 << 20 : 0;
+	const clp_cl_devinfo *d = clp_cl_ctx_device(ctx);
+	uint64_t cap = d->global_mem / 16; /* a small share of a small device (llvmpipe: 2 GiB) */
+
+	if (strcmp(d->type, "cpu") != 0)
+		return 0;
+	return cap < ((uint64_t)256 << 20) ? (size_t)cap : (size_t)256 << 20;
 }
 
 /* Whether the kept logits are the forward's of these operands (keep: compare; else record). */
