@@ -96,6 +96,11 @@ static size_t keep_limit(clp_cl_ctx *ctx)
 	return cap < ((uint64_t)256 << 20) ? (size_t)cap : (size_t)256 << 20;
 }
 
+size_t clp_nn_xent_kept_bytes(clp_cl_ctx *ctx, size_t N, size_t V)
+{
+	return N * V * sizeof(float) <= keep_limit(ctx) ? N * V * sizeof(float) : 0;
+}
+
 /* Whether the kept logits are the forward's of these operands (keep: compare; else record). */
 static int keep_match(clp_cl_ctx *ctx, clp_buf h, clp_buf w, clp_buf b, size_t N, size_t C,
 		      size_t V, size_t vc)
@@ -136,7 +141,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XENT, scratch_floats(N, vc, bias) * sizeof(float),
 			       &scr));
 	ctx->xent_keep.valid = 0;
-	if (N * V * sizeof(float) <= keep_limit(ctx))
+	if (clp_nn_xent_kept_bytes(ctx, N, V) > 0)
 		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_XKEEP, N * V * sizeof(float), &keep));
 	{
 		cl_ulong so = N * vc; /* the row state lives after the logits */
