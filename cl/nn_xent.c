@@ -5,7 +5,8 @@
  * (cl/gemm.h), the logits chunk stays fp32, and a 16-bit bias chunk is widened into scratch
  * before it is added; losses, lse and the gradients are fp32. The kernels read only fp32.
  * Kept logits (issue 30): where N x V floats fit CLPIPE_XENT_KEEP_MB (default on a CPU device:
- * 256, or a sixteenth of its memory if less; 0 elsewhere; not in the stage memory model), the
+ * 256, or a sixteenth of its memory if less; 0 elsewhere; the session's memory check counts
+ * it, clp_nn_xent_kept_bytes, the stage memory model does not), the
  * forward also copies every chunk into slot NN_SCRATCH_XKEEP (chunk c0 at float N c0, row
  * stride cw) and the next backward of the same operands copies them back instead of
  * recomputing each chunk's product: the same GEMM on the same operands, so the same bits. A
