@@ -4,6 +4,7 @@
 #include "cl/gemm_tune.h"
 #include "cl/ops.h"
 #include "cl/runtime_internal.h"
+#include "cl/base/clock.h"
 #include "cl/base/json_util.h"
 
 #include <jansson.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 static const char *const backend_names[CLP_GEMM_BACKEND_COUNT] = {
 	[CLP_GEMM_AUTO] = "auto",
@@ -458,7 +460,54 @@ static int bias_in_store(const clp_gemm_tuning *t, const struct clp_gemm_call *g
 	       (t->backend == CLP_GEMM_DIRECT && clp_gemm_direct_stores_c(t, g));
 }
 
+static clp_status gemm_run(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused);
+
+static double cpu_seconds(void)
+{
+	struct rusage u;
+
+	if (getrusage(RUSAGE_SELF, &u) != 0)
+		return 0.0;
+	return (double)u.ru_utime.tv_sec + 1e-6 * (double)u.ru_utime.tv_usec +
+	       (double)u.ru_stime.tv_sec + 1e-6 * (double)u.ru_stime.tv_usec;
+}
+
+/* CLPIPE_GEMM_TRACE=1 (a diagnostic: where a run's GEMM time goes, shape by shape): every product
+ * waits for the queue before and after it and prints one line on stderr, its shape, the wall
+ * and the process's CPU time it took (packing included; a CPU device's threads are the
+ * process's) and its GFLOP/s by each. The waits serialise host and device, so a traced run is
+ * slower than an untraced one; the CPU seconds are the figure that other jobs on the cores
+ * disturb least. */
 static clp_status gemm_call(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
+{
+	static int trace = -1;
+	double w0, c0, w, c, flop;
+	clp_status s;
+
+	if (trace < 0) {
+		const char *e = getenv("CLPIPE_GEMM_TRACE");
+
+		trace = e && *e && strcmp(e, "0") != 0;
+	}
+	if (!trace)
+		return gemm_run(ctx, g, fused);
+	CLP_TRY(clp_cl_finish(ctx));
+	w0 = clp_now();
+	c0 = cpu_seconds();
+	s = gemm_run(ctx, g, fused);
+	CLP_TRY(s);
+	CLP_TRY(clp_cl_finish(ctx));
+	w = clp_now() - w0;
+	c = cpu_seconds() - c0;
+	flop = 2.0 * (double)g.m * (double)g.n * (double)g.k * (double)g.batch;
+	fprintf(stderr, "gemm trace: %c%c m %zu n %zu k %zu batch %zu bias %d: wall %.3f ms, "
+		"cpu %.3f ms, %.1f GFLOP/s by wall, %.1f GFLOP/s per cpu second\n",
+		g.ta ? 'T' : 'N', g.tb ? 'T' : 'N', g.m, g.n, g.k, g.batch, g.bias.mem != NULL,
+		w * 1e3, c * 1e3, w > 0 ? flop / w / 1e9 : 0.0, c > 0 ? flop / c / 1e9 : 0.0);
+	return CLP_OK;
+}
+
+static clp_status gemm_run(clp_cl_ctx *ctx, struct clp_gemm_call g, int *fused)
 {
 	const clp_gemm_tuning *t;
 	clp_trans ta = g.ta, tb = g.tb;

@@ -15,7 +15,7 @@
  *  - Parameter gradients are summed in a fixed order (no float atomics): results are bitwise
  *    reproducible run to run on one device.
  *  - Wrappers enqueue and return; nothing waits (no clFinish). Temporary memory comes from the
- *    context's scratch slots CLP_SCRATCH_USER0 .. USER0 + 3 (see nn_internal.h).
+ *    context's scratch slots CLP_SCRATCH_USER0 .. USER0 + 4 (see nn_internal.h).
  *  - Storage (mixed precision, issue 18): a tensor's clp_buf.dt says how its elements are
  *    stored. VALUE tensors (activations: inputs and outputs of a forward, the activations a
  *    backward reads; weights and biases read by forward and backward: the 16-bit copy of the
@@ -223,11 +223,17 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 			       size_t vchunk);
 /* dh (N,C) += dlogits w, dw (V,C) += dlogits^T h with dlogits = (softmax - onehot) * scale for
  * valid rows (scale = 1 / global count of valid targets, so micro-batches of a pipeline sum to
- * the global mean's gradient). Logits are recomputed per chunk. With a bias, dbias (V) += column
- * sums of dlogits (dbias.mem NULL: not accumulated; dw.mem NULL likewise: a frozen head). */
+ * the global mean's gradient). Logits are recomputed per chunk, or copied back where the last
+ * forward kept them for these operands (clp_nn_xent_kept_bytes; the same bits either way). With
+ * a bias, dbias (V) += column sums of dlogits (dbias.mem NULL: not accumulated; dw.mem NULL
+ * likewise: a frozen head). */
 clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf dbias,
 				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
 				float scale, size_t N, size_t C, size_t V, size_t vchunk);
+/* The scratch bytes the forward of N rows over a vocabulary of V keeps its logits in for the
+ * backward on this context (N V 4 within CLPIPE_XENT_KEEP_MB, cl/nn_xent.c), 0 when it keeps
+ * none: the session's memory check counts them. */
+size_t clp_nn_xent_kept_bytes(clp_cl_ctx *ctx, size_t N, size_t V);
 /* loss[0] = sum(losses (N)) * inv_count (compensated sum). */
 clp_status clp_nn_xent_mean(clp_cl_ctx *ctx, clp_buf loss, clp_buf losses, size_t N,
 			    float inv_count);

@@ -10,11 +10,9 @@
 
 #define ATT_FILE "nn_attn.cl"
 #define ATT_BWD_FILE "nn_attn_bwd.cl"
-#define ATT_QB 4
-#define ATT_KB 4
-
 /* The programs of one storage type of the values (cl/nn.h "Storage"); fp32 builds as it always
- * has. */
+ * has. Rows per work-item: 4 (ATT_QB query rows in the forward and dQ, ATT_KB key rows in dK/dV;
+ * this function's programs, the GPU shape's D / lse pre-pass among them). */
 const char *clp_nn_attn_defines(clp_dtype t)
 {
 	static const char *const defs[CLP_DTYPE_COUNT] = {
@@ -23,6 +21,35 @@ const char *clp_nn_attn_defines(clp_dtype t)
 		"#define ATT_QB 4\n#define ATT_KB 4\n#define ST_TYPE 2\n"};
 
 	return defs[(unsigned)t < CLP_DTYPE_COUNT ? t : CLP_F32];
+}
+
+/* Rows per work-item of the CPU shape on this device: 8 on a CPU device of a host with AVX-512
+ * (32 vector registers hold dQ's and dK/dV's 2 x 8 float8 accumulators and their operands; a
+ * CPU OpenCL device compiles for its host's ISA), else 4 (16 registers). The results do not
+ * depend on it, bit for bit: keys go in aligned blocks of 8, so a query row visits the key
+ * blocks up to the one holding its own index whether its block has 4 or 8 rows, and a key row
+ * starts at the query block of 8 that holds it either way. */
+static int att_rows(clp_cl_ctx *ctx)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	if (strcmp(clp_cl_ctx_device(ctx)->type, "cpu") == 0 && __builtin_cpu_supports("avx512f"))
+		return 8;
+#else
+	(void)ctx;
+#endif
+	return 4;
+}
+
+static const char *cpu_defines(clp_cl_ctx *ctx, clp_dtype t)
+{
+	static const char *const defs8[CLP_DTYPE_COUNT] = {
+		"#define ATT_QB 8\n#define ATT_KB 8\n",
+		"#define ATT_QB 8\n#define ATT_KB 8\n#define ST_TYPE 1\n",
+		"#define ATT_QB 8\n#define ATT_KB 8\n#define ST_TYPE 2\n"};
+
+	if (att_rows(ctx) == 4)
+		return clp_nn_attn_defines(t);
+	return defs8[(unsigned)t < CLP_DTYPE_COUNT ? t : CLP_F32];
 }
 
 /* The storage type of a call's values; gradients, lse and kv_len must be 4-byte. */
@@ -65,7 +92,7 @@ static size_t padded(size_t T)
 static clp_status transpose(clp_cl_ctx *ctx, cl_mem dst, size_t dso, clp_buf src, size_t ld,
 			    size_t nh, const clp_nn_attn *a)
 {
-	const char *defs = clp_nn_attn_defines(src.dt);
+	const char *defs = cpu_defines(ctx, src.dt);
 	cl_kernel k;
 	cl_ulong d0 = dso, so = src.off, l = ld;
 	cl_uint T = (cl_uint)a->T, Tp = (cl_uint)padded(a->T), n = (cl_uint)nh,
@@ -87,11 +114,11 @@ static clp_status cpu_ready(clp_cl_ctx *ctx, clp_dtype dt)
 	cl_kernel k;
 
 	for (int i = 0; i < 5; i++)
-		CLP_TRY(clp_cl_kernel(ctx, i < 2 ? ATT_FILE : ATT_BWD_FILE, clp_nn_attn_defines(dt),
+		CLP_TRY(clp_cl_kernel(ctx, i < 2 ? ATT_FILE : ATT_BWD_FILE, cpu_defines(ctx, dt),
 				      names[i], &k));
 	/* the backward transposes dO (fp32) with the fp32 program */
 	return dt == CLP_F32 ? CLP_OK
-			     : clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(CLP_F32), names[0], &k);
+			     : clp_cl_kernel(ctx, ATT_FILE, cpu_defines(ctx, CLP_F32), names[0], &k);
 }
 
 /* The shape that runs: the device's, unless its programs do not build there; then the other
@@ -122,7 +149,7 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 	cl_kernel kr;
 	cl_mem scr;
 	size_t Tp = padded(a->T);
-	size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B}, lo[3] = {1, 1, 1};
+	size_t g[3] = {nn_cdiv(a->T, (size_t)att_rows(ctx)), a->H, a->B}, lo[3] = {1, 1, 1};
 	const size_t ktsz = a->B * a->KVH * a->hd * Tp, qtsz = a->B * a->H * a->hd * Tp;
 	cl_ulong oo = out.off, ldo = a->ldo, lso = lse.off, qo = q.off, ldq = a->ldq, kto = 0,
 		 vo = v.off, ldv = a->ldv, klo = a->kv_len.off, ao = oo, lda = ldo, qto = 0;
@@ -151,7 +178,7 @@ clp_status clp_nn_attention_forward(clp_cl_ctx *ctx, clp_buf out, clp_buf lse, c
 		if (dt == CLP_F16) /* the score loop reads q from Qt (nn_attn.clh ATT_TREAD) */
 			CLP_TRY(transpose(ctx, scr, qto, q, a->ldq, a->H, a));
 	}
-	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, clp_nn_attn_defines(dt), "clp_attn_forward", &kr));
+	CLP_TRY(clp_cl_kernel(ctx, ATT_FILE, cpu_defines(ctx, dt), "clp_attn_forward", &kr));
 	CLP_TRY(clp_cl_args(ctx, kr, 28, CLP_ARG(out.mem), CLP_ARG(oo), CLP_ARG(ldo), CLP_ARG(acc),
 			    CLP_ARG(ao), CLP_ARG(lda), CLP_ARG(lse.mem), CLP_ARG(lso),
 			    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(ldq), CLP_ARG(scr), CLP_ARG(qto),
@@ -199,7 +226,7 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 	{
 		size_t g[3] = {Tp / 8, a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_pre",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, cpu_defines(ctx, dt), "clp_attn_bwd_pre",
 				      &kp));
 		CLP_TRY(clp_cl_args(ctx, kp, 15, CLP_ARG(scr), CLP_ARG(ddo), CLP_ARG(scr),
 				    CLP_ARG(l2o), CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(out.mem),
@@ -208,9 +235,9 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 		CLP_TRY(clp_cl_run(ctx, kp, "attn_bwd_pre", 3, g, lo));
 	}
 	{
-		size_t g[3] = {nn_cdiv(a->T, ATT_QB), a->H, a->B};
+		size_t g[3] = {nn_cdiv(a->T, (size_t)att_rows(ctx)), a->H, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dq",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, cpu_defines(ctx, dt), "clp_attn_bwd_dq",
 				      &kq));
 		CLP_TRY(clp_cl_args(ctx, kq, 31, CLP_ARG(dq.mem), CLP_ARG(dqo), CLP_ARG(ldq),
 				    CLP_ARG(q.mem), CLP_ARG(qo), CLP_ARG(k.mem), CLP_ARG(ko),
@@ -224,9 +251,9 @@ clp_status clp_nn_attention_backward(clp_cl_ctx *ctx, clp_buf dq, clp_buf dk, cl
 		CLP_TRY(clp_cl_run(ctx, kq, "attn_bwd_dq", 3, g, lo));
 	}
 	{
-		size_t g[3] = {nn_cdiv(a->T, ATT_KB), a->KVH, a->B};
+		size_t g[3] = {nn_cdiv(a->T, (size_t)att_rows(ctx)), a->KVH, a->B};
 
-		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, clp_nn_attn_defines(dt), "clp_attn_bwd_dkv",
+		CLP_TRY(clp_cl_kernel(ctx, ATT_BWD_FILE, cpu_defines(ctx, dt), "clp_attn_bwd_dkv",
 				      &kkv));
 		CLP_TRY(clp_cl_args(ctx, kkv, 38, CLP_ARG(dk.mem), CLP_ARG(dko), CLP_ARG(ldk),
 				    CLP_ARG(dv.mem), CLP_ARG(dvo), CLP_ARG(ldv), CLP_ARG(q.mem),

@@ -9,7 +9,8 @@ enum {
 	NN_SCRATCH_ATTN = CLP_SCRATCH_USER0,     /* transposed operands, D, lse */
 	NN_SCRATCH_XENT = CLP_SCRATCH_USER0 + 1, /* logits chunk, row state */
 	NN_SCRATCH_PART = CLP_SCRATCH_USER0 + 2, /* row-block partial column sums */
-	NN_SCRATCH_OPT = CLP_SCRATCH_USER0 + 3   /* gradient-norm partials */
+	NN_SCRATCH_OPT = CLP_SCRATCH_USER0 + 3,  /* gradient-norm partials */
+	NN_SCRATCH_XKEEP = CLP_SCRATCH_USER0 + 4 /* the loss forward's logits, kept (nn_xent.c) */
 };
 
 /* Rows per block for parameter-gradient partial sums: fixed (not per device) so that the

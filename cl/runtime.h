@@ -229,7 +229,7 @@ enum clp_cl_scratch_slot {
 	CLP_SCRATCH_GEMM_B,
 	CLP_SCRATCH_GEMM_C,
 	CLP_SCRATCH_USER0,
-	CLP_SCRATCH_COUNT = 8
+	CLP_SCRATCH_COUNT = 9
 };
 clp_status clp_cl_scratch(clp_cl_ctx *ctx, int slot, size_t bytes, cl_mem *out);
 

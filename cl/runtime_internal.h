@@ -65,6 +65,11 @@ struct clp_cl_ctx {
 	clp_gemm_tuning gemm_tuning;
 	int gemm_tuned;
 	struct clp_gemm_cache *gemm_cache; /* kept packs (cl/gemm_cache.c) */
+	struct clp_xent_keep { /* the logits the last loss forward kept for its backward (cl/nn_xent.c) */
+		cl_mem h, w, b;
+		size_t ho, wo, bo, N, C, V, vc;
+		int valid;
+	} xent_keep;
 
 	int profiling;
 	struct clp_profile_rec *prof;

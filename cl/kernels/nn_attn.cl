@@ -48,6 +48,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 	float m[ATT_QB], l[ATT_QB], al[ATT_QB], p[ATT_QB][8];
 	int lim[ATT_QB];
 
+	#pragma unroll
 	for (uint r = 0; r < ATT_QB; r++) {
 		const uint rr = min(r, nr - 1); /* rows past T repeat the last one, never stored */
 		qp[r] = q + qo + ((size_t)b * T + i0 + rr) * ldq + (size_t)h * hd;
@@ -64,11 +65,13 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 	const uint kend = causal ? min(i0 + nr, L) : L;
 	for (uint j0 = 0; j0 < kend; j0 += 8) {
 		float8 s[ATT_QB];
+		#pragma unroll
 		for (uint r = 0; r < ATT_QB; r++)
 			s[r] = 0.0f;
 #define ATF_S(x)                                                                           \
 	{                                                                                  \
 		const float8 k8 = vload8(0, ktb + (size_t)(x) * Tp + j0);                  \
+		_Pragma("unroll")                                                          \
 		for (uint r = 0; r < ATT_QB; r++)                                          \
 			s[r] = CLP_FMA((float8)(Q_AT(r, (x))), k8, s[r]);                  \
 	}
@@ -78,6 +81,7 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		}
 		for (; e < hd; e++)
 			ATF_S(e)
+		#pragma unroll
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 sv = select(s[r] * sl2, (float8)(-INFINITY),
 					   (int8)(j0) + LANES >= (int8)(lim[r]));
@@ -99,11 +103,13 @@ __kernel void clp_attn_forward(__global ST_T *out, ulong oo, ulong ldo, __global
 		uint d = 0;
 		for (; d + 8 <= hd; d += 8) {
 			float8 acc[ATT_QB];
+			#pragma unroll
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, op[r] + d) * al[r];
 #define ATF_PV(j)                                                                          \
 	if ((j) < jn) {                                                                    \
 		const float8 vv = ST_LD8(vb, (size_t)(j0 + (j)) * ldv + d);                \
+		_Pragma("unroll")                                                          \
 		for (uint r = 0; r < ATT_QB; r++)                                          \
 			acc[r] = CLP_FMA((float8)(p[r][(j)]), vv, acc[r]);                 \
 	}

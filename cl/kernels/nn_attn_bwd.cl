@@ -61,6 +61,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 	float lr[ATT_QB], dr[ATT_QB], ds[ATT_QB][8];
 	int lim[ATT_QB];
 
+	#pragma unroll
 	for (uint r = 0; r < ATT_QB; r++) {
 		const uint rr = min(r, nr - 1);
 		const size_t o = ((size_t)b * H + h) * Tp + i0 + rr;
@@ -74,12 +75,14 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 	const uint kend = causal ? min(i0 + nr, L) : L;
 	for (uint j0 = 0; j0 < kend; j0 += 8) {
 		float8 s[ATT_QB], dp[ATT_QB];
+		#pragma unroll
 		for (uint r = 0; r < ATT_QB; r++)
 			s[r] = dp[r] = 0.0f;
 #define ATQ_S(x)                                                                           \
 	{                                                                                  \
 		const float8 k8 = vload8(0, ktb + (size_t)(x) * Tp + j0);                  \
 		const float8 v8 = vload8(0, vtb + (size_t)(x) * Tp + j0);                  \
+		_Pragma("unroll")                                                          \
 		for (uint r = 0; r < ATT_QB; r++) {                                        \
 			s[r] = CLP_FMA((float8)(Q_AT(r, (x))), k8, s[r]);                  \
 			dp[r] = CLP_FMA((float8)(gp[r][(x)]), v8, dp[r]);                  \
@@ -91,6 +94,7 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 		}
 		for (; e < hd; e++)
 			ATQ_S(e)
+		#pragma unroll
 		for (uint r = 0; r < ATT_QB; r++) {
 			float8 pv = exp2(s[r] * sl2 - lr[r]);
 			pv = select(pv, (float8)(0.0f), (int8)(j0) + LANES >= (int8)(lim[r]));
@@ -100,11 +104,13 @@ __kernel void clp_attn_bwd_dq(__global float *dq, ulong dqo, ulong ldq, __global
 		uint d = 0;
 		for (; d + 8 <= hd; d += 8) {
 			float8 acc[ATT_QB];
+			#pragma unroll
 			for (uint r = 0; r < ATT_QB; r++)
 				acc[r] = vload8(0, dqp[r] + d);
 #define ATQ_DK(j)                                                                          \
 	if ((j) < jn) {                                                                    \
 		const float8 kk = ST_LD8(kb, (size_t)(j0 + (j)) * ldk + d);                \
+		_Pragma("unroll")                                                          \
 		for (uint r = 0; r < ATT_QB; r++)                                          \
 			acc[r] = CLP_FMA((float8)(ds[r][(j)]), kk, acc[r]);                \
 	}
@@ -153,6 +159,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 	const __global float *vtb = vt + vto + (size_t)(b * KVH + g) * hd * Tp;
 #endif
 
+	#pragma unroll
 	for (uint c = 0; c < ATT_KB; c++) {
 		const size_t row = (size_t)b * T + j0 + min(c, nk - 1);
 		kp[c] = k + ko + row * ldk + (size_t)g * hd;
@@ -168,12 +175,14 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 		const __global float *gb = dout + doo + (size_t)b * T * ldo + (size_t)h * hd;
 		for (uint i0 = causal ? (j0 & ~7u) : 0; i0 < T; i0 += 8) {
 			float8 s[ATT_KB], dp[ATT_KB];
+			#pragma unroll
 			for (uint c = 0; c < ATT_KB; c++)
 				s[c] = dp[c] = 0.0f;
 #define ATK_S(x)                                                                           \
 	{                                                                                  \
 		const float8 q8 = vload8(0, qtb + (size_t)(x) * Tp + i0);                  \
 		const float8 g8 = vload8(0, gtb + (size_t)(x) * Tp + i0);                  \
+		_Pragma("unroll")                                                          \
 		for (uint c = 0; c < ATT_KB; c++) {                                        \
 			s[c] = CLP_FMA((float8)(K_AT(c, (x))), q8, s[c]);                  \
 			dp[c] = CLP_FMA((float8)(V_AT(c, (x))), g8, dp[c]);                \
@@ -187,6 +196,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 				ATK_S(e)
 			const float8 l8 = vload8(0, l2 + l2o + bh * Tp + i0);
 			const float8 d8 = vload8(0, dd + ddo + bh * Tp + i0);
+			#pragma unroll
 			for (uint c = 0; c < ATT_KB; c++) {
 				float8 pv = exp2(s[c] * sl2 - l8);
 				if (causal)
@@ -199,6 +209,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 			uint d = 0;
 			for (; d + 8 <= hd; d += 8) {
 				float8 av[ATT_KB], ak[ATT_KB];
+				#pragma unroll
 				for (uint c = 0; c < ATT_KB; c++) {
 					av[c] = vload8(0, dvp[c] + d);
 					ak[c] = vload8(0, dkp[c] + d);
@@ -207,6 +218,7 @@ __kernel void clp_attn_bwd_dkv(__global float *dk, ulong dko, ulong ldk, __globa
 	if ((i) < in) {                                                                    \
 		const float8 gg = vload8(0, gb + (size_t)(i0 + (i)) * ldo + d);            \
 		const float8 qq = ST_LD8(qb, (size_t)(i0 + (i)) * ldq + d);                \
+		_Pragma("unroll")                                                          \
 		for (uint c = 0; c < ATT_KB; c++) {                                        \
 			av[c] = CLP_FMA((float8)(pt[c][(i)]), gg, av[c]);                  \
 			ak[c] = CLP_FMA((float8)(st[c][(i)]), qq, ak[c]);                  \

@@ -80,6 +80,8 @@ static clp_status add_stage(clp_session *s, const clp_param_table *full, int fir
 	n->work += (double)pm.work_bytes;
 	n->kfac += o->curvature && s->mode == CLP_SESSION_TRAIN ? (double)pm.kfac_bytes : 0;
 	n->slots += slots;
+	if (last == s->m.n_layer + 1) /* the loss's logits kept from its forward (cl/nn_xent.c) */
+		n->work += (double)clp_nn_xent_kept_bytes(s->ctx, s->B * s->T, (size_t)s->m.vocab);
 	{ /* the packed GEMM's kept packs of this stage's weights (one cache, one cap a device) */
 		clp_model_pack_shape ps;
 		int64_t kept, tr;

@@ -7,6 +7,7 @@
  * at most once in fp32), so only fp32 accumulation differs; a 16-bit value read wrongly would be
  * off by 2^-8 or 2^-11 relative. NaN in one row of h reaches that row's loss and dh only. */
 #include "tests/nn/nn_test.h"
+#include "cl/ops.h"
 
 #include <stdint.h>
 
@@ -187,6 +188,69 @@ static void test_xent(void)
 	check_xent(4, 8, 300, 1000, 0, 1, &r);  /* one chunk wider than V */
 }
 
+/* Kept logits (cl/nn_xent.c, CLPIPE_XENT_KEEP_MB): a backward after its forward gives the bits
+ * of one that recomputes the logits (keeping off); a backward whose forward was not the last
+ * (another h in between) recomputes, so it still matches the reference of its own h. */
+static void xent_grads(clp_cl_ctx *ctx, cl_mem mh, cl_mem mh2, cl_mem mw, cl_mem mb, cl_mem mt,
+		       size_t N, size_t C, size_t V, float *dh, float *dw)
+{
+	cl_mem ml = tn_buf(NULL, N), mz = tn_buf(NULL, N), mz2 = tn_buf(NULL, N);
+	cl_mem mdh = tn_buf(NULL, N * C), mdw = tn_buf(NULL, V * C);
+
+	CHECK_OK(clp_cl_fill(ctx, clp_buf_at(mdh, 0), 0.0f, N * C));
+	CHECK_OK(clp_cl_fill(ctx, clp_buf_at(mdw, 0), 0.0f, V * C));
+	CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz, 0), clp_buf_at(mh, 0),
+				     clp_buf_at(mw, 0), clp_buf_at(mb, 0), clp_buf_at(mt, 0), N, C,
+				     V, 16));
+	if (mh2) /* another forward in between: its logits are the kept ones now */
+		CHECK_OK(clp_nn_xent_forward(ctx, clp_buf_at(ml, 0), clp_buf_at(mz2, 0),
+					     clp_buf_at(mh2, 0), clp_buf_at(mw, 0),
+					     clp_buf_at(mb, 0), clp_buf_at(mt, 0), N, C, V, 16));
+	CHECK_OK(clp_nn_xent_backward(ctx, clp_buf_at(mdh, 0), clp_buf_at(mdw, 0), CLP_BUF_NONE,
+				      clp_buf_at(mh, 0), clp_buf_at(mw, 0), clp_buf_at(mb, 0),
+				      clp_buf_at(mt, 0), clp_buf_at(mz, 0), 0.25f, N, C, V, 16));
+	tn_get(mdh, 0, dh, N * C);
+	tn_get(mdw, 0, dw, V * C);
+	clReleaseMemObject(ml), clReleaseMemObject(mz), clReleaseMemObject(mz2);
+	clReleaseMemObject(mdh), clReleaseMemObject(mdw);
+}
+
+static void test_xent_keep(void)
+{
+	const size_t N = 7, C = 33, V = 50; /* chunks of 16: 16 + 16 + 16 + 2 */
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(43);
+	int32_t tg[7] = {3, 49, -1, 0, 17, 33, 48};
+	float *h = tn_rand(&r, N * C, -1, 1), *h2 = tn_rand(&r, N * C, -1, 1);
+	float *w = tn_rand(&r, V * C, -1, 1), *b = tn_rand(&r, V, -1, 1);
+	float *dh = malloc(N * C * 4), *dw = malloc(V * C * 4);
+	float *dh0 = malloc(N * C * 4), *dw0 = malloc(V * C * 4);
+	double *rdh, *rdw;
+	cl_mem mh, mh2, mw, mb, mt;
+
+	if (!ctx)
+		return;
+	mh = tn_buf(h, N * C), mh2 = tn_buf(h2, N * C), mw = tn_buf(w, V * C), mb = tn_buf(b, V);
+	mt = tn_buf(tg, N);
+	rdh = tn_dbl(NULL, N * C), rdw = tn_dbl(NULL, V * C);
+	clp_ref_xent_backward(rdh, rdw, NULL, h, w, b, tg, 0.25f, N, C, V);
+	setenv("CLPIPE_XENT_KEEP_MB", "0", 1);
+	xent_grads(ctx, mh, NULL, mw, mb, mt, N, C, V, dh0, dw0);
+	setenv("CLPIPE_XENT_KEEP_MB", "64", 1);
+	xent_grads(ctx, mh, NULL, mw, mb, mt, N, C, V, dh, dw);
+	CHECK(!memcmp(dh, dh0, N * C * 4) && !memcmp(dw, dw0, V * C * 4),
+	      "xent keep: kept logits give other gradients than recomputed ones");
+	th_close("xent keep: dh", dh, rdh, N * C, 1e-5, 1e-4);
+	xent_grads(ctx, mh, mh2, mw, mb, mt, N, C, V, dh, dw);
+	th_close("xent keep, another forward between: dh", dh, rdh, N * C, 1e-5, 1e-4);
+	th_close("xent keep, another forward between: dw", dw, rdw, V * C, 1e-5, 1e-4);
+	unsetenv("CLPIPE_XENT_KEEP_MB");
+	clReleaseMemObject(mh), clReleaseMemObject(mh2), clReleaseMemObject(mw);
+	clReleaseMemObject(mb), clReleaseMemObject(mt);
+	free(h), free(h2), free(w), free(b), free(dh), free(dw), free(dh0), free(dw0);
+	free(rdh), free(rdw);
+}
+
 static void test_bad_target(void)
 {
 	clp_cl_ctx *ctx = th_ctx();
@@ -283,4 +347,4 @@ static void test_xent_nan_types(void)
 }
 
 TH_MAIN(TH_TEST(test_xent), TH_TEST(test_xent_16bit), TH_TEST(test_xent_nan_types),
-	TH_TEST(test_bad_target))
+	TH_TEST(test_bad_target), TH_TEST(test_xent_keep))
