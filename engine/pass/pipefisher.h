@@ -146,6 +146,12 @@ typedef struct clp_pf_report {
 	 * work at a step's start, which in a run overlaps the previous step's tail, counts in
 	 * full there). */
 	double steady_step_s, steady_base_step_s, steady_added_s;
+	/* Delayed Muon: 1 when the first-fit placement simulated slower than the serial fallback
+	 * (every item right before the collectives and OPT_STEP it serves, no bubble used) and the
+	 * pass returned the fallback; placed_step_s (placed_steady_step_s, with opts.steady): the
+	 * first-fit placement's step either way. */
+	int serial_fallback;
+	double placed_step_s, placed_steady_step_s;
 } clp_pf_report;
 
 /* The K-step cycle with K-FAC items for base, a one-step schedule with OPT_STEP ops (as the
