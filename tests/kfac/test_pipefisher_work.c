@@ -10,7 +10,8 @@
  * layer's exchange, on exactly one holder), some before the rank's first F/B (ready at the
  * step's start), no per-step item; what does not fit is forced right before the OPT_STEP;
  * clp_pipefisher_check_work refuses an item dropped, moved after its OPT_STEP or phases
- * swapped; the step is never longer than the serial one (the serial fallback). clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
+ * swapped; the step is never longer than the serial one (the serial fallback).
+ * clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -725,11 +726,12 @@ static void test_work_costs(void)
 		      c->stages[1].t[CLP_COST_KFAC_PRECOND] == 0 && c->kfac_nfactors == 6 &&
 		      c->inv_phases == 5 && fabs(share - 1) < 1e-12 &&
 		      fabs(c->kfac_share[4] - 5 * (4 * 64 * 32 + 2 * 512) / ns) < 1e-12 &&
-		      c->stages[0].kfac_bytes == 2 * 768 * 4,
+		      c->stages[0].kfac_bytes == 0 && c->delay_layer_bytes == 768 * 4,
 	      "muon delay: NS %g (want %g), step %g, %d matrices, %d phases, shares %g, MLP in "
-	      "%g, %lld bytes", c->stages[1].t[CLP_COST_KFAC_INV], 2 * ns * per,
-	      c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors, c->inv_phases, share,
-	      c->kfac_share[4], (long long)c->stages[0].kfac_bytes);
+	      "%g, %lld bytes held, %lld a layer's exchange", c->stages[1].t[CLP_COST_KFAC_INV],
+	      2 * ns * per, c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors,
+	      c->inv_phases, share, c->kfac_share[4], (long long)c->stages[0].kfac_bytes,
+	      (long long)c->delay_layer_bytes);
 	CHECK(clp_pf_work_costs(c, CLP_PF_WORK_KFAC, 8, 32, 10, 25, 5, 0) == CLP_ERR_INVALID &&
 		      clp_pf_work_costs(c, CLP_PF_WORK_MUON, 0, 32, 10, 25, 5, 0) == CLP_ERR_INVALID,
 	      "bad work or width accepted");
