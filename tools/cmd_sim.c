@@ -379,12 +379,14 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		       "\"bound_work_s\": %.9g, \"bound_idle_s\": %.9g, \"max_item_s\": %.9g, "
 		       "\"max_gap_s\": %.9g, \"split_stages\": %d, \"exchanges\": %d, "
 		       "\"steady_base_step_s\": %.9g, \"steady_step_s\": %.9g, "
-		       "\"steady_added_s\": %.9g}}\n", p->K,
+		       "\"steady_added_s\": %.9g, \"serial_fallback\": %d, "
+		       "\"placed_step_s\": %.9g, \"placed_steady_step_s\": %.9g}}\n", p->K,
 		       p->base_step_s, p->step_s, p->added_s, p->base_util, p->util, p->items,
 		       p->immediate, p->forced, p->kfac_s, (long long)p->peak_kept, p->bound,
 		       p->bound_rank, p->bound_work_s, p->bound_idle_s, p->max_item_s, p->max_gap_s,
 		       p->split_stages, p->exchanges, p->steady_base_step_s, p->steady_step_s,
-		       p->steady_added_s);
+		       p->steady_added_s, p->serial_fallback, p->placed_step_s,
+		       p->placed_steady_step_s);
 		return;
 	}
 	human_bytes(p->peak_kept, kb, sizeof(kb));
@@ -400,6 +402,10 @@ static void print_pf(const clp_pf_report *p, const char *optim, int json)
 		printf("pipefisher   K = %d (steps per factor refresh); %d K-FAC items per cycle, %d "
 		       "computed right after F/B (memory cap), %d longer than any bubble; kept data "
 		       "at most %s per rank\n", p->K, p->items, p->immediate, p->forced, kb);
+	if (p->serial_fallback)
+		printf("             serial fallback: first fit in the bubbles simulated %.6g ms a "
+		       "step, slower than every item before its OPT_STEP (%.6g ms): kept that\n",
+		       p->placed_step_s * 1e3, p->step_s * 1e3);
 	if (p->bound > 0)
 		printf("             bound K >= %d: rank %d has %.6g ms of K-FAC work per refresh "
 		       "and %.6g ms idle per step of the cycle after preconditioning%s\n", p->bound,

@@ -212,19 +212,21 @@ static clp_status pass_steps(pf *P, clp_sched **s, clp_pf_report *rep)
 	CLP_TRY(clp_sched_validate(*s, 1));
 	report(P, K, peak, rep);
 	CLP_TRY(pf_simulate(P, *s, &rep->step_s, &rep->util));
-	if (P->o->steady)
+	if (P->o->steady || P->o->work == CLP_PF_WORK_MUON_DELAY) /* run_pass compares it */
 		CLP_TRY(steady_step(P, *s, K, rep->step_s, &rep->steady_step_s));
 	rep->step_s /= K;
 	return simulate_base(P, K, rep);
 }
 
-static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_sync,
+/* One pass over base (serial: delayed Muon's fallback, no item in a gap): the cycle and rep. */
+static clp_status one_pass(const clp_sched *base, const clp_pf_opts *o, int mid_sync, int serial,
 			   clp_sched **out, clp_pf_report *rep)
 {
 	pf P;
 	clp_sched *s = NULL;
 	clp_status st = pf_init(&P, base, o, mid_sync);
 
+	P.serial = serial;
 	if (st == CLP_OK)
 		st = pass_steps(&P, &s, rep);
 	pf_free(&P);
@@ -233,6 +235,49 @@ static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_
 		return st;
 	}
 	*out = s;
+	return CLP_OK;
+}
+
+/* The pass; for delayed Muon also its serial fallback (every NS item right before the
+ * collectives and OPT_STEP it serves, as the optimizer step would run it), which it can always
+ * return. First fit fills the gaps of a template that starts after a warm step: where that
+ * step's tail is skewed (a long OPT_STEP on a late stage), the next step's first gaps are longer
+ * than they are in a step on its own, and the items there delay the first forwards. So the
+ * placement is kept unless the fallback simulates a shorter steady step (the second of two
+ * cycles, what a run sees), or as short a one and a shorter cycle from idle ranks; ties keep
+ * the placement. The cycle returned is never slower than the serial step. Deterministic. */
+static clp_status run_pass(const clp_sched *base, const clp_pf_opts *o, int mid_sync,
+			   clp_sched **out, clp_pf_report *rep)
+{
+	clp_sched *fb = NULL;
+	clp_pf_report frep;
+	clp_status st;
+
+	CLP_TRY(one_pass(base, o, mid_sync, 0, out, rep));
+	rep->placed_step_s = rep->step_s;
+	rep->placed_steady_step_s = rep->steady_step_s;
+	if (o->work != CLP_PF_WORK_MUON_DELAY)
+		return CLP_OK;
+	st = one_pass(base, o, mid_sync, 1, &fb, &frep);
+	if (st != CLP_OK) {
+		clp_sched_free(*out);
+		*out = NULL;
+		return st;
+	}
+	if (frep.steady_step_s < rep->steady_step_s - 1e-9 * rep->steady_step_s ||
+	    (frep.steady_step_s <= rep->steady_step_s + 1e-9 * rep->steady_step_s &&
+	     frep.step_s < rep->step_s - 1e-9 * rep->step_s)) {
+		frep.serial_fallback = 1;
+		frep.placed_step_s = rep->step_s;
+		frep.placed_steady_step_s = rep->steady_step_s;
+		*rep = frep;
+		clp_sched_free(*out);
+		*out = fb;
+	} else {
+		clp_sched_free(fb);
+	}
+	if (!o->steady) /* computed for the comparison only */
+		rep->steady_step_s = rep->steady_added_s = rep->placed_steady_step_s = 0;
 	return CLP_OK;
 }
 

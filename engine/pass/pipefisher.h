@@ -146,6 +146,12 @@ typedef struct clp_pf_report {
 	 * work at a step's start, which in a run overlaps the previous step's tail, counts in
 	 * full there). */
 	double steady_step_s, steady_base_step_s, steady_added_s;
+	/* Delayed Muon: 1 when the first-fit placement simulated slower than the serial fallback
+	 * (every item right before the collectives and OPT_STEP it serves, no bubble used) and the
+	 * pass returned the fallback; placed_step_s (placed_steady_step_s, with opts.steady): the
+	 * first-fit placement's step either way. */
+	int serial_fallback;
+	double placed_step_s, placed_steady_step_s;
 } clp_pf_report;
 
 /* The K-step cycle with K-FAC items for base, a one-step schedule with OPT_STEP ops (as the
@@ -166,8 +172,10 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
  * per Newton iteration at phases = iters); Muon: kfac_precond_s the Newton-Schulz iterations
  * (ns_steps x (4 m^2 n + 2 m^3), m <= n), no inversion; delayed Muon: the same flops as
  * kfac_inv_s (the items of the next step's bubbles), no kfac_precond_s, 6 factors a layer (its
- * matrices) with shares by their NS flops, inv_phases = phases (0: ns_steps) and kfac_bytes the
- * stage's delayed directions (fp32, its matrices' elements x 4). The factor times become 0. */
+ * matrices) with shares by their NS flops, inv_phases = phases (0: ns_steps), kfac_bytes 0 (the
+ * delayed directions live in the matrices' AdamW second moments, opt_bytes) and
+ * delay_layer_bytes a layer's directions (fp32, its matrices' elements x 4: a split's
+ * exchange). The factor times become 0. */
 clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
 			     int ns_steps, int phases);
 

@@ -56,6 +56,7 @@ typedef struct pf {
 	double *bwd_end;     /* per item: end of the backward it follows (template) */
 	double *idle;        /* per rank: idle time of one base step */
 	int mid_sync;        /* place factor all-reduces mid-step where they fit (opts.split) */
+	int serial;          /* delayed Muon's fallback: no item into a gap, all before their dep */
 	int *mid_j;          /* per rank: the slot of a mid-step all-reduce (mid_slots) */
 	int *owner;          /* per model layer: the rank that inverts and preconditions it; -1:
 			      * every holder of its stage (not split) */

@@ -84,6 +84,8 @@ static void place(pf *P, pf_item *x, pf_gap *g)
  * in what is left of it. Items of kind `kind` only. */
 static void fill(pf *P, int kind)
 {
+	if (P->serial)
+		return;
 	for (int gi = 0; gi < P->ngaps; gi++) {
 		pf_gap *g = &P->gaps[gi];
 

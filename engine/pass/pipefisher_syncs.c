@@ -41,9 +41,13 @@ clp_status pf_make_inv_syncs(pf *P, int *K)
 		for (int r = 0; r < b->nranks; r++) {
 			int ar = pf_find_allreduce(b, r, s, &g);
 
-			for (int l = si->first_layer; ar >= 0 && l < si->first_layer + si->nlayers; l++)
+			for (int l = si->first_layer; ar >= 0 && l < si->first_layer + si->nlayers;
+			     l++) {
 				CLP_TRY(pf_add_sync(P, CLP_OP_KFAC_INV_SYNC, s, l, g, r, k,
 						 at_end ? b->ranks[r].nops : ar, PF_SYNC));
+				if (P->o->work == CLP_PF_WORK_MUON_DELAY) /* the layer's directions */
+					P->it[P->nit - 1].op.bytes = P->o->costs->delay_layer_bytes;
+			}
 		}
 		*K = k + 1 > *K ? k + 1 : *K;
 	}

@@ -92,9 +92,11 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 			set_work(&c->kind_t[((size_t)k * (size_t)c->nstages + (size_t)s) *
 					    CLP_COST_NTIMES],
 				 nl, delay, step, refresh, w * tokens);
-		if (delay) /* the delayed directions, fp32: what the exchange of a split sends */
-			sc->kfac_bytes = (int64_t)(nl * w * 4);
+		if (delay) /* the directions live in the AdamW second moments (opt_bytes) */
+			sc->kfac_bytes = 0;
 	}
+	/* the delayed directions of a layer, fp32: what the exchange of a split sends */
+	c->delay_layer_bytes = delay ? (int64_t)(w * 4) : 0;
 	c->inv_phases = work == CLP_PF_WORK_SHAMPOO ? phases
 			: delay				? (phases > 0 ? phases : ns_steps)
 							: 0;

@@ -91,6 +91,10 @@ typedef struct clp_costs {
 	/* Phases a KFAC_INV item with op.mb >= 0 is one of (0: 3, K-FAC's three; Shampoo's
 	 * roots: one per Newton iteration). In memory only (clp_pf_work_costs sets it). */
 	int inv_phases;
+	/* Delayed Muon: bytes of one layer's delayed directions (fp32), the payload of a split
+	 * stage's KFAC_INV_SYNC (0: kfac_bytes / layers). In memory only (clp_pf_work_costs sets
+	 * it; the directions live in the AdamW second moments, opt_bytes, so no kfac_bytes). */
+	int64_t delay_layer_bytes;
 	/* Times measured on other device kinds: kind_t[(k * nstages + s) * NTIMES + t], NAN
 	 * where not given (then the stage time divided by the device's speed applies). */
 	int nkinds;

@@ -10,7 +10,8 @@
  * layer's exchange, on exactly one holder), some before the rank's first F/B (ready at the
  * step's start), no per-step item; what does not fit is forced right before the OPT_STEP;
  * clp_pipefisher_check_work refuses an item dropped, moved after its OPT_STEP or phases
- * swapped. clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
+ * swapped; the step is never longer than the serial one (the serial fallback).
+ * clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "engine/pass/pipefisher.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
+#include "engine/sim/sim.h"
 #include "tests/harness.h"
 
 #define NF 4 /* roots per layer in these tests */
@@ -581,6 +583,104 @@ out:
 	clp_costs_free(t);
 }
 
+/* The base with each stage's NS (its whole KFAC_INV time) added to its OPT_STEP, simulated: the
+ * serial step, one step from idle ranks (*cold) and the second of two back to back (*steady,
+ * as the pass's steady state). two: a second copy of the base (repeated here). */
+static void serial_step(const clp_sched *b, clp_sched *two, clp_costs *t, double *cold,
+			double *steady)
+{
+	clp_sim_opts so;
+	clp_sim_result r1, r2;
+	double opt[16];
+	int n = t->nstages < 16 ? t->nstages : 16;
+
+	*cold = *steady = -1;
+	for (int s = 0; s < n; s++) {
+		opt[s] = t->stages[s].t[CLP_COST_OPT];
+		t->stages[s].t[CLP_COST_OPT] += t->stages[s].t[CLP_COST_KFAC_INV];
+	}
+	clp_sim_opts_default(&so);
+	so.costs = t;
+	so.trace_limit = 0;
+	CHECK_OK(clp_sched_repeat(two, 2));
+	if (clp_sim_run(b, &so, &r1) == CLP_OK) {
+		*cold = r1.cycle_s;
+		if (clp_sim_run(two, &so, &r2) == CLP_OK) {
+			*steady = r2.cycle_s - r1.cycle_s;
+			clp_sim_result_free(&r2);
+		}
+		clp_sim_result_free(&r1);
+	}
+	for (int s = 0; s < n; s++)
+		t->stages[s].t[CLP_COST_OPT] = opt[s];
+}
+
+/* One case of test_muon_delay_fallback: the pass against the serial step; *fell, *kept count
+ * the fallbacks and the placements faster than serial. */
+static void fallback_case(int kind, int replicas, int big, double opt, double ns, int *fell,
+			  int *kept)
+{
+	clp_sched *b = generate(kind, 4, 8, replicas), *two = generate(kind, 4, 8, replicas);
+	clp_sched *cy = NULL;
+	clp_costs *t = b ? costs(b->nstages, 2, ns, 0) : NULL;
+	clp_pf_opts o;
+	clp_pf_report rep;
+	double cold, steady, e = 1e-9;
+
+	if (!b || !two || !t)
+		goto out;
+	for (int s = 0; s < t->nstages; s++)
+		t->stages[s].t[CLP_COST_OPT] = s == big ? opt : 0.1;
+	clp_pf_opts_default(&o);
+	o.costs = t;
+	o.work = CLP_PF_WORK_MUON_DELAY;
+	o.steady = 1;
+	CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
+	serial_step(b, two, t, &cold, &steady);
+	CHECK(cy && cold > 0 && steady > 0 && rep.steady_step_s <= steady + e &&
+		      rep.steady_step_s <= rep.placed_steady_step_s + e &&
+		      rep.step_s <= rep.placed_step_s + e,
+	      "fallback: kind %d x %d, OPT %g on stage %d, NS %g: steady step %g s (placed %g), "
+	      "serial %g s; step %g s (placed %g)", kind, replicas, opt, big, ns,
+	      rep.steady_step_s, rep.placed_steady_step_s, steady, rep.step_s, rep.placed_step_s);
+	/* no faster in a run than the serial step: not slower from idle ranks either */
+	CHECK(rep.steady_step_s < steady - e || rep.step_s <= cold + e,
+	      "fallback: kind %d x %d, OPT %g on stage %d, NS %g: step %g s, serial %g s, steady "
+	      "both %g s", kind, replicas, opt, big, ns, rep.step_s, cold, steady);
+	CHECK(!rep.serial_fallback || rep.forced == rep.items,
+	      "fallback: %d of %d items forced", rep.forced, rep.items);
+	*fell += rep.serial_fallback;
+	*kept += !rep.serial_fallback && rep.steady_step_s < steady - e;
+out:
+	clp_sched_free(cy);
+	clp_sched_free(b);
+	clp_sched_free(two);
+	clp_costs_free(t);
+}
+
+/* Delayed Muon's serial fallback: the pass's step is never longer than with every NS item in
+ * the optimizer step (the base's OPT_STEPs lengthened by their stage's NS), in the steady
+ * state, nor from idle ranks where the steady state gains nothing. A long OPT_STEP on the last
+ * stage: first fit fills the first gaps of the next step (after the skewed tail of the step
+ * before), which from idle ranks delays the first forwards (1F1B, 8 micro-batches: 49 s
+ * against 47 s, 44 s both in a run): the fallback. Some cases keep the placement, faster
+ * than serial. */
+static void test_muon_delay_fallback(void)
+{
+	static const int kinds[] = {CLP_SCHED_1F1B, CLP_SCHED_ZBH1, CLP_SCHED_GPIPE};
+	int fell = 0, kept = 0;
+
+	for (int k = 0; k < 3; k++)
+		for (int r = 1; r <= 2; r++)
+			for (int big = 0; big < 4; big += 3)
+				for (int ns = 4; ns <= 64; ns *= 16) {
+					fallback_case(kinds[k], r, big, 0.1, ns, &fell, &kept);
+					fallback_case(kinds[k], r, big, 16, ns, &fell, &kept);
+				}
+	CHECK(fell > 0 && kept > 0, "fallback: %d cases fell back, %d kept the placement (the "
+	      "cases test neither)", fell, kept);
+}
+
 /* The counts for one block of width d = 8, MLP 32, 10 tokens, F + B = 3 s a stage of 2
  * layers: a flop takes 1.5 / (6 x 768 x 10) s. */
 static void test_work_costs(void)
@@ -626,11 +726,12 @@ static void test_work_costs(void)
 		      c->stages[1].t[CLP_COST_KFAC_PRECOND] == 0 && c->kfac_nfactors == 6 &&
 		      c->inv_phases == 5 && fabs(share - 1) < 1e-12 &&
 		      fabs(c->kfac_share[4] - 5 * (4 * 64 * 32 + 2 * 512) / ns) < 1e-12 &&
-		      c->stages[0].kfac_bytes == 2 * 768 * 4,
+		      c->stages[0].kfac_bytes == 0 && c->delay_layer_bytes == 768 * 4,
 	      "muon delay: NS %g (want %g), step %g, %d matrices, %d phases, shares %g, MLP in "
-	      "%g, %lld bytes", c->stages[1].t[CLP_COST_KFAC_INV], 2 * ns * per,
-	      c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors, c->inv_phases, share,
-	      c->kfac_share[4], (long long)c->stages[0].kfac_bytes);
+	      "%g, %lld bytes held, %lld a layer's exchange", c->stages[1].t[CLP_COST_KFAC_INV],
+	      2 * ns * per, c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors,
+	      c->inv_phases, share, c->kfac_share[4], (long long)c->stages[0].kfac_bytes,
+	      (long long)c->delay_layer_bytes);
 	CHECK(clp_pf_work_costs(c, CLP_PF_WORK_KFAC, 8, 32, 10, 25, 5, 0) == CLP_ERR_INVALID &&
 		      clp_pf_work_costs(c, CLP_PF_WORK_MUON, 0, 32, 10, 25, 5, 0) == CLP_ERR_INVALID,
 	      "bad work or width accepted");
@@ -685,5 +786,6 @@ static void test_work_costs_kinds(void)
 }
 
 TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_muon_items), TH_TEST(test_muon_delay_items),
-	TH_TEST(test_muon_delay_forced), TH_TEST(test_work_costs),
+	TH_TEST(test_muon_delay_forced), TH_TEST(test_muon_delay_fallback),
+	TH_TEST(test_work_costs),
 	TH_TEST(test_work_costs_kinds))
