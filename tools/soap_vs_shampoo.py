@@ -191,8 +191,10 @@ def main():
     if adams:
         best = min(adams, key=lambda r: r["evals"][-1][1])
         ref = dict(best["evals"]).get(100)
-    print(f"\n| optimizer, lr | steps to val <= {a.target} | steps to val <= {ref and round(ref, 4)}"
-          f" (best AdamW's at 100) | final val ({a.steps}) | seconds (loaded) |")
+    second = (f"steps to val <= {ref:.4f} (best AdamW's at 100)" if ref is not None
+              else "(no AdamW run of 100 steps)")
+    print(f"\n| optimizer, lr | steps to val <= {a.target} | {second} | final val ({a.steps}) |"
+          " seconds (loaded) |")
     print("|---|---|---|---|---|")
     names = {"adamw": "AdamW", "shampoo": "Shampoo", "soap": "SOAP",
              "soapall": "SOAP (all parameters)"}
