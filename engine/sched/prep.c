@@ -59,10 +59,48 @@ static int prep_point(const clp_sched *s, const clp_rank_prog *p, int i)
 	return last + 1;
 }
 
+/* Insert before op at[i] of p (at[i] in 0..nops, -1: none; n of them set) an OPT_PREP of
+ * OPT_STEP i's stage, pipe, chunk and step with `flags`; where several land before one op, in
+ * the order of their OPT_STEPs. Frees at; adds the count to *added. */
+static clp_status insert_preps(clp_rank_prog *p, int *at, int n, uint8_t flags, int *added)
+{
+	const int nops = p->nops;
+	clp_op *ops;
+
+	if (!n) {
+		free(at);
+		return CLP_OK;
+	}
+	ops = malloc(((size_t)nops + (size_t)n) * sizeof(*ops));
+	if (!ops) {
+		free(at);
+		return clp_error(CLP_ERR_NOMEM, "schedule: out of host memory");
+	}
+	n = 0;
+	for (int j = 0; j <= nops; j++) {
+		for (int i = 0; i < nops; i++)
+			if (at[i] == j) {
+				clp_op q = clp_op_make(CLP_OP_OPT_PREP, p->ops[i].stage, p->ops[i].pipe,
+						       p->ops[i].chunk, -1);
+
+				q.step = p->ops[i].step;
+				q.flags = flags;
+				ops[n++] = q;
+			}
+		if (j < nops)
+			ops[n++] = p->ops[j];
+	}
+	free(at);
+	free(p->ops);
+	*added += n - nops;
+	p->ops = ops;
+	p->nops = p->cap = n;
+	return CLP_OK;
+}
+
 static clp_status place_rank(const clp_sched *s, clp_rank_prog *p, int *added, int *had)
 {
 	int *at, n = 0, nops = p->nops;
-	clp_op *ops;
 
 	for (int i = 0; i < nops; i++)
 		if (p->ops[i].kind == CLP_OP_OPT_PREP) {
@@ -77,36 +115,7 @@ static clp_status place_rank(const clp_sched *s, clp_rank_prog *p, int *added, i
 		if (p->ops[i].kind == CLP_OP_OPT_STEP && (at[i] = prep_point(s, p, i)) >= 0)
 			n++;
 	}
-	if (!n) {
-		free(at);
-		return CLP_OK;
-	}
-	ops = malloc(((size_t)nops + (size_t)n) * sizeof(*ops));
-	if (!ops) {
-		free(at);
-		return clp_error(CLP_ERR_NOMEM, "schedule: out of host memory");
-	}
-	/* before op j: the preps placed there, in the order of their OPT_STEPs */
-	n = 0;
-	for (int j = 0; j <= nops; j++) {
-		for (int i = 0; i < nops; i++)
-			if (at[i] == j) {
-				clp_op q = clp_op_make(CLP_OP_OPT_PREP, p->ops[i].stage, p->ops[i].pipe,
-						       p->ops[i].chunk, -1);
-
-				q.step = p->ops[i].step;
-				q.flags = PREP_NEW;
-				ops[n++] = q;
-			}
-		if (j < nops)
-			ops[n++] = p->ops[j];
-	}
-	free(at);
-	free(p->ops);
-	*added += n - nops;
-	p->ops = ops;
-	p->nops = p->cap = n;
-	return CLP_OK;
+	return insert_preps(p, at, n, PREP_NEW, added);
 }
 
 /* The ops each rank runs before op `at` of rank r can start, as need[q] = that many of rank q's
@@ -276,7 +285,6 @@ static int waits(const clp_rank_prog *p, int step, int lo, int hi, int *w, int m
 static clp_status place_rank_delayed(clp_rank_prog *p, int *added)
 {
 	int *at, *w, n = 0, nops = p->nops;
-	clp_op *ops;
 
 	for (int i = 0; i < nops; i++)
 		if (p->ops[i].kind == CLP_OP_OPT_PREP)
@@ -307,34 +315,7 @@ static clp_status place_rank_delayed(clp_rank_prog *p, int *added)
 		k++;
 	}
 	free(w);
-	if (!n) {
-		free(at);
-		return CLP_OK;
-	}
-	ops = malloc(((size_t)nops + (size_t)n) * sizeof(*ops));
-	if (!ops) {
-		free(at);
-		return clp_error(CLP_ERR_NOMEM, "schedule: out of host memory");
-	}
-	n = 0;
-	for (int j = 0; j < nops; j++) {
-		for (int i = 0; i < nops; i++)
-			if (at[i] == j) {
-				clp_op q = clp_op_make(CLP_OP_OPT_PREP, p->ops[i].stage, p->ops[i].pipe,
-						       p->ops[i].chunk, -1);
-
-				q.step = p->ops[i].step;
-				q.flags = CLP_OPF_BUBBLE;
-				ops[n++] = q;
-			}
-		ops[n++] = p->ops[j];
-	}
-	free(at);
-	free(p->ops);
-	*added += n - nops;
-	p->ops = ops;
-	p->nops = p->cap = n;
-	return CLP_OK;
+	return insert_preps(p, at, n, CLP_OPF_BUBBLE, added);
 }
 
 clp_status clp_sched_place_prep_delayed(clp_sched *s, int *added)
