@@ -105,7 +105,7 @@ static void test_what_each_provides(void)
 }
 
 /* Muon: installed at opening, every precision (fp32 masters; its update is scale-free),
- * SkipPipe, its matrices' rate muon.lr / optim.lr times the scheduled one, its momentum in
+ * SkipPipe, PipeFisher with muon.delay, its matrices' rate muon.lr / optim.lr times the scheduled one, its momentum in
  * AdamW's m */
 static void test_muon_entry(void)
 {
@@ -118,10 +118,11 @@ static void test_muon_entry(void)
 		CHECK(0, "the Muon entry exists");
 		return;
 	}
-	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe &&
+	CHECK(m->open && !m->curvature && m->pipefisher && m->skippipe &&
 	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
-	      m->state_bytes == 8, "Muon: installed at opening, every precision, SkipPipe, no "
-	      "PipeFisher, two fp32 moments a parameter");
+	      m->state_bytes == 8, "Muon: installed at opening, every precision, SkipPipe, "
+	      "PipeFisher (muon.delay's Newton-Schulz; refused without it: test_kfac_train), two "
+	      "fp32 moments a parameter");
 	CHECK(m->layer_work && !clp_optim_info_of(CLP_OPTIM_ADAMW)->layer_work &&
 	      !clp_optim_info_of(CLP_OPTIM_KFAC)->layer_work, "only Muon adds work per layer");
 	c.optim.lr = 1e-3;
