@@ -48,6 +48,19 @@ void clp_gemm_defines(const clp_gemm_tuning *t, char *buf, size_t n)
 					 t->params[i].value);
 }
 
+void clp_gemm_type_defines(const struct clp_gemm_call *g, char *buf, size_t n)
+{
+	static const char *const names[3] = {"A_TYPE", "B_TYPE", "ST_TYPE"};
+	const int dt[3] = {(int)g->a.dt, (int)g->b.dt, (int)g->c.dt};
+
+	for (int i = 0; i < 3; i++) {
+		size_t used = strlen(buf);
+
+		if (dt[i] != CLP_F32 && used < n)
+			snprintf(buf + used, n - used, "#define %s %d\n", names[i], dt[i]);
+	}
+}
+
 long clp_gemm_param_get(const clp_gemm_tuning *t, const char *name, long dflt)
 {
 	for (int i = 0; i < t->nparams; i++)

@@ -44,15 +44,7 @@ clp_status clp_gemm_direct_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		return clp_error(CLP_ERR_INVALID, "gemm direct: a bias in the store needs C's "
 				 "storage type and C written here (cl/gemm.c adds the others apart)");
 	clp_gemm_defines(t, defines, sizeof(defines));
-	if (g->a.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define A_TYPE %d\n", (int)g->a.dt);
-	if (g->b.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define B_TYPE %d\n", (int)g->b.dt);
-	if (g->c.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define ST_TYPE %d\n", (int)g->c.dt);
+	clp_gemm_type_defines(g, defines, sizeof(defines));
 	CLP_TRY(clp_cl_kernel(ctx, "gemm_direct.cl", defines, "clp_gemm_direct", &k));
 	local[0] = (size_t)lx;
 	local[1] = local[2] = 1;

@@ -19,6 +19,9 @@ struct clp_gemm_call {
 
 /* "#define NAME value\n" for each parameter into buf. */
 void clp_gemm_defines(const clp_gemm_tuning *t, char *buf, size_t n);
+/* Append to buf the storage types of g's A, B and C that are not fp32 (A_TYPE, B_TYPE, ST_TYPE;
+ * all-fp32 adds nothing, so such a call keeps the defines, and the cached program, it had). */
+void clp_gemm_type_defines(const struct clp_gemm_call *g, char *buf, size_t n);
 long clp_gemm_param_get(const clp_gemm_tuning *t, const char *name, long dflt);
 
 clp_status clp_gemm_packed_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,

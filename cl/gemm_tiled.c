@@ -22,16 +22,7 @@ clp_status clp_gemm_tiled_run(clp_cl_ctx *ctx, const clp_gemm_tuning *t,
 		return clp_error(CLP_ERR_INVALID, "gemm tiled (%s): TS_M/TS_N must be multiples of "
 				 "WPT_M/WPT_N", t->source);
 	clp_gemm_defines(t, defines, sizeof(defines));
-	/* storage types; all-fp32 keeps the defines (and the cached program) it had */
-	if (g->a.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define A_TYPE %d\n", (int)g->a.dt);
-	if (g->b.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define B_TYPE %d\n", (int)g->b.dt);
-	if (g->c.dt != CLP_F32)
-		snprintf(defines + strlen(defines), sizeof(defines) - strlen(defines),
-			 "#define ST_TYPE %d\n", (int)g->c.dt);
+	clp_gemm_type_defines(g, defines, sizeof(defines));
 	CLP_TRY(clp_cl_kernel(ctx, "gemm_tiled.cl", defines, "clp_gemm_tiled", &k));
 	CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(ta), CLP_ARG(tb), CLP_ARG(m), CLP_ARG(n),
 			    CLP_ARG(kk), CLP_ARG(g->alpha), CLP_ARG(g->a.mem), CLP_ARG(ao),
