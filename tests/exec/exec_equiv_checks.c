@@ -13,21 +13,32 @@
 
 /* The PipeFisher cycle in run `sub`'s latest checkpoint: its KFAC_INV items in phases (op.mb
  * >= 0), and 1 + the largest phase into *nph. */
-int cycle_phases(const char *sub, int *nph)
+/* The PipeFisher cycle stored in run `sub`'s latest checkpoint (NULL: none, or unreadable;
+ * *had says whether the checkpoint names one); its path into path. */
+static clp_sched *load_cycle(const char *sub, char *path, size_t n, int *had)
 {
-	char path[700];
 	clp_ckpt *c = NULL;
 	clp_sched *cy = NULL;
 	const char *text;
-	int n = 0;
 
-	*nph = 0;
-	snprintf(path, sizeof(path), "%s/ck-%s", dir, sub);
+	snprintf(path, n, "%s/ck-%s", dir, sub);
 	CHECK_OK(clp_ckpt_open_latest(&c, path));
 	text = c ? clp_ckpt_meta(c, "pipefisher.cycle") : NULL;
-	CHECK(text != NULL, "%s: no pipefisher.cycle", path);
+	*had = text != NULL;
 	if (text)
 		CHECK_OK(clp_sched_from_json(text, path, &cy));
+	clp_ckpt_close(c);
+	return cy;
+}
+
+int cycle_phases(const char *sub, int *nph)
+{
+	char path[700];
+	int n = 0, had;
+	clp_sched *cy = load_cycle(sub, path, sizeof(path), &had);
+
+	*nph = 0;
+	CHECK(had, "%s: no pipefisher.cycle", path);
 	for (int r = 0; cy && r < cy->nranks; r++)
 		for (int i = 0; i < cy->ranks[r].nops; i++) {
 			const clp_op *o = &cy->ranks[r].ops[i];
@@ -38,7 +49,6 @@ int cycle_phases(const char *sub, int *nph)
 			*nph = o->mb + 1 > *nph ? o->mb + 1 : *nph;
 		}
 	clp_sched_free(cy);
-	clp_ckpt_close(c);
 	return n;
 }
 
@@ -48,16 +58,9 @@ int cycle_phases(const char *sub, int *nph)
 void drop_last_phases(const char *sub, const char *out)
 {
 	char path[700];
-	clp_ckpt *c = NULL;
-	clp_sched *cy = NULL;
-	const char *text;
-	int nph = 0;
+	int nph = 0, had;
+	clp_sched *cy = load_cycle(sub, path, sizeof(path), &had);
 
-	snprintf(path, sizeof(path), "%s/ck-%s", dir, sub);
-	CHECK_OK(clp_ckpt_open_latest(&c, path));
-	text = c ? clp_ckpt_meta(c, "pipefisher.cycle") : NULL;
-	if (text)
-		CHECK_OK(clp_sched_from_json(text, path, &cy));
 	cycle_phases(sub, &nph);
 	for (int r = 0; cy && r < cy->nranks; r++) {
 		clp_rank_prog *p = &cy->ranks[r];
@@ -76,7 +79,6 @@ void drop_last_phases(const char *sub, const char *out)
 	if (cy)
 		CHECK_OK(clp_sched_save(cy, out));
 	clp_sched_free(cy);
-	clp_ckpt_close(c);
 }
 
 /* spf modes: the pipelined run's cycle holds roots in phases (spfph: 25, one per iteration of
