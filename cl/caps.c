@@ -1,10 +1,14 @@
 /* Device capabilities (see clp_cl_caps in cl/runtime.h): what clGetDeviceInfo says, and what
  * two tiny kernels measure, once per device and driver, cached in the engine cache.
  *
- * Why measure: on PoCL a work-group of one work-item looping over a chunk is the fast shape
+ * The shape: on PoCL a work-group of one work-item looping over a chunk is the fast shape
  * (PoCL compiles each work-group to a loop and vectorises it); on Mesa's llvmpipe and on GPUs
  * the work-items of a group are the SIMD lanes, so one work-item per group leaves all but one
- * lane idle and pays the per-group cost for every element. Both devices say "CPU". */
+ * lane idle and pays the per-group cost for every element. Both devices say "CPU". Which
+ * shape a device gets, and slow_fma, is a table of the implementations known here first
+ * (clp_cl_caps_decide): on llvmpipe the CPU shape's long loops run into its silent limit of
+ * 65535 loop iterations a work-item, so a timing flipped by a loaded host computed wrong
+ * gradients for good (the cache keeps the first decision). Timings decide only elsewhere. */
 #include "cl/base/clock.h"
 #include "cl/base/durable.h"
 #include "cl/base/json_util.h"
@@ -13,14 +17,15 @@
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #define PROBE_N (1u << 20)
 #define PROBE_CHUNK 4096u
 #define PROBE_WG 64u
 #define PROBE_ROUNDS 3
 #define PROBE_MARGIN 1.25
-#define CAPS_VERSION 3 /* 2: the shape needs a margin (shape_of); 3: slow_fma. Older files are
-			* probed again */
+#define CAPS_VERSION 4 /* 2: the shape needs a margin (shape_of); 3: slow_fma; 4: known devices
+			* by the table (clp_cl_caps_decide). Older files are probed again */
 #define PROBE_FMA_ITEMS 16384u
 #define PROBE_FMA_N 256u
 /* fma_ms / mad_ms measured (loaded 2-core host): llvmpipe (Mesa 22.3.6) 10-20, PoCL and Intel's
@@ -72,17 +77,15 @@ static int load(const char *path, clp_cl_caps *c)
 		return 0;
 	}
 	ok = json_integer_value(json_object_get(j, "version")) == CAPS_VERSION &&
-	     json_is_boolean(json_object_get(j, "wide_groups")) &&
-	     json_is_boolean(json_object_get(j, "slow_fma"));
+	     json_is_number(json_object_get(j, "axpy_cpu_shape_ms")) &&
+	     json_is_number(json_object_get(j, "fma_ms"));
 	if (ok) {
 		c->timestamps = json_is_true(json_object_get(j, "timestamps"));
 		c->launch_us = json_number_value(json_object_get(j, "launch_us"));
 		c->wg1_ms = json_number_value(json_object_get(j, "axpy_cpu_shape_ms"));
 		c->wide_ms = json_number_value(json_object_get(j, "axpy_gpu_shape_ms"));
-		c->wide_groups = json_is_true(json_object_get(j, "wide_groups"));
 		c->fma_ms = json_number_value(json_object_get(j, "fma_ms"));
 		c->mad_ms = json_number_value(json_object_get(j, "mad_ms"));
-		c->slow_fma = json_is_true(json_object_get(j, "slow_fma"));
 		c->probed = 1;
 	}
 	json_decref(j);
@@ -105,19 +108,80 @@ static void save(const char *path, const clp_cl_caps *c)
 	json_decref(j);
 }
 
-/* The shape from the probe: the device type's (GPU shape unless the device says "CPU"), unless
- * the other shape is at least PROBE_MARGIN times faster. A bare "faster" could flip on a
- * loaded host, and the first run decides for good (the cache keeps it): Intel's CPU runtime
- * measured 0.185 ms (CPU shape) vs 0.244 ms once, 4-6 vs 13-36 ms another time, and the
- * first run that picked the GPU shape computed other gradients (issue 24). Measured
- * wg1_ms / wide_ms (loaded 2-core host): PoCL 0.44-0.47, llvmpipe 2.1-2.6, Intel's CPU
- * runtime 0.12-0.76. 1.25 sits midway (geometrically) between the two closest, Intel's 0.76
- * and llvmpipe's 2.1: either needs its ratio to move 1.6x before its shape flips. */
+/* The shape from the probe, for a device the table of clp_cl_caps_decide does not know: the
+ * device type's (GPU shape unless the device says "CPU"), unless the other shape is at least
+ * PROBE_MARGIN times faster. A bare "faster" could flip on a loaded host, and the first run
+ * decides for good (the cache keeps it): Intel's CPU runtime measured 0.185 ms (CPU shape) vs
+ * 0.244 ms once, 4-6 vs 13-36 ms another time, and the first run that picked the GPU shape
+ * computed other gradients (issue 24). Measured wg1_ms / wide_ms (loaded 2-core host): PoCL
+ * 0.44-0.47, llvmpipe 2.1-2.6, Intel's CPU runtime 0.12-0.76. 1.25 sits midway
+ * (geometrically) between the two closest, Intel's 0.76 and llvmpipe's 2.1. Those three are in
+ * the table now: a margin is only as good as the load it was measured under. */
 static int shape_of(const clp_cl_devinfo *d, double wg1_ms, double wide_ms)
 {
 	if (strcmp(d->type, "cpu") != 0)
 		return !(wg1_ms * PROBE_MARGIN < wide_ms);
 	return wide_ms * PROBE_MARGIN < wg1_ms;
+}
+
+static int has(const char *s, const char *word)
+{
+	size_t n = strlen(word);
+
+	for (; *s; s++)
+		if (strncasecmp(s, word, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* The implementations measured here, by what they call themselves, and what they get whatever
+ * a probe measures. Each entry's reason is a property of the implementation, not a timing:
+ *  - llvmpipe (Mesa's rusticl or clover; the device name is "llvmpipe (LLVM ..., 256 bits)"):
+ *    the GPU shape, because its work-items are SIMD lanes (the CPU shape is 2-7x slower, see
+ *    above) and, for correctness, because it ends a work-item's loops after 65535 iterations
+ *    in all, silently: the CPU shape's per-work-item loops over a chunk are long ones
+ *    (docs/OPENCL.md). slow_fma: it computes fma() exactly without the FMA instructions
+ *    (Mesa 22.3.6: 10-40x mad(), loaded or not), so mad() is used.
+ *  - PoCL's CPU device (platform "Portable Computing Language", type CPU): the CPU shape, a
+ *    work-group compiled to a vectorised loop (2.2x faster); fma() is the CPU's instruction.
+ *  - Intel's CPU runtime (platform "Intel(R) OpenCL", type CPU): the CPU shape, 2.6x the GPU
+ *    shape's training throughput, and the shape its GPU-shape miscompile (issue 24, the
+ *    attention dQ, worked around since) never touched; fma() is the CPU's instruction.
+ * Returns the entry's name, or NULL for a device not in the table. */
+static const char *known(const clp_cl_devinfo *d, int *gpu_shape, int *slow_fma)
+{
+	if (has(d->name, "llvmpipe")) {
+		*gpu_shape = 1, *slow_fma = 1;
+		return "llvmpipe";
+	}
+	if (strcmp(d->type, "cpu") == 0 && has(d->platform, "Portable Computing Language")) {
+		*gpu_shape = 0, *slow_fma = 0;
+		return "pocl-cpu";
+	}
+	if (strcmp(d->type, "cpu") == 0 && has(d->platform, "Intel(R) OpenCL")) {
+		*gpu_shape = 0, *slow_fma = 0;
+		return "intel-cpu";
+	}
+	return NULL;
+}
+
+const char *clp_cl_caps_decide(const clp_cl_devinfo *d, clp_cl_caps *c)
+{
+	const char *k = known(d, &c->wide_groups, &c->slow_fma);
+
+	if (k) {
+		snprintf(c->decided_by, sizeof(c->decided_by), "table: %s", k);
+	} else if (c->probed) {
+		/* not known here: the timings are all there is, with their margins */
+		c->wide_groups = shape_of(d, c->wg1_ms, c->wide_ms);
+		c->slow_fma = c->fma_ms > PROBE_FMA_MARGIN * c->mad_ms;
+		snprintf(c->decided_by, sizeof(c->decided_by), "probe");
+	} else { /* no probe either: the device type, and fma() as written */
+		c->wide_groups = strcmp(d->type, "cpu") != 0;
+		c->slow_fma = 0;
+		snprintf(c->decided_by, sizeof(c->decided_by), "device type");
+	}
+	return c->decided_by;
 }
 
 /* Host time of `reps` runs of k (best of), enqueued back to back then finished. */
@@ -160,8 +224,7 @@ static clp_status probe_fma(clp_cl_ctx *ctx, cl_mem y, clp_cl_caps *c)
 		c->fma_ms = a < c->fma_ms ? a : c->fma_ms;
 		c->mad_ms = b < c->mad_ms ? b : c->mad_ms;
 	}
-	c->slow_fma = c->fma_ms > PROBE_FMA_MARGIN * c->mad_ms;
-	return CLP_OK;
+	return CLP_OK; /* slow_fma: clp_cl_caps_decide */
 }
 
 static clp_status measure(clp_cl_ctx *ctx, clp_cl_caps *c)
@@ -211,7 +274,6 @@ static clp_status measure(clp_cl_ctx *ctx, clp_cl_caps *c)
 		c->wg1_ms = a < c->wg1_ms ? a : c->wg1_ms;
 		c->wide_ms = b < c->wide_ms ? b : c->wide_ms;
 	}
-	c->wide_groups = shape_of(&ctx->info, c->wg1_ms, c->wide_ms);
 	if ((s = probe_fma(ctx, y, c)) != CLP_OK)
 		goto out;
 	/* event timestamps: do they time a kernel the host sees take milliseconds? */
@@ -246,13 +308,16 @@ void clp_cl_caps_probe(clp_cl_ctx *ctx)
 	static_caps(ctx, c);
 	clp_cl_cache_key_path(ctx, "caps", ".caps.json", path, sizeof(path));
 	if (!load(path, c)) {
-		if (measure(ctx, c) == CLP_OK)
+		if (measure(ctx, c) == CLP_OK) {
+			clp_cl_caps_decide(&ctx->info, c);
 			save(path, c);
-		else /* no probe: the device type decides, as before */
+		} else { /* no probe: the table, else the device type decides */
 			c->probed = 0, c->timestamps = 1, clp_error_clear();
+		}
 	}
-	if (!c->probed)
-		c->wide_groups = strcmp(ctx->info.type, "cpu") != 0;
+	/* made again on every load, not read back: a file another version wrote, or one whose
+	 * timings a loaded host skewed, cannot overrule the table */
+	clp_cl_caps_decide(&ctx->info, c);
 	snprintf(ctx->info.shape, sizeof(ctx->info.shape), "%s", c->wide_groups ? "gpu" : "cpu");
 }
 
@@ -286,10 +351,13 @@ void *clp_cl_caps_json(const clp_cl_caps *c)
 		json_object_set_new(j, "launch_us", json_real(c->launch_us));
 		json_object_set_new(j, "axpy_1m_cpu_shape_ms", json_real(c->wg1_ms));
 		json_object_set_new(j, "axpy_1m_gpu_shape_ms", json_real(c->wide_ms));
-		json_object_set_new(j, "shape", json_string(c->wide_groups ? "gpu" : "cpu"));
 		json_object_set_new(j, "fma_chain_ms", json_real(c->fma_ms));
 		json_object_set_new(j, "mad_chain_ms", json_real(c->mad_ms));
+	}
+	if (j && c->decided_by[0]) { /* the decisions, and what made them */
+		json_object_set_new(j, "shape", json_string(c->wide_groups ? "gpu" : "cpu"));
 		json_object_set_new(j, "slow_fma", json_boolean(c->slow_fma));
+		json_object_set_new(j, "decided_by", json_string(c->decided_by));
 	}
 	return j;
 }

@@ -91,10 +91,18 @@ typedef struct clp_cl_caps {
 	double launch_us;        /* one queued launch of an empty kernel, host clock */
 	double wg1_ms;           /* 1M-float axpy, one work-item looping per work-group */
 	double wide_ms;          /* the same, one element per work-item, 64 per work-group */
-	int wide_groups;         /* 1: the GPU shape (wide work-groups) runs faster here */
+	int wide_groups;         /* 1: the GPU shape (wide work-groups): clp_cl_caps_decide */
 	double fma_ms, mad_ms;   /* dependent fma() / mad() chains, 16 Ki work-items x 256 */
-	int slow_fma;            /* 1: fma() at least PROBE_FMA_MARGIN x mad() (CLP_SLOW_FMA) */
+	int slow_fma;            /* 1: build with CLP_SLOW_FMA (mad() for fma()): the same */
+	char decided_by[32];     /* what set those two: "table: <entry>", "probe", "device type" */
 } clp_cl_caps;
+
+/* Set c->wide_groups and c->slow_fma for device d, and return (and keep in c->decided_by) what
+ * decided: the table of implementations known here (llvmpipe: GPU shape and slow_fma; PoCL's
+ * and Intel's CPU devices: CPU shape, fma()), whatever c's timings say; for another device the
+ * timings (c->probed) with their margins; without them the device type (GPU shape unless
+ * "cpu"), fma() as written. Pure: no device is touched (tests/cl/test_caps_decide.c). */
+const char *clp_cl_caps_decide(const clp_cl_devinfo *d, clp_cl_caps *c);
 
 /* Create a context and profiling queue on the device the selector names (see clp_cl_select). */
 clp_status clp_cl_ctx_create(clp_cl_ctx **out, const char *selector);
