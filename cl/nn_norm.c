@@ -4,6 +4,13 @@
 #include "cl/nn_internal.h"
 
 #define NORM_FILE "nn_norm.cl"
+/* Rows a launch of the CPU-shape bias gradient sums (whole blocks of NN_ROWS_PER_BLOCK): a
+ * work-item's loops then run at most about 17 iterations a row (a partial strip: 7 float8 and
+ * 7 scalar columns) plus about 32 a block, ~37k in all, and llvmpipe ends a work-item's loops
+ * after 65535 in all, silently (docs/OPENCL.md), wherever the probe or CLPIPE_SHAPE puts it
+ * in the CPU shape. A bound on every device: the kernel must not be right on some only. */
+#define BIAS_ROWS_LAUNCH 2048u
+_Static_assert(BIAS_ROWS_LAUNCH % NN_ROWS_PER_BLOCK == 0, "launches of whole row blocks");
 
 static clp_status norm_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_kernel *k)
 {
@@ -223,12 +230,27 @@ clp_status clp_nn_bias_backward(clp_cl_ctx *ctx, clp_buf dbias, clp_buf dout, si
 	CLP_TRY(clp_nn_require_f32("bias_backward", 2, "dbias", dbias, "dout", dout));
 	if (N == 0)
 		return CLP_OK;
-	/* one launch, the order of the row-block partials then clp_nn_colsum it replaces */
+	/* the order of the row-block partials then clp_nn_colsum it replaces, in launches of at
+	 * most BIAS_ROWS_LAUNCH rows carrying the running sums (one launch up to that N) */
 	if (!clp_nn_gpu_shape(ctx)) {
+		cl_mem carry = NULL;
+
 		CLP_TRY(clp_cl_kernel(ctx, NORM_FILE, NULL, "clp_bias_grad_rows", &k));
-		CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dbias.mem), CLP_ARG(dso), CLP_ARG(dout.mem),
-				    CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r)));
-		return clp_nn_run_rows(ctx, k, "bias_bwd", nn_cdiv(C, 64));
+		if (N > BIAS_ROWS_LAUNCH)
+			CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, C * sizeof(float), &carry));
+		else
+			carry = dbias.mem; /* not read or written: one launch is first and last */
+		for (size_t n0 = 0; n0 < N; n0 += BIAS_ROWS_LAUNCH) {
+			const cl_uint a = (cl_uint)n0, b = (cl_uint)(n0 + BIAS_ROWS_LAUNCH);
+			const cl_int first = n0 == 0, last = n0 + BIAS_ROWS_LAUNCH >= N;
+
+			CLP_TRY(clp_cl_args(ctx, k, 12, CLP_ARG(dbias.mem), CLP_ARG(dso),
+					    CLP_ARG(dout.mem), CLP_ARG(xo), CLP_ARG(n), CLP_ARG(c),
+					    CLP_ARG(r), CLP_ARG(carry), CLP_ARG(a), CLP_ARG(b),
+					    CLP_ARG(first), CLP_ARG(last)));
+			CLP_TRY(clp_nn_run_rows(ctx, k, "bias_bwd", nn_cdiv(C, 64)));
+		}
+		return CLP_OK;
 	}
 	{ /* block partials (work-groups of adjacent columns), then their sums in order */
 		const size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);

@@ -420,10 +420,15 @@ __kernel void clp_bias_forward(__global ST_T *out, ulong oo, __global const ST_T
 
 /* dst[c] += the column sums of x (N,C): each block of R rows summed in order from 0, the
  * blocks' sums added in order from 0 (the order of the two launches they replace, a row-block
- * partial kernel then clp_nn_colsum), in one launch (the bias gradient, issue 30). The CPU
- * shape: NN_COLS columns per work-item, each row read contiguously, eight columns a vector. */
+ * partial kernel then clp_nn_colsum), the bias gradient (issue 30). The CPU shape: NN_COLS
+ * columns per work-item, each row read contiguously, eight columns a vector. A launch sums
+ * rows n0 .. n1 (whole blocks) onto the running sums carry[c] (from 0 when first), and adds
+ * them to dst when last, else leaves them in carry: the host bounds n1 - n0 so that a
+ * work-item's loops stay far below llvmpipe's silent 65535 iterations in all (N = 32001 in
+ * one launch: dbias off by 25), the same additions in the same order as one launch. */
 __kernel void clp_bias_grad_rows(__global float *dst, ulong dso, __global const float *x,
-				 ulong xo, uint N, uint C, uint R)
+				 ulong xo, uint N, uint C, uint R, __global float *carry,
+				 uint n0, uint n1, int first, int last)
 {
 	const uint c0 = get_global_id(0) * NN_COLS;
 
@@ -435,24 +440,32 @@ __kernel void clp_bias_grad_rows(__global float *dst, ulong dso, __global const 
 
 	x += xo + c0;
 	dst += dso + c0;
+	carry += c0;
+	n1 = min(n1, N);
 	for (uint v = 0; v < NN_COLS / 8; v++)
 		acc[v] = 0.0f;
 	for (uint t = 0; t < 8; t++)
 		tacc[t] = 0.0f;
-	for (size_t n0 = 0; n0 < N; n0 += R) {
-		const size_t n1 = min((size_t)N, n0 + R);
+	if (!first) {
+		for (uint v = 0; v < nv; v++)
+			acc[v] = vload8(v, carry);
+		for (uint t = 0; t < nt; t++)
+			tacc[t] = carry[8 * nv + t];
+	}
+	for (size_t b0 = n0; b0 < n1; b0 += R) {
+		const size_t b1 = min((size_t)n1, b0 + R);
 		for (uint v = 0; v < NN_COLS / 8; v++)
 			p[v] = 0.0f;
 		for (uint t = 0; t < 8; t++)
 			tp[t] = 0.0f;
 		if (w == NN_COLS) { /* a full strip: a fixed count the compiler keeps in registers */
-			for (size_t n = n0; n < n1; n++) {
+			for (size_t n = b0; n < b1; n++) {
 				const __global float *row = x + n * C;
 				_Pragma("unroll") for (uint v = 0; v < NN_COLS / 8; v++)
 					p[v] += vload8(v, row);
 			}
 		} else {
-			for (size_t n = n0; n < n1; n++) {
+			for (size_t n = b0; n < b1; n++) {
 				const __global float *row = x + n * C;
 				for (uint v = 0; v < nv; v++)
 					p[v] += vload8(v, row);
@@ -464,6 +477,13 @@ __kernel void clp_bias_grad_rows(__global float *dst, ulong dso, __global const 
 			acc[v] += p[v];
 		for (uint t = 0; t < nt; t++)
 			tacc[t] += tp[t];
+	}
+	if (!last) {
+		for (uint v = 0; v < nv; v++)
+			vstore8(acc[v], v, carry);
+		for (uint t = 0; t < nt; t++)
+			carry[8 * nv + t] = tacc[t];
+		return;
 	}
 	for (uint v = 0; v < nv; v++)
 		vstore8(vload8(v, dst) + acc[v], v, dst);

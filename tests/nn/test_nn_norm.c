@@ -178,4 +178,46 @@ static void test_bias(void)
 	}
 }
 
-TH_MAIN(TH_TEST(test_layernorm), TH_TEST(test_rmsnorm), TH_TEST(test_bias))
+/* The bias gradient at N over one launch of the CPU shape's BIAS_ROWS_LAUNCH = 2048 rows (its
+ * running sums carried between launches in scratch, so that no work-item loops over more than
+ * 2048 rows: llvmpipe silently ends a work-item's loops after 65535 iterations): against the
+ * reference, and bitwise equal to the GPU shape's block partials and column sums, which add the
+ * same numbers in the same order. C = 65: a full 64-column strip and a 1-column one. */
+static void test_bias_launches(void)
+{
+	static const size_t shapes_l[][2] = {{2048, 65}, {2049, 65}, {4099, 65}, {6144, 7}};
+	const char *env = getenv("CLPIPE_TEST_SHAPE");
+	clp_cl_ctx *ctx = th_ctx();
+	th_rng r = th_rng_seed(5);
+
+	if (!ctx)
+		return;
+	for (size_t s = 0; s < sizeof(shapes_l) / sizeof(shapes_l[0]); s++) {
+		size_t N = shapes_l[s][0], C = shapes_l[s][1], nc = N * C;
+		float *x = tn_rand(&r, nc, -1, 1), *d0 = tn_rand(&r, C, -1, 1);
+		float *cpu = malloc(C * 4), *gpu = malloc(C * 4);
+		double *db = tn_dbl(d0, C);
+		cl_mem mx = tn_buf(x, nc), md = tn_buf(d0, C);
+
+		clp_ref_bias_backward(db, x, N, C);
+		clp_nn_set_shape(CLP_NN_SHAPE_CPU);
+		CHECK_OK(clp_nn_bias_backward(ctx, clp_buf_at(md, 0), clp_buf_at(mx, 0), N, C));
+		tn_get(md, 0, cpu, C);
+		CHECK(th_close("bias backward, CPU shape", cpu, db, C, 1e-5, 1e-5), "N=%zu C=%zu", N,
+		      C);
+		CHECK_OK(clp_cl_write(ctx, md, 0, C * 4, d0));
+		clp_nn_set_shape(CLP_NN_SHAPE_GPU);
+		CHECK_OK(clp_nn_bias_backward(ctx, clp_buf_at(md, 0), clp_buf_at(mx, 0), N, C));
+		tn_get(md, 0, gpu, C);
+		CHECK(memcmp(cpu, gpu, C * 4) == 0, "bias backward N=%zu C=%zu: the shapes differ", N,
+		      C);
+		clReleaseMemObject(mx), clReleaseMemObject(md);
+		free(x), free(d0), free(cpu), free(gpu), free(db);
+	}
+	/* back to what the harness set (CLPIPE_TEST_SHAPE) */
+	clp_nn_set_shape(env && *env ? (!strcmp(env, "gpu") ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_CPU)
+				     : CLP_NN_SHAPE_AUTO);
+}
+
+TH_MAIN(TH_TEST(test_layernorm), TH_TEST(test_rmsnorm), TH_TEST(test_bias),
+	TH_TEST(test_bias_launches))
