@@ -32,19 +32,21 @@ static clp_status run_rows(clp_cl_ctx *ctx, cl_kernel k, const char *label, size
 				     : clp_nn_run_rows(ctx, k, label, n);
 }
 
-/* Columns per chunk: about 4M logits in scratch, a multiple of 64, at most V; in the GPU shape
- * at most XENT_GPU_VC (a row's loops then stay near 16k iterations: llvmpipe silently ends a
- * work-item's loops after 65535 in all, which a chunk of 262144 columns or more passed in
- * clp_xent_stats, so only N < 64 rows of a vocabulary over 65536 chunk differently). */
-#define XENT_GPU_VC 65536
-static size_t chunk_cols(clp_cl_ctx *ctx, size_t N, size_t V, size_t vchunk)
+/* Columns per chunk: about 4M logits in scratch, a multiple of 64, at most V, and at most
+ * XENT_MAX_VC in either shape: llvmpipe silently ends a work-item's loops after 65535 in all,
+ * which a chunk of 262144 columns or more passed in clp_xent_stats (GPU shape: a row's loops
+ * then stay near 16k iterations; CPU shape: float8 loops, two passes of 8192). Only N < 64 rows
+ * of a vocabulary over 65536 chunk differently; the CPU shape did not cap them until a forced
+ * CPU shape on llvmpipe (CLPIPE_SHAPE=cpu) got N = 3, V = 300000's loss 12.83 for 13.12. */
+#define XENT_MAX_VC 65536
+static size_t chunk_cols(size_t N, size_t V, size_t vchunk)
 {
 	size_t vc = vchunk ? vchunk : (4u << 20) / (N ? N : 1) / 64 * 64;
 
 	if (vc < 64 && !vchunk)
 		vc = 64;
-	if (vc > XENT_GPU_VC && clp_nn_gpu_shape(ctx))
-		vc = XENT_GPU_VC;
+	if (vc > XENT_MAX_VC)
+		vc = XENT_MAX_VC;
 	return vc < V ? vc : V;
 }
 
@@ -127,7 +129,7 @@ clp_status clp_nn_xent_forward(clp_cl_ctx *ctx, clp_buf losses, clp_buf lse, clp
 			       clp_buf bias, clp_buf targets, size_t N, size_t C, size_t V,
 			       size_t vchunk)
 {
-	const size_t vc = chunk_cols(ctx, N, V, vchunk);
+	const size_t vc = chunk_cols(N, V, vchunk);
 	cl_kernel ks, kf;
 	cl_mem scr, keep = NULL;
 	cl_ulong tgo = targets.off, lo = losses.off, lso = lse.off;
@@ -188,7 +190,7 @@ clp_status clp_nn_xent_backward(clp_cl_ctx *ctx, clp_buf dh, clp_buf dw, clp_buf
 				clp_buf h, clp_buf w, clp_buf bias, clp_buf targets, clp_buf lse,
 				float scale, size_t N, size_t C, size_t V, size_t vchunk)
 {
-	const size_t vc = chunk_cols(ctx, N, V, vchunk);
+	const size_t vc = chunk_cols(N, V, vchunk);
 	cl_kernel kg;
 	cl_mem scr, kept = NULL;
 	clp_dtype vt;
