@@ -88,7 +88,8 @@ static const char *cpu_isa(const clp_cl_devinfo *dev)
 #endif
 }
 
-/* The kernel shape that suits the device: probed by a context, else its type says. */
+/* The kernel shape that suits the device: decided by a context (clp_cl_caps_decide), else its
+ * type says. */
 static const char *dev_shape(const clp_cl_devinfo *dev)
 {
 	if (dev->shape[0])

@@ -44,7 +44,7 @@ typedef struct clp_cl_devinfo {
 	int fp64;
 	int fp16;
 	int unified_memory;      /* host-unified memory (CPU devices, integrated GPUs) */
-	char shape[8];           /* kernel geometry that suits it, "cpu" or "gpu": probed by a
+	char shape[8];           /* kernel geometry that suits it, "cpu" or "gpu": decided by a
 				  * context (clp_cl_ctx_caps), "" until then (type decides) */
 	char extensions[4096];
 } clp_cl_devinfo;
@@ -74,8 +74,9 @@ typedef struct clp_cl_ctx clp_cl_ctx;
 
 /* What a device offers, probed once per device and driver: the static part from clGetDeviceInfo,
  * the measured part by running two tiny kernels, kept in the engine cache
- * (caps-<key>.json) so later contexts only read it. Kernel variants and geometry follow these,
- * not the device's name or vendor (docs/OPENCL.md). */
+ * (caps-<key>.json) so later contexts only read it. Kernel variants follow these; the geometry
+ * and slow_fma of the implementations known here follow their identity, and the timings only
+ * elsewhere (clp_cl_caps_decide, docs/OPENCL.md). */
 typedef struct clp_cl_caps {
 	char c_version[64];      /* CL_DEVICE_OPENCL_C_VERSION */
 	char il_version[64];     /* CL_DEVICE_IL_VERSION ("SPIR-V_1.2"), "" when none */
@@ -111,9 +112,9 @@ void clp_cl_ctx_free(clp_cl_ctx *ctx);
 const clp_cl_devinfo *clp_cl_ctx_device(const clp_cl_ctx *ctx);
 const clp_cl_caps *clp_cl_ctx_caps(const clp_cl_ctx *ctx);
 /* 1 when kernels should take their GPU shape (work-groups of many work-items) on this context:
- * the probed wide_groups, unless clp_cl_set_shape forced one (tests, benchmarks). */
+ * the decided wide_groups, unless clp_cl_set_shape forced one (tests, benchmarks). */
 int clp_cl_ctx_gpu_shape(const clp_cl_ctx *ctx);
-/* Force a shape process-wide: -1 as probed, 0 CPU shape, 1 GPU shape. */
+/* Force a shape process-wide: -1 as decided, 0 CPU shape, 1 GPU shape. */
 void clp_cl_set_shape(int shape);
 /* The capabilities as JSON (jansson json_t *, new reference). */
 void *clp_cl_caps_json(const clp_cl_caps *c);

@@ -39,7 +39,7 @@ static void usage(FILE *f)
 		   "  CLPIPE_CACHE_DIR    engine cache (compiled kernels, tuning files)\n"
 		   "  CLPIPE_KERNEL_DIR   read kernel sources from here instead of the embedded ones\n"
 		   "  CLPIPE_SHAPE        cpu or gpu: every kernel family in that geometry, not the one\n"
-		   "                      probed for the device (docs/OPENCL.md)\n");
+		   "                      the device has (docs/OPENCL.md)\n");
 }
 
 /* CLPIPE_SHAPE=cpu|gpu forces the kernel geometry (the tests' CLPIPE_TEST_SHAPE, for a user
@@ -52,7 +52,7 @@ static int force_shape(void)
 		return 0;
 	if (strcmp(e, "cpu") && strcmp(e, "gpu")) {
 		fprintf(stderr, "clpipe: CLPIPE_SHAPE = \"%s\": give cpu or gpu (or leave it unset: "
-			"the probed shape)\n", e);
+			"the device's shape)\n", e);
 		return 1;
 	}
 	clp_cl_set_shape(!strcmp(e, "gpu"));
