@@ -9,6 +9,11 @@
 
 #define EMB_FILE "nn_embed.cl"
 #define EMB_COLS 64
+/* Occurrences of one id a launch of clp_embed_backward sums: at most 63 columns x 513 (the
+ * last strip's scalar loops) or 9 x 512 (a full strip) loop iterations a work-item, inside
+ * llvmpipe's silent 65535 (docs/OPENCL.md) on every device alike; a batch whose most frequent
+ * id occurs k times takes ceil(k / 512) launches, the later ones over its frequent ids only. */
+#define EMB_OCC_LAUNCH 512u
 
 struct clp_nn_index {
 	clp_cl_ctx *ctx;
@@ -18,6 +23,7 @@ struct clp_nn_index {
 	size_t host_cap;
 	cl_event upload;   /* pending write of host */
 	size_t n, nu, V;
+	size_t maxc;       /* occurrences of the most frequent id */
 };
 
 void clp_nn_index_free(clp_nn_index *idx)
@@ -67,8 +73,12 @@ clp_status clp_nn_index_build(clp_cl_ctx *ctx, clp_nn_index **pidx, const int32_
 		return clp_error(CLP_ERR_NOMEM, "out of host memory for the index of %s", what);
 	for (size_t i = 0; i < n; i++)
 		cnt[ids[i]]++;
-	for (size_t v = 0; v < V; v++)
+	idx->maxc = 0;
+	for (size_t v = 0; v < V; v++) {
 		nu += cnt[v] != 0;
+		if ((size_t)cnt[v] > idx->maxc)
+			idx->maxc = (size_t)cnt[v];
+	}
 	need = 2 * nu + 1 + n;
 	if (need > idx->host_cap) {
 		int32_t *nh = realloc(idx->host, need * sizeof(*nh));
@@ -157,16 +167,29 @@ static clp_status table_backward(clp_cl_ctx *ctx, clp_buf dw, clp_buf dout,
 	cl_ulong dwo = dw.off, doo = dout.off;
 	cl_uint nu = (cl_uint)idx->nu, c = (cl_uint)C;
 	size_t g[2], l[2] = {1, 1};
+	cl_mem carry;
 
 	if (idx->n != n)
 		return clp_error(CLP_ERR_INVALID, "embed_backward: the index holds %zu positions, the "
 				 "batch has %zu", idx->n, n);
+	if (!idx->nu)
+		return CLP_OK;
 	CLP_TRY(clp_cl_kernel(ctx, EMB_FILE, NULL, "clp_embed_backward", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 7, CLP_ARG(dw.mem), CLP_ARG(dwo), CLP_ARG(dout.mem),
-			    CLP_ARG(doo), CLP_ARG(idx->mem), CLP_ARG(nu), CLP_ARG(c)));
+	if (idx->maxc > EMB_OCC_LAUNCH) /* running sums of the ids that take several launches */
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, idx->nu * C * sizeof(float), &carry));
+	else
+		carry = dw.mem; /* not read or written: every list ends in the first launch */
 	g[0] = nn_cdiv(C, EMB_COLS);
 	g[1] = idx->nu;
-	return clp_cl_run(ctx, k, label, 2, g, l);
+	for (size_t w0 = 0; w0 == 0 || w0 < idx->maxc; w0 += EMB_OCC_LAUNCH) {
+		const cl_uint a = (cl_uint)w0, b = (cl_uint)(w0 + EMB_OCC_LAUNCH);
+
+		CLP_TRY(clp_cl_args(ctx, k, 10, CLP_ARG(dw.mem), CLP_ARG(dwo), CLP_ARG(dout.mem),
+				    CLP_ARG(doo), CLP_ARG(idx->mem), CLP_ARG(nu), CLP_ARG(c),
+				    CLP_ARG(carry), CLP_ARG(a), CLP_ARG(b)));
+		CLP_TRY(clp_cl_run(ctx, k, label, 2, g, l));
+	}
+	return CLP_OK;
 }
 
 clp_status clp_nn_embed_backward(clp_cl_ctx *ctx, clp_buf dwte, clp_buf dwpe, clp_buf dwtt,
