@@ -559,12 +559,14 @@ static void soap_scratch_sizes(const clp_param_table *const *tabs, int nt, size_
 	n[0] = n[1] = n[2] = big;
 }
 
-int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int nt)
+/* The scratch (sizes(): Shampoo's or SOAP's) and every matrix's four sets. */
+static int64_t own_bytes(const clp_param_table *const *tabs, int nt,
+			 void (*sizes)(const clp_param_table *const *, int, size_t[9]))
 {
 	size_t n[9];
 	int64_t b = 0;
 
-	soap_scratch_sizes(tabs, nt, n);
+	sizes(tabs, nt, n);
 	for (int i = 0; i < 9; i++)
 		b += (int64_t)(n[i] * sizeof(float));
 	for (int k = 0; k < nt; k++)
@@ -575,20 +577,14 @@ int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int nt)
 	return b;
 }
 
+int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int nt)
+{
+	return own_bytes(tabs, nt, soap_scratch_sizes);
+}
+
 int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
 {
-	size_t n[9];
-	int64_t b = 0;
-
-	scratch_sizes(tabs, nt, n);
-	for (int i = 0; i < 9; i++)
-		b += (int64_t)(n[i] * sizeof(float));
-	for (int k = 0; k < nt; k++)
-		for (int i = 0; i < tabs[k]->ntensors; i++)
-			if (clp_exec_muon_takes(&tabs[k]->tensors[i]))
-				b += (int64_t)(state_floats(&tabs[k]->tensors[i], NSET) *
-					       sizeof(float));
-	return b;
+	return own_bytes(tabs, nt, scratch_sizes);
 }
 
 int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
