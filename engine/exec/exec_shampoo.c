@@ -424,8 +424,8 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 				if (!clp_ckpt_find(c, CLP_CKPT_OPTIM, name)) {
 					free(h);
 					return clp_error(CLP_ERR_NOT_FOUND, "%s: no %s; the checkpoint "
-							 "was not written by a%s run%s (optim.name = "
-							 "\"%s\")", clp_ckpt_path(c), name,
+							 "was not written by a%s run%s (this run has "
+							 "optim.name = \"%s\")", clp_ckpt_path(c), name,
 							 m->soap ? " SOAP" : " Shampoo",
 							 s >= NSET ? " with stale roots (PipeFisher, "
 								     "shampoo.stale)" : "",

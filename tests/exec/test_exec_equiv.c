@@ -301,6 +301,28 @@ static void check_refused(const char *from, int delay)
 	fclose(devnull);
 }
 
+/* A SOAP checkpoint resumed as Shampoo, or a Shampoo one as SOAP: refused naming optim.name. */
+static void check_other_kind(const char *from, const char *name)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	clp_status st;
+
+	config(&c, "refused", 0);
+	snprintf(c.optim.name, sizeof(c.optim.name), "%s", name);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, from);
+	c.ckpt.resume = 1;
+	st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull);
+	fprintf(stderr, "ck-%s as %s: %s\n", from, name, clp_last_error());
+	CHECK(st != CLP_OK && strstr(clp_last_error(), "optim.name"),
+	      "resuming ck-%s as optim.name = %s: status %d, %s", from, name, (int)st,
+	      clp_last_error());
+	clp_session_close(s);
+	clp_error_clear();
+	fclose(devnull);
+}
+
 /* The resumed run's steps 4 and 5 equal the uninterrupted run's. */
 static void compare_resumed(const char *resumed, const char *full)
 {
@@ -437,6 +459,10 @@ static void test_equivalence(void)
 			run("single", 0, 0, NULL);
 			run("resumed", 0, 0, "pipe");
 			compare_resumed("resumed", "single");
+			if (!strcmp(mode, "soapresume"))
+				check_other_kind("pipe", "shampoo");
+			if (!strcmp(mode, "shampooresume"))
+				check_other_kind("pipe", "soap");
 			if (!strcmp(mode, "muondelayresume")) { /* muon.delay toggled: refused */
 				check_refused("pipe", 0);
 				delay_set = 0;
