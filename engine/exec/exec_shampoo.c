@@ -472,30 +472,16 @@ static void shampoo_free(clp_exec *e, void *state)
 	free(m);
 }
 
-static const clp_exec_optim exec_shampoo_optim = {
-	.name = "Shampoo",
-	.dataflow = 1,
-	.step_begin = shampoo_step_begin,
-	.item = shampoo_item,
-	.stage_step = shampoo_stage_step,
-	.save = shampoo_save,
-	.load = shampoo_load,
-	.free = shampoo_free,
-};
+/* Both kinds' hooks: SOAP's stage_step, save and load branch on sst.soap; it has no items (stale
+ * bases are not built), so step_begin and item are the stale roots' ones, which do nothing
+ * without o.stale and refuse a schedule's items. */
+#define HOOKS                                                                                      \
+	.dataflow = 1, .step_begin = shampoo_step_begin, .item = shampoo_item,                     \
+	.stage_step = shampoo_stage_step, .save = shampoo_save, .load = shampoo_load,              \
+	.free = shampoo_free
 
-/* SOAP: the same hooks (its stage_step, save and load branch on sst.soap); no items (stale
- * bases are not built), so step_begin and item stay Shampoo's stale-root ones, which do
- * nothing without o.stale / refuse a schedule's items. */
-static const clp_exec_optim exec_soap_optim = {
-	.name = "SOAP",
-	.dataflow = 1,
-	.step_begin = shampoo_step_begin,
-	.item = shampoo_item,
-	.stage_step = shampoo_stage_step,
-	.save = shampoo_save,
-	.load = shampoo_load,
-	.free = shampoo_free,
-};
+static const clp_exec_optim exec_shampoo_optim = {.name = "Shampoo", HOOKS};
+static const clp_exec_optim exec_soap_optim = {.name = "SOAP", HOOKS};
 
 /* The state buffer of a rows x cols matrix: L = R = eps I, the roots 0 (pytorch-optimizer's
  * start: before the first refresh the update is zero). SOAP: eps 0, everything 0 (its first
