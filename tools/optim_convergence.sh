@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The optimizers to a validation target (docs/OPTIMIZERS.md): pipefisher_convergence.sh's corpus,
-# model and global batch, AdamW, Muon, K-FAC and Shampoo, each on one device and on the 2-rank 1F1B pipeline
+# model and global batch, AdamW, Muon, K-FAC, Shampoo and SOAP, each on one device and on the 2-rank 1F1B pipeline
 # (mpirun --bind-to core), each over a small learning-rate grid:
 #   AdamW  optim.lr in ADAMW_LRS (default 1e-3 3e-3 1e-2)
 #   Muon   muon.lr in MUON_LRS (default 0.01 0.02 0.05 0.1; its AdamW tensors at optim.lr = 3e-3),
@@ -11,6 +11,8 @@
 #          3e-3; PipeFisher on the pipeline, its K on one device)
 #   Shampoo shampoo.lr in SHAMPOO_LRS (default 0.03 0.1 0.3; its AdamW tensors at optim.lr =
 #          3e-3; SHAMPOO_ARGS, default --shampoo.interval=1: the roots every step)
+#   SOAP   soap.lr in SOAP_LRS (default 3e-3 1e-2 3e-2; its AdamW tensors at optim.lr = 3e-3;
+#          SOAP_ARGS, default none: soap.frequency 10)
 # (a list of one blank, e.g. KFAC_LRS=" ", leaves that optimizer out)
 # Prints the Markdown table of tools/pipefisher_plot.py (steps and training seconds to the
 # target, the summed step times: start-up and evaluations left out) and writes
@@ -76,6 +78,11 @@ for where in one pipe; do
     # shellcheck disable=SC2086 # SHAMPOO_ARGS is a list of flags
     train "shampoo-$where-lr$lr" --optim.name=shampoo --optim.lr=3e-3 --shampoo.lr="$lr" \
       ${SHAMPOO_ARGS:---shampoo.interval=1} "$@"
+  done
+  for lr in ${SOAP_LRS:-3e-3 1e-2 3e-2}; do
+    # shellcheck disable=SC2086 # SOAP_ARGS is a list of flags
+    train "soap-$where-lr$lr" --optim.name=soap --optim.lr=3e-3 --soap.lr="$lr" \
+      ${SOAP_ARGS:-} "$@"
   done
 done
 python3 "$root/tools/pipefisher_plot.py" --target "$target" --svg "$out/convergence.svg" \

@@ -21,9 +21,14 @@
 #define NSET_PH 8  /* and the X of L's and R's roots in phases (a schedule with phases) */
 
 static const char *const set_names[NSET_MAX] = {"L", "R", "L_inv", "R_inv", "L_next", "R_next"};
+/* SOAP's sets in the same places: the eigenbases where Shampoo keeps its roots */
+static const char *const soap_names[NSET] = {"L", "R", "QL", "QR"};
 
 typedef struct sst {
 	clp_exec_shampoo_opts o;
+	int soap;         /* the second kind: SOAP (clp_exec_soap), o unused but o.stale = 0 */
+	clp_exec_soap_opts so;
+	clp_soap_work sw; /* SOAP's scratch (in mem[0..8]) */
 	int n;            /* local stages */
 	cl_mem **state;   /* [stage][tensor]: L, R, L_inv, R_inv one after another (NULL: AdamW) */
 	int *ntensors;
@@ -154,6 +159,32 @@ static clp_status snapshot(clp_exec *e, sst *m, int k, int i)
 	return CLP_OK;
 }
 
+/* One SOAP matrix's step (cl/soap.h), its t the optimizer's step count: t = 1 only sets the
+ * first eigenbases, the refresh after the update where s = t - 1 is a multiple of frequency. */
+static clp_status soap_update(clp_cl_ctx *ctx, const sst *m, const void *settings, clp_buf p,
+			      clp_buf mom, clp_buf v, clp_buf g, cl_mem sm, size_t r, size_t c,
+			      clp_buf stats, float gscale)
+{
+	const clp_exec_soap_step *set = settings;
+	const long t = set->adamw.step;
+	const clp_soap_hp hp = {
+		.lr = set->lr,
+		.beta1 = m->so.beta1,
+		.beta2 = m->so.beta2,
+		.shampoo_beta = m->so.shampoo_beta,
+		.eps = m->so.eps,
+		.weight_decay = set->weight_decay,
+		.t = t,
+		.correct_bias = m->so.correct_bias,
+		.refresh = t >= 2 && (t - 1) % m->so.frequency == 0,
+		.init_iters = m->so.init_iters,
+	};
+
+	return clp_soap_update(ctx, p, mom, v, g, clp_buf_at(sm, set_off(r, c, 0)),
+			       clp_buf_at(sm, set_off(r, c, 1)), clp_buf_at(sm, set_off(r, c, 2)),
+			       clp_buf_at(sm, set_off(r, c, 3)), r, c, &hp, stats, gscale, &m->sw);
+}
+
 static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const void *settings)
 {
 	sst *m = state;
@@ -198,6 +229,12 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 							    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g,
 							    t->numel, &set->adamw, t->decay, stats,
 							    1.0f / c.loss_scale));
+				continue;
+			}
+			if (m->soap) {
+				CLP_TRY(soap_update(ctx, m, settings, p, mom,
+						    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g, sm, r, cc,
+						    stats, 1.0f / c.loss_scale));
 				continue;
 			}
 			CLP_TRY(clp_shampoo_update(ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i),
@@ -294,6 +331,14 @@ static clp_status shampoo_item(clp_exec *e, void *state, const clp_op *op)
 	return CLP_OK;
 }
 
+/* A set's checkpoint name: shampoo.<tensor>.<set> or soap.<tensor>.<set> (so that neither kind
+ * loads the other's state). */
+static void set_name(const sst *m, const clp_tensor_desc *t, int s, char *name, size_t n)
+{
+	snprintf(name, n, "%s.%s.%s", m->soap ? "soap" : "shampoo", t->name,
+		 m->soap ? soap_names[s] : set_names[s]);
+}
+
 static void free_host(sst *m)
 {
 	for (int i = 0; i < m->nhost; i++)
@@ -321,7 +366,8 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 	for (int k = 0; k < m->n; k++)
 		n += saved_sets(m) * m->ntensors[k];
 	if (!(m->host = calloc((size_t)n + 1, sizeof(float *))))
-		return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory saving a checkpoint");
+		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory saving a checkpoint",
+				 m->soap ? "soap" : "shampoo");
 	for (int k = 0; k < m->n; k++) {
 		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
 
@@ -340,7 +386,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 					return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory "
 							 "saving a checkpoint");
 				m->host[m->nhost++] = h;
-				snprintf(name, sizeof(name), "shampoo.%s.%s", t->name, set_names[s]);
+				set_name(m, t, s, name, sizeof(name));
 				CLP_TRY(clp_cl_read(ctx, m->state[k][i],
 						    set_off(t->shape[0], t->shape[1], s) * 4, d * d * 4,
 						    h));
@@ -374,14 +420,16 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 				if (!h)
 					return clp_error(CLP_ERR_NOMEM, "shampoo: out of host memory "
 							 "loading a checkpoint");
-				snprintf(name, sizeof(name), "shampoo.%s.%s", t->name, set_names[s]);
+				set_name(m, t, s, name, sizeof(name));
 				if (!clp_ckpt_find(c, CLP_CKPT_OPTIM, name)) {
 					free(h);
 					return clp_error(CLP_ERR_NOT_FOUND, "%s: no %s; the checkpoint "
-							 "was not written by a Shampoo run%s",
-							 clp_ckpt_path(c), name,
+							 "was not written by a%s run%s (this run has "
+							 "optim.name = \"%s\")", clp_ckpt_path(c), name,
+							 m->soap ? " SOAP" : " Shampoo",
 							 s >= NSET ? " with stale roots (PipeFisher, "
-								     "shampoo.stale)" : "");
+								     "shampoo.stale)" : "",
+							 m->soap ? "soap" : "shampoo");
 				}
 				st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, h, 2, shape);
 				if (st == CLP_OK)
@@ -424,19 +472,20 @@ static void shampoo_free(clp_exec *e, void *state)
 	free(m);
 }
 
-static const clp_exec_optim exec_shampoo_optim = {
-	.name = "Shampoo",
-	.dataflow = 1,
-	.step_begin = shampoo_step_begin,
-	.item = shampoo_item,
-	.stage_step = shampoo_stage_step,
-	.save = shampoo_save,
-	.load = shampoo_load,
-	.free = shampoo_free,
-};
+/* Both kinds' hooks: SOAP's stage_step, save and load branch on sst.soap; it has no items (stale
+ * bases are not built), so step_begin and item are the stale roots' ones, which do nothing
+ * without o.stale and refuse a schedule's items. */
+#define HOOKS                                                                                      \
+	.dataflow = 1, .step_begin = shampoo_step_begin, .item = shampoo_item,                     \
+	.stage_step = shampoo_stage_step, .save = shampoo_save, .load = shampoo_load,              \
+	.free = shampoo_free
+
+static const clp_exec_optim exec_shampoo_optim = {.name = "Shampoo", HOOKS};
+static const clp_exec_optim exec_soap_optim = {.name = "SOAP", HOOKS};
 
 /* The state buffer of a rows x cols matrix: L = R = eps I, the roots 0 (pytorch-optimizer's
- * start: before the first refresh the update is zero). */
+ * start: before the first refresh the update is zero). SOAP: eps 0, everything 0 (its first
+ * step sets the bases). */
 static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, int nset,
 			       cl_mem *out)
 {
@@ -477,12 +526,33 @@ static void scratch_sizes(const clp_param_table *const *tabs, int nt, size_t n[9
 		n[i] = dd;
 }
 
-int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
+/* SOAP's scratch (clp_soap_work_sizes) for the largest matrix and the largest side. */
+static void soap_scratch_sizes(const clp_param_table *const *tabs, int nt, size_t n[9])
+{
+	size_t big = 1, d = 1;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++) {
+			const clp_tensor_desc *t = &tabs[k]->tensors[i];
+
+			if (!clp_exec_muon_takes(t))
+				continue;
+			big = t->numel > big ? t->numel : big;
+			d = t->shape[0] > d ? t->shape[0] : d;
+			d = t->shape[1] > d ? t->shape[1] : d;
+		}
+	clp_soap_work_sizes(d, d, n);
+	n[0] = n[1] = n[2] = big;
+}
+
+/* The scratch (sizes(): Shampoo's or SOAP's) and every matrix's four sets. */
+static int64_t own_bytes(const clp_param_table *const *tabs, int nt,
+			 void (*sizes)(const clp_param_table *const *, int, size_t[9]))
 {
 	size_t n[9];
 	int64_t b = 0;
 
-	scratch_sizes(tabs, nt, n);
+	sizes(tabs, nt, n);
 	for (int i = 0; i < 9; i++)
 		b += (int64_t)(n[i] * sizeof(float));
 	for (int k = 0; k < nt; k++)
@@ -491,6 +561,16 @@ int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
 				b += (int64_t)(state_floats(&tabs[k]->tensors[i], NSET) *
 					       sizeof(float));
 	return b;
+}
+
+int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int nt)
+{
+	return own_bytes(tabs, nt, soap_scratch_sizes);
+}
+
+int64_t clp_exec_shampoo_bytes(const clp_param_table *const *tabs, int nt)
+{
+	return own_bytes(tabs, nt, scratch_sizes);
 }
 
 int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
@@ -533,12 +613,12 @@ int clp_exec_shampoo_sched_phases(const clp_sched *s)
 	return n;
 }
 
-int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
+static int64_t device_bytes(const clp_exec *e, const clp_exec_optim *ops)
 {
 	const sst *m = clp_exec_optim_state(e);
 	int64_t b = 0, x;
 
-	if (clp_exec_optim_ops(e) != &exec_shampoo_optim || !m)
+	if (clp_exec_optim_ops(e) != ops || !m)
 		return 0;
 	for (int i = 0; i < 9; i++) {
 		if ((x = clp_cl_buffer_bytes(m->mem[i])) < 0)
@@ -554,6 +634,16 @@ int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
 			b += x;
 		}
 	return b;
+}
+
+int64_t clp_exec_shampoo_device_bytes(const clp_exec *e)
+{
+	return device_bytes(e, &exec_shampoo_optim);
+}
+
+int64_t clp_exec_soap_device_bytes(const clp_exec *e)
+{
+	return device_bytes(e, &exec_soap_optim);
 }
 
 static clp_status shampoo_alloc(clp_exec *e, sst *m)
@@ -582,17 +672,29 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 			return clp_error(CLP_ERR_NOMEM, "out of host memory");
 		for (int i = 0; i < tab->ntensors; i++)
 			if (clp_exec_muon_takes(&tab->tensors[i]))
-				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->o.eps, m->nset,
+				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->soap ? 0 : m->o.eps, m->nset,
 						     &m->state[k][i]));
 	}
 	if (!(tabs = calloc((size_t)m->n + 1, sizeof(*tabs))))
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	for (int k = 0; k < m->n; k++)
 		tabs[k] = clp_stage_table(clp_exec_stage(e, k, NULL));
-	scratch_sizes(tabs, m->n, n);
+	if (m->soap)
+		soap_scratch_sizes(tabs, m->n, n);
+	else
+		scratch_sizes(tabs, m->n, n);
 	free(tabs);
 	for (int i = 0; i < 9; i++)
-		CLP_TRY(clp_cl_buffer(ctx, n[i] * sizeof(float), names[i], &m->mem[i]));
+		CLP_TRY(clp_cl_buffer(ctx, n[i] * sizeof(float), m->soap ? "soap work" : names[i],
+				      &m->mem[i]));
+	if (m->soap) {
+		clp_buf *b[9] = {&m->sw.x, &m->sw.a, &m->sw.b, &m->sw.r[0], &m->sw.r[1],
+				 &m->sw.r[2], &m->sw.est, &m->sw.perm, &m->sw.qr};
+
+		for (int i = 0; i < 9; i++)
+			*b[i] = clp_buf_at(m->mem[i], 0);
+		return CLP_OK;
+	}
 	m->w.x = clp_buf_at(m->mem[0], 0), m->w.u = clp_buf_at(m->mem[1], 0);
 	for (int i = 0; i < 6; i++)
 		m->w.r[i] = clp_buf_at(m->mem[2 + i], 0);
@@ -663,4 +765,64 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o)
 		return s;
 	}
 	return clp_exec_set_optim(e, &exec_shampoo_optim, m);
+}
+
+double clp_exec_soap_layer_work(const clp_model_config *m, size_t tokens, int frequency)
+{
+	clp_param_table t;
+	double work = 0, w = 0;
+
+	if (!tokens || m->n_layer < 1 || frequency < 1 ||
+	    clp_param_table_build(m, 1, 1, &t) != CLP_OK)
+		return 0;
+	for (int i = 0; i < t.ntensors; i++) {
+		const clp_tensor_desc *d = &t.tensors[i];
+
+		if (d->ndim == 2)
+			w += (double)d->shape[0] * (double)d->shape[1];
+		if (!clp_exec_muon_takes(d))
+			continue;
+		work += clp_soap_step_flops(d->shape[0], d->shape[1]);
+		work += (clp_soap_refresh_flops(d->shape[0]) + clp_soap_refresh_flops(d->shape[1])) /
+			frequency;
+	}
+	clp_param_table_free(&t);
+	return w > 0 ? work / (6 * w * (double)tokens) : 0;
+}
+
+clp_status clp_exec_soap(clp_exec *e, const clp_exec_soap_opts *o)
+{
+	sst *m;
+	clp_status s;
+
+	if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f) || !(o->beta2 >= 0.0f && o->beta2 < 1.0f) ||
+	    !(o->shampoo_beta >= 0.0f && o->shampoo_beta < 1.0f) || !(o->eps > 0.0f) ||
+	    o->frequency < 1 || o->init_iters < 0)
+		return clp_error(CLP_ERR_INVALID, "soap: beta1 %g, beta2 %g and shampoo_beta %g must "
+				 "be in [0, 1), eps %g > 0, frequency %d >= 1, init_iters %d >= 0",
+				 o->beta1, o->beta2, o->shampoo_beta, o->eps, o->frequency,
+				 o->init_iters);
+	if (!(m = calloc(1, sizeof(*m))))
+		return clp_error(CLP_ERR_NOMEM, "out of host memory");
+	m->soap = 1;
+	m->so = *o;
+	m->nset = NSET;
+	m->K = 1;
+	s = CLP_OK;
+	for (int r = 0; r < clp_exec_sched(e)->nranks && s == CLP_OK; r++)
+		for (int i = 0; i < clp_exec_sched(e)->ranks[r].nops; i++)
+			if (clp_op_is_kfac(clp_exec_sched(e)->ranks[r].ops[i].kind)) {
+				s = clp_error(CLP_ERR_UNSUPPORTED, "soap: the schedule's rank %d op "
+					      "%d is a PipeFisher item; SOAP's stale eigenbases in "
+					      "the bubbles are not built yet (pipeline.pipefisher = "
+					      "false)", r, i);
+				break;
+			}
+	if (s == CLP_OK)
+		s = shampoo_alloc(e, m);
+	if (s != CLP_OK) {
+		shampoo_free(e, m);
+		return s;
+	}
+	return clp_exec_set_optim(e, &exec_soap_optim, m);
 }

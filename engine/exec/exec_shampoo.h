@@ -12,6 +12,7 @@
 
 #include "cl/nn.h"
 #include "cl/shampoo.h"
+#include "cl/soap.h"
 #include "engine/exec/exec.h"
 
 /* What Shampoo is made with (fixed for the run). */
@@ -78,5 +79,38 @@ int64_t clp_exec_shampoo_device_bytes(const clp_exec *e);
 
 /* Shampoo instead of AdamW. Before the first step. */
 clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o);
+
+/* SOAP (optim.name = "soap", cl/soap.h): the same matrices and the same hooks as Shampoo (this
+ * file's second kind), its state buffer per matrix L, R, QL, QR in Shampoo's layout (L_inv,
+ * R_inv's places hold the eigenbases), Adam's m in the stage's AdamW first moment and v (in the
+ * rotated space) in its second; checkpoint tensors soap.<tensor>.{L,R,QL,QR}. The eigenbases
+ * are refreshed in the optimizer step of every `frequency`-th step (clp_soap_hp.refresh, the
+ * package's s % precondition_frequency == 0); stale bases (PipeFisher) are not built yet. */
+typedef struct clp_exec_soap_opts {
+	float beta1, beta2;  /* Adam's (0.95, 0.95) */
+	float shampoo_beta;  /* the statistics' moving average */
+	float eps;           /* 1e-8 */
+	int frequency;       /* eigenbases refreshed when s = t - 1 is a multiple (10) */
+	int init_iters;      /* refresh rounds from Q = I for the first bases */
+	int correct_bias;
+} clp_exec_soap_opts;
+
+/* One SOAP step's settings: AdamW's for the other tensors (its step count is SOAP's t), the
+ * SOAP matrices' rate and decoupled weight decay. */
+typedef struct clp_exec_soap_step {
+	clp_nn_adamw_hp adamw;
+	float lr, weight_decay;
+} clp_exec_soap_step;
+
+/* SOAP's work per layer, as clp_exec_shampoo_layer_work's multiple: each matrix's
+ * clp_soap_step_flops every step and both sides' clp_soap_refresh_flops every frequency-th. */
+double clp_exec_soap_layer_work(const clp_model_config *m, size_t tokens, int frequency);
+/* Device bytes clp_exec_soap allocates on a rank whose local stages hold tabs[0..n-1]:
+ * 8 (rows^2 + cols^2) a SOAP matrix (L, R, QL, QR) and one clp_soap_work for the largest. */
+int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int n);
+/* What the buffers of e's installed SOAP hold; 0 when e's optimizer is not SOAP. */
+int64_t clp_exec_soap_device_bytes(const clp_exec *e);
+/* SOAP instead of AdamW. Before the first step. */
+clp_status clp_exec_soap(clp_exec *e, const clp_exec_soap_opts *o);
 
 #endif

@@ -89,6 +89,46 @@ static double shampoo_layer_work(const clp_train_config *c, const clp_model_conf
 					   (int)c->shampoo.interval);
 }
 
+/* SOAP: AdamW's settings for the other tensors, its matrices' rate soap.lr / optim.lr times the
+ * scheduled rate; soap.weight_decay < 0 is optim.weight_decay (one decay for the run, as Shampoo
+ * and Muon, so that a comparison with AdamW changes the optimizer only). */
+static void soap_step(const clp_train_config *c, double lr, long t, clp_optim_step *out)
+{
+	clp_nn_adamw_hp a;
+
+	adamw_step(c, lr, t, out);
+	a = out->adamw;
+	out->soap = (clp_exec_soap_step){
+		.adamw = a,
+		.lr = (float)(c->soap.lr > 0 && c->optim.lr > 0 ? lr * (c->soap.lr / c->optim.lr)
+								   : lr),
+		.weight_decay = (float)(c->soap.weight_decay >= 0 ? c->soap.weight_decay
+								  : c->optim.weight_decay),
+	};
+}
+
+static clp_status soap_open(clp_session *s)
+{
+	const clp_exec_soap_opts o = {
+		.beta1 = (float)s->cfg.soap.beta1,
+		.beta2 = (float)s->cfg.soap.beta2,
+		.shampoo_beta = (float)(s->cfg.soap.shampoo_beta >= 0 ? s->cfg.soap.shampoo_beta
+								       : s->cfg.soap.beta2),
+		.eps = (float)s->cfg.soap.eps,
+		.frequency = (int)s->cfg.soap.frequency,
+		.init_iters = (int)s->cfg.soap.init_iters,
+		.correct_bias = s->cfg.soap.correct_bias,
+	};
+
+	return clp_exec_soap(s->ex, &o);
+}
+
+static double soap_layer_work(const clp_train_config *c, const clp_model_config *m,
+			      size_t tokens)
+{
+	return clp_exec_soap_layer_work(m, tokens, (int)c->soap.frequency);
+}
+
 #define ALL_PRECISIONS (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16)
 
 static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
@@ -137,6 +177,19 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		.own_bytes = clp_exec_shampoo_bytes,
 		.skippipe = 1,
 		.pipefisher = 1, /* the root refreshes (stale roots; docs/OPTIMIZERS.md) */
+		.precisions = ALL_PRECISIONS,
+	},
+	[CLP_OPTIM_SOAP] = {
+		.kind = CLP_OPTIM_SOAP,
+		.label = "SOAP",
+		.open = soap_open,
+		.step = soap_step,
+		.layer_work = soap_layer_work,
+		.state_bytes = 8, /* Adam's m in AdamW's m, v (rotated) in AdamW's v */
+		/* L, R, QL, QR, 8 (rows^2 + cols^2) bytes a matrix, and its scratch */
+		.own_bytes = clp_exec_soap_bytes,
+		.skippipe = 1,
+		.pipefisher = 0, /* stale eigenbases in the bubbles: not built yet */
 		.precisions = ALL_PRECISIONS,
 	},
 };

@@ -18,6 +18,7 @@ typedef union clp_optim_step {
 	clp_nn_adamw_hp adamw; /* AdamW, and K-FAC's base optimizer */
 	clp_exec_muon_step muon; /* Muon: its matrices' rate, AdamW's settings for the rest */
 	clp_exec_shampoo_step shampoo; /* Shampoo: the same */
+	clp_exec_soap_step soap; /* SOAP: the same and its matrices' weight decay */
 } clp_optim_step;
 
 typedef struct clp_optim_info {

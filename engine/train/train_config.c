@@ -166,7 +166,7 @@ static const clp_cfg_field fields[] = {
 	  "PipeFisher: run this saved K-step cycle (JSON) instead of running the pass", 0, 0,
 	  NULL),
 	F(optim.name, "optim.name", CLP_CFG_STRING, "\"adamw\"", "optimizer", 0, 0,
-	  "adamw|kfac|muon|shampoo"),
+	  "adamw|kfac|muon|shampoo|soap"),
 	F(optim.lr, "optim.lr", CLP_CFG_FLOAT, "1e-3", "peak learning rate", 0, 10, NULL),
 	F(optim.min_lr, "optim.min_lr", CLP_CFG_FLOAT, "1e-4", "end of the cosine decay", 0, 10,
 	  NULL),
@@ -233,6 +233,27 @@ static const clp_cfg_field fields[] = {
 	  "Shampoo: PipeFisher's stale roots (what pipeline.pipefisher computes) serially: roots "
 	  "of the statistics after the first step of each shampoo.interval-step cycle, active "
 	  "from the next cycle", 0, 0, NULL),
+	F(soap.lr, "soap.lr", CLP_CFG_FLOAT, "1e-2",
+	  "SOAP: peak learning rate of the layers' weight matrices, same schedule (0: optim.lr)",
+	  0, 100, NULL),
+	F(soap.beta1, "soap.beta1", CLP_CFG_FLOAT, "0.95", "SOAP: Adam's beta1 in the eigenbasis",
+	  0, 0.999999, NULL),
+	F(soap.beta2, "soap.beta2", CLP_CFG_FLOAT, "0.95", "SOAP: Adam's beta2 in the eigenbasis",
+	  0, 0.999999, NULL),
+	F(soap.shampoo_beta, "soap.shampoo_beta", CLP_CFG_FLOAT, "-1",
+	  "SOAP: the statistics' moving average L = b L + (1 - b) G G^T (-1: soap.beta2)", -1,
+	  0.999999, NULL),
+	F(soap.eps, "soap.eps", CLP_CFG_FLOAT, "1e-8", "SOAP: Adam's epsilon", 1e-30, 1, NULL),
+	F(soap.weight_decay, "soap.weight_decay", CLP_CFG_FLOAT, "-1",
+	  "SOAP: decoupled weight decay of its matrices (-1: optim.weight_decay)", -1, 10, NULL),
+	F(soap.frequency, "soap.frequency", CLP_CFG_INT, "10",
+	  "SOAP: eigenbases refreshed every frequency-th step (precondition_frequency)", 1,
+	  1 << 20, NULL),
+	F(soap.init_iters, "soap.init_iters", CLP_CFG_INT, "3",
+	  "SOAP: refresh rounds from Q = I for the first eigenbases (the package: eigh)", 1, 100,
+	  NULL),
+	F(soap.correct_bias, "soap.correct_bias", CLP_CFG_BOOL, "true",
+	  "SOAP: Adam's bias correction of the step size", 0, 0, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),
@@ -290,6 +311,7 @@ static const char *const optim_names[CLP_OPTIM_NKINDS] = {
 	[CLP_OPTIM_KFAC] = "kfac",
 	[CLP_OPTIM_MUON] = "muon",
 	[CLP_OPTIM_SHAMPOO] = "shampoo",
+	[CLP_OPTIM_SOAP] = "soap",
 };
 
 clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
@@ -300,6 +322,6 @@ clp_status clp_train_optim_kind(const clp_train_config *c, clp_optim_kind *out)
 			return CLP_OK;
 		}
 	return clp_error(CLP_ERR_INVALID, "optim.name = \"%s\" is not an optimizer "
-			 "(adamw|kfac|muon|shampoo)",
+			 "(adamw|kfac|muon|shampoo|soap)",
 			 c->optim.name);
 }

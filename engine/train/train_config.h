@@ -71,7 +71,7 @@ typedef struct clp_train_config {
 		char pipefisher_schedule[1024]; /* a saved K-step cycle to run ("": the pass's) */
 	} pipeline;
 	struct {
-		char name[16];       /* adamw | kfac | muon | shampoo (clp_train_optim_kind) */
+		char name[16];       /* adamw | kfac | muon | shampoo | soap (clp_train_optim_kind) */
 		double lr, min_lr;
 		long warmup;
 		double beta1, beta2, eps, weight_decay, grad_clip;
@@ -112,6 +112,16 @@ typedef struct clp_train_config {
 		double beta2;        /* statistics as moving averages (< 1; 1: sums, the package's) */
 		int stale;           /* PipeFisher's stale roots on one device (docs/OPTIMIZERS.md) */
 	} shampoo;
+	struct {                     /* optim.name = "soap" (docs/OPTIMIZERS.md, "SOAP") */
+		double lr;           /* peak learning rate of the SOAP matrices (0: optim.lr) */
+		double beta1, beta2; /* Adam's in the eigenbasis */
+		double shampoo_beta; /* the statistics' moving average (< 0: beta2) */
+		double eps;
+		double weight_decay; /* decoupled (< 0: optim.weight_decay) */
+		long frequency;      /* eigenbases refreshed every frequency-th step */
+		long init_iters;     /* refresh rounds from Q = I for the first bases */
+		int correct_bias;
+	} soap;
 	struct {
 		long every, batches;
 		double target_ratio; /* stop early when val loss <= ratio x unigram baseline (0: never) */
@@ -146,6 +156,7 @@ typedef enum clp_optim_kind {
 	CLP_OPTIM_KFAC,
 	CLP_OPTIM_MUON,
 	CLP_OPTIM_SHAMPOO,
+	CLP_OPTIM_SOAP,
 	CLP_OPTIM_NKINDS
 } clp_optim_kind;
 /* The kind of c->optim.name; CLP_ERR_INVALID naming the value and the kinds otherwise. */

@@ -234,6 +234,11 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 			c->shampoo.interval = 3;
 		}
 	}
+	if (!strncmp(mode, "soap", 4)) { /* soap, soapresume, soapclose */
+		snprintf(c->optim.name, sizeof(c->optim.name), "soap");
+		c->soap.frequency = 2; /* refreshes at steps 3 and 5; step 1 only sets the bases */
+		c->soap.lr = 3e-3;
+	}
 	if (!strcmp(mode, "dropout"))
 		c->model.dropout = 0.1;
 	if (!strcmp(mode, "loradropout")) {
@@ -290,6 +295,28 @@ static void check_refused(const char *from, int delay)
 	st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull);
 	CHECK(st == CLP_ERR_INVALID && strstr(clp_last_error(), "muon.delay = "),
 	      "resuming ck-%s with muon.delay = %d: status %d, %s", from, delay, (int)st,
+	      clp_last_error());
+	clp_session_close(s);
+	clp_error_clear();
+	fclose(devnull);
+}
+
+/* A SOAP checkpoint resumed as Shampoo, or a Shampoo one as SOAP: refused naming optim.name. */
+static void check_other_kind(const char *from, const char *name)
+{
+	clp_train_config c;
+	clp_session *s = NULL;
+	FILE *devnull = fopen("/dev/null", "w");
+	clp_status st;
+
+	config(&c, "refused", 0);
+	snprintf(c.optim.name, sizeof(c.optim.name), "%s", name);
+	snprintf(c.ckpt.dir, sizeof(c.ckpt.dir), "%s/ck-%s", dir, from);
+	c.ckpt.resume = 1;
+	st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull);
+	fprintf(stderr, "ck-%s as %s: %s\n", from, name, clp_last_error());
+	CHECK(st != CLP_OK && strstr(clp_last_error(), "optim.name"),
+	      "resuming ck-%s as optim.name = %s: status %d, %s", from, name, (int)st,
 	      clp_last_error());
 	clp_session_close(s);
 	clp_error_clear();
@@ -388,7 +415,7 @@ static void compare(const char *a, const char *b, double tol, double tensor_tol)
 	CHECK(na == nsteps && nb == nsteps, "%d losses each (%d, %d)", nsteps, na, nb);
 	/* Shampoo's stale roots: the run trains (a diverged run skips its steps and would
 	 * compare equal vacuously) */
-	if (spf_mode() && nb == nsteps)
+	if ((spf_mode() || !strncmp(mode, "soap", 4)) && nb == nsteps)
 		CHECK(lb[nb - 1] < lb[0] - 0.2, "%s: loss %.5g at step %d after %.5g at step 1: "
 		      "not training", b, lb[nb - 1], nb, lb[0]);
 	for (int i = 0; i < na && i < nb; i++)
@@ -421,7 +448,8 @@ static void test_equivalence(void)
 		return;
 	}
 	if (!strcmp(mode, "resume") || !strcmp(mode, "muonresume") ||
-	    !strcmp(mode, "muondelayresume") || !strcmp(mode, "shampooresume")) {
+	    !strcmp(mode, "muondelayresume") || !strcmp(mode, "shampooresume") ||
+	    !strcmp(mode, "soapresume")) {
 		run("pipe", 1, 3, NULL); /* checkpoints at steps 3 and 5; step 5's is removed */
 		if (clp_comm_rank(world) == 0) {
 			char cmd[700];
@@ -431,6 +459,10 @@ static void test_equivalence(void)
 			run("single", 0, 0, NULL);
 			run("resumed", 0, 0, "pipe");
 			compare_resumed("resumed", "single");
+			if (!strcmp(mode, "soapresume"))
+				check_other_kind("pipe", "shampoo");
+			if (!strcmp(mode, "shampooresume"))
+				check_other_kind("pipe", "soap");
 			if (!strcmp(mode, "muondelayresume")) { /* muon.delay toggled: refused */
 				check_refused("pipe", 0);
 				delay_set = 0;
@@ -520,7 +552,7 @@ static void test_equivalence(void)
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "spfph") || !strcmp(mode, "spfwhole") ||
-					     !strcmp(mode, "pfrecompute")
+					     !strcmp(mode, "pfrecompute") || !strcmp(mode, "soap")
 				     ? 0
 				     : 1e-4;
 
@@ -536,7 +568,9 @@ static void test_equivalence(void)
 		 * roots 1e-4..1e-3 apart (measured worst 2.6e-3, the momentum buffers; parameters
 		 * 1.5e-4) */
 		compare("pipe", "single", tol,
-			!strcmp(mode, "shampooclose") || !strcmp(mode, "spfclose") ? 1e-2
+			!strcmp(mode, "shampooclose") || !strcmp(mode, "spfclose") ||
+					!strcmp(mode, "soapclose")
+				? 1e-2
 			: tol > 0 && strcmp(precision, "fp32") ? 0.1
 							       : tol);
 	}

@@ -99,6 +99,22 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 	}
 	by_shapes(tabs, k, &want_s, &want_m);
 
+	/* SOAP: Shampoo's layout (L, R, QL, QR) and clp_soap_work for the largest matrix */
+	{
+		const clp_exec_soap_opts sp = {.beta1 = 0.95f, .beta2 = 0.95f, .shampoo_beta = 0.95f,
+					       .eps = 1e-8f, .frequency = 10, .init_iters = 3,
+					       .correct_bias = 1};
+
+		CHECK_OK(clp_exec_soap(e, &sp));
+		CHECK(clp_exec_soap_device_bytes(e) == clp_exec_soap_bytes(tabs, k) &&
+			      clp_optim_info_of(CLP_OPTIM_SOAP)->own_bytes(tabs, k) ==
+				      clp_exec_soap_bytes(tabs, k) &&
+			      clp_exec_shampoo_device_bytes(e) == 0,
+		      "%s: SOAP's buffers hold %lld bytes, the model says %lld", at,
+		      (long long)clp_exec_soap_device_bytes(e),
+		      (long long)clp_exec_soap_bytes(tabs, k));
+	}
+
 	CHECK_OK(clp_exec_shampoo(e, &so));
 	real_s = clp_exec_shampoo_device_bytes(e);
 	CHECK(real_s == want_s && clp_exec_shampoo_bytes(tabs, k) == want_s,

@@ -185,5 +185,68 @@ static void test_shampoo_entry(void)
 	CHECK(clp_exec_shampoo_layer_work(&mc, 1024, 25, 0) == 0, "interval 0 is refused");
 }
 
+/* SOAP: as Shampoo but no PipeFisher yet (stale eigenbases not built), its rate soap.lr /
+ * optim.lr times the scheduled one, soap.weight_decay -1 (the default) optim.weight_decay, its
+ * work per layer counting the refreshes once per soap.frequency; a wrong soap.* value is refused
+ * with a message naming the key */
+static void test_soap_entry(void)
+{
+	const clp_optim_info *m = clp_optim_info_of(CLP_OPTIM_SOAP);
+	clp_train_config c;
+	clp_model_config mc;
+	clp_optim_step st;
+	clp_optim_kind k = CLP_OPTIM_ADAMW;
+	double w1, w10;
+
+	CHECK_OK(clp_cfg_defaults(&clp_train_schema, &c));
+	if (!m) {
+		CHECK(0, "the SOAP entry exists");
+		return;
+	}
+	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe && m->own_bytes &&
+	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
+	      m->state_bytes == 8 && !strcmp(m->label, "SOAP"), "SOAP: installed at opening, "
+	      "every precision, SkipPipe, no PipeFisher");
+	CHECK(c.soap.lr == 1e-2 && c.soap.beta1 == 0.95 && c.soap.beta2 == 0.95 &&
+	      c.soap.shampoo_beta == -1 && c.soap.eps == 1e-8 && c.soap.frequency == 10 &&
+	      c.soap.correct_bias && c.soap.weight_decay == -1, "SOAP's defaults");
+	c.optim.lr = 1e-3;
+	c.optim.weight_decay = 0.1;
+	m->step(&c, 5e-4, 3, &st);
+	CHECK(st.soap.lr == (float)(5e-4 * 10) && st.soap.adamw.lr == 5e-4f &&
+	      st.soap.adamw.step == 3 && st.soap.weight_decay == 0.1f,
+	      "SOAP's rate follows the schedule: %g, decay %g", st.soap.lr, st.soap.weight_decay);
+	c.soap.weight_decay = 0.01;
+	m->step(&c, 5e-4, 3, &st);
+	CHECK(st.soap.weight_decay == 0.01f && st.soap.adamw.weight_decay == 0.1f,
+	      "soap.weight_decay is its matrices' only");
+	snprintf(c.optim.name, sizeof(c.optim.name), "soap");
+	CHECK_OK(clp_train_optim_kind(&c, &k));
+	CHECK(k == CLP_OPTIM_SOAP, "\"soap\" is CLP_OPTIM_SOAP (got %d)", (int)k);
+	mc = (clp_model_config){.preset = CLP_PRESET_GPT2, .n_layer = 2, .d_model = 64,
+				.n_head = 4, .vocab = 256, .ctx = 64};
+	CHECK_OK(clp_model_config_resolve(&mc));
+	w1 = clp_exec_soap_layer_work(&mc, 1024, 1);
+	w10 = clp_exec_soap_layer_work(&mc, 1024, 10);
+	CHECK(w1 > w10 && w10 > 0 && m->layer_work, "the refreshes' work shrinks with the "
+	      "frequency: %g, %g", w1, w10);
+	CHECK(clp_exec_soap_layer_work(&mc, 1024, 0) == 0, "frequency 0 is refused");
+	{
+		static const char *const bad[][2] = {{"soap.beta1", "1.5"}, {"soap.frequency", "0"},
+						     {"soap.eps", "0"}, {"soap.lr", "-1"}};
+
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			clp_status e = clp_cfg_set(&clp_train_schema, &c, bad[i][0], bad[i][1],
+						   "the test");
+
+			CHECK(e != CLP_OK && strstr(clp_last_error(), bad[i][0]),
+			      "%s = %s refused naming the key: %s", bad[i][0], bad[i][1],
+			      clp_last_error());
+			clp_error_clear();
+		}
+	}
+}
+
 TH_MAIN(TH_TEST(test_choices_are_the_kinds), TH_TEST(test_entries_complete),
-	TH_TEST(test_what_each_provides), TH_TEST(test_muon_entry), TH_TEST(test_shampoo_entry))
+	TH_TEST(test_what_each_provides), TH_TEST(test_muon_entry), TH_TEST(test_shampoo_entry),
+	TH_TEST(test_soap_entry))
