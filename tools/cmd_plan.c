@@ -265,6 +265,10 @@ static void print_plan(const char *title, const clp_plan *p, const clp_cluster *
 	       p->pipefisher ? p->pf_split ? ", PipeFisher (split)" : ", PipeFisher" : "",
 	       p->step_s * 1e3, 100 * p->bubble,
 	       p->over_memory ? "  OVER MEMORY" : "");
+	if (p->pipefisher) /* the steady step ranks; a run pays the cold cycle once */
+		printf("       step: steady state (two cycles less one, what the plan ranks by); "
+		       "first cycle from idle ranks %.6g ms%s\n", p->first_step_s * 1e3,
+		       p->pf_phases ? "; Shampoo's roots in phases" : "");
 	printf("       layers per stage [");
 	for (int s = 0; s < p->nstages; s++)
 		printf("%s%d", s ? ", " : "", p->layers[s]);
@@ -310,7 +314,8 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
 	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	/* Shampoo's and the delayed Muon's costs are not measured at start-up */
+	/* Shampoo's costs are not measured at start-up; the delayed Muon's are, but train then
+	 * runs the pass on the table the plan scored */
 	if ((m->shampoo || m->muon_delay) && p->pipefisher > 0) {
 		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
 			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "
@@ -347,6 +352,8 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 			 m->shampoo ? "iters" : "ns-steps",
 			 m->shampoo ? m->shampoo_iters : m->muon_ns_steps, m->cfg.d_model, m->batch,
 			 m->seq);
+	if (p->pipefisher > 0 && m->shampoo && p->pf_phases) /* the roots in phases */
+		strcat(pf, " --kfac-split-bits 4");
 	snprintf(lay, sizeof(lay), "%s.layout.json", a->out);
 	st = write_files(a, p, naive, c, blocks, m, cfg, derived, lay, &s, &costs, &l);
 	if (st == CLP_OK)

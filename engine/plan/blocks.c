@@ -174,7 +174,8 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 		return CLP_OK;
 	st = clp_pf_work_costs(*out, m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_MUON_DELAY,
 			       m->cfg.d_model, m->cfg.d_ff, (double)(m->batch * m->seq),
-			       m->shampoo_iters, m->muon_ns_steps, 0);
+			       m->shampoo_iters, m->muon_ns_steps,
+			       m->shampoo && p->pf_phases ? m->shampoo_iters : 0);
 	if (st != CLP_OK) {
 		clp_costs_free(*out);
 		*out = NULL;

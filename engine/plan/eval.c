@@ -22,6 +22,7 @@ void clp_plan_opts_default(clp_plan_opts *o)
 	o->mem_reserve = 0.1;
 	o->refine_top = 4;
 	o->refine_evals = 120;
+	o->phases_top = 2;
 	o->drop_slow = 1;
 }
 
@@ -304,10 +305,9 @@ clp_status clp_plan_layout(const clp_plan *p, const clp_cluster *c, const clp_sc
 /* PipeFisher on the base schedule: the scenario's cycle replaces it; kept data (the model's,
  * clp_scenario_kfac_keep) capped by the room the base leaves on the tightest device. */
 static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
-				  const clp_sim_result *base)
+				  const clp_sim_result *base, clp_pf_report *rep)
 {
 	clp_scenario_pf pf;
-	clp_pf_report rep;
 	int64_t room = -1;
 
 	for (int r = 0; r < base->nranks; r++) {
@@ -320,16 +320,22 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	pf.model = &x->m->cfg;
 	pf.tokens = x->m->batch * x->m->seq;
 	pf.mem_cap = room;
-	/* what clpipe train runs; for Shampoo whole roots, an upper bound: train cuts long roots
-	 * into phases (pipeline.pipefisher_phases), which on every candidate here would make the
-	 * plan 60 x slower (plan.cli_shampoo_pipefisher: 5.5 s -> 326 s) */
+	/* what clpipe train runs. Shampoo: with pf_phases a root longer than its rank's shortest
+	 * bubble in phases, one per coupled Newton iteration (pipeline.pipefisher_phases, the
+	 * default, session_pf.c); the search scores its candidates with whole roots (an upper
+	 * bound: phases on every candidate made plan.cli_shampoo_pipefisher 60 x slower, 5.5 s ->
+	 * 326 s) and its best few again with phases (search.c, clp_plan_opts.phases_top) */
 	pf.split = p->pf_split && !x->m->shampoo && !x->m->muon_delay ? CLP_PF_SPLIT_RUN : 0;
+	if (x->m->shampoo && p->pf_phases)
+		pf.split = CLP_PF_SPLIT_PHASES;
 	/* the delayed Muon: each matrix's Newton-Schulz whole, K = 1 (session_pf.c's pass) */
 	pf.work = x->m->shampoo      ? CLP_PF_WORK_SHAMPOO
 		  : x->m->muon_delay ? CLP_PF_WORK_MUON_DELAY
 				     : CLP_PF_WORK_KFAC;
-	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
-	p->kfac_K = rep.K;
+	/* the steady state too: the plan ranks by it (first_step_s is the cold cycle) */
+	pf.steady = 1;
+	CLP_TRY(clp_scenario_pipefisher(sc, &pf, rep));
+	p->kfac_K = rep->K;
 	return CLP_OK;
 }
 
@@ -339,6 +345,7 @@ static clp_status eval_steps(plan_ctx *x, clp_plan *p, clp_scenario *sc, clp_sim
 			     clp_sim_result *base)
 {
 	clp_sim_opts so;
+	clp_pf_report rep = {0};
 	clp_status st;
 
 	CLP_TRY(plan_sched(p, x->m, &sc->sched));
@@ -351,12 +358,18 @@ static clp_status eval_steps(plan_ctx *x, clp_plan *p, clp_scenario *sc, clp_sim
 		st = clp_scenario_sim(sc, &so, base);
 		x->evals++;
 		CLP_TRY(st);
-		CLP_TRY(with_pipefisher(x, p, sc, base));
+		CLP_TRY(with_pipefisher(x, p, sc, base, &rep));
 	}
 	st = clp_scenario_sim(sc, &so, r);
 	x->evals++;
 	CLP_TRY(st);
-	p->step_s = r->step_s;
+	p->step_s = p->first_step_s = r->step_s;
+	p->base_step_s = p->base_steady_step_s = 0;
+	if (p->pipefisher) {
+		p->step_s = rep.steady_step_s;
+		p->base_step_s = rep.base_step_s;
+		p->base_steady_step_s = rep.steady_base_step_s;
+	}
 	p->bubble = r->bubble;
 	p->util = r->util_mean;
 	p->over_memory = 0;

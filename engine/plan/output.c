@@ -20,7 +20,26 @@ static json_t *ints(const int *v, int n)
 	return a;
 }
 
+static json_t *summary_base(const clp_plan *p);
+
 static json_t *summary(const clp_plan *p)
+{
+	json_t *o = summary_base(p);
+
+	/* what step_s is: the steady state's (the ranking's); with PipeFisher the cold first
+	 * cycle and the base's beside it */
+	json_object_set_new(o, "step_ranked_by", json_string(p->pipefisher ? "steady state: two "
+							     "cycles less one" : "one step"));
+	if (p->pipefisher) {
+		json_object_set_new(o, "first_cycle_step_s", json_real(p->first_step_s));
+		json_object_set_new(o, "base_step_s", json_real(p->base_step_s));
+		json_object_set_new(o, "base_steady_step_s", json_real(p->base_steady_step_s));
+		json_object_set_new(o, "pipefisher_phases", json_boolean(p->pf_phases));
+	}
+	return o;
+}
+
+static json_t *summary_base(const clp_plan *p)
 {
 	return json_pack("{s:s, s:i, s:i, s:i, s:i, s:b, s:b, s:b, s:i, s:o, s:f, s:f, s:f, s:b, "
 			 "s:s}",

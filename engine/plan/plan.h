@@ -128,6 +128,9 @@ typedef struct clp_plan_opts {
 	double mem_reserve;   /* fraction of each device's memory left free (default 0.1) */
 	int refine_top;       /* candidates refined on the simulator (default 4) */
 	int refine_evals;     /* simulations per refined candidate at most (default 120) */
+	int phases_top;       /* Shampoo with PipeFisher: the best this many PipeFisher
+			       * candidates (scored with whole roots) scored again with the roots
+			       * in phases, as clpipe train runs them (default 2; 0: whole) */
 	int drop_slow;        /* also try without the slowest device kinds (default 1) */
 	int verbose;          /* one line per candidate to stderr */
 } clp_plan_opts;
@@ -146,8 +149,18 @@ typedef struct clp_plan {
 	int *layers;         /* [nstages] layers per global stage */
 	int nranks;          /* D x R */
 	int *device;         /* [nranks] cluster device of each rank (rank = replica * D + pos) */
-	/* scored by the simulator */
+	/* scored by the simulator. step_s, what the search ranks by: the steady state's step.
+	 * With PipeFisher that is two cycles back to back less one, per step (the report's
+	 * steady_step_s): work at a step's start (the delayed Muon's Newton-Schulz, a root
+	 * phase the pass put there) runs, in a run, in the previous step's tail, which one
+	 * cycle from idle ranks lacks; first_step_s is that cold cycle's step, the warm-up a run
+	 * pays once. Without PipeFisher both are the one step from idle ranks (the base lists
+	 * start with no work to hide: base_steady_step_s equals it, test_plan checks it). */
 	double step_s, bubble, util;
+	double first_step_s;        /* PipeFisher: the first cycle's step from idle ranks */
+	double base_step_s, base_steady_step_s; /* PipeFisher: its base schedule's, cold, steady */
+	int pf_phases;              /* PipeFisher with Shampoo: scored with its roots in phases
+				     * (CLP_PF_SPLIT_PHASES, what clpipe train runs) */
 	int64_t *peak_bytes;  /* [nranks] simulated peak */
 	int64_t *usable_bytes; /* [nranks] device memory less the reserve (0: unknown) */
 	int over_memory;      /* ranks whose peak exceeds their usable memory */

@@ -285,6 +285,40 @@ static clp_status refine(plan_ctx *x, clp_plan *p)
 	return st;
 }
 
+/* Shampoo: the best x->o.phases_top PipeFisher candidates of the sorted list (scored with
+ * whole roots) scored again with the roots in phases, as clpipe train runs them, each kept
+ * where it fits and is not slower (the phases pack what whole roots cannot; where they would be
+ * slower, train would still run them, but the whole-root figure stands as the bound the search
+ * used); the list sorted again. */
+static clp_status rescore_phases(plan_ctx *x, cands *all)
+{
+	clp_plan t = {0};
+	clp_status st = CLP_OK;
+
+	for (int i = 0, n = 0; st == CLP_OK && i < all->n && n < x->o.phases_top; i++) {
+		if (!all->v[i].pipefisher || all->v[i].pf_phases || !fits(&all->v[i]))
+			continue;
+		n++;
+		st = clp_plan_copy(&t, &all->v[i]);
+		if (st != CLP_OK)
+			break;
+		t.pf_phases = 1;
+		st = plan_eval(x, &t);
+		if (st == CLP_ERR_INVALID) { /* the phases need too many steps: train places them
+					      * whole, as scored */
+			clp_error_clear();
+			st = CLP_OK;
+			continue;
+		}
+		if (st == CLP_OK && fits(&t) && t.step_s <= all->v[i].step_s)
+			st = clp_plan_copy(&all->v[i], &t);
+	}
+	clp_plan_clear(&t);
+	if (st == CLP_OK)
+		qsort(all->v, (size_t)all->n, sizeof(all->v[0]), by_step);
+	return st;
+}
+
 /* Device subsets: all devices, then without the slowest kinds, one speed class at a time. */
 static int subset(const plan_ctx *x, int drop, int *sub)
 {
@@ -420,8 +454,11 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 			st = refine(&x, &all.v[i]);
 			nref++;
 		}
-		if (st == CLP_OK) {
+		if (st == CLP_OK)
 			qsort(all.v, (size_t)all.n, sizeof(all.v[0]), by_step);
+		if (st == CLP_OK && m->shampoo)
+			st = rescore_phases(&x, &all);
+		if (st == CLP_OK) {
 			st = clp_plan_copy(best, &all.v[0]);
 			best->evaluations = x.evals;
 		}

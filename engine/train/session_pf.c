@@ -78,6 +78,75 @@ free_ids:
 	return r;
 }
 
+/* The delayed Muon's Newton-Schulz of local stage i's Muon matrices, every phase
+ * (clp_muon_ns_phase, as its PipeFisher items run them), on random directions of each
+ * matrix's shape in scratch buffers of their own: the least of PF_REPS after one untimed
+ * repetition, summed over the matrices (the cost table's kfac_inv_s; the pass shares it by
+ * the matrices' NS flops). */
+static clp_status measure_ns(clp_session *s, clp_stage *st, double *ns_s)
+{
+	const clp_param_table *t = clp_stage_table(st);
+	clp_cl_ctx *ctx = clp_stage_ctx(st);
+	int steps = (int)s->cfg.muon.ns_steps, nph = clp_muon_phases(steps);
+	size_t big = 1, sq = 1;
+	cl_mem mem[6] = {0};
+	float *h = NULL;
+	uint64_t x = 777;
+	clp_status r = CLP_OK;
+
+	*ns_s = 0;
+	for (int i = 0; i < t->ntensors; i++)
+		if (clp_exec_muon_takes(&t->tensors[i])) {
+			size_t a = (size_t)t->tensors[i].shape[0], b = (size_t)t->tensors[i].shape[1];
+			size_t m = a < b ? a : b;
+
+			big = a * b > big ? a * b : big;
+			sq = m * m > sq ? m * m : sq;
+		}
+	{
+		size_t n[6] = {big, big, sq, sq, 1, big};
+
+		for (int i = 0; r == CLP_OK && i < 6; i++)
+			r = clp_cl_buffer(ctx, n[i] * sizeof(float), "muon NS cost", &mem[i]);
+	}
+	if (r == CLP_OK && !(h = malloc(big * sizeof(float))))
+		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
+	for (int i = 0; r == CLP_OK && i < t->ntensors; i++) {
+		size_t a, b;
+		clp_muon_work w = {clp_buf_at(mem[0], 0), clp_buf_at(mem[1], 0),
+				   clp_buf_at(mem[2], 0), clp_buf_at(mem[3], 0),
+				   clp_buf_at(mem[4], 0)};
+		double best = 1e300;
+
+		if (!clp_exec_muon_takes(&t->tensors[i]))
+			continue;
+		a = (size_t)t->tensors[i].shape[0], b = (size_t)t->tensors[i].shape[1];
+		for (int rep = 0; r == CLP_OK && rep <= PF_REPS; rep++) {
+			double t0;
+
+			for (size_t j = 0; j < a * b; j++)
+				h[j] = (float)(lcg(&x) % 2001) / 1000.0f - 1.0f;
+			r = clp_cl_write(ctx, mem[5], 0, a * b * sizeof(float), h);
+			if (r == CLP_OK)
+				r = clp_cl_finish(ctx);
+			t0 = clp_now();
+			for (int p = 0; r == CLP_OK && p < nph; p++)
+				r = clp_muon_ns_phase(ctx, clp_buf_at(mem[5], 0), a, b, steps, p, &w);
+			if (r == CLP_OK)
+				r = clp_cl_finish(ctx);
+			if (r == CLP_OK && rep > 0 && clp_now() - t0 < best)
+				best = clp_now() - t0;
+		}
+		if (r == CLP_OK)
+			*ns_s += best;
+	}
+	free(h);
+	for (int i = 0; i < 6; i++)
+		if (mem[i])
+			clReleaseMemObject(mem[i]);
+	return r;
+}
+
 /* Whether rank r's list splits the backward of (stage, pipe) (zero bubble). */
 static int splits(const clp_sched *b, int r, int stage, int pipe)
 {
@@ -96,7 +165,7 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 		.precision = s->prec};
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
-	int ns = base->nstages, me = sess_rank(s);
+	int ns = base->nstages, me = sess_rank(s), muon = s->optim->kind == CLP_OPTIM_MUON;
 	double *sum = calloc((size_t)ns * (CLP_COST_NTIMES + 1) + 1, sizeof(double));
 	clp_status st;
 
@@ -105,7 +174,7 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 	sess_kfac_opts(s, &o);
 	o.interval = 1;
 	st = clp_exec_create(&ex, s->comm, s->ctx, base, &s->m, &eo);
-	if (st == CLP_OK)
+	if (st == CLP_OK && !muon) /* the delayed Muon: F, B, AdamW's step, and its NS below */
 		st = clp_exec_kfac(ex, &o, 1.0f);
 	if (st == CLP_OK)
 		st = clp_exec_init_params(ex, (uint64_t)s->cfg.train.seed);
@@ -132,6 +201,8 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 		if (stage < 0)
 			break;
 		st = measure_stage(s, ex, i, splits(base, me, stage, pipe), t);
+		if (st == CLP_OK && muon) /* its items: the NS; no factors, no per-step item */
+			st = measure_ns(s, clp_exec_stage(ex, i, NULL), &t[CLP_COST_KFAC_INV]);
 		for (int k = 0; st == CLP_OK && k < CLP_COST_NTIMES; k++)
 			sum[(size_t)stage * CLP_COST_NTIMES + (size_t)k] += t[k];
 		sum[(size_t)ns * CLP_COST_NTIMES + (size_t)stage] += 1;
@@ -166,11 +237,6 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 	clp_status st;
 
 	*out = NULL;
-	if (!file[0] && s->optim->kind == CLP_OPTIM_MUON)
-		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: the delayed Muon's costs are not "
-				 "measured at start-up: give pipeline.pipefisher_costs (kfac_inv_s: a "
-				 "stage's Newton-Schulz a step; e.g. clpipe sim --pipefisher --pf-optim "
-				 "muon-delay --write-costs) or pipeline.pipefisher_schedule");
 	if (!file[0] && s->optim->kind == CLP_OPTIM_SHAMPOO)
 		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: Shampoo's costs are not measured at "
 				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's root "

@@ -539,6 +539,60 @@ out:
 	clp_costs_free(b);
 }
 
+/* Shampoo with PipeFisher, the placement the planner picks for BERT-Large on two V100 and two
+ * P100 (ZB-H1, [3, 9, 8, 4]): scored with its roots in phases (what clpipe train runs,
+ * pipeline.pipefisher_phases) the step is shorter than with whole roots, whose 4096-wide roots
+ * (1.9 s on a P100) fit no bubble; and each plan's step is the steady state (two cycles less
+ * one), not above its first cycle from idle ranks, whose base has no warm-up (steady = cold:
+ * what makes it comparable with the plans without PipeFisher). */
+static void test_shampoo_phases_steady(void)
+{
+	clp_cluster *c = NULL;
+	clp_costs *b = profiles(PD "bert-large_time_memory_v100.csv",
+				PD "bert-large_time_memory_p100.csv", 8);
+	clp_plan_model m;
+	clp_plan_opts o;
+	clp_plan whole = {0}, ph = {0};
+	const int lay[4] = {3, 9, 8, 4}, dev[4] = {0, 1, 3, 2};
+
+	model(&m, 8, 8, "shampoo");
+	opts(&o);
+	CHECK_OK(clp_cluster_load(PD "mix_2fast2slow.json", &c));
+	CHECK_OK(clp_plan_init(&whole, CLP_SCHED_ZBH1, 4, 1, 1, 8));
+	if (!c || !b || !whole.layers)
+		goto out;
+	memcpy(whole.layers, lay, sizeof(lay));
+	memcpy(whole.device, dev, sizeof(dev));
+	whole.pipefisher = 1;
+	CHECK_OK(clp_plan_copy(&ph, &whole));
+	ph.pf_phases = 1;
+	CHECK_OK(clp_plan_evaluate(c, b, &m, &o, &whole));
+	CHECK_OK(clp_plan_evaluate(c, b, &m, &o, &ph));
+	printf("Shampoo, ZB-H1 [3, 9, 8, 4]: whole roots K %d, step %.6g ms (first cycle %.6g); "
+	       "phases K %d, %.6g ms (%.6g)\n", whole.kfac_K, 1e3 * whole.step_s,
+	       1e3 * whole.first_step_s, ph.kfac_K, 1e3 * ph.step_s, 1e3 * ph.first_step_s);
+	CHECK(ph.step_s > 0 && ph.step_s < 0.9 * whole.step_s,
+	      "the phases pack better: %g s against %g s whole", ph.step_s, whole.step_s);
+	CHECK(ph.kfac_K > whole.kfac_K, "the phases take a longer cycle (K %d against %d)",
+	      ph.kfac_K, whole.kfac_K);
+	for (int i = 0; i < 2; i++) {
+		const clp_plan *p = i ? &ph : &whole;
+
+		CHECK(p->step_s > 0 && p->step_s <= p->first_step_s * (1 + 1e-12),
+		      "the steady step %g s above the first cycle's %g s", p->step_s,
+		      p->first_step_s);
+		CHECK(p->base_step_s > 0 &&
+		      fabs(p->base_steady_step_s - p->base_step_s) <= 1e-9 * p->base_step_s,
+		      "the base warms up: steady %.12g s, cold %.12g s", p->base_steady_step_s,
+		      p->base_step_s);
+	}
+out:
+	clp_plan_clear(&whole);
+	clp_plan_clear(&ph);
+	clp_cluster_free(c);
+	clp_costs_free(b);
+}
+
 /* The greedy's bottleneck equals the best over every split (one holder per stage). */
 static void test_balance_exact(void)
 {
@@ -808,5 +862,5 @@ out:
 
 TH_MAIN(TH_TEST(test_two_fast_two_slow), TH_TEST(test_fast_small_memory),
 	TH_TEST(test_two_sockets_and_hosts), TH_TEST(test_xml_topologies),
-	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_kfac_pipefisher_split), TH_TEST(test_muon_opt_cost), TH_TEST(test_balance_exact),
+	TH_TEST(test_geo_distributed), TH_TEST(test_skippipe), TH_TEST(test_kfac_pipefisher), TH_TEST(test_kfac_pipefisher_split), TH_TEST(test_shampoo_phases_steady), TH_TEST(test_muon_opt_cost), TH_TEST(test_balance_exact),
 	TH_TEST(test_stage_costs), TH_TEST(test_precision_memory), TH_TEST(test_bad_input))

@@ -61,9 +61,17 @@ check "[ -n '$a' ] && [ -n '$b' ] && awk -v a='$a' -v b='$b' 'BEGIN { exit !(a <
 chk=$(sed -n 's/^check: clpipe sim //p' "$work/pf.out")
 # shellcheck disable=SC2086 # the check's words, as printed
 "$clpipe" sim $chk >"$work/check.out" 2>&1
-c=$(sed -n 's/^ *step [0-9.e+]* ms -> \([0-9.e+]*\) ms.*/\1/p' "$work/check.out")
-echo "clpipe sim $chk: $c ms"
-check "[ -n '$c' ] && [ '$c' = '$a' ]" "the printed clpipe sim check gives the plan's step"
+# the plan ranks by the steady state (two cycles less one); its first cycle is the cold one
+c=$(sed -n 's/^ *steady state (two cycles less one): step [0-9.e+]* ms -> \([0-9.e+]*\) ms.*/\1/p' \
+	"$work/check.out")
+d=$(sed -n 's/^ *step [0-9.e+]* ms -> \([0-9.e+]*\) ms.*/\1/p' "$work/check.out")
+f=$(sed -n 's/^ *step: steady state .*first cycle from idle ranks \([0-9.e+]*\) ms.*/\1/p' \
+	"$work/pf.out")
+echo "clpipe sim $chk: steady $c ms, first cycle $d ms; plan: steady $a ms, first cycle $f ms"
+check "[ -n '$c' ] && [ '$c' = '$a' ]" "the printed clpipe sim check gives the plan's (steady) step"
+check "[ -n '$d' ] && [ '$d' = '$f' ]" "and its first cycle"
+check "grep -q '\"step_ranked_by\": \"steady state' '$work/pf.plan.json'" \
+	"plan.json says which figure ranks"
 t=$work/pf.toml
 check "grep -q '^pipefisher = true' '$t' && grep -q '^delay = true' '$t' &&
 	grep -q '^pipefisher_split = false' '$t' &&
