@@ -323,9 +323,11 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	/* what clpipe train runs; for Shampoo whole roots, an upper bound: train cuts long roots
 	 * into phases (pipeline.pipefisher_phases), which on every candidate here would make the
 	 * plan 60 x slower (plan.cli_shampoo_pipefisher: 5.5 s -> 326 s) */
-	pf.split = p->pf_split && !x->m->shampoo && !x->m->muon_delay ? CLP_PF_SPLIT_RUN : 0;
+	pf.split = p->pf_split && !x->m->shampoo && !x->m->soap && !x->m->muon_delay
+			   ? CLP_PF_SPLIT_RUN
+			   : 0;
 	/* the delayed Muon: each matrix's Newton-Schulz whole, K = 1 (session_pf.c's pass) */
-	pf.work = x->m->shampoo      ? CLP_PF_WORK_SHAMPOO
+	pf.work = x->m->shampoo || x->m->soap ? CLP_PF_WORK_SHAMPOO /* SOAP's: its items */
 		  : x->m->muon_delay ? CLP_PF_WORK_MUON_DELAY
 				     : CLP_PF_WORK_KFAC;
 	CLP_TRY(clp_scenario_pipefisher(sc, &pf, &rep));
