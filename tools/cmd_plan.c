@@ -314,9 +314,9 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
 	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	/* Shampoo's costs are not measured at start-up; the delayed Muon's are, but train then
-	 * runs the pass on the table the plan scored */
-	if ((m->shampoo || m->muon_delay) && p->pipefisher > 0) {
+	/* Shampoo's and SOAP's costs are not measured at start-up; the delayed Muon's are, but
+	 * train then runs the pass on the table the plan scored */
+	if ((m->shampoo || m->soap || m->muon_delay) && p->pipefisher > 0) {
 		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
 			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "
 					 "pipeline.pipefisher_costs", path);
@@ -346,9 +346,10 @@ static clp_status write_outputs(const plan_args *a, const clp_plan *p, const clp
 
 	/* the schedule written is the base: the simulator's pass places Shampoo's or the delayed
 	 * Muon's items as the plan did, from the same shapes (their times: --hidden, a 4x MLP) */
-	if (p->pipefisher > 0 && (m->shampoo || m->muon_delay))
+	if (p->pipefisher > 0 && (m->shampoo || m->soap || m->muon_delay))
 		snprintf(pf, sizeof(pf), " --pipefisher --pf-optim %s --pf-%s %d --hidden %d "
-			 "--batch %zu --seq %zu", m->shampoo ? "shampoo" : "muon-delay",
+			 "--batch %zu --seq %zu",
+			 m->shampoo ? "shampoo" : m->soap ? "soap" : "muon-delay",
 			 m->shampoo ? "iters" : "ns-steps",
 			 m->shampoo ? m->shampoo_iters : m->muon_ns_steps, m->cfg.d_model, m->batch,
 			 m->seq);
@@ -427,9 +428,10 @@ static void print_summary(const clp_cluster *c, const clp_costs *blocks, const c
 		printf("note: the written config sets pipeline.pipefisher = true: clpipe train runs "
 		       "%s in the schedule's bubbles (docs/%s)\n",
 		       m->shampoo      ? "Shampoo's root refreshes (stale roots)"
+		       : m->soap       ? "SOAP's eigenbasis refreshes (stale bases)"
 		       : m->muon_delay ? "the delayed Muon's Newton-Schulz (muon.delay)"
 				       : "K-FAC's work",
-		       m->shampoo || m->muon_delay ? "OPTIMIZERS.md" : "KFAC.md");
+		       m->shampoo || m->soap || m->muon_delay ? "OPTIMIZERS.md" : "KFAC.md");
 }
 
 /* The model, its block table and the cluster (every rank: --live gathers the inventory). */

@@ -137,9 +137,10 @@ static const clp_cfg_field fields[] = {
 	F(pf_optim, "pf_optim", CLP_CFG_STRING, "\"kfac\"", "PipeFisher: whose work goes into "
 	  "the bubbles: K-FAC's (the cost table's kfac_*_s), Shampoo's (roots refreshed every K "
 	  "steps), Muon's (Newton-Schulz each step) or one-step-delayed Muon's (the Newton-Schulz "
-	  "of the last step's direction in this step's bubbles), the last three counted from a "
-	  "block of width --hidden (0: the profile's model) and --batch x --seq tokens", 0, 0,
-	  "kfac|shampoo|muon|muon-delay"),
+	  "of the last step's direction in this step's bubbles) or SOAP's (eigenbases refreshed "
+	  "every K steps, as Shampoo's roots), the last four counted from a block of width "
+	  "--hidden (0: the profile's model) and --batch x --seq tokens", 0, 0,
+	  "kfac|shampoo|muon|muon-delay|soap"),
 	F(pf_iters, "pf_iters", CLP_CFG_INT, "25", "PipeFisher, Shampoo: coupled Newton "
 	  "iterations per inverse root", 1, 1000, NULL),
 	F(pf_ns_steps, "pf_ns_steps", CLP_CFG_INT, "5", "PipeFisher, Muon: Newton-Schulz "
@@ -166,7 +167,7 @@ static void usage(void)
 	       "                  [--precision table|fp32|bf16|fp16]\n"
 	       "                  [--pipefisher [--kfac-split | --kfac-split-bits N]\n"
 	       "                                [--kfac-mem-cap BYTES]\n"
-	       "                                [--pf-optim kfac|shampoo|muon|muon-delay]]\n"
+	       "                                [--pf-optim kfac|shampoo|muon|muon-delay|soap]]\n"
 	       "                  [--trace out.json] [--svg out.svg] [--compare measured.json]\n"
 	       "                  [--json] [--bench] [--config F] [--sim.KEY=VALUE ...]\n\n"
 	       "Simulates a schedule and prints the step time, per-rank compute utilisation,\n"
@@ -461,14 +462,16 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	clp_scenario_pf pf;
 	clp_pf_report rep;
 	double kt = 0;
-	int work = !strcmp(c->pf_optim, "shampoo") ? CLP_PF_WORK_SHAMPOO
+	int soap = !strcmp(c->pf_optim, "soap");
+	int work = !strcmp(c->pf_optim, "shampoo") || soap ? CLP_PF_WORK_SHAMPOO
 		   : !strcmp(c->pf_optim, "muon")  ? CLP_PF_WORK_MUON
 		   : !strcmp(c->pf_optim, "muon-delay") ? CLP_PF_WORK_MUON_DELAY
 						   : CLP_PF_WORK_KFAC;
 
 	/* from the shapes with a profile or --hidden; else the table's kfac_* times as given */
 	if (work != CLP_PF_WORK_KFAC && (c->profile[0] || c->hidden > 0))
-		CLP_TRY(optim_work(c, sc, work));
+		/* SOAP: its refreshes' flops, placed as Shampoo's items (whole: no phases) */
+		CLP_TRY(optim_work(c, sc, soap ? CLP_PF_WORK_SOAP : work));
 	for (int i = 0; i < sc->costs->nstages; i++)
 		for (int t = CLP_COST_KFAC_CURV_A; t <= CLP_COST_KFAC_PRECOND; t++)
 			kt += sc->costs->stages[i].t[t];

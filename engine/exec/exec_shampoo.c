@@ -21,8 +21,10 @@
 #define NSET_PH 8  /* and the X of L's and R's roots in phases (a schedule with phases) */
 
 static const char *const set_names[NSET_MAX] = {"L", "R", "L_inv", "R_inv", "L_next", "R_next"};
-/* SOAP's sets in the same places: the eigenbases where Shampoo keeps its roots */
-static const char *const soap_names[NSET] = {"L", "R", "QL", "QR"};
+/* SOAP's sets in the same places: the eigenbases where Shampoo keeps its roots, the stale
+ * bases' snapshot in L_next, R_next and the next bases where Shampoo's phases keep X */
+static const char *const soap_names[NSET_PH] = {"L",      "R",      "QL",      "QR",
+						"L_next", "R_next", "QL_next", "QR_next"};
 
 typedef struct sst {
 	clp_exec_shampoo_opts o;
@@ -55,6 +57,13 @@ static size_t set_off(size_t rows, size_t cols, int s)
 	const size_t l = rows * rows, r = cols * cols;
 
 	return (size_t)(s + 1) / 2 * l + (size_t)s / 2 * r;
+}
+
+/* SOAP's stale bases: the perm of side `side` (rows then cols cl_uints) after the 8 sets (L,
+ * R, QL, QR, L_next, R_next, QL_next, QR_next; Shampoo's X sets' places hold the next bases). */
+static size_t perm_off(size_t rows, size_t cols, int side)
+{
+	return set_off(rows, cols, NSET_PH) + (side ? rows : 0);
 }
 
 /* Floats of a rows x cols matrix's state buffer of nset sets. */
@@ -107,8 +116,17 @@ static clp_status refresh_next(clp_exec *e, sst *m, int k, int i, int side)
 	if (m->done[k][i] & (1u << side) || m->ph[k][2 * i + side])
 		return clp_error(CLP_ERR_STATE, "rank %d: a second refresh of the %s root of %s in "
 				 "one cycle", clp_exec_rank(e), side ? "R" : "L", t->name);
-	CLP_TRY(clp_shampoo_inv_root(ctx, nx, d, CLP_SHAMPOO_ROOT, m->o.iters, &m->w, m->w.r[5]));
-	CLP_TRY(clp_cl_copy(ctx, nx, m->w.r[5], d * d));
+	if (m->soap) { /* the next basis and perm from the snapshot and the active basis */
+		cl_mem sm = m->state[k][i];
+
+		CLP_TRY(clp_soap_basis_next(ctx, nx, clp_buf_at(sm, set_off(r, c, 2 + side)), d,
+					    clp_buf_at(sm, set_off(r, c, 6 + side)),
+					    clp_buf_at(sm, perm_off(r, c, side)), &m->sw));
+	} else {
+		CLP_TRY(clp_shampoo_inv_root(ctx, nx, d, CLP_SHAMPOO_ROOT, m->o.iters, &m->w,
+					     m->w.r[5]));
+		CLP_TRY(clp_cl_copy(ctx, nx, m->w.r[5], d * d));
+	}
 	m->done[k][i] |= (uint8_t)(1u << side);
 	return CLP_OK;
 }
@@ -176,7 +194,8 @@ static clp_status soap_update(clp_cl_ctx *ctx, const sst *m, const void *setting
 		.weight_decay = set->weight_decay,
 		.t = t,
 		.correct_bias = m->so.correct_bias,
-		.refresh = t >= 2 && (t - 1) % m->so.frequency == 0,
+		/* stale bases: refreshed once a cycle by snapshot() and the items instead */
+		.refresh = !m->o.stale && t >= 2 && (t - 1) % m->so.frequency == 0,
 		.init_iters = m->so.init_iters,
 	};
 
@@ -235,6 +254,8 @@ static clp_status shampoo_stage_step(clp_exec *e, void *state, int stage, const 
 				CLP_TRY(soap_update(ctx, m, settings, p, mom,
 						    clp_stage_tensor(st, CLP_ST_ADAM_V, i), g, sm, r, cc,
 						    stats, 1.0f / c.loss_scale));
+				if (m->o.stale && m->step % m->K == 0)
+					CLP_TRY(snapshot(e, m, k, i));
 				continue;
 			}
 			CLP_TRY(clp_shampoo_update(ctx, p, mom, clp_stage_tensor(st, CLP_ST_ADAM_V, i),
@@ -262,7 +283,8 @@ static clp_status shampoo_step_begin(clp_exec *e, void *state, const clp_exec_da
 	if (!m->o.stale || m->step == 0 || m->step % m->K)
 		return CLP_OK;
 	for (int k = 0; k < m->n; k++) {
-		const clp_param_table *tab = clp_stage_table(clp_exec_stage(e, k, NULL));
+		clp_stage *st = clp_exec_stage(e, k, NULL);
+		const clp_param_table *tab = clp_stage_table(st);
 
 		for (int i = 0; i < m->ntensors[k]; i++) {
 			const clp_tensor_desc *t = &tab->tensors[i];
@@ -271,14 +293,28 @@ static clp_status shampoo_step_begin(clp_exec *e, void *state, const clp_exec_da
 			if (!m->state[k][i])
 				continue;
 			if (m->armed && m->done[k][i] != 3)
-				return clp_error(CLP_ERR_STATE, "rank %d: Shampoo's cycle of steps %ld..%ld "
-						 "did not refresh the %s root of %s: the schedule lacks "
-						 "its refresh item", clp_exec_rank(e), m->step - m->K + 1,
-						 m->step, m->done[k][i] & 1 ? "R" : "L", t->name);
-			for (int side = 0; side < 2; side++)
+				return clp_error(CLP_ERR_STATE, "rank %d: %s's cycle of steps %ld..%ld "
+						 "did not refresh the %s %s of %s: the schedule lacks "
+						 "its refresh item", clp_exec_rank(e),
+						 m->soap ? "SOAP" : "Shampoo", m->step - m->K + 1,
+						 m->step, m->done[k][i] & 1 ? "R" : "L",
+						 m->soap ? "basis" : "root", t->name);
+			/* SOAP: the next bases (sets 6, 7) in, v permuted by each side's perm, L
+			 * (axis 0) then R (axis 1), as one device's order */
+			for (int side = 0; side < 2; side++) {
 				CLP_TRY(clp_cl_copy(ctx, clp_buf_at(m->state[k][i], set_off(r, c, 2 + side)),
-						    clp_buf_at(m->state[k][i], set_off(r, c, 4 + side)),
+						    clp_buf_at(m->state[k][i],
+							       set_off(r, c, (m->soap ? 6 : 4) + side)),
 						    side ? c * c : r * r));
+				if (m->soap) {
+					clp_buf v = clp_stage_tensor(st, CLP_ST_ADAM_V, i);
+
+					CLP_TRY(clp_soap_permute(ctx, v, r, c, side,
+								 clp_buf_at(m->state[k][i],
+									    perm_off(r, c, side)),
+								 &m->sw));
+				}
+			}
 		}
 	}
 	m->armed = 0;
@@ -352,7 +388,43 @@ static void free_host(sst *m)
  * cycle ends, where every root is whole in its next set; clp_exec_shampoo_phase_bytes). */
 static int saved_sets(const sst *m)
 {
+	if (m->soap) /* stale bases: the next bases too (and the perms, save_perm) */
+		return m->nset;
 	return m->nset < NSET_MAX ? m->nset : NSET_MAX;
+}
+
+/* SOAP's stale bases: both sides' perms (rows + cols cl_uints, kept as a 1 x (rows + cols)
+ * tensor of their bits) as soap.<tensor>.perm, so that a run resumed at a cycle's end swaps
+ * the same bases in. load: read them back instead. */
+static clp_status soap_perm_io(clp_exec *e, sst *m, int k, int i, clp_ckpt_writer *w,
+			       clp_ckpt *c)
+{
+	const clp_tensor_desc *t = &clp_stage_table(clp_exec_stage(e, k, NULL))->tensors[i];
+	const size_t n = t->shape[0] + t->shape[1];
+	int64_t shape[2] = {1, (int64_t)n};
+	float *h = malloc(n * sizeof(float) + 1);
+	char name[CLP_MAX_NAME + 32];
+	const size_t off = perm_off(t->shape[0], t->shape[1], 0) * 4;
+	clp_status st;
+
+	if (!h)
+		return clp_error(CLP_ERR_NOMEM, "soap: out of host memory (a checkpoint)");
+	snprintf(name, sizeof(name), "soap.%s.perm", t->name);
+	if (w) {
+		m->host[m->nhost++] = h;
+		CLP_TRY(clp_cl_read(clp_exec_ctx(e), m->state[k][i], off, n * 4, h));
+		return clp_ckpt_writer_add(w, CLP_CKPT_OPTIM, name, h, 2, shape);
+	}
+	if (!clp_ckpt_find(c, CLP_CKPT_OPTIM, name))
+		st = clp_error(CLP_ERR_NOT_FOUND, "%s: no %s; the checkpoint was not written by a "
+			       "SOAP run with stale bases (PipeFisher, soap.stale)",
+			       clp_ckpt_path(c), name);
+	else
+		st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, h, 2, shape);
+	if (st == CLP_OK)
+		st = clp_cl_write(clp_exec_ctx(e), m->state[k][i], off, n * 4, h);
+	free(h);
+	return st;
 }
 
 /* The sets of every Shampoo matrix this rank saves (clp_exec_owns), under shampoo.<name>.<set>. */
@@ -364,7 +436,7 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 
 	free_host(m);
 	for (int k = 0; k < m->n; k++)
-		n += saved_sets(m) * m->ntensors[k];
+		n += (saved_sets(m) + 1) * m->ntensors[k]; /* + 1: SOAP's perms */
 	if (!(m->host = calloc((size_t)n + 1, sizeof(float *))))
 		return clp_error(CLP_ERR_NOMEM, "%s: out of host memory saving a checkpoint",
 				 m->soap ? "soap" : "shampoo");
@@ -392,6 +464,8 @@ static clp_status shampoo_save(clp_exec *e, void *state, clp_ckpt_writer *w)
 						    h));
 				CLP_TRY(clp_ckpt_writer_add(w, CLP_CKPT_OPTIM, name, h, 2, shape));
 			}
+			if (m->soap && m->o.stale)
+				CLP_TRY(soap_perm_io(e, m, k, i, w, NULL));
 		}
 	}
 	return CLP_OK;
@@ -427,8 +501,11 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 							 "was not written by a%s run%s (this run has "
 							 "optim.name = \"%s\")", clp_ckpt_path(c), name,
 							 m->soap ? " SOAP" : " Shampoo",
-							 s >= NSET ? " with stale roots (PipeFisher, "
-								     "shampoo.stale)" : "",
+							 s < NSET ? ""
+							 : m->soap ? " with stale bases (PipeFisher, "
+								     "soap.stale)"
+								   : " with stale roots (PipeFisher, "
+								     "shampoo.stale)",
 							 m->soap ? "soap" : "shampoo");
 				}
 				st = clp_ckpt_read(c, CLP_CKPT_OPTIM, name, h, 2, shape);
@@ -439,6 +516,8 @@ static clp_status shampoo_load(clp_exec *e, void *state, clp_ckpt *c)
 				free(h);
 				CLP_TRY(st);
 			}
+			if (m->soap && m->o.stale)
+				CLP_TRY(soap_perm_io(e, m, k, i, NULL, c));
 		}
 	}
 	return CLP_OK;
@@ -472,9 +551,9 @@ static void shampoo_free(clp_exec *e, void *state)
 	free(m);
 }
 
-/* Both kinds' hooks: SOAP's stage_step, save and load branch on sst.soap; it has no items (stale
- * bases are not built), so step_begin and item are the stale roots' ones, which do nothing
- * without o.stale and refuse a schedule's items. */
+/* Both kinds' hooks: SOAP's stage_step, save and load branch on sst.soap; step_begin and item
+ * are the stale roots' ones (SOAP's stale bases: a whole refresh per item, the swap permutes v),
+ * which do nothing without o.stale. */
 #define HOOKS                                                                                      \
 	.dataflow = 1, .step_begin = shampoo_step_begin, .item = shampoo_item,                     \
 	.stage_step = shampoo_stage_step, .save = shampoo_save, .load = shampoo_load,              \
@@ -487,9 +566,9 @@ static const clp_exec_optim exec_soap_optim = {.name = "SOAP", HOOKS};
  * start: before the first refresh the update is zero). SOAP: eps 0, everything 0 (its first
  * step sets the bases). */
 static clp_status state_buffer(clp_cl_ctx *ctx, const clp_tensor_desc *t, float eps, int nset,
-			       cl_mem *out)
+			       size_t extra, cl_mem *out)
 {
-	const size_t r = t->shape[0], c = t->shape[1], n = state_floats(t, nset);
+	const size_t r = t->shape[0], c = t->shape[1], n = state_floats(t, nset) + extra;
 	float *h = calloc(n, sizeof(float));
 	clp_status st;
 
@@ -586,6 +665,21 @@ int64_t clp_exec_shampoo_next_bytes(const clp_param_table *const *tabs, int nt)
 	return b;
 }
 
+int64_t clp_exec_soap_next_bytes(const clp_param_table *const *tabs, int nt)
+{
+	int64_t b = 0;
+
+	for (int k = 0; k < nt; k++)
+		for (int i = 0; i < tabs[k]->ntensors; i++) {
+			const clp_tensor_desc *t = &tabs[k]->tensors[i];
+
+			if (clp_exec_muon_takes(t))
+				b += (int64_t)((state_floats(t, NSET_PH) - state_floats(t, NSET) +
+						t->shape[0] + t->shape[1]) * sizeof(float));
+		}
+	return b;
+}
+
 int64_t clp_exec_shampoo_phase_bytes(const clp_param_table *const *tabs, int nt)
 {
 	int64_t b = 0;
@@ -673,6 +767,10 @@ static clp_status shampoo_alloc(clp_exec *e, sst *m)
 		for (int i = 0; i < tab->ntensors; i++)
 			if (clp_exec_muon_takes(&tab->tensors[i]))
 				CLP_TRY(state_buffer(ctx, &tab->tensors[i], m->soap ? 0 : m->o.eps, m->nset,
+						     m->soap && m->o.stale /* the perms */
+							     ? tab->tensors[i].shape[0] +
+								       tab->tensors[i].shape[1]
+							     : 0,
 						     &m->state[k][i]));
 	}
 	if (!(tabs = calloc((size_t)m->n + 1, sizeof(*tabs))))
@@ -724,6 +822,18 @@ static clp_status stale_setup(clp_exec *e, sst *m)
 			m->pf |= op->kind == CLP_OP_KFAC_INV;
 		}
 	m->nph = clp_exec_shampoo_sched_phases(s);
+	if (m->soap && m->nph)
+		return clp_error(CLP_ERR_UNSUPPORTED, "soap: the schedule refreshes the eigenbases in "
+				 "%d phases; a SOAP refresh (one product and a Householder QR) has "
+				 "no phases: whole items only", m->nph);
+	if (m->soap && m->pf && !m->o.stale)
+		return clp_error(CLP_ERR_INVALID, "soap: the schedule refreshes the eigenbases in "
+				 "its bubbles (PipeFisher), which computes the stale bases: turn "
+				 "soap.stale on");
+	if (m->soap && m->pf && m->K != s->nsteps)
+		return clp_error(CLP_ERR_INVALID, "soap.frequency = %d, but the PipeFisher "
+				 "schedule's cycle has K = %d steps (they must agree)", m->K,
+				 s->nsteps);
 	if (m->pf && !m->o.stale)
 		return clp_error(CLP_ERR_INVALID, "shampoo: the schedule refreshes the roots in its "
 				 "bubbles (PipeFisher), which computes the stale roots: turn "
@@ -806,18 +916,10 @@ clp_status clp_exec_soap(clp_exec *e, const clp_exec_soap_opts *o)
 		return clp_error(CLP_ERR_NOMEM, "out of host memory");
 	m->soap = 1;
 	m->so = *o;
-	m->nset = NSET;
-	m->K = 1;
-	s = CLP_OK;
-	for (int r = 0; r < clp_exec_sched(e)->nranks && s == CLP_OK; r++)
-		for (int i = 0; i < clp_exec_sched(e)->ranks[r].nops; i++)
-			if (clp_op_is_kfac(clp_exec_sched(e)->ranks[r].ops[i].kind)) {
-				s = clp_error(CLP_ERR_UNSUPPORTED, "soap: the schedule's rank %d op "
-					      "%d is a PipeFisher item; SOAP's stale eigenbases in "
-					      "the bubbles are not built yet (pipeline.pipefisher = "
-					      "false)", r, i);
-				break;
-			}
+	m->o.stale = o->stale; /* the stale roots' machinery, K = frequency */
+	m->nset = o->stale ? NSET_PH : NSET; /* and the next bases in the X sets' places */
+	m->K = o->frequency;
+	s = stale_setup(e, m);
 	if (s == CLP_OK)
 		s = shampoo_alloc(e, m);
 	if (s != CLP_OK) {

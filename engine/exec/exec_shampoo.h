@@ -85,7 +85,7 @@ clp_status clp_exec_shampoo(clp_exec *e, const clp_exec_shampoo_opts *o);
  * R_inv's places hold the eigenbases), Adam's m in the stage's AdamW first moment and v (in the
  * rotated space) in its second; checkpoint tensors soap.<tensor>.{L,R,QL,QR}. The eigenbases
  * are refreshed in the optimizer step of every `frequency`-th step (clp_soap_hp.refresh, the
- * package's s % precondition_frequency == 0); stale bases (PipeFisher) are not built yet. */
+ * package's s % precondition_frequency == 0); or with stale bases (opts.stale) once a cycle. */
 typedef struct clp_exec_soap_opts {
 	float beta1, beta2;  /* Adam's (0.95, 0.95) */
 	float shampoo_beta;  /* the statistics' moving average */
@@ -93,6 +93,13 @@ typedef struct clp_exec_soap_opts {
 	int frequency;       /* eigenbases refreshed when s = t - 1 is a multiple (10) */
 	int init_iters;      /* refresh rounds from Q = I for the first bases */
 	int correct_bias;
+	/* PipeFisher's stale eigenbases, as Shampoo's stale roots with K = frequency: no
+	 * refresh in the step; the cycle's first OPT_STEP snapshots L, R (L_next, R_next), the
+	 * schedule's KFAC_INV items (or, without them, that OPT_STEP) compute each side's next
+	 * basis and perm (clp_soap_basis_next) into QL_next, QR_next and a perm per side, and the
+	 * next cycle's start copies them in and permutes v (clp_soap_permute, L axis 0 then R
+	 * axis 1, table order). */
+	int stale;
 } clp_exec_soap_opts;
 
 /* One SOAP step's settings: AdamW's for the other tensors (its step count is SOAP's t), the
@@ -110,6 +117,9 @@ double clp_exec_soap_layer_work(const clp_model_config *m, size_t tokens, int fr
 int64_t clp_exec_soap_bytes(const clp_param_table *const *tabs, int n);
 /* What the buffers of e's installed SOAP hold; 0 when e's optimizer is not SOAP. */
 int64_t clp_exec_soap_device_bytes(const clp_exec *e);
+/* What stale bases (opts.stale) add to clp_exec_soap_bytes: L_next, R_next, QL_next, QR_next
+ * and the perms, 4 (2 rows^2 + 2 cols^2 + rows + cols) bytes a matrix. */
+int64_t clp_exec_soap_next_bytes(const clp_param_table *const *tabs, int n);
 /* SOAP instead of AdamW. Before the first step. */
 clp_status clp_exec_soap(clp_exec *e, const clp_exec_soap_opts *o);
 

@@ -102,6 +102,9 @@ enum {
 				  * others' zeros, summed), right before the stage's gradient
 				  * all-reduce, brings it to every holder: the owner's items come
 				  * before that exchange. */
+	CLP_PF_WORK_SOAP = 4,    /* clp_pf_work_costs only: SOAP's eigenbasis refreshes as
+				  * Shampoo's roots (the same items: run the pass with
+				  * CLP_PF_WORK_SHAMPOO, which the executor runs for SOAP too) */
 };
 
 /* What opts.split turns on (docs/KFAC.md, "Splitting the work"): */
@@ -160,8 +163,8 @@ typedef struct clp_pf_report {
 clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched **out,
 			  clp_pf_report *rep);
 
-/* Set the cost table's kfac_* times to optimizer `work`'s (CLP_PF_WORK_SHAMPOO, _MUON or
- * _MUON_DELAY) for a
+/* Set the cost table's kfac_* times to optimizer `work`'s (CLP_PF_WORK_SHAMPOO, _MUON,
+ * _MUON_DELAY or _SOAP) for a
  * model whose layers are transformer blocks of width d and MLP width ff (q, k, v, out: d x d;
  * MLP in ff x d, out d x ff: the Muon / Shampoo matrices of clp_exec_muon_takes), `tokens`
  * rows a micro-batch: flops as docs/OPTIMIZERS.md counts them, at each stage's own GEMM rate
@@ -175,7 +178,10 @@ clp_status clp_pipefisher(const clp_sched *base, const clp_pf_opts *o, clp_sched
  * matrices) with shares by their NS flops, inv_phases = phases (0: ns_steps), kfac_bytes 0 (the
  * delayed directions live in the matrices' AdamW second moments, opt_bytes) and
  * delay_layer_bytes a layer's directions (fp32, its matrices' elements x 4: a split's
- * exchange). The factor times become 0. */
+ * exchange); SOAP: as Shampoo's with kfac_precond_s its step's projections and statistics
+ * (8 a b (a + b) a matrix, clp_soap_step_flops) and kfac_inv_s each side's refresh (a q and
+ * the Householder QR, 2 d^3 + 8/3 d^3, clp_soap_refresh_flops), 12 factors a layer with
+ * those shares, no phases. The factor times become 0. */
 clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double tokens, int iters,
 			     int ns_steps, int phases);
 

@@ -32,6 +32,25 @@ static double root_flops(double d, int iters)
 	return (double)iters * 4 * 2 * d * d * d;
 }
 
+/* SOAP (cl/soap.h, the same counts as clp_soap_step_flops and clp_soap_refresh_flops, which
+ * the pass does not link): a step's three two-sided projections and two statistics, and one
+ * side's refresh (a q, then the QR's geqr2 and org2r of 4/3 d^3 each). */
+static double soap_step_flops(double a, double b)
+{
+	return 8 * a * b * (a + b);
+}
+
+static double soap_refresh_flops(double d)
+{
+	return 2 * d * d * d + 8.0 / 3.0 * d * d * d;
+}
+
+/* One side's refresh of `work`'s (Shampoo's root or SOAP's basis). */
+static double side_flops(int work, double d, int iters)
+{
+	return work == CLP_PF_WORK_SOAP ? soap_refresh_flops(d) : root_flops(d, iters);
+}
+
 /* Muon's Newton-Schulz on an a x b matrix, m = min, n = max: ns_steps iterations of A = X X^T
  * (2 m^2 n), B = b A + c A A (2 m^3), X = a X + B X (2 m^2 n). */
 static double ns_flops(double a, double b, int ns_steps)
@@ -63,10 +82,12 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 {
 	double rows[WORK_NMAT], cols[WORK_NMAT], w = 0, step = 0, refresh = 0;
 	int delay = work == CLP_PF_WORK_MUON_DELAY;
+	/* SOAP's refreshes are Shampoo's items with other flops */
+	int sides = work == CLP_PF_WORK_SHAMPOO || work == CLP_PF_WORK_SOAP;
 
-	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON && !delay)
+	if (!sides && work != CLP_PF_WORK_MUON && !delay)
 		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: %d is not Shampoo's (1), "
-				 "Muon's (2) or delayed Muon's (3)", work);
+				 "Muon's (2), delayed Muon's (3) or SOAP's (4)", work);
 	if (d < 1 || ff < 1 || !(tokens >= 1) || iters < 0 || iters > 1000 || ns_steps < 0 ||
 	    ns_steps > 100 || phases < 0 || phases > 1000)
 		return clp_error(CLP_ERR_INVALID, "pipefisher work costs: width %d, MLP width %d, "
@@ -75,9 +96,10 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 	block_mats(d, ff, rows, cols);
 	for (int i = 0; i < WORK_NMAT; i++) {
 		w += rows[i] * cols[i];
-		if (work == CLP_PF_WORK_SHAMPOO) {
-			step += shampoo_step_flops(rows[i], cols[i]);
-			refresh += root_flops(rows[i], iters) + root_flops(cols[i], iters);
+		if (sides) {
+			step += work == CLP_PF_WORK_SOAP ? soap_step_flops(rows[i], cols[i])
+							 : shampoo_step_flops(rows[i], cols[i]);
+			refresh += side_flops(work, rows[i], iters) + side_flops(work, cols[i], iters);
 		} else {
 			step += ns_flops(rows[i], cols[i], ns_steps);
 		}
@@ -97,7 +119,8 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 	}
 	/* the delayed directions of a layer, fp32: what the exchange of a split sends */
 	c->delay_layer_bytes = delay ? (int64_t)(w * 4) : 0;
-	c->inv_phases = work == CLP_PF_WORK_SHAMPOO ? phases
+	c->inv_phases = work == CLP_PF_WORK_SOAP      ? 0 /* a refresh has no phases */
+			: work == CLP_PF_WORK_SHAMPOO ? phases
 			: delay				? (phases > 0 ? phases : ns_steps)
 							: 0;
 	c->kfac_nfactors = 0;
@@ -106,11 +129,11 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
 		for (int i = 0; i < WORK_NMAT; i++)
 			c->kfac_share[i] = ns_flops(rows[i], cols[i], ns_steps) / step;
 	}
-	if (work == CLP_PF_WORK_SHAMPOO && refresh > 0) {
-		c->kfac_nfactors = 2 * WORK_NMAT; /* each matrix's L then R root, in block order */
+	if (sides && refresh > 0) {
+		c->kfac_nfactors = 2 * WORK_NMAT; /* each matrix's L then R side, in block order */
 		for (int i = 0; i < WORK_NMAT; i++) {
-			c->kfac_share[2 * i] = root_flops(rows[i], iters) / refresh;
-			c->kfac_share[2 * i + 1] = root_flops(cols[i], iters) / refresh;
+			c->kfac_share[2 * i] = side_flops(work, rows[i], iters) / refresh;
+			c->kfac_share[2 * i + 1] = side_flops(work, cols[i], iters) / refresh;
 		}
 	}
 	return CLP_OK;

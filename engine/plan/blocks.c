@@ -163,7 +163,7 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 {
 	clp_plan_model mm = *m;
 	/* Shampoo's roots or the delayed Muon's Newton-Schulz as the pass's items, not OPT time */
-	int spf = (m->shampoo || m->muon_delay) && p->pipefisher > 0;
+	int spf = (m->shampoo || m->soap || m->muon_delay) && p->pipefisher > 0;
 	clp_status st;
 
 	if (spf)
@@ -172,7 +172,10 @@ clp_status clp_plan_costs(const clp_costs *blocks, const clp_plan_model *m, cons
 				     m->kfac && !p->pipefisher, out));
 	if (!spf)
 		return CLP_OK;
-	st = clp_pf_work_costs(*out, m->shampoo ? CLP_PF_WORK_SHAMPOO : CLP_PF_WORK_MUON_DELAY,
+	st = clp_pf_work_costs(*out,
+			       m->shampoo ? CLP_PF_WORK_SHAMPOO
+			       : m->soap  ? CLP_PF_WORK_SOAP
+					  : CLP_PF_WORK_MUON_DELAY,
 			       m->cfg.d_model, m->cfg.d_ff, (double)(m->batch * m->seq),
 			       m->shampoo_iters, m->muon_ns_steps,
 			       m->shampoo && p->pf_phases ? m->shampoo_iters : 0);

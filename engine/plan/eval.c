@@ -324,12 +324,15 @@ static clp_status with_pipefisher(plan_ctx *x, clp_plan *p, clp_scenario *sc,
 	 * bubble in phases, one per coupled Newton iteration (pipeline.pipefisher_phases, the
 	 * default, session_pf.c); the search scores its candidates with whole roots (an upper
 	 * bound: phases on every candidate made plan.cli_shampoo_pipefisher 60 x slower, 5.5 s ->
-	 * 326 s) and its best few again with phases (search.c, clp_plan_opts.phases_top) */
-	pf.split = p->pf_split && !x->m->shampoo && !x->m->muon_delay ? CLP_PF_SPLIT_RUN : 0;
+	 * 326 s) and its best few again with phases (search.c, clp_plan_opts.phases_top). SOAP's
+	 * refreshes are whole items (the executor has no phases of them) */
+	pf.split = p->pf_split && !x->m->shampoo && !x->m->soap && !x->m->muon_delay
+			   ? CLP_PF_SPLIT_RUN
+			   : 0;
 	if (x->m->shampoo && p->pf_phases)
 		pf.split = CLP_PF_SPLIT_PHASES;
 	/* the delayed Muon: each matrix's Newton-Schulz whole, K = 1 (session_pf.c's pass) */
-	pf.work = x->m->shampoo      ? CLP_PF_WORK_SHAMPOO
+	pf.work = x->m->shampoo || x->m->soap ? CLP_PF_WORK_SHAMPOO /* SOAP's: its items */
 		  : x->m->muon_delay ? CLP_PF_WORK_MUON_DELAY
 				     : CLP_PF_WORK_KFAC;
 	/* the steady state too: the plan ranks by it (first_step_s is the cold cycle) */

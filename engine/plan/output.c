@@ -116,7 +116,7 @@ clp_status clp_plan_apply_config(const clp_plan *p, const char *layout_path,
 	cfg->train.recompute = p->recompute;
 	cfg->pipeline.pipefisher = p->pipefisher > 0; /* the executor runs the plan's cycle */
 	if (p->pipefisher && p->kfac_K > 0)
-		cfg->kfac.interval = cfg->shampoo.interval = p->kfac_K;
+		cfg->kfac.interval = cfg->shampoo.interval = cfg->soap.frequency = p->kfac_K;
 	if (p->pipefisher && p->pf_split)
 		cfg->pipeline.pipefisher = cfg->pipeline.pipefisher_split = 1;
 	return CLP_OK;
@@ -166,6 +166,7 @@ clp_status clp_plan_model_from_config(const clp_train_config *c, clp_plan_model 
 	m->kfac_interval = (int)c->kfac.interval;
 	m->shampoo = kind == CLP_OPTIM_SHAMPOO;
 	m->shampoo_iters = (int)c->shampoo.iters;
+	m->soap = kind == CLP_OPTIM_SOAP;
 	m->muon_delay = kind == CLP_OPTIM_MUON && c->muon.delay;
 	m->muon_ns_steps = (int)c->muon.ns_steps;
 	m->opt_own_bytes = clp_optim_info_of(kind)->own_bytes;

@@ -70,6 +70,8 @@ typedef struct clp_plan_model {
 	int shampoo;          /* the optimizer is Shampoo: PipeFisher (its roots refreshed in the
 			       * bubbles, docs/OPTIMIZERS.md) is a choice too */
 	int shampoo_iters;    /* its coupled Newton iterations per root */
+	int soap;             /* the optimizer is SOAP: PipeFisher (its eigenbases refreshed in the
+			       * bubbles as Shampoo's roots, CLP_PF_WORK_SOAP's costs) too */
 	int muon_delay;       /* the optimizer is the one-step-delayed Muon (muon.delay): PipeFisher
 			       * (its Newton-Schulz as the step's bubble items) is a choice too */
 	int muon_ns_steps;    /* its Newton-Schulz iterations (muon.ns_steps) */

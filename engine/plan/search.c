@@ -387,7 +387,7 @@ clp_status clp_plan_search(const clp_cluster *c, const clp_costs *blocks,
 					continue;
 				for (int k = 0; st == CLP_OK && k < CLP_SCHED_KIND_COUNT; k++) {
 					int pfs[3], npf = 0;
-					int pfok = m->kfac || m->shampoo || m->muon_delay;
+					int pfok = m->kfac || m->shampoo || m->soap || m->muon_delay;
 
 					/* LoRA runs no split backward (the stage refuses zbh1) */
 					if (!(x.o.kinds & (1u << k)) ||

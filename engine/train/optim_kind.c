@@ -118,6 +118,8 @@ static clp_status soap_open(clp_session *s)
 		.frequency = (int)s->cfg.soap.frequency,
 		.init_iters = (int)s->cfg.soap.init_iters,
 		.correct_bias = s->cfg.soap.correct_bias,
+		/* the bubbles' refreshes compute the stale bases (one device: soap.stale) */
+		.stale = s->cfg.soap.stale || s->cfg.pipeline.pipefisher,
 	};
 
 	return clp_exec_soap(s->ex, &o);
@@ -189,7 +191,7 @@ static const clp_optim_info kinds[CLP_OPTIM_NKINDS] = {
 		/* L, R, QL, QR, 8 (rows^2 + cols^2) bytes a matrix, and its scratch */
 		.own_bytes = clp_exec_soap_bytes,
 		.skippipe = 1,
-		.pipefisher = 0, /* stale eigenbases in the bubbles: not built yet */
+		.pipefisher = 1, /* the eigenbases' refreshes (stale bases; docs/OPTIMIZERS.md) */
 		.precisions = ALL_PRECISIONS,
 	},
 };

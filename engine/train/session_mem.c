@@ -122,6 +122,9 @@ static clp_status add_own(clp_session *s, const clp_sched *sched, const clp_exec
 	if (e == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO &&
 	    (s->cfg.shampoo.stale || s->cfg.pipeline.pipefisher)) /* the next roots */
 		n->own += (double)clp_exec_shampoo_next_bytes(tabs, k);
+	if (e == CLP_OK && s->optim->kind == CLP_OPTIM_SOAP &&
+	    (s->cfg.soap.stale || s->cfg.pipeline.pipefisher)) /* the next bases and perms */
+		n->own += (double)clp_exec_soap_next_bytes(tabs, k);
 	if (e == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO && s->cfg.pipeline.pipefisher &&
 	    clp_exec_shampoo_sched_phases(sched)) /* the X of roots in phases */
 		n->own += (double)clp_exec_shampoo_phase_bytes(tabs, k);

@@ -237,6 +237,11 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 	clp_status st;
 
 	*out = NULL;
+	if (!file[0] && s->optim->kind == CLP_OPTIM_SOAP)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: SOAP's costs are not measured at "
+				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's "
+				 "eigenbasis refreshes, kfac_precond_s: its statistics and projections "
+				 "a step) or pipeline.pipefisher_schedule");
 	if (!file[0] && s->optim->kind == CLP_OPTIM_SHAMPOO)
 		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: Shampoo's costs are not measured at "
 				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's root "
@@ -254,7 +259,8 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 			return st;
 		}
 		if (c->kfac_nfactors && c->kfac_nfactors != nf &&
-		    s->optim->kind != CLP_OPTIM_SHAMPOO && s->optim->kind != CLP_OPTIM_MUON) {
+		    s->optim->kind != CLP_OPTIM_SHAMPOO && s->optim->kind != CLP_OPTIM_MUON &&
+		    s->optim->kind != CLP_OPTIM_SOAP) {
 			st = clp_error(CLP_ERR_INVALID, "pipeline.pipefisher_costs %s: "
 				       "kfac_factor_shares has %d factors; a layer of %s has %d", file,
 				       c->kfac_nfactors, s->cfg.model.preset, nf);
@@ -311,6 +317,19 @@ static int shampoo_dims(const clp_model_config *m, int *dims, int max)
 	return n;
 }
 
+/* SOAP's refreshes of one layer, each SOAP matrix's rows side then cols side in table order
+ * (the executor's factor numbering, as Shampoo's roots), each given as the cube root of its
+ * clp_soap_refresh_flops (the shares clp_costs_set_kfac_factors makes grow as d^3); their
+ * number. */
+static int soap_dims(const clp_model_config *m, int *dims, int max)
+{
+	int n = shampoo_dims(m, dims, max);
+
+	for (int i = 0; i < n; i++)
+		dims[i] = (int)(cbrt(clp_soap_refresh_flops((size_t)dims[i])) + 0.5);
+	return n;
+}
+
 /* The delayed Muon's items of one layer: its Muon matrices in table order (the executor's
  * factor numbering), each given as the cube root of its Newton-Schulz flops (the shares
  * clp_costs_set_kfac_factors makes grow as d^3); their number. */
@@ -344,11 +363,15 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	int64_t ka, kb;
 	char kept[32];
 	clp_status st;
-	int shampoo = s->optim->kind == CLP_OPTIM_SHAMPOO, muon = s->optim->kind == CLP_OPTIM_MUON;
+	int soap = s->optim->kind == CLP_OPTIM_SOAP;
+	/* SOAP's refreshes are Shampoo's items (KFAC_INV per side), whole */
+	int shampoo = s->optim->kind == CLP_OPTIM_SHAMPOO || soap;
+	int muon = s->optim->kind == CLP_OPTIM_MUON;
 
 	clp_model_kfac_layer(&s->m, s->N, &ka, &kb, dims, &nf, CLP_COST_MAX_FACTORS);
 	if (shampoo)
-		nf = shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS);
+		nf = soap ? soap_dims(&s->m, dims, CLP_COST_MAX_FACTORS)
+			  : shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS);
 	if (muon)
 		nf = muon_dims(&s->m, (int)s->cfg.muon.ns_steps, dims, CLP_COST_MAX_FACTORS);
 	clp_scenario_init(&sc);
@@ -362,7 +385,12 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
 	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
 	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */
-	pf.split = shampoo ? (s->cfg.pipeline.pipefisher_phases ? CLP_PF_SPLIT_PHASES : 0)
+	if (soap && s->cfg.pipeline.pipefisher_phases && sess_rank(s) == 0)
+		fprintf(s->out, "pipefisher: pipeline.pipefisher_phases ignored for SOAP: a refresh "
+			"(one product and a Householder QR) has no phases, the pass places it "
+			"whole\n");
+	pf.split = soap ? 0
+		   : shampoo ? (s->cfg.pipeline.pipefisher_phases ? CLP_PF_SPLIT_PHASES : 0)
 		   : s->cfg.pipeline.pipefisher_split ? CLP_PF_SPLIT_RUN : 0;
 	pf.work = shampoo ? CLP_PF_WORK_SHAMPOO : muon ? CLP_PF_WORK_MUON_DELAY : CLP_PF_WORK_KFAC;
 	if (shampoo && sc.costs->inv_phases <= 0) /* a table from a file has none */
@@ -465,8 +493,8 @@ clp_status sess_pf_plan(clp_session *s)
 	}
 	if (!s->optim->pipefisher)
 		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher puts an optimizer's periodic "
-				 "work into the bubbles: it needs optim.name = \"kfac\", \"shampoo\" or "
-				 "\"muon\" with muon.delay (not \"%s\")", c->optim.name);
+				 "work into the bubbles: it needs optim.name = \"kfac\", \"shampoo\", "
+				 "\"soap\" or \"muon\" with muon.delay (not \"%s\")", c->optim.name);
 	if (s->optim->kind == CLP_OPTIM_MUON && !c->muon.delay)
 		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher with optim.name = \"muon\" "
 				 "needs muon.delay = true: plain Muon's Newton-Schulz needs the step's "
@@ -482,6 +510,10 @@ clp_status sess_pf_plan(clp_session *s)
 				 "inversions between a stage's holders; with Shampoo every holder "
 				 "refreshes its own roots (the simulator models the split: clpipe sim "
 				 "--pf-optim shampoo --kfac-split): leave it off");
+	if (s->optim->kind == CLP_OPTIM_SOAP && c->pipeline.pipefisher_split)
+		return clp_error(CLP_ERR_UNSUPPORTED, "pipeline.pipefisher_split shares K-FAC's "
+				 "inversions between a stage's holders; with SOAP every holder "
+				 "refreshes its own eigenbases: leave it off");
 	if (s->optim->kind == CLP_OPTIM_SHAMPOO && c->shampoo.warmup)
 		return clp_error(CLP_ERR_INVALID, "pipeline.pipefisher refreshes Shampoo's roots "
 				 "once a cycle (stale roots); shampoo.warmup = %ld would refresh "
@@ -499,7 +531,8 @@ clp_status sess_pf_plan(clp_session *s)
 		st = run_pass(s, s->sched, &cycle);
 	if (st == CLP_OK)
 		st = clp_pipefisher_check(s->sched, cycle);
-	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_SHAMPOO) { /* every root once a cycle */
+	if (st == CLP_OK && (s->optim->kind == CLP_OPTIM_SHAMPOO ||
+			     s->optim->kind == CLP_OPTIM_SOAP)) { /* every root / basis once a cycle */
 		int dims[CLP_COST_MAX_FACTORS];
 
 		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_SHAMPOO,
@@ -522,6 +555,7 @@ clp_status sess_pf_plan(clp_session *s)
 	s->sched = cycle;
 	c->kfac.interval = cycle->nsteps;
 	c->shampoo.interval = cycle->nsteps; /* Shampoo's stale roots: one refresh a cycle */
+	c->soap.frequency = cycle->nsteps;   /* SOAP's stale bases likewise */
 	return CLP_OK;
 }
 

@@ -254,6 +254,10 @@ static const clp_cfg_field fields[] = {
 	  NULL),
 	F(soap.correct_bias, "soap.correct_bias", CLP_CFG_BOOL, "true",
 	  "SOAP: Adam's bias correction of the step size", 0, 0, NULL),
+	F(soap.stale, "soap.stale", CLP_CFG_BOOL, "false",
+	  "SOAP: PipeFisher's stale eigenbases (what pipeline.pipefisher computes) serially: "
+	  "bases from the statistics after the first step of each soap.frequency-step cycle, "
+	  "active from the next cycle", 0, 0, NULL),
 
 	F(eval.every, "eval.every", CLP_CFG_INT, "100", "steps between evaluations (0: only at the "
 	  "end)", 0, 1L << 40, NULL),

@@ -121,6 +121,7 @@ typedef struct clp_train_config {
 		long frequency;      /* eigenbases refreshed every frequency-th step */
 		long init_iters;     /* refresh rounds from Q = I for the first bases */
 		int correct_bias;
+		int stale;           /* PipeFisher's stale eigenbases on one device */
 	} soap;
 	struct {
 		long every, batches;

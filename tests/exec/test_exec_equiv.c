@@ -46,7 +46,9 @@
  * coupled Newton iteration, which the executor runs as such): the cycle (the checkpoint's) must
  * hold them; "spfph" also runs a cycle without one root's last phase on every rank, which the
  * executor refuses at the next cycle's start. "spfwhole": "spf" with pipeline.pipefisher_phases
- * off: whole roots only. */
+ * off: whole roots only. "soappf": "spf" with SOAP (its eigenbases' refreshes as the cycle's
+ * items, stale; one device with soap.stale and soap.frequency = K): bitwise; "soappfresume":
+ * "spfresume" with SOAP (the next bases and perms in the checkpoint). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -86,6 +88,12 @@ int spf_mode(void)
 int spfph_mode(void)
 {
 	return !strncmp(mode, "spfph", 5);
+}
+
+/* SOAP with its eigenbases refreshed in the bubbles: "soappf", "soappfresume" */
+static int soappf_mode(void)
+{
+	return !strncmp(mode, "soappf", 6);
 }
 
 /* "N,M": PoCL's device index, the other implementation's (the selector grammar of
@@ -239,6 +247,15 @@ static void config(clp_train_config *c, const char *sub, int pipelined)
 		c->soap.frequency = 2; /* refreshes at steps 3 and 5; step 1 only sets the bases */
 		c->soap.lr = 3e-3;
 	}
+	if (soappf_mode()) { /* the pipeline: the pass places the refreshes; one device:
+					 * serially (soap.stale, soap.frequency = K) */
+		c->soap.stale = 1;
+		c->soap.frequency = pfK > 0 ? pfK : 1;
+		c->pipeline.pipefisher = pipelined;
+		if (pipelined) /* slow refreshes (kfac_inv_s 6 a stage): K > 1 */
+			snprintf(c->pipeline.pipefisher_costs, sizeof(c->pipeline.pipefisher_costs),
+				 "%s/costs-other.json", dir);
+	}
 	if (!strcmp(mode, "dropout"))
 		c->model.dropout = 0.1;
 	if (!strcmp(mode, "loradropout")) {
@@ -267,7 +284,7 @@ static void run(const char *sub, int pipelined, int ckpt_every, const char *resu
 		c.ckpt.resume = 1;
 	}
 	CHECK_OK(clp_session_open(&s, &c, CLP_SESSION_TRAIN, pipelined ? world : NULL, devnull));
-	if (s && (pf_mode() || spf_mode()) && pipelined) {
+	if (s && (pf_mode() || spf_mode() || soappf_mode()) && pipelined) {
 		pfK = (int)clp_session_config(s)->kfac.interval;
 		if (clp_comm_rank(world) == 0)
 			printf("%s: PipeFisher K = %d\n", sub, pfK);
@@ -474,7 +491,7 @@ static void test_equivalence(void)
 		return;
 	}
 	if (!strcmp(mode, "pfresume") || !strcmp(mode, "spfresume") ||
-	    !strcmp(mode, "spfphresume")) {
+	    !strcmp(mode, "spfphresume") || !strcmp(mode, "soappfresume")) {
 		char cmd[1200];
 
 		run("probe", 1, 0, NULL); /* learns K */
@@ -495,7 +512,8 @@ static void test_equivalence(void)
 			compare_pf_resumed();
 		return;
 	}
-	if (pf_mode() || spf_mode()) { /* the pipeline learns K, then both sides run three cycles */
+	if (pf_mode() || spf_mode() || !strcmp(mode, "soappf")) { /* the pipeline learns K, then
+								       * both sides run three cycles */
 		int kmax = !strcmp(mode, "pfsplit") ? 8 : spfph_mode() ? 10 : 5;
 		/* Chimera on 2 ranks leaves no bubble after a cycle's first OPT_STEP that fits a
 		 * root: they are forced to its end, K = 1 (roots one step stale); 4 cycles */
@@ -536,6 +554,33 @@ static void test_equivalence(void)
 		clp_session_close(s);
 		fclose(devnull);
 	}
+	if (!strcmp(mode, "soappf")) { /* a cycle without one refresh item on every rank: refused
+					 * (by the session's check of the cycle or the executor's) */
+		clp_train_config c;
+		clp_session *s = NULL;
+		FILE *devnull = fopen("/dev/null", "w");
+		char sched[600];
+		clp_status st;
+
+		snprintf(sched, sizeof(sched), "%s/dropped.json", dir);
+		if (clp_comm_rank(world) == 0)
+			drop_last_phases("pipe", sched); /* no phases: the last whole item */
+		CHECK_OK(clp_comm_barrier(world, "cycle written"));
+		config(&c, "dropped", 1);
+		c.pipeline.pipefisher_costs[0] = 0;
+		snprintf(c.pipeline.pipefisher_schedule, sizeof(c.pipeline.pipefisher_schedule), "%s",
+			 sched);
+		c.train.steps = pfK + 1;
+		st = clp_session_open(&s, &c, CLP_SESSION_TRAIN, world, devnull);
+		if (st == CLP_OK)
+			st = clp_session_train(s, NULL);
+		CHECK(st != CLP_OK, "a cycle without a SOAP refresh item runs");
+		if (clp_comm_rank(world) == 0)
+			printf("dropped: refused: %s\n", clp_last_error());
+		clp_error_clear();
+		clp_session_close(s);
+		fclose(devnull);
+	}
 	if (clp_comm_rank(world) == 0 && !strcmp(mode, "muonnoclip"))
 		check_prep_trace();
 	if (clp_comm_rank(world) == 0 && !strncmp(mode, "muondelay", 9) && D > 1)
@@ -552,7 +597,8 @@ static void test_equivalence(void)
 					     !strcmp(mode, "shampoo") || !strcmp(mode, "shampoograft") ||
 					     !strcmp(mode, "shampooema") || !strcmp(mode, "spf") ||
 					     !strcmp(mode, "spfph") || !strcmp(mode, "spfwhole") ||
-					     !strcmp(mode, "pfrecompute") || !strcmp(mode, "soap")
+					     !strcmp(mode, "pfrecompute") || !strcmp(mode, "soap") ||
+					     !strcmp(mode, "soappf")
 				     ? 0
 				     : 1e-4;
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cl/soap.h"
 #include "engine/pass/pipefisher.h"
 #include "engine/sched/gen.h"
 #include "engine/sched/sched_json.h"
@@ -732,6 +733,27 @@ static void test_work_costs(void)
 	      2 * ns * per, c->stages[1].t[CLP_COST_KFAC_PRECOND], c->kfac_nfactors,
 	      c->inv_phases, share, c->kfac_share[4], (long long)c->stages[0].kfac_bytes,
 	      (long long)c->delay_layer_bytes);
+	{ /* SOAP: Shampoo's items, its step and refresh flops (cl/soap.h's counts), no phases */
+		double sstep = 0, sref = 0;
+
+		for (int i = 0; i < 6; i++) {
+			sstep += clp_soap_step_flops((size_t)rows[i], (size_t)cols[i]);
+			sref += clp_soap_refresh_flops((size_t)rows[i]) +
+				clp_soap_refresh_flops((size_t)cols[i]);
+		}
+		CHECK_OK(clp_pf_work_costs(c, CLP_PF_WORK_SOAP, 8, 32, 10, 25, 5, 25));
+		share = 0;
+		for (int f = 0; f < c->kfac_nfactors; f++)
+			share += c->kfac_share[f];
+		CHECK(fabs(c->stages[1].t[CLP_COST_KFAC_PRECOND] - 2 * sstep * per) < 1e-12 &&
+			      fabs(c->stages[1].t[CLP_COST_KFAC_INV] - 2 * sref * per) < 1e-12 &&
+			      c->kfac_nfactors == 12 && c->inv_phases == 0 && fabs(share - 1) < 1e-12 &&
+			      fabs(c->kfac_share[8] - clp_soap_refresh_flops(32) / sref) < 1e-12,
+		      "soap: step %g (want %g), refresh %g (want %g), %d sides, %d phases, shares %g",
+		      c->stages[1].t[CLP_COST_KFAC_PRECOND], 2 * sstep * per,
+		      c->stages[1].t[CLP_COST_KFAC_INV], 2 * sref * per, c->kfac_nfactors,
+		      c->inv_phases, share);
+	}
 	CHECK(clp_pf_work_costs(c, CLP_PF_WORK_KFAC, 8, 32, 10, 25, 5, 0) == CLP_ERR_INVALID &&
 		      clp_pf_work_costs(c, CLP_PF_WORK_MUON, 0, 32, 10, 25, 5, 0) == CLP_ERR_INVALID,
 	      "bad work or width accepted");

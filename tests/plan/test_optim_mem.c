@@ -114,6 +114,29 @@ static void one(clp_model_config m, int kind, int chunks, const char *at)
 		      (long long)clp_exec_soap_device_bytes(e),
 		      (long long)clp_exec_soap_bytes(tabs, k));
 	}
+	{ /* SOAP's stale bases (PipeFisher): L_next, R_next, QL_next, QR_next and the perms,
+	   * 4 (2 rows^2 + 2 cols^2 + rows + cols) a matrix */
+		clp_exec_soap_opts sp = {.beta1 = 0.95f, .beta2 = 0.95f, .shampoo_beta = 0.95f,
+					 .eps = 1e-8f, .frequency = 10, .init_iters = 3,
+					 .correct_bias = 1, .stale = 1};
+		int64_t next = 0;
+
+		for (int i = 0; i < k; i++)
+			for (int t = 0; t < tabs[i]->ntensors; t++) {
+				const clp_tensor_desc *d = &tabs[i]->tensors[t];
+
+				if (clp_exec_muon_takes(d))
+					next += 4 * (int64_t)(2 * d->shape[0] * d->shape[0] +
+							      2 * d->shape[1] * d->shape[1] +
+							      d->shape[0] + d->shape[1]);
+			}
+		CHECK_OK(clp_exec_soap(e, &sp));
+		CHECK(clp_exec_soap_device_bytes(e) == clp_exec_soap_bytes(tabs, k) + next &&
+			      clp_exec_soap_next_bytes(tabs, k) == next,
+		      "%s: SOAP's stale bases hold %lld bytes, the model says %lld + %lld", at,
+		      (long long)clp_exec_soap_device_bytes(e), (long long)clp_exec_soap_bytes(tabs, k),
+		      (long long)clp_exec_soap_next_bytes(tabs, k));
+	}
 
 	CHECK_OK(clp_exec_shampoo(e, &so));
 	real_s = clp_exec_shampoo_device_bytes(e);

@@ -185,7 +185,7 @@ static void test_shampoo_entry(void)
 	CHECK(clp_exec_shampoo_layer_work(&mc, 1024, 25, 0) == 0, "interval 0 is refused");
 }
 
-/* SOAP: as Shampoo but no PipeFisher yet (stale eigenbases not built), its rate soap.lr /
+/* SOAP: as Shampoo (PipeFisher: stale eigenbases, soap.stale), its rate soap.lr /
  * optim.lr times the scheduled one, soap.weight_decay -1 (the default) optim.weight_decay, its
  * work per layer counting the refreshes once per soap.frequency; a wrong soap.* value is refused
  * with a message naming the key */
@@ -203,10 +203,11 @@ static void test_soap_entry(void)
 		CHECK(0, "the SOAP entry exists");
 		return;
 	}
-	CHECK(m->open && !m->curvature && !m->pipefisher && m->skippipe && m->own_bytes &&
+	CHECK(m->open && !m->curvature && m->pipefisher && m->skippipe && m->own_bytes &&
 	      m->precisions == (1u << CLP_F32 | 1u << CLP_BF16 | 1u << CLP_F16) &&
-	      m->state_bytes == 8 && !strcmp(m->label, "SOAP"), "SOAP: installed at opening, "
-	      "every precision, SkipPipe, no PipeFisher");
+	      m->state_bytes == 8 && !strcmp(m->label, "SOAP") && !c.soap.stale,
+	      "SOAP: installed at opening, every precision, SkipPipe, PipeFisher (stale bases, "
+	      "soap.stale off by default)");
 	CHECK(c.soap.lr == 1e-2 && c.soap.beta1 == 0.95 && c.soap.beta2 == 0.95 &&
 	      c.soap.shampoo_beta == -1 && c.soap.eps == 1e-8 && c.soap.frequency == 10 &&
 	      c.soap.correct_bias && c.soap.weight_decay == -1, "SOAP's defaults");
