@@ -184,6 +184,51 @@ static unsigned char *read_file(const char *path, size_t *n)
 	return buf;
 }
 
+static uint64_t le_bytes(const unsigned char *p, int n)
+{
+	uint64_t v = 0;
+
+	for (int i = n - 1; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* PoCL (binary format 9, PoCL 1.6 to 3.1 at least) serialises its own cache directory of the
+ * program into the binary: a header ("poclbin\0", device id u64, version u32, kernels u32,
+ * flags u64, root entries u32, a 41-byte build hash), then each root entry (program.bc) as its
+ * size (u64, little-endian) and files. When two processes build the same program into one
+ * POCL_CACHE_DIR at once, one can serialise before program.bc is there: an entry of size 0, on
+ * which PoCL's loader asserts (pocl_binary.c, pocl_binary_get_kernels_metadata: `len > 0`) and
+ * aborts the process that loads it, in every later run (seen: plan.cli_bench_model aborted in
+ * a tools/test.sh run, and every `clpipe kernels` after it). Such a binary is not cached, and
+ * one found in the cache is deleted and rebuilt. 0: a binary PoCL would abort on; 1: anything
+ * else (other implementations' formats and other PoCL versions are not inspected). */
+static int pocl_binary_sane(const unsigned char *b, size_t n)
+{
+	size_t off = 8 + 8 + 4 + 4 + 8 + 4 + 41;
+	uint64_t entries;
+
+	if (n < 8 || memcmp(b, "poclbin", 8) != 0)
+		return 1;
+	if (n < off)
+		return 0;
+	if (le_bytes(b + 16, 4) != 9)
+		return 1;
+	entries = le_bytes(b + 32, 4);
+	for (uint64_t i = 0; i < entries; i++) {
+		uint64_t len;
+
+		if (n - off < 8)
+			return 0;
+		len = le_bytes(b + off, 8);
+		off += 8;
+		if (len == 0 || len > n - off)
+			return 0;
+		off += (size_t)len;
+	}
+	return 1;
+}
+
 /* Durably (cl/base/durable.h): a crash never leaves a half-written binary; ranks and test processes
  * building the same program each write their own temporary. An unwritable cache only costs
  * time, so a failure is not reported. */
@@ -326,6 +371,11 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines,
 	snprintf(failed, sizeof(failed), "%s.failed", path);
 	snprintf(marker, sizeof(marker), "%s.building", path);
 	bin = read_file(path, &nbin);
+	if (bin && !pocl_binary_sane(bin, nbin)) {
+		free(bin);
+		bin = NULL;
+		unlink(path); /* PoCL would abort loading it: rebuild from source */
+	}
 	if (bin) {
 		const unsigned char *bp = bin;
 
@@ -377,7 +427,9 @@ static clp_status build(clp_cl_ctx *ctx, const char *label, const char *defines,
 	    nbin > 0 && (bin = malloc(nbin))) {
 		unsigned char *bins[1] = {bin};
 
-		if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) == CL_SUCCESS)
+		if (clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof(bins), bins, NULL) ==
+			    CL_SUCCESS &&
+		    pocl_binary_sane(bin, nbin))
 			write_cache(path, bin, nbin);
 		free(bin);
 	}

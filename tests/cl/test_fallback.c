@@ -207,6 +207,67 @@ static void test_dead_builder(void)
 	CHECK(remove(path) == 0, "the failure was not remembered in %s", path);
 }
 
+/* A PoCL binary whose program.bc entry is empty (two processes built the same program into
+ * one PoCL cache at once; PoCL's loader asserts on it and aborts) is deleted from the engine
+ * cache and rebuilt, not loaded, and a sane one is cached again. Binaries of other
+ * implementations are not PoCL's format: there the test only checks the build. */
+static void test_pocl_empty_entry(void)
+{
+	const size_t entry = 8 + 8 + 4 + 4 + 8 + 4 + 41; /* cl/program.c's pocl_binary_sane */
+	clp_cl_ctx *ctx = new_ctx();
+	char src[256], path[4400];
+	const clp_cl_build_info *bi;
+	unsigned char *bin = NULL;
+	long n = 0;
+	cl_program p;
+	FILE *f;
+
+	if (!ctx)
+		return;
+	snprintf(src, sizeof(src), "__kernel void entry_%ld(__global float *x) { x[0] = 2.0f; }\n",
+		 (long)getpid());
+	CHECK_OK(clp_cl_program_source(ctx, "entry.cl", src, NULL, &p));
+	bi = clp_cl_ctx_build(ctx, clp_cl_ctx_nbuilds(ctx) - 1);
+	CHECK(bi && bi->cache_file, "no build record");
+	if (bi && bi->cache_file)
+		snprintf(path, sizeof(path), "%s", bi->cache_file);
+	clp_cl_ctx_free(ctx);
+	if (!bi || !(f = fopen(path, "rb")))
+		return;
+	if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > (long)(entry + 8) &&
+	    fseek(f, 0, SEEK_SET) == 0 && (bin = malloc((size_t)n)))
+		CHECK(fread(bin, 1, (size_t)n, f) == (size_t)n, "reading %s", path);
+	fclose(f);
+	if (!bin || memcmp(bin, "poclbin", 8) != 0 || bin[16] != 9) {
+		printf("  %s: not a PoCL binary of format 9: nothing to corrupt\n", path);
+		free(bin);
+		return;
+	}
+	CHECK(bin[entry] | bin[entry + 1] | bin[entry + 2], "%s: program.bc's entry is already "
+	      "empty", path);
+	memset(bin + entry, 0, 8);
+	f = fopen(path, "wb");
+	CHECK(f && fwrite(bin, 1, (size_t)n, f) == (size_t)n, "writing %s", path);
+	if (f)
+		fclose(f);
+	ctx = new_ctx();
+	if (!ctx) {
+		free(bin);
+		return;
+	}
+	CHECK_OK(clp_cl_program_source(ctx, "entry.cl", src, NULL, &p));
+	bi = clp_cl_ctx_build(ctx, clp_cl_ctx_nbuilds(ctx) - 1);
+	CHECK(bi && !bi->cached, "the corrupt binary was loaded from %s", path);
+	clp_cl_ctx_free(ctx);
+	f = fopen(path, "rb");
+	CHECK(f && fread(bin, 1, (size_t)n < entry + 8 ? (size_t)n : entry + 8, f) > 0 &&
+		      (bin[entry] | bin[entry + 1] | bin[entry + 2]),
+	      "%s: not cached again with program.bc", path);
+	if (f)
+		fclose(f);
+	free(bin);
+}
+
 /* The same fallback in a mixed-precision forward (A, B and C in bf16): the packed backend's
  * 16-bit packing program fails, the product goes to the tiled kernel, which rounds C itself. */
 static void test_gemm_fallback_16bit(void)
@@ -271,7 +332,8 @@ int main(int argc, char **argv)
 	static const struct th_test tests[] = {TH_TEST(test_gemm_fallback),
 					       TH_TEST(test_gemm_fallback_16bit),
 					       TH_TEST(test_attention_fallback),
-					       TH_TEST(test_dead_builder)};
+					       TH_TEST(test_dead_builder),
+					       TH_TEST(test_pocl_empty_entry)};
 
 	char cache[] = "/tmp/clpipe-fallback-XXXXXX", cmd[64];
 	int rc;
@@ -284,7 +346,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	setenv("CLPIPE_CACHE_DIR", cache, 1);
-	rc = th_main(argc, argv, tests, 4);
+	rc = th_main(argc, argv, tests, 5);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", cache);
 	if (system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", cache);
