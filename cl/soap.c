@@ -8,6 +8,7 @@
 #include "cl/gemm.h"
 #include "cl/nn_internal.h"
 #include "cl/ops.h"
+#include "cl/shampoo.h"
 
 #define SOAP_FILE "soap.cl"
 #define SOAP_MAX_ITERS 1000
@@ -52,25 +53,6 @@ static clp_status check_work(const clp_soap_work *w, int need_x)
 	return clp_nn_require_f32("soap work", 9, "x", w->x, "a", w->a, "b", w->b, "r0", w->r[0],
 				  "r1", w->r[1], "r2", w->r[2], "est", w->est, "perm", w->perm,
 				  "qr", w->qr);
-}
-
-clp_status clp_soap_grad(clp_cl_ctx *ctx, clp_buf g, clp_buf x, size_t n, float gscale,
-			 clp_buf stats)
-{
-	cl_kernel k;
-	cl_ulong go = g.off, xo = x.off, nn = n, so = stats.off;
-	cl_int has = stats.mem != NULL;
-	cl_mem sm = has ? stats.mem : x.mem;
-
-	if (!n)
-		return CLP_OK;
-	if (!g.mem || !x.mem)
-		return clp_error(CLP_ERR_INVALID, "soap grad: missing buffer");
-	CLP_TRY(clp_nn_require_f32("soap grad", 2, "g", g, "x", x));
-	CLP_TRY(kernel(ctx, "clp_soap_grad", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 9, CLP_ARG(g.mem), CLP_ARG(go), CLP_ARG(x.mem), CLP_ARG(xo),
-			    CLP_ARG(nn), CLP_ARG(gscale), CLP_ARG(sm), CLP_ARG(so), CLP_ARG(has)));
-	return clp_nn_run_ew(ctx, k, "soap_grad", n);
 }
 
 clp_status clp_soap_stats(clp_cl_ctx *ctx, clp_buf x, size_t rows, size_t cols, clp_buf l,
@@ -349,7 +331,10 @@ clp_status clp_soap_update(clp_cl_ctx *ctx, clp_buf param, clp_buf m, clp_buf v,
 	    !qr_.mem || is_work(w, ql) || is_work(w, qr_) || is_work(w, v))
 		return clp_error(CLP_ERR_INVALID, "soap update: a buffer is missing, or a state "
 				 "is the scratch");
-	CLP_TRY(clp_soap_grad(ctx, grad, w->x, n, gscale, stats));
+	CLP_TRY(clp_nn_require_f32("soap update", 1, "grad", grad));
+	/* x = grad gscale (times the clip factor; 0 on a non-finite step): Shampoo's first-step
+	 * momentum, which reads no buffer of its own (w->x stands in for it) */
+	CLP_TRY(clp_shampoo_momentum(ctx, w->x, grad, w->x, n, 0.0f, 1, gscale, stats));
 	if (hp->t == 1) {
 		CLP_TRY(clp_soap_stats(ctx, w->x, rows, cols, l, r, hp->shampoo_beta));
 		CLP_TRY(clp_soap_basis_init(ctx, l, rows, ql, hp->init_iters, w));

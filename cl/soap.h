@@ -62,9 +62,6 @@ typedef struct clp_soap_work {
 void clp_soap_work_sizes(size_t rows, size_t cols, size_t n[CLP_SOAP_NWORK + 1]);
 size_t clp_soap_qr_floats(size_t d);
 
-/* x = g gscale (times the clip factor from stats, zero on a non-finite step), n elements. */
-clp_status clp_soap_grad(clp_cl_ctx *ctx, clp_buf g, clp_buf x, size_t n, float gscale,
-			 clp_buf stats);
 /* L = lerp(L, x x^T, 1 - sb), R = lerp(R, x^T x, 1 - sb). */
 clp_status clp_soap_stats(clp_cl_ctx *ctx, clp_buf x, size_t rows, size_t cols, clp_buf l,
 			  clp_buf r, float sb);
@@ -81,7 +78,7 @@ clp_status clp_soap_basis_init(clp_cl_ctx *ctx, clp_buf a, size_t d, clp_buf q, 
 /* v (rows x cols) := v.index_select(axis, perm) (axis 0: rows, 1: cols). */
 clp_status clp_soap_permute(clp_cl_ctx *ctx, clp_buf v, size_t rows, size_t cols, int axis,
 			    clp_buf perm, const clp_soap_work *w);
-/* The t >= 2 update of param, m, v from x (clp_soap_grad's) and the current bases; no
+/* The t >= 2 update of param, m, v from x (the scaled gradient) and the current bases; no
  * statistics and no refresh. */
 clp_status clp_soap_adam(clp_cl_ctx *ctx, clp_buf param, clp_buf m, clp_buf v, clp_buf x,
 			 clp_buf ql, clp_buf qr, size_t rows, size_t cols, const clp_soap_hp *hp,

@@ -1,10 +1,11 @@
-/* SOAP's kernels (cl/soap.h): the gradient's scaling, Adam's moments in the rotated space and
- * the update, the estimated eigenvalues diag(Q^T A Q), their descending argsort by counting,
- * the permutations, and an unblocked Householder QR (LAPACK's geqr2 and org2r: one reflector
- * and one application per column, each a launch). The products (statistics, projections, A Q)
- * are GEMMs (cl/gemm.h). Elementwise kernels take NN_EW_CHUNK elements per work-item, as
- * AdamW; the others one work-item per column (or index), whose loops over rows read
- * consecutive addresses across neighbouring work-items. */
+/* SOAP's kernels (cl/soap.h): Adam's moments in the rotated space and the update, the
+ * estimated eigenvalues diag(Q^T A Q), their descending argsort by counting, the permutations,
+ * and an unblocked Householder QR (LAPACK's geqr2 and org2r: one reflector and one application
+ * per column, each a launch). The gradient's scaling is Shampoo's first-step momentum
+ * (clp_shampoo_momentum); the products (statistics, projections, A Q) are GEMMs (cl/gemm.h).
+ * Elementwise kernels take NN_EW_CHUNK elements per work-item, as AdamW; the others one
+ * work-item per column (or index), whose loops over rows read consecutive addresses across
+ * neighbouring work-items. */
 #ifndef NN_EW_CHUNK
 #define NN_EW_CHUNK 8192
 #endif
@@ -13,26 +14,6 @@
 static float soap_lerp(float s, float e, float w)
 {
 	return w < 0.5f ? s + w * (e - s) : e - (e - s) * (1.0f - w);
-}
-
-/* x = g gscale (times the clip factor stats[3] when has_stats); a set non-finite flag stats[1]
- * writes x = 0 (the statistics then only decay, the update is skipped). */
-__kernel void clp_soap_grad(__global const float *g, ulong go, __global float *x, ulong xo,
-			    ulong n, float gscale, __global const float *stats, ulong so,
-			    int has_stats)
-{
-	const ulong i0 = (ulong)get_global_id(0) * NN_EW_CHUNK, i1 = min(n, i0 + NN_EW_CHUNK);
-	float gs = gscale;
-	int skip = 0;
-
-	if (has_stats) {
-		skip = stats[so + 1] != 0.0f;
-		gs *= stats[so + 3];
-	}
-	g += go;
-	x += xo;
-	for (ulong i = i0; i < i1; i++)
-		x[i] = skip ? 0.0f : g[i] * gs;
 }
 
 /* m = lerp(m, x, 1 - b1), v = lerp(v, gp^2, 1 - b2); nothing on a non-finite step */
