@@ -102,7 +102,8 @@ enum {
 				  * others' zeros, summed), right before the stage's gradient
 				  * all-reduce, brings it to every holder: the owner's items come
 				  * before that exchange. */
-	CLP_PF_WORK_SOAP = 4,    /* clp_pf_work_costs only: SOAP's eigenbasis refreshes as
+	CLP_PF_WORK_SOAP = 4,    /* clp_pf_work_costs and clp_pipefisher_check_work only (its
+				  * messages then name SOAP): SOAP's eigenbasis refreshes as
 				  * Shampoo's roots (the same items: run the pass with
 				  * CLP_PF_WORK_SHAMPOO, which the executor runs for SOAP too) */
 };
@@ -189,11 +190,11 @@ clp_status clp_pf_work_costs(clp_costs *c, int work, int d, int ff, double token
  * (a saved cycle reused for a pipeline); CLP_ERR_INVALID naming the first difference. */
 clp_status clp_pipefisher_check(const clp_sched *base, const clp_sched *cycle);
 
-/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _MUON,
- * _MUON_DELAY; K-FAC: not checked here): Shampoo, on every rank, for every stage it steps,
- * every layer of it and every factor 1..nfactors (0: one item a layer, factor 0) one refresh
- * (KFAC_INV, or its phases 0.. in order) after the stage's OPT_STEP of the cycle's first step;
- * Muon none; delayed Muon, for every OPT_STEP of every step, every layer of the stage and
+/* Whether cycle holds optimizer `work`'s items whole (CLP_PF_WORK_SHAMPOO, _SOAP, _MUON,
+ * _MUON_DELAY; K-FAC: not checked here): Shampoo (SOAP the same, its bases' refreshes as the
+ * roots, the messages naming SOAP), on every rank, for every stage it steps, every layer of it
+ * and every factor 1..nfactors (0: one item a layer, factor 0) one refresh (KFAC_INV, or its
+ * phases 0.. in order) after the stage's OPT_STEP of the cycle's first step; Muon none; delayed Muon, for every OPT_STEP of every step, every layer of the stage and
  * every matrix 1..nfactors (0: factor 0) one NS item (or its phases in order) of that step
  * before the OPT_STEP and none after it, except a layer the rank receives by a KFAC_INV_SYNC
  * of that step before the OPT_STEP (the split: then none, or one before the exchange); no

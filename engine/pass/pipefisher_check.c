@@ -180,11 +180,13 @@ static clp_status check_delay_opt(const clp_sched *cycle, int r, int i, int nfac
 clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfactors)
 {
 	const char *who = work == CLP_PF_WORK_SHAMPOO ? "Shampoo"
+			  : work == CLP_PF_WORK_SOAP  ? "SOAP"
 			  : work == CLP_PF_WORK_MUON  ? "Muon"
 						      : "delayed Muon";
 	int delay = work == CLP_PF_WORK_MUON_DELAY;
+	int refresh = work == CLP_PF_WORK_SHAMPOO || work == CLP_PF_WORK_SOAP; /* the same items */
 
-	if (work != CLP_PF_WORK_SHAMPOO && work != CLP_PF_WORK_MUON && !delay)
+	if (!refresh && work != CLP_PF_WORK_MUON && !delay)
 		return CLP_OK;
 	for (int r = 0; r < cycle->nranks; r++) {
 		const clp_rank_prog *p = &cycle->ranks[r];
@@ -196,13 +198,13 @@ clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfact
 			if (delay ? clp_op_is_kfac(o->kind) && o->kind != CLP_OP_KFAC_INV &&
 					    o->kind != CLP_OP_KFAC_INV_SYNC
 				  : clp_op_is_kfac(o->kind) && o->kind != CLP_OP_KFAC_PRECOND &&
-					    (work == CLP_PF_WORK_MUON || o->kind != CLP_OP_KFAC_INV))
+					    (!refresh || o->kind != CLP_OP_KFAC_INV))
 				return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d op %d is %s, not an "
 						 "item of %s's work", r, i, clp_op_kind_name(o->kind),
 						 who);
 			if (delay && o->kind == CLP_OP_OPT_STEP)
 				CLP_TRY(check_delay_opt(cycle, r, i, nfactors));
-			if (work != CLP_PF_WORK_SHAMPOO || o->kind != CLP_OP_OPT_STEP || o->step != 0)
+			if (!refresh || o->kind != CLP_OP_OPT_STEP || o->step != 0)
 				continue;
 			si = &cycle->stages[o->stage];
 			for (int l = si->first_layer; l < si->first_layer + si->nlayers; l++)
@@ -214,15 +216,15 @@ clp_status clp_pipefisher_check_work(const clp_sched *cycle, int work, int nfact
 						continue;
 					if (n < 0)
 						return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d op %d: "
-								 "Shampoo's refresh of stage %d layer %d "
+								 "%s's refresh of stage %d layer %d "
 								 "factor %d before the stage's OPT_STEP "
 								 "of the cycle's first step (op %d) or "
-								 "its phases out of order", r, bad,
+								 "its phases out of order", r, bad, who,
 								 o->stage, l, f, i);
 					return clp_error(CLP_ERR_INVALID, "pipefisher: rank %d has %d "
 							 "refreshes of stage %d layer %d factor %d per "
-							 "cycle; Shampoo's cycle needs one", r, n,
-							 o->stage, l, f);
+							 "cycle; %s's cycle needs one", r, n,
+							 o->stage, l, f, who);
 				}
 		}
 	}

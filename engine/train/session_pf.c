@@ -535,7 +535,9 @@ clp_status sess_pf_plan(clp_session *s)
 			     s->optim->kind == CLP_OPTIM_SOAP)) { /* every root / basis once a cycle */
 		int dims[CLP_COST_MAX_FACTORS];
 
-		st = clp_pipefisher_check_work(cycle, CLP_PF_WORK_SHAMPOO,
+		st = clp_pipefisher_check_work(cycle,
+					       s->optim->kind == CLP_OPTIM_SOAP ? CLP_PF_WORK_SOAP
+										: CLP_PF_WORK_SHAMPOO,
 					       shampoo_dims(&s->m, dims, CLP_COST_MAX_FACTORS));
 	}
 	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_MUON) { /* every matrix's NS a step */

@@ -4,12 +4,12 @@
  * of the cycle's first step (its statistics' snapshot), never a factor item or all-reduce; the
  * per-step work precedes every OPT_STEP; K respects the packing bound; with the phases each
  * root runs in its phases, in order; clp_pipefisher_check_work accepts the cycle and refuses
- * it with one refresh dropped or moved before the snapshot. Muon: K = 1, only the per-step
- * work. Delayed Muon: K = 1, every rank's NS of every matrix of every layer of every stage it
- * steps once a step (its phases in order), before the stage's OPT_STEP (or, split, before the
- * layer's exchange, on exactly one holder), some before the rank's first F/B (ready at the
- * step's start), no per-step item; what does not fit is forced right before the OPT_STEP;
- * clp_pipefisher_check_work refuses an item dropped, moved after its OPT_STEP or phases
+ * it with one refresh dropped or moved before the snapshot (as SOAP's, the messages naming
+ * SOAP). Muon: K = 1, only the per-step work. Delayed Muon: K = 1, every rank's NS of every
+ * matrix of every layer of every stage it steps once a step (its phases in order), before the
+ * stage's OPT_STEP (or, split, before the layer's exchange, on exactly one holder), some
+ * before the rank's first F/B (ready at the step's start), no per-step item; what does not
+ * fit is forced right before the OPT_STEP; clp_pipefisher_check_work refuses an item dropped, moved after its OPT_STEP or phases
  * swapped; the step is never longer than the serial one (the serial fallback).
  * clp_pf_work_costs: the flop counts of docs/OPTIMIZERS.md at the stage's GEMM rate. */
 #include <math.h>
@@ -138,6 +138,7 @@ static void check_mutations(const char *what, const clp_sched *cy)
 	char *js;
 
 	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_SHAMPOO, NF));
+	CHECK_OK(clp_pipefisher_check_work(cy, CLP_PF_WORK_SOAP, NF));
 	for (int move = 0; move < 2; move++) {
 		clp_rank_prog *p;
 		int k = -1;
@@ -165,10 +166,11 @@ static void check_mutations(const char *what, const clp_sched *cy)
 			} else {
 				p->nops--;
 			}
-			CHECK(clp_pipefisher_check_work(c2, CLP_PF_WORK_SHAMPOO, NF) ==
-				      CLP_ERR_INVALID,
-			      "%s: a cycle with rank 0's refresh %s passes", what,
-			      move ? "moved before the snapshot" : "dropped");
+			/* refused, naming the optimizer configured (the same items for both) */
+			CHECK_ERR(clp_pipefisher_check_work(c2, CLP_PF_WORK_SHAMPOO, NF),
+				  CLP_ERR_INVALID, "Shampoo's");
+			CHECK_ERR(clp_pipefisher_check_work(c2, CLP_PF_WORK_SOAP, NF),
+				  CLP_ERR_INVALID, move ? "SOAP's refresh" : "SOAP's cycle needs one");
 			clp_error_clear();
 		}
 		clp_sched_free(c2);
