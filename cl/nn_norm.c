@@ -11,6 +11,15 @@
  * in the CPU shape. A bound on every device: the kernel must not be right on some only. */
 #define BIAS_ROWS_LAUNCH 2048u
 _Static_assert(BIAS_ROWS_LAUNCH % NN_ROWS_PER_BLOCK == 0, "launches of whole row blocks");
+/* Columns a work-item of the CPU-shape norm backward updates for its block of rows. C up to
+ * NORM_BWD_COLS: one strip, each work-item takes its rows' sums itself (C + R (C / 4 + 14)
+ * loop iterations, ~37k at most, as BIAS_ROWS_LAUNCH); wider: the row sums first, one
+ * work-item a row (C / 8 + 7), then NORM_BWD_COLS + R (NORM_BWD_COLS / 8 + 7), ~21k, whatever
+ * C is. Whole rows were about 9 C, past llvmpipe's 65535 from C ~7300 (wrong at C = 8001). A
+ * multiple of 8: the same columns take the float8 loop as in one strip of all C, so every
+ * element sees the same operations in the same order either way. */
+#define NORM_BWD_COLS 4096u
+_Static_assert(NORM_BWD_COLS % 8 == 0, "strips of whole float8 steps");
 
 static clp_status norm_kernel(clp_cl_ctx *ctx, clp_dtype dt, const char *name, cl_kernel *k)
 {
@@ -129,15 +138,27 @@ clp_status clp_nn_layernorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, 
 		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
 		CLP_TRY(grad_part(ctx, dt, part, 2 * C, dout, inp, mean, rstd, N, C,
 				  dw.mem ? 0 : C, (dw.mem ? C : 0) + (db.mem ? C : 0)));
-	} else {
-		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * 2 * C * sizeof(float), &part));
+	} else { /* wide rows: their sums after the block partials (2 N floats), then strips */
+		cl_ulong so = nb * 2 * C;
+		cl_uint sc = NORM_BWD_COLS;
+
+		CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, (so + 2 * N) * sizeof(float), &part));
+		if (C > NORM_BWD_COLS) {
+			CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward_rows", &k));
+			CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(part), CLP_ARG(so),
+					    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem),
+					    CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo),
+					    CLP_ARG(mean.mem), CLP_ARG(mo), CLP_ARG(rstd.mem),
+					    CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c)));
+			CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd_rows", N));
+		}
 		CLP_TRY(norm_kernel(ctx, dt, "clp_ln_backward", &k));
-		CLP_TRY(clp_cl_args(ctx, k, 16, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
-				    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
-				    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(mean.mem), CLP_ARG(mo),
-				    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c),
-				    CLP_ARG(r)));
-		CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb));
+		CLP_TRY(clp_cl_args(ctx, k, 19, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+				    CLP_ARG(part), CLP_ARG(so), CLP_ARG(dout.mem), CLP_ARG(doo),
+				    CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo),
+				    CLP_ARG(mean.mem), CLP_ARG(mo), CLP_ARG(rstd.mem), CLP_ARG(ro),
+				    CLP_ARG(n), CLP_ARG(c), CLP_ARG(r), CLP_ARG(sc)));
+		CLP_TRY(clp_nn_run_rows(ctx, k, "layernorm_bwd", nb * nn_cdiv(C, NORM_BWD_COLS)));
 	}
 	if (dw.mem && db.mem) /* one launch for both (issue 30) */
 		return clp_nn_colsum_acc2(ctx, dw, db, part, nb, C);
@@ -170,8 +191,8 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 	cl_kernel k;
 	cl_mem part;
 	size_t nb = nn_cdiv(N, NN_ROWS_PER_BLOCK);
-	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, ro = rstd.off;
-	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK;
+	cl_ulong dio = dinp.off, doo = dout.off, io = inp.off, wo = w.off, ro = rstd.off, so;
+	cl_uint n = (cl_uint)N, c = (cl_uint)C, r = NN_ROWS_PER_BLOCK, sc = NORM_BWD_COLS;
 	clp_dtype dt;
 
 	CLP_TRY(check_rows("rmsnorm_backward", N, C));
@@ -195,13 +216,23 @@ clp_status clp_nn_rmsnorm_backward(clp_cl_ctx *ctx, clp_buf dinp, clp_buf dw, cl
 		CLP_TRY(grad_part(ctx, dt, part, C, dout, inp, none, rstd, N, C, 0, C));
 		return clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C);
 	}
-	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, nb * C * sizeof(float), &part));
+	so = nb * C; /* wide rows: their sums after the block partials (N floats), then strips */
+	CLP_TRY(clp_cl_scratch(ctx, NN_SCRATCH_PART, (so + N) * sizeof(float), &part));
+	if (C > NORM_BWD_COLS) {
+		CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward_rows", &k));
+		CLP_TRY(clp_cl_args(ctx, k, 12, CLP_ARG(part), CLP_ARG(so), CLP_ARG(dout.mem),
+				    CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem),
+				    CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
+				    CLP_ARG(c)));
+		CLP_TRY(clp_nn_run_rows(ctx, k, "rmsnorm_bwd_rows", N));
+	}
 	CLP_TRY(norm_kernel(ctx, dt, "clp_rms_backward", &k));
-	CLP_TRY(clp_cl_args(ctx, k, 14, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
-			    CLP_ARG(dout.mem), CLP_ARG(doo), CLP_ARG(inp.mem), CLP_ARG(io),
-			    CLP_ARG(w.mem), CLP_ARG(wo), CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n),
-			    CLP_ARG(c), CLP_ARG(r)));
-	CLP_TRY(clp_nn_run_rows(ctx, k, "rmsnorm_bwd", nb));
+	CLP_TRY(clp_cl_args(ctx, k, 17, CLP_ARG(dinp.mem), CLP_ARG(dio), CLP_ARG(part),
+			    CLP_ARG(part), CLP_ARG(so), CLP_ARG(dout.mem), CLP_ARG(doo),
+			    CLP_ARG(inp.mem), CLP_ARG(io), CLP_ARG(w.mem), CLP_ARG(wo),
+			    CLP_ARG(rstd.mem), CLP_ARG(ro), CLP_ARG(n), CLP_ARG(c), CLP_ARG(r),
+			    CLP_ARG(sc)));
+	CLP_TRY(clp_nn_run_rows(ctx, k, "rmsnorm_bwd", nb * nn_cdiv(C, NORM_BWD_COLS)));
 	return dw.mem ? clp_nn_colsum_acc(ctx, dw, part, 0, C, nb, C) : CLP_OK;
 }
 

@@ -90,48 +90,91 @@ __kernel void clp_ln_residual_forward(__global ST_T *out, ulong oo, __global flo
 	ln_row(out + oo + n * C, mean + mo + n, rstd + ro + n, x, w + wo, b + bo, C, eps);
 }
 
-/* dinp += ...; part[blk] = (sum dout * xhat, sum dout) over the block's rows. */
-__kernel void clp_ln_backward(__global float *dinp, ulong dio, __global float *part,
-			      __global const float *dout, ulong doo, __global const ST_T *inp,
-			      ulong io, __global const ST_T *w, ulong wo,
-			      __global const float *mean, ulong mo, __global const float *rstd,
-			      ulong ro, uint N, uint C, uint R)
+/* One row of LayerNorm's backward: *dm = mean(w g), *dn = mean(w g xhat) */
+static inline void ln_row_sums(const __global ST_T *x, const __global float *g,
+			       const __global ST_T *w, float m, float r, uint C, float *dm,
+			       float *dn)
 {
-	const size_t blk = get_global_id(0);
+	float8 a8 = 0, b8 = 0;
+	uint c;
+
+	for (c = 0; c + 8 <= C; c += 8) {
+		float8 wg = ST_LD8(w, c) * vload8(0, g + c);
+		a8 += wg;
+		b8 = CLP_FMA(wg, (ST_LD8(x, c) - m) * r, b8);
+	}
+	float a = hsum8(a8), bb = hsum8(b8);
+	for (; c < C; c++) {
+		float wg = ST_LD(w, c) * g[c];
+		a += wg;
+		bb = CLP_FMA(wg, (ST_LD(x, c) - m) * r, bb);
+	}
+	*dm = a / (float)C;
+	*dn = bb / (float)C;
+}
+
+/* st[2n], st[2n + 1] = ln_row_sums of row n, one work-item a row: for clp_ln_backward when C
+ * takes more than one strip. */
+__kernel void clp_ln_backward_rows(__global float *st, ulong so, __global const float *dout,
+				   ulong doo, __global const ST_T *inp, ulong io,
+				   __global const ST_T *w, ulong wo, __global const float *mean,
+				   ulong mo, __global const float *rstd, ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+	float dm, dn;
+
+	if (n >= N)
+		return;
+	ln_row_sums(inp + io + n * C, dout + doo + n * C, w + wo, mean[mo + n], rstd[ro + n], C,
+		    &dm, &dn);
+	st[so + 2 * n] = dm;
+	st[so + 2 * n + 1] = dn;
+}
+
+/* dinp += ...; part[blk] = (sum dout * xhat, sum dout) over the block's rows: one work-item a
+ * block of R rows and strip of S columns (S a multiple of 8; work-item blk * strips + strip).
+ * One strip (C <= S): the work-item takes each row's sums itself; more: from st
+ * (clp_ln_backward_rows). Each element sees the same operations, and the block's rows come in
+ * the same order, either way; a work-item's loops run S + R S / 8 iterations at most (plus
+ * R (C / 8 + 7) for one strip), not C + R C / 4 (llvmpipe's 65535, docs/OPENCL.md). */
+__kernel void clp_ln_backward(__global float *dinp, ulong dio, __global float *part,
+			      __global const float *st, ulong so, __global const float *dout,
+			      ulong doo, __global const ST_T *inp, ulong io,
+			      __global const ST_T *w, ulong wo, __global const float *mean,
+			      ulong mo, __global const float *rstd, ulong ro, uint N, uint C,
+			      uint R, uint S)
+{
+	const uint strips = C / S + (C % S != 0);
+	const size_t blk = get_global_id(0) / strips;
+	const uint c0 = (uint)(get_global_id(0) % strips) * S, c1 = min(C, c0 + S);
 	const size_t n0 = blk * R, n1 = min((size_t)N, n0 + R);
 	__global float *pw = part + blk * 2 * C, *pb = pw + C;
 	uint c;
 
 	w += wo;
-	for (c = 0; c < C; c++)
+	for (c = c0; c < c1; c++)
 		pw[c] = pb[c] = 0.0f;
 	for (size_t n = n0; n < n1; n++) {
 		const __global ST_T *x = inp + io + n * C;
 		const __global float *g = dout + doo + n * C;
 		__global float *dx = dinp + dio + n * C;
 		const float m = mean[mo + n], r = rstd[ro + n];
-		float8 a8 = 0, b8 = 0;
+		float dm, dn;
 
-		for (c = 0; c + 8 <= C; c += 8) {
-			float8 wg = ST_LD8(w, c) * vload8(0, g + c);
-			a8 += wg;
-			b8 = CLP_FMA(wg, (ST_LD8(x, c) - m) * r, b8);
+		if (strips == 1) {
+			ln_row_sums(x, g, w, m, r, C, &dm, &dn);
+		} else {
+			dm = st[so + 2 * n];
+			dn = st[so + 2 * n + 1];
 		}
-		float a = hsum8(a8), bb = hsum8(b8);
-		for (; c < C; c++) {
-			float wg = ST_LD(w, c) * g[c];
-			a += wg;
-			bb = CLP_FMA(wg, (ST_LD(x, c) - m) * r, bb);
-		}
-		const float dm = a / (float)C, dn = bb / (float)C;
-		for (c = 0; c + 8 <= C; c += 8) {
+		for (c = c0; c + 8 <= c1; c += 8) {
 			float8 gg = vload8(0, g + c), xh = (ST_LD8(x, c) - m) * r;
 			float8 t = CLP_FMA(-xh, dn, CLP_FMA(ST_LD8(w, c), gg, -dm));
 			vstore8(CLP_FMA(t, r, vload8(0, dx + c)), 0, dx + c);
 			vstore8(CLP_FMA(gg, xh, vload8(0, pw + c)), 0, pw + c);
 			vstore8(vload8(0, pb + c) + gg, 0, pb + c);
 		}
-		for (; c < C; c++) {
+		for (; c < c1; c++) {
 			float gg = g[c], xh = (ST_LD(x, c) - m) * r;
 			float t = CLP_FMA(-xh, dn, CLP_FMA(ST_LD(w, c), gg, -dm));
 			dx[c] = CLP_FMA(t, r, dx[c]);
@@ -170,40 +213,66 @@ __kernel void clp_rms_forward(__global ST_T *out, ulong oo, __global float *rstd
 	rstd[ro + n] = r;
 }
 
-/* dinp += rstd (w g - xhat mean(w g xhat)); part[blk] = sum g xhat over the block's rows. */
-__kernel void clp_rms_backward(__global float *dinp, ulong dio, __global float *part,
-			       __global const float *dout, ulong doo, __global const ST_T *inp,
-			       ulong io, __global const ST_T *w, ulong wo,
-			       __global const float *rstd, ulong ro, uint N, uint C, uint R)
+/* One row of RMSNorm's backward: mean(w g xhat) */
+static inline float rms_row_sum(const __global ST_T *x, const __global float *g,
+				const __global ST_T *w, float r, uint C)
 {
-	const size_t blk = get_global_id(0);
+	float8 b8 = 0;
+	uint c;
+
+	for (c = 0; c + 8 <= C; c += 8)
+		b8 = CLP_FMA(ST_LD8(w, c) * vload8(0, g + c), ST_LD8(x, c) * r, b8);
+	float bb = hsum8(b8);
+	for (; c < C; c++)
+		bb = CLP_FMA(ST_LD(w, c) * g[c], ST_LD(x, c) * r, bb);
+	return bb / (float)C;
+}
+
+/* st[n] = rms_row_sum of row n, one work-item a row (as clp_ln_backward_rows) */
+__kernel void clp_rms_backward_rows(__global float *st, ulong so, __global const float *dout,
+				    ulong doo, __global const ST_T *inp, ulong io,
+				    __global const ST_T *w, ulong wo, __global const float *rstd,
+				    ulong ro, uint N, uint C)
+{
+	const size_t n = get_global_id(0);
+
+	if (n >= N)
+		return;
+	st[so + n] = rms_row_sum(inp + io + n * C, dout + doo + n * C, w + wo, rstd[ro + n], C);
+}
+
+/* dinp += rstd (w g - xhat mean(w g xhat)); part[blk] = sum g xhat over the block's rows, in
+ * strips as clp_ln_backward (st from clp_rms_backward_rows when C takes more than one). */
+__kernel void clp_rms_backward(__global float *dinp, ulong dio, __global float *part,
+			       __global const float *st, ulong so, __global const float *dout,
+			       ulong doo, __global const ST_T *inp, ulong io,
+			       __global const ST_T *w, ulong wo, __global const float *rstd,
+			       ulong ro, uint N, uint C, uint R, uint S)
+{
+	const uint strips = C / S + (C % S != 0);
+	const size_t blk = get_global_id(0) / strips;
+	const uint c0 = (uint)(get_global_id(0) % strips) * S, c1 = min(C, c0 + S);
 	const size_t n0 = blk * R, n1 = min((size_t)N, n0 + R);
 	__global float *pw = part + blk * C;
 	uint c;
 
 	w += wo;
-	for (c = 0; c < C; c++)
+	for (c = c0; c < c1; c++)
 		pw[c] = 0.0f;
 	for (size_t n = n0; n < n1; n++) {
 		const __global ST_T *x = inp + io + n * C;
 		const __global float *g = dout + doo + n * C;
 		__global float *dx = dinp + dio + n * C;
 		const float r = rstd[ro + n];
-		float8 b8 = 0;
+		const float dn = strips == 1 ? rms_row_sum(x, g, w, r, C) : st[so + n];
 
-		for (c = 0; c + 8 <= C; c += 8)
-			b8 = CLP_FMA(ST_LD8(w, c) * vload8(0, g + c), ST_LD8(x, c) * r, b8);
-		float bb = hsum8(b8);
-		for (; c < C; c++)
-			bb = CLP_FMA(ST_LD(w, c) * g[c], ST_LD(x, c) * r, bb);
-		const float dn = bb / (float)C;
-		for (c = 0; c + 8 <= C; c += 8) {
+		for (c = c0; c + 8 <= c1; c += 8) {
 			float8 gg = vload8(0, g + c), xh = ST_LD8(x, c) * r;
 			float8 t = CLP_FMA(-xh, dn, ST_LD8(w, c) * gg);
 			vstore8(CLP_FMA(t, r, vload8(0, dx + c)), 0, dx + c);
 			vstore8(CLP_FMA(gg, xh, vload8(0, pw + c)), 0, pw + c);
 		}
-		for (; c < C; c++) {
+		for (; c < c1; c++) {
 			float gg = g[c], xh = ST_LD(x, c) * r;
 			dx[c] = CLP_FMA(CLP_FMA(-xh, dn, ST_LD(w, c) * gg), r, dx[c]);
 			pw[c] = CLP_FMA(gg, xh, pw[c]);

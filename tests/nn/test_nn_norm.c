@@ -1,10 +1,16 @@
 /* LayerNorm, RMSNorm and bias: forward and backward against the double references (odd
  * shapes, poisoned outputs, non-zero gradients to check accumulation), references against
- * finite differences, and bitwise reproducible parameter gradients. */
+ * finite differences, and bitwise reproducible parameter gradients; the norms also on rows
+ * wider than a strip of the CPU-shape backward. */
 #include "tests/nn/nn_test.h"
 
 static const size_t shapes[][2] = {{1, 1}, {7, 33}, {33, 7}, {70, 100}, {3, 768}};
 #define NSHAPES (sizeof(shapes) / sizeof(shapes[0]))
+/* The norms only: rows wider than one strip of the CPU-shape backward (NORM_BWD_COLS = 4096
+ * columns), whose row sums come first: two blocks, a strip with a float8 part and one of 4
+ * scalar columns. A whole block's rows in one work-item were wrong at C = 8001 on llvmpipe in
+ * the CPU shape (its 65535 loop iterations a work-item). */
+static const size_t wide[][2] = {{33, 8001}, {9, 4100}};
 
 struct fd_ctx {
 	float *inp, *w, *b, *g;
@@ -130,6 +136,8 @@ static void test_layernorm(void)
 		return;
 	for (size_t i = 0; i < NSHAPES; i++)
 		check_norm(shapes[i][0], shapes[i][1], 0, &r);
+	for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++)
+		check_norm(wide[i][0], wide[i][1], 0, &r);
 }
 
 static void test_rmsnorm(void)
@@ -140,6 +148,8 @@ static void test_rmsnorm(void)
 		return;
 	for (size_t i = 0; i < NSHAPES; i++)
 		check_norm(shapes[i][0], shapes[i][1], 1, &r);
+	for (size_t i = 0; i < sizeof(wide) / sizeof(wide[0]); i++)
+		check_norm(wide[i][0], wide[i][1], 1, &r);
 }
 
 static void test_bias(void)
