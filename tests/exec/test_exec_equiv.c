@@ -48,7 +48,11 @@
  * executor refuses at the next cycle's start. "spfwhole": "spf" with pipeline.pipefisher_phases
  * off: whole roots only. "soappf": "spf" with SOAP (its eigenbases' refreshes as the cycle's
  * items, stale; one device with soap.stale and soap.frequency = K): bitwise; "soappfresume":
- * "spfresume" with SOAP (the next bases and perms in the checkpoint). */
+ * "spfresume" with SOAP (the next bases and perms in the checkpoint). "soappfmeas", "spfmeas":
+ * "soappf", "spf" without pipeline.pipefisher_costs: the session measures SOAP's (Shampoo's)
+ * refreshes and steps at start-up, rank 0's report must say so with both times > 0, and the
+ * run trains bitwise as one device with the training open's K (the losses only where that K,
+ * timing noise, is not the probe's and the steps end inside a cycle). */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -71,7 +75,7 @@ char dir[512];
 int pfK; /* the K of the pipelined PipeFisher run */
 int nsteps = 5;
 int delay_set = -1; /* muon.delay for the next runs (-1: the mode's) */
-static int mid_cycle; /* meas modes: the pipelined run ended inside a cycle (no checkpoint) */
+static int mid_cycle; /* meas modes: the pipelined run ended inside a cycle (losses only) */
 #define PHASES_INV_S 20.0 /* spfph: a stage's roots, s (the largest root > any bubble) */
 
 int pf_mode(void)
@@ -574,9 +578,9 @@ static void test_equivalence(void)
 		nsteps = pfK > 1 ? 3 * pfK : 4;
 	}
 	/* meas modes: every open measures anew, so the training run's K may not be the probe's
-	 * (measured: 2 to 4 for SOAP, 3 to 31 for Shampoo: items far longer than any bubble); where
-	 * its steps then end inside a cycle no checkpoint is written, and only the losses are
-	 * compared (bitwise) */
+	 * (measured: 2 to 6 for SOAP, 3 to 32 for Shampoo: items far longer than any bubble);
+	 * where its steps then end inside a cycle (its checkpoint is an earlier cycle end's, or
+	 * none), only the losses are compared (bitwise) */
 	if (meas_mode()) {
 		int k0 = pfK;
 
