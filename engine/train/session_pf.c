@@ -202,13 +202,10 @@ static clp_status measure_sides(clp_session *s, clp_stage *st, int soap, double 
 	hn = big > dd ? big : dd;
 	if (r == CLP_OK && !(h = malloc(hn * sizeof(float))))
 		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
-	if (r == CLP_OK) {
-		clp_buf *sb = &sw.x;
-		clp_buf *hb = &hw.x;
-
-		for (int j = 0; j < 9; j++)
-			sb[j] = hb[j] = clp_buf_at(mem[SW_W + j], 0);
-	}
+#define W(j) clp_buf_at(mem[SW_W + (j)], 0)
+	sw = (clp_soap_work){W(0), W(1), W(2), {W(3), W(4), W(5)}, W(6), W(7), W(8)};
+	hw = (clp_shampoo_work){W(0), W(1), {W(2), W(3), W(4), W(5), W(6), W(7)}, W(8)};
+#undef W
 	for (int i = 0; r == CLP_OK && i < t->ntensors; i++) {
 		const clp_tensor_desc *d = &t->tensors[i];
 		size_t a, b;
