@@ -148,7 +148,7 @@ static clp_status measure_ns(clp_session *s, clp_stage *st, double *ns_s)
 	return r;
 }
 
-/* SOAP's (soap) or Shampoo's work of local stage i's matrices (clp_exec_muon_takes), as the
+/* SOAP's (soap) or Shampoo's work of stage st's matrices (clp_exec_muon_takes), as the
  * executor runs it (engine/exec/exec_shampoo.c), on random gradients of each matrix's shape in
  * scratch buffers of their own: *pre the per-step update of the matrices (the statistics and the
  * projections or preconditioning: clp_soap_update or clp_shampoo_update without a refresh), *inv
