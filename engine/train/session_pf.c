@@ -529,6 +529,15 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.model = &s->m;
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	/* SOAP and Shampoo refresh no more often than configured (soap.frequency, shampoo.interval:
+	 * the least K); where the refreshes fit no bubble the pass would otherwise take the least K
+	 * that holds them, refreshing more often than a serial run does (measured: K 2 against
+	 * soap.frequency 10, the cycle 7.4x the serial run's time; docs/OPTIMIZERS.md) */
+	if (shampoo) {
+		long f = soap ? s->cfg.soap.frequency : s->cfg.shampoo.interval;
+
+		pf.min_steps = f > 256 ? 256 : (int)f;
+	}
 	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
 	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
 	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */
