@@ -314,8 +314,8 @@ static clp_status write_files(const plan_args *a, const clp_plan *p, const clp_p
 		CLP_TRY(clp_cluster_save(c, path));
 	CLP_TRY(clp_plan_apply_config(p, lay, cfg));
 	snprintf(path, sizeof(path), "%s.costs.json", a->out);
-	/* Shampoo's and SOAP's costs are not measured at start-up; the delayed Muon's are, but
-	 * train then runs the pass on the table the plan scored */
+	/* Shampoo's, SOAP's and the delayed Muon's costs would be measured at start-up without
+	 * the file; with it train runs the pass on the table the plan scored */
 	if ((m->shampoo || m->soap || m->muon_delay) && p->pipefisher > 0) {
 		if (strlen(path) >= sizeof(cfg->pipeline.pipefisher_costs))
 			return clp_error(CLP_ERR_INVALID, "plan: %s: path too long for "

@@ -36,7 +36,7 @@ typedef struct sim_cfg {
 	int full_trace, json, bench;
 	int pipefisher, kfac_split;
 	long kfac_split_bits;
-	long kfac_mem_cap, kfac_max_steps, kfac_keep_a, kfac_keep_b;
+	long kfac_mem_cap, kfac_max_steps, kfac_min_steps, kfac_keep_a, kfac_keep_b;
 	char pf_optim[16];
 	long pf_iters, pf_ns_steps, pf_phases;
 	int pf_per_step;
@@ -132,6 +132,9 @@ static const clp_cfg_field fields[] = {
 	  "output gradients per rank (-1: no cap)", -1, 1e18, NULL),
 	F(kfac_max_steps, "kfac_max_steps", CLP_CFG_INT, "256", "PipeFisher: the largest cycle",
 	  1, 4096, NULL),
+	F(kfac_min_steps, "kfac_min_steps", CLP_CFG_INT, "0", "PipeFisher: the least cycle (0: the "
+	  "least that holds the work; training sets soap.frequency or shampoo.interval)", 0, 4096,
+	  NULL),
 	F(kfac_keep_a, "kfac_keep_a", CLP_CFG_INT, "0", "PipeFisher: bytes of one layer's inputs "
 	  "per micro-batch (0: 7 x the stage output, a block with a 4x MLP)", 0, 1e18, NULL),
 	F(pf_optim, "pf_optim", CLP_CFG_STRING, "\"kfac\"", "PipeFisher: whose work goes into "
@@ -481,6 +484,7 @@ static clp_status pipefisher(const sim_cfg *c, clp_scenario *sc)
 	clp_scenario_pf_default(&pf);
 	pf.mem_cap = c->kfac_mem_cap;
 	pf.max_steps = (int)c->kfac_max_steps;
+	pf.min_steps = (int)c->kfac_min_steps;
 	pf.split = c->kfac_split ? CLP_PF_SPLIT_ALL : (int)c->kfac_split_bits;
 	pf.keep_a_bytes = c->kfac_keep_a;
 	pf.keep_b_bytes = c->kfac_keep_b;

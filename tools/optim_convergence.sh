@@ -12,7 +12,10 @@
 #   Shampoo shampoo.lr in SHAMPOO_LRS (default 0.03 0.1 0.3; its AdamW tensors at optim.lr =
 #          3e-3; SHAMPOO_ARGS, default --shampoo.interval=1: the roots every step)
 #   SOAP   soap.lr in SOAP_LRS (default 3e-3 1e-2 3e-2; its AdamW tensors at optim.lr = 3e-3;
-#          SOAP_ARGS, default none: soap.frequency 10)
+#          SOAP_ARGS, default none: soap.frequency 10); on the pipeline also with its eigenbasis
+#          refreshes in the bubbles (pipeline.pipefisher, stale bases, soap.frequency = the
+#          pass's K on costs measured at start-up; runs soap-pf-pipe-...) for soap.lr in
+#          SOAP_PF_LRS (default SOAP_LRS)
 # (a list of one blank, e.g. KFAC_LRS=" ", leaves that optimizer out)
 # Prints the Markdown table of tools/pipefisher_plot.py (steps and training seconds to the
 # target, the summed step times: start-up and evaluations left out) and writes
@@ -84,6 +87,14 @@ for where in one pipe; do
     train "soap-$where-lr$lr" --optim.name=soap --optim.lr=3e-3 --soap.lr="$lr" \
       ${SOAP_ARGS:-} "$@"
   done
+done
+# SOAP's refreshes in the pipeline's bubbles (the pass's K on costs measured at start-up)
+for lr in ${SOAP_PF_LRS:-${SOAP_LRS:-3e-3 1e-2 3e-2}}; do
+  # shellcheck disable=SC2086 # SOAP_ARGS is a list of flags
+  train "soap-pf-pipe-lr$lr" --optim.name=soap --optim.lr=3e-3 --soap.lr="$lr" \
+    --pipeline.pipefisher=true ${SOAP_ARGS:-} "$@"
+  sed -n 's/^pipefisher: K = \([0-9]*\).*/soap-pf-pipe-lr'"$lr"': PipeFisher K = \1/p' \
+    "$out/soap-pf-pipe-lr$lr.log" | head -1
 done
 python3 "$root/tools/pipefisher_plot.py" --target "$target" --svg "$out/convergence.svg" \
   --title "gpt2 4 x 64 on fortunes, 4 x 4 x 64 tokens a step" "${runs[@]}"

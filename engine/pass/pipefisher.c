@@ -41,6 +41,12 @@ static clp_status check_base(const clp_sched *b, const clp_pf_opts *o)
 	if (o->max_steps < 1 || o->max_steps > 4096)
 		return clp_error(CLP_ERR_INVALID, "pipefisher: max_steps %d out of [1, 4096]",
 				 o->max_steps);
+	if (o->min_steps < 0 || o->min_steps > o->max_steps)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: min_steps %d out of [0, max_steps %d]",
+				 o->min_steps, o->max_steps);
+	if (o->min_steps > 1 && o->work == CLP_PF_WORK_MUON_DELAY)
+		return clp_error(CLP_ERR_INVALID, "pipefisher: min_steps %d: the delayed Muon's "
+				 "cycle is one step", o->min_steps);
 	for (int r = 0; r < b->nranks; r++) {
 		int opt = 0;
 
@@ -135,6 +141,8 @@ static clp_status place_items(pf *P, int *K, int64_t *peak)
 	CLP_TRY(pf_assign_owners(P));
 	CLP_TRY(pf_make_items(P));
 	P->kmax = o->max_steps < 4 ? o->max_steps : 4;
+	if (P->kmax < o->min_steps) /* the template simulates at least the least cycle */
+		P->kmax = o->min_steps;
 	if (o->work == CLP_PF_WORK_MUON_DELAY)
 		P->kmax = 1; /* K = 1: every item in the step it serves */
 	for (;;) {

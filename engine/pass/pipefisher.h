@@ -51,6 +51,9 @@ typedef struct clp_pf_opts {
 	int64_t keep_b_bytes;        /* output gradients of one layer for one micro-batch (B) */
 	int64_t mem_cap;             /* kept bytes per rank at most; < 0: no cap */
 	int max_steps;               /* the largest K to try */
+	int min_steps;               /* the least K (0 or 1: the least that holds the work): an
+				      * optimizer refreshing no more often than it is told to
+				      * (SOAP's soap.frequency, Shampoo's shampoo.interval) */
 	int precondition;            /* add KFAC_PRECOND to every step (default 1) */
 	int split;                   /* CLP_PF_SPLIT_* bits (default 0) */
 	int work;                    /* whose periodic work: CLP_PF_WORK_* (default K-FAC's) */

@@ -247,6 +247,8 @@ clp_status pf_round(pf *P, int *K)
 	}
 	if (*K < 1)
 		*K = 1;
+	if (*K < P->o->min_steps) /* kmax >= min_steps (place_items) */
+		*K = P->o->min_steps;
 	place_forced(P, *K, 1);
 	for (int i = 0; i < P->nit; i++)
 		if (P->it[i].placed && P->it[i].step + 1 > *K)

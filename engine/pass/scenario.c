@@ -96,6 +96,7 @@ clp_status clp_scenario_pipefisher(clp_scenario *sc, const clp_scenario_pf *p,
 	po.mem_cap = p->mem_cap;
 	if (p->max_steps > 0)
 		po.max_steps = p->max_steps;
+	po.min_steps = p->min_steps;
 	po.split = p->split;
 	po.work = p->work;
 	po.precondition = !p->no_per_step;

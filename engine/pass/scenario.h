@@ -60,6 +60,7 @@ typedef struct clp_scenario_pf {
 	int64_t keep_b_bytes;          /* > 0: given (clpipe sim --kfac_keep_b) */
 	int64_t mem_cap;               /* kept bytes per rank at most; < 0: no cap */
 	int max_steps;                 /* the largest K to try; 0: the pass's default */
+	int min_steps;                 /* the least K (clp_pf_opts); 0: none */
 	int split;                     /* CLP_PF_SPLIT_* bits */
 	int work;                      /* CLP_PF_WORK_*: whose items (default K-FAC's) */
 	int no_per_step;               /* 1: leave the per-step items out (the pass's

@@ -17,6 +17,7 @@
 #include "engine/sched/sched_json.h"
 #include "engine/pass/validate.h"
 #include "cl/base/clock.h"
+#include "cl/ops.h"
 #include "engine/optim/stage_time.h"
 
 #define PF_META "pipefisher.cycle"
@@ -147,6 +148,154 @@ static clp_status measure_ns(clp_session *s, clp_stage *st, double *ns_s)
 	return r;
 }
 
+/* SOAP's (soap) or Shampoo's work of stage st's matrices (clp_exec_muon_takes), as the
+ * executor runs it (engine/exec/exec_shampoo.c), on random gradients of each matrix's shape in
+ * scratch buffers of their own: *pre the per-step update of the matrices (the statistics and the
+ * projections or preconditioning: clp_soap_update or clp_shampoo_update without a refresh), *inv
+ * the refresh of both sides (clp_soap_basis_next each, or the inverse 4th root each and its copy
+ * into the next set); each the least of PF_REPS after one untimed repetition, summed over the
+ * matrices (the cost table's kfac_precond_s and kfac_inv_s; the pass shares kfac_inv_s by the
+ * sides' flops). The state starts as the executor's: SOAP's statistics at 0 and a first step
+ * (t = 1, soap.init_iters rounds of the refresh from Q = I) untimed; Shampoo's at
+ * shampoo.eps I and a first step with its roots, untimed. */
+enum { SW_P, SW_M, SW_V, SW_G, SW_L, SW_R, SW_QL, SW_QR, SW_NEXT, SW_PERM, SW_W, SW_N = SW_W + 9 };
+
+static clp_status measure_sides(clp_session *s, clp_stage *st, int soap, double *inv,
+				double *pre)
+{
+	const clp_param_table *t = clp_stage_table(st);
+	clp_cl_ctx *ctx = clp_stage_ctx(st);
+	const clp_train_config *c = &s->cfg;
+	size_t big = 1, dd = 1, dmax = 1, n[SW_N], hn;
+	cl_mem mem[SW_N] = {0};
+	clp_soap_work sw;
+	clp_shampoo_work hw;
+	float *h = NULL;
+	uint64_t x = 4242;
+	clp_status r = CLP_OK;
+
+	*inv = *pre = 0;
+	for (int i = 0; i < t->ntensors; i++)
+		if (clp_exec_muon_takes(&t->tensors[i])) {
+			size_t a = (size_t)t->tensors[i].shape[0], b = (size_t)t->tensors[i].shape[1];
+			size_t d = a > b ? a : b;
+
+			big = a * b > big ? a * b : big;
+			dmax = d > dmax ? d : dmax;
+		}
+	dd = dmax * dmax;
+	n[SW_P] = n[SW_M] = n[SW_V] = n[SW_G] = big;
+	n[SW_L] = n[SW_R] = n[SW_QL] = n[SW_QR] = n[SW_NEXT] = dd;
+	n[SW_PERM] = dmax;
+	if (soap) { /* clp_soap_work: x, a, b, r[0..2], est, perm, qr */
+		clp_soap_work_sizes(dmax, dmax, &n[SW_W]);
+		n[SW_W] = n[SW_W + 1] = n[SW_W + 2] = big;
+	} else { /* clp_shampoo_work: x, u, r[0..5], nrm */
+		n[SW_W] = n[SW_W + 1] = big;
+		for (int j = 2; j < 8; j++)
+			n[SW_W + j] = dd;
+		n[SW_W + 8] = 2;
+	}
+	for (int j = 0; r == CLP_OK && j < SW_N; j++)
+		r = clp_cl_buffer(ctx, n[j] * sizeof(float), soap ? "soap cost" : "shampoo cost",
+				  &mem[j]);
+	hn = big > dd ? big : dd;
+	if (r == CLP_OK && !(h = malloc(hn * sizeof(float))))
+		r = clp_error(CLP_ERR_NOMEM, "out of host memory measuring costs");
+#define W(j) clp_buf_at(mem[SW_W + (j)], 0)
+	sw = (clp_soap_work){W(0), W(1), W(2), {W(3), W(4), W(5)}, W(6), W(7), W(8)};
+	hw = (clp_shampoo_work){W(0), W(1), {W(2), W(3), W(4), W(5), W(6), W(7)}, W(8)};
+#undef W
+	for (int i = 0; r == CLP_OK && i < t->ntensors; i++) {
+		const clp_tensor_desc *d = &t->tensors[i];
+		size_t a, b;
+		double bi = 1e300, bp = 1e300;
+		clp_buf B[SW_W];
+		clp_buf none = {0};
+
+		if (!clp_exec_muon_takes(d))
+			continue;
+		a = (size_t)d->shape[0], b = (size_t)d->shape[1];
+		for (int j = 0; j < SW_W; j++)
+			B[j] = clp_buf_at(mem[j], 0);
+		/* the state as the executor starts it: zero moments, statistics 0 (SOAP) or eps I */
+		memset(h, 0, hn * sizeof(float));
+		for (int j = SW_M; r == CLP_OK && j <= SW_V; j++)
+			r = clp_cl_write(ctx, mem[j], 0, a * b * sizeof(float), h);
+		for (int side = 0; r == CLP_OK && side < 2; side++) {
+			size_t e = side ? b : a;
+
+			for (size_t q = 0; !soap && q < e; q++)
+				h[q * e + q] = (float)c->shampoo.eps;
+			r = clp_cl_write(ctx, mem[SW_L + side], 0, e * e * sizeof(float), h);
+			memset(h, 0, e * e * sizeof(float));
+		}
+		for (size_t j = 0; j < a * b; j++)
+			h[j] = (float)(lcg(&x) % 2001) / 1000.0f - 1.0f;
+		if (r == CLP_OK)
+			r = clp_cl_write(ctx, mem[SW_P], 0, a * b * sizeof(float), h);
+		for (int rep = -1; r == CLP_OK && rep <= PF_REPS; rep++) {
+			clp_soap_hp sh = {
+				.lr = 1e-3f, .beta1 = (float)c->soap.beta1, .beta2 = (float)c->soap.beta2,
+				.shampoo_beta = (float)(c->soap.shampoo_beta >= 0 ? c->soap.shampoo_beta
+										   : c->soap.beta2),
+				.eps = (float)c->soap.eps, .t = rep + 2, .correct_bias =
+				c->soap.correct_bias, .init_iters = (int)c->soap.init_iters};
+			clp_shampoo_hp hh = {
+				.lr = 1e-3f, .momentum = (float)c->shampoo.momentum, .first = rep < 0,
+				.refresh = rep < 0, .iters = (int)c->shampoo.iters,
+				.graft = c->shampoo.graft, .beta2 = 0.999f, .eps = 1e-8f, .t = rep + 2,
+				.stat_beta = (float)c->shampoo.beta2};
+			double t0, t1, t2;
+
+			for (size_t j = 0; j < a * b; j++)
+				h[j] = (float)(lcg(&x) % 2001) / 1000.0f - 1.0f;
+			r = clp_cl_write(ctx, mem[SW_G], 0, a * b * sizeof(float), h);
+			if (r == CLP_OK)
+				r = clp_cl_finish(ctx);
+			t0 = clp_now();
+			if (r == CLP_OK && soap)
+				r = clp_soap_update(ctx, B[SW_P], B[SW_M], B[SW_V], B[SW_G], B[SW_L],
+						    B[SW_R], B[SW_QL], B[SW_QR], a, b, &sh, none, 1.0f,
+						    &sw);
+			else if (r == CLP_OK)
+				r = clp_shampoo_update(ctx, B[SW_P], B[SW_M], B[SW_V], B[SW_G], B[SW_L],
+						       B[SW_R], B[SW_QL], B[SW_QR], a, b, &hh, none,
+						       1.0f, &hw);
+			if (r == CLP_OK)
+				r = clp_cl_finish(ctx);
+			t1 = clp_now();
+			for (int side = 0; r == CLP_OK && rep >= 0 && side < 2; side++) {
+				size_t e = side ? b : a;
+
+				if (soap) /* the next basis and perm; the active one stays */
+					r = clp_soap_basis_next(ctx, B[SW_L + side], B[SW_QL + side], e,
+								B[SW_NEXT], B[SW_PERM], &sw);
+				else if ((r = clp_shampoo_inv_root(ctx, B[SW_L + side], e,
+								   CLP_SHAMPOO_ROOT, hh.iters, &hw,
+								   hw.r[5])) == CLP_OK)
+					r = clp_cl_copy(ctx, B[SW_NEXT], hw.r[5], e * e);
+			}
+			if (r == CLP_OK)
+				r = clp_cl_finish(ctx);
+			t2 = clp_now();
+			if (r == CLP_OK && rep > 0) {
+				bp = t1 - t0 < bp ? t1 - t0 : bp;
+				bi = t2 - t1 < bi ? t2 - t1 : bi;
+			}
+		}
+		if (r == CLP_OK) {
+			*pre += bp;
+			*inv += bi;
+		}
+	}
+	free(h);
+	for (int j = 0; j < SW_N; j++)
+		if (mem[j])
+			clReleaseMemObject(mem[j]);
+	return r;
+}
+
 /* Whether rank r's list splits the backward of (stage, pipe) (zero bubble). */
 static int splits(const clp_sched *b, int r, int stage, int pipe)
 {
@@ -166,6 +315,8 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 	clp_kfac_opts o;
 	clp_exec *ex = NULL;
 	int ns = base->nstages, me = sess_rank(s), muon = s->optim->kind == CLP_OPTIM_MUON;
+	int soap = s->optim->kind == CLP_OPTIM_SOAP, sides = soap ||
+							    s->optim->kind == CLP_OPTIM_SHAMPOO;
 	double *sum = calloc((size_t)ns * (CLP_COST_NTIMES + 1) + 1, sizeof(double));
 	clp_status st;
 
@@ -174,7 +325,8 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 	sess_kfac_opts(s, &o);
 	o.interval = 1;
 	st = clp_exec_create(&ex, s->comm, s->ctx, base, &s->m, &eo);
-	if (st == CLP_OK && !muon) /* the delayed Muon: F, B, AdamW's step, and its NS below */
+	/* the delayed Muon, Shampoo and SOAP: F, B, AdamW's step, and their own work below */
+	if (st == CLP_OK && s->optim->kind == CLP_OPTIM_KFAC)
 		st = clp_exec_kfac(ex, &o, 1.0f);
 	if (st == CLP_OK)
 		st = clp_exec_init_params(ex, (uint64_t)s->cfg.train.seed);
@@ -203,6 +355,9 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 		st = measure_stage(s, ex, i, splits(base, me, stage, pipe), t);
 		if (st == CLP_OK && muon) /* its items: the NS; no factors, no per-step item */
 			st = measure_ns(s, clp_exec_stage(ex, i, NULL), &t[CLP_COST_KFAC_INV]);
+		if (st == CLP_OK && sides) /* the refreshes a cycle, the update a step; no factors */
+			st = measure_sides(s, clp_exec_stage(ex, i, NULL), soap,
+					   &t[CLP_COST_KFAC_INV], &t[CLP_COST_KFAC_PRECOND]);
 		for (int k = 0; st == CLP_OK && k < CLP_COST_NTIMES; k++)
 			sum[(size_t)stage * CLP_COST_NTIMES + (size_t)k] += t[k];
 		sum[(size_t)ns * CLP_COST_NTIMES + (size_t)stage] += 1;
@@ -224,7 +379,10 @@ static clp_status measure(clp_session *s, const clp_sched *base, clp_costs *c)
 	free(sum);
 	if (st == CLP_OK)
 		snprintf(c->source, sizeof(c->source), "measured at start-up (%zu x %zu tokens per "
-			 "micro-batch, the least of %d)", s->B, s->T, PF_REPS);
+			 "micro-batch, the least of %d%s)", s->B, s->T, PF_REPS,
+			 soap	 ? "; SOAP's refreshes and steps on random gradients"
+			 : sides ? "; Shampoo's roots and steps on random gradients"
+				 : "");
 	return st;
 }
 
@@ -237,17 +395,6 @@ static clp_status costs_for(clp_session *s, const clp_sched *base, const int *di
 	clp_status st;
 
 	*out = NULL;
-	if (!file[0] && s->optim->kind == CLP_OPTIM_SOAP)
-		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: SOAP's costs are not measured at "
-				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's "
-				 "eigenbasis refreshes, kfac_precond_s: its statistics and projections "
-				 "a step) or pipeline.pipefisher_schedule");
-	if (!file[0] && s->optim->kind == CLP_OPTIM_SHAMPOO)
-		return clp_error(CLP_ERR_UNSUPPORTED, "pipefisher: Shampoo's costs are not measured at "
-				 "start-up: give pipeline.pipefisher_costs (kfac_inv_s: a stage's root "
-				 "refreshes, kfac_precond_s: its statistics and preconditioning a step; "
-				 "e.g. clpipe sim --pipefisher --pf-optim shampoo --write-costs) or "
-				 "pipeline.pipefisher_schedule");
 	if (file[0]) {
 		st = clp_costs_load(file, &c);
 		if (st != CLP_OK)
@@ -382,6 +529,15 @@ static clp_status run_pass(clp_session *s, const clp_sched *base, clp_sched **cy
 	pf.model = &s->m;
 	pf.tokens = s->N;
 	pf.mem_cap = s->cfg.pipeline.pipefisher_mem_cap;
+	/* SOAP and Shampoo refresh no more often than configured (soap.frequency, shampoo.interval:
+	 * the least K); where the refreshes fit no bubble the pass would otherwise take the least K
+	 * that holds them, refreshing more often than a serial run does (measured: K 2 against
+	 * soap.frequency 10, the cycle 7.4x the serial run's time; docs/OPTIMIZERS.md) */
+	if (shampoo) {
+		long f = soap ? s->cfg.soap.frequency : s->cfg.shampoo.interval;
+
+		pf.min_steps = f > 256 ? 256 : (int)f;
+	}
 	/* Shampoo: a root longer than its rank's shortest bubble in phases, one per coupled
 	 * Newton iteration (as clpipe sim --pf-optim shampoo --kfac-split-bits 4; the executor
 	 * runs them, exec_shampoo.c); the split between holders stays K-FAC's (refused above) */

@@ -216,7 +216,8 @@ static const clp_cfg_field fields[] = {
 	F(shampoo.eps, "shampoo.eps", CLP_CFG_FLOAT, "1e-6",
 	  "Shampoo: the statistics L and R start at eps I", 0, 1e6, NULL),
 	F(shampoo.interval, "shampoo.interval", CLP_CFG_INT, "1",
-	  "Shampoo: inverse roots refreshed every interval-th step (zero update before the first)",
+	  "Shampoo: inverse roots refreshed every interval-th step (zero update before the first; "
+	  "with pipeline.pipefisher the least K of the pass's cycle)",
 	  1, 1 << 20, NULL),
 	F(shampoo.iters, "shampoo.iters", CLP_CFG_INT, "25",
 	  "Shampoo: coupled Newton iterations per inverse root", 0, 1000, NULL),
@@ -247,7 +248,8 @@ static const clp_cfg_field fields[] = {
 	F(soap.weight_decay, "soap.weight_decay", CLP_CFG_FLOAT, "-1",
 	  "SOAP: decoupled weight decay of its matrices (-1: optim.weight_decay)", -1, 10, NULL),
 	F(soap.frequency, "soap.frequency", CLP_CFG_INT, "10",
-	  "SOAP: eigenbases refreshed every frequency-th step (precondition_frequency)", 1,
+	  "SOAP: eigenbases refreshed every frequency-th step (precondition_frequency; with "
+	  "pipeline.pipefisher the least K of the pass's cycle)", 1,
 	  1 << 20, NULL),
 	F(soap.init_iters, "soap.init_iters", CLP_CFG_INT, "3",
 	  "SOAP: refresh rounds from Q = I for the first eigenbases (the package: eigh)", 1, 100,

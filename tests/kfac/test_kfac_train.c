@@ -121,6 +121,46 @@ static void muon_delay_measured(clp_train_config *c)
 	CHECK(K == 1, "K = %d", K);
 }
 
+/* Shampoo or SOAP under PipeFisher without pipeline.pipefisher_costs (c as given): the session
+ * measures the table at start-up, its refreshes (kfac_inv_s: both sides of every matrix of the
+ * stage) and per-step update (kfac_precond_s) timed on the device, no factors; its source
+ * names them (who). */
+static void sides_measured(clp_train_config *c, const char *who)
+{
+	char path[600], line[1024];
+	FILE *f;
+	clp_session *s = NULL;
+	double inv = -1, pre = -1, fa = -1, fb = -1, fwd = -1, bwd = -1;
+	int seen = 0, named = 0;
+
+	snprintf(path, sizeof(path), "%s/sides-costs.out", tu_dir());
+	f = fopen(path, "w+");
+	CHECK(f != NULL, "%s", path);
+	if (!f)
+		return;
+	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, f));
+	clp_session_close(s);
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "pipefisher: costs measured at start-up");
+		const char *q = p ? strstr(p, "stage 0: F ") : NULL;
+
+		named |= p && strstr(p, who);
+		if (q && sscanf(q, "stage 0: F %lf ms, B %lf ms, factors A %lf ms + B %lf ms per "
+				   "micro-batch, inversion %lf ms, preconditioning %lf ms", &fwd,
+				&bwd, &fa, &fb, &inv, &pre) == 6)
+			seen = 1;
+	}
+	fclose(f);
+	printf("%s: measured at start-up: F %g ms, B %g ms, refreshes %g ms, step %g ms a stage\n",
+	       c->optim.name, fwd, bwd, inv, pre);
+	CHECK(seen && named, "the session prints a table measured at start-up naming %s (%s)", who,
+	      path);
+	CHECK(fwd > 0 && bwd > 0 && inv > 0 && pre > 0, "F %g, B %g, refreshes %g and step %g ms "
+	      "measured", fwd, bwd, inv, pre);
+	CHECK(fa == 0 && fb == 0, "no factor items (%g, %g ms)", fa, fb);
+}
+
 /* pipeline.pipefisher on one device: the pass runs on costs measured at start-up and sets
  * kfac.interval to its K; checkpoints fall at cycle ends; the final one, inside a cycle, is
  * refused for resuming; and bad settings are refused by name. */
@@ -179,7 +219,8 @@ static void test_pipefisher_settings(void)
 
 /* Shampoo under PipeFisher on one device (the pass on a cost table whose slow refreshes need
  * K > 1 steps): trains, equals shampoo.stale serially with the same K bitwise, and refuses
- * what it does not do, saying why. */
+ * what it does not do, saying why; without the table the session measures Shampoo's (and
+ * SOAP's) costs at start-up. */
 static void test_shampoo_pipefisher(void)
 {
 	clp_train_config c;
@@ -195,8 +236,7 @@ static void test_shampoo_pipefisher(void)
 	c.shampoo.lr = 3e-3;
 	c.shampoo.eps = 1e-4;
 	c.pipeline.pipefisher = 1;
-	CHECK_ERR(clp_session_open(&s, &c, CLP_SESSION_TRAIN, NULL, devnull), CLP_ERR_UNSUPPORTED,
-		  "Shampoo's costs are not measured", "pipeline.pipefisher_costs");
+	sides_measured(&c, "Shampoo's roots and steps on random gradients");
 	snprintf(costs, sizeof(costs), "%s/shampoo-costs.json", tu_dir());
 	f = fopen(costs, "w");
 	CHECK(f != NULL, "%s", costs);
@@ -257,6 +297,9 @@ static void test_shampoo_pipefisher(void)
 	c.pipeline.pipefisher_split = 0;
 	c.pipeline.pipefisher_costs[0] = 0;
 	muon_delay_measured(&c);
+	c.muon.delay = 0;
+	snprintf(c.optim.name, sizeof(c.optim.name), "soap"); /* measured as Shampoo's */
+	sides_measured(&c, "SOAP's refreshes and steps on random gradients");
 	fclose(devnull);
 }
 

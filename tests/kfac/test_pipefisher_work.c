@@ -232,6 +232,67 @@ static void test_shampoo_items(void)
 		}
 }
 
+/* The least K (clp_pf_opts.min_steps: SOAP's soap.frequency, Shampoo's shampoo.interval): a
+ * cycle of at least that many steps, valid; refreshes far longer than any bubble (all forced)
+ * spread over more of its steps than the least cycle's; a least K above the largest and one
+ * for the delayed Muon are refused. */
+static int inv_steps(const clp_sched *cy)
+{
+	int seen[64] = {0}, n = 0;
+
+	for (int r = 0; r < cy->nranks; r++)
+		for (int i = 0; i < cy->ranks[r].nops; i++)
+			if (cy->ranks[r].ops[i].kind == CLP_OP_KFAC_INV && cy->ranks[r].ops[i].step < 64)
+				seen[cy->ranks[r].ops[i].step] = 1;
+	for (int k = 0; k < 64; k++)
+		n += seen[k];
+	return n;
+}
+
+static void test_min_steps(void)
+{
+	clp_sched *b = generate(CLP_SCHED_1F1B, 4, 8, 1);
+	clp_costs *t = b ? costs(b->nstages, 2, 400.0, 0.3) : NULL; /* no bubble holds a root */
+	clp_pf_opts o;
+	clp_pf_report rep;
+	clp_sched *cy = NULL;
+	int k0 = 0, n0 = 0;
+
+	if (!b || !t)
+		goto out;
+	clp_pf_opts_default(&o);
+	o.costs = t;
+	o.work = CLP_PF_WORK_SHAMPOO;
+	CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
+	if (cy) {
+		k0 = rep.K;
+		n0 = inv_steps(cy);
+		CHECK(rep.forced > 0, "roots of 400 against F 1, B 2: %d forced", rep.forced);
+	}
+	clp_sched_free(cy);
+	cy = NULL;
+	o.min_steps = k0 + 6;
+	CHECK_OK(clp_pipefisher(b, &o, &cy, &rep));
+	if (cy) {
+		check_shampoo("min_steps", b, cy, 1);
+		CHECK(rep.K == k0 + 6 && cy->nsteps == rep.K, "min_steps %d: K %d, %d steps", k0 + 6,
+		      rep.K, cy->nsteps);
+		CHECK(inv_steps(cy) > n0, "min_steps %d: forced roots in %d steps, %d at K %d",
+		      k0 + 6, inv_steps(cy), n0, k0);
+	}
+	clp_sched_free(cy);
+	cy = NULL;
+	o.min_steps = o.max_steps + 1;
+	CHECK_ERR(clp_pipefisher(b, &o, &cy, &rep), CLP_ERR_INVALID, "min_steps 257");
+	o.min_steps = 2;
+	o.work = CLP_PF_WORK_MUON_DELAY;
+	CHECK_ERR(clp_pipefisher(b, &o, &cy, &rep), CLP_ERR_INVALID, "min_steps 2",
+		  "delayed Muon");
+out:
+	clp_sched_free(b);
+	clp_costs_free(t);
+}
+
 static void test_muon_items(void)
 {
 	clp_sched *b = generate(CLP_SCHED_1F1B, 4, 8, 1), *cy = NULL;
@@ -809,7 +870,7 @@ static void test_work_costs_kinds(void)
 	clp_costs_free(c);
 }
 
-TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_muon_items), TH_TEST(test_muon_delay_items),
+TH_MAIN(TH_TEST(test_shampoo_items), TH_TEST(test_min_steps), TH_TEST(test_muon_items), TH_TEST(test_muon_delay_items),
 	TH_TEST(test_muon_delay_forced), TH_TEST(test_muon_delay_fallback),
 	TH_TEST(test_work_costs),
 	TH_TEST(test_work_costs_kinds))
