@@ -12,6 +12,10 @@
 #define CK_FD 2u       /* backward against finite differences (small shapes only) */
 #define CK_F32ONLY 4u  /* fp32 storage only */
 #define CK_S16ONLY 8u  /* 16-bit storage only */
+#define CK_GPUGEOM_ON_GPU 16u /* the GPU geometry only where it is the device's own shape: a
+			       * GPU-shape program the CPU runtimes compile for minutes (PoCL:
+			       * ~170 s at hd 128, its head-dim loops written out) for a shape
+			       * they never run, the same source checked there at hd <= 64 */
 
 #define CK_MAXD 6
 typedef struct ck_shape {

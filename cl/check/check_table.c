@@ -221,8 +221,9 @@ static const ck_row attn_rows[] = {
 	/* llvmpipe ends a work-item's loops after 65535 iterations: hd 64 keys x hd from T = 512 */
 	{{{1, 512, 1, 1, 64, 0}, F32}, 0},
 	{{{1, 1024, 1, 1, 64, 0}, F32}, 1},
-	/* and the CPU shape's key blocks times its head-dim loops from T = 2048 at hd 128 */
-	{{{1, 2048, 1, 1, 128, 0}, F32}, 0},
+	/* and the CPU shape's key blocks times its head-dim loops from T = 2048 at hd 128 (the
+	 * GPU shape there only on GPU-shaped devices: CK_GPUGEOM_ON_GPU) */
+	{{{1, 2048, 1, 1, 128, 0}, F32 | CK_GPUGEOM_ON_GPU}, 0},
 };
 static const char *const attn_variants[] = {"causal", "bidirectional"};
 /* N, C, V, vchunk (0: chosen) */
@@ -546,6 +547,9 @@ clp_status clp_check_run(clp_cl_ctx *ctx, const clp_check_opts *opts, clp_check_
 					if (r->variant != ALLV && r->variant != v)
 						continue;
 					for (int g = 0; g < ng; g++) {
+						if (g && (r->s.flags & CK_GPUGEOM_ON_GPU) &&
+						    !clp_cl_ctx_gpu_shape(ctx))
+							continue;
 						ck_case c = {&t->op, v,
 							     ng == 1 ? CLP_NN_SHAPE_AUTO
 							     : g ? CLP_NN_SHAPE_GPU : CLP_NN_SHAPE_CPU,
