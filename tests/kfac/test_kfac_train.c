@@ -77,47 +77,63 @@ static void test_refuse_adamw_checkpoint(void)
 	fclose(devnull);
 }
 
-/* The delayed Muon under PipeFisher without pipeline.pipefisher_costs (c as given): the session
- * measures the pass's table at start-up as K-FAC's, its Newton-Schulz items (kfac_inv_s: every
- * phase of every Muon matrix of the stage, clp_muon_ns_phase) timed on the device instead of
- * counted from flops, no factors or per-step item; K = 1. The table is what the session prints
- * ("pipefisher: costs measured at start-up ...; stage 0: ... inversion X ms, preconditioning Y
- * ms"). */
-static void muon_delay_measured(clp_train_config *c)
+/* Opens a session of c (its report to FILE name under the test directory) and reads the cost
+ * table it prints ("pipefisher: costs measured at start-up ...; stage 0: F f ms, B b ms,
+ * factors A a ms + B b ms per micro-batch, inversion i ms, preconditioning p ms") into t (F, B,
+ * A, B factors, inversion, preconditioning; -1 where not printed); *K the session's K; whether
+ * the table's line names who (NULL: not asked). Returns whether the table was printed. */
+static int measured_table(clp_train_config *c, const char *name, const char *who, double t[6],
+			  int *K, int *named)
 {
 	char path[600], line[1024];
 	FILE *f;
 	clp_session *s = NULL;
-	double inv = -1, pre = -1, fa = -1, fb = -1, fwd = -1, bwd = -1;
-	int seen = 0, K = 0;
+	int seen = 0;
 
-	snprintf(path, sizeof(path), "%s/muon-delay-costs.out", tu_dir());
+	for (int i = 0; i < 6; i++)
+		t[i] = -1;
+	*K = 0, *named = 0;
+	snprintf(path, sizeof(path), "%s/%s", tu_dir(), name);
 	f = fopen(path, "w+");
 	CHECK(f != NULL, "%s", path);
 	if (!f)
-		return;
+		return 0;
 	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, f));
 	if (s)
-		K = (int)clp_session_config(s)->kfac.interval;
+		*K = (int)clp_session_config(s)->kfac.interval;
 	clp_session_close(s);
 	rewind(f);
 	while (fgets(line, sizeof(line), f)) {
 		const char *p = strstr(line, "pipefisher: costs measured at start-up");
 		const char *q = p ? strstr(p, "stage 0: F ") : NULL;
 
+		*named |= p && who && strstr(p, who);
 		if (q && sscanf(q, "stage 0: F %lf ms, B %lf ms, factors A %lf ms + B %lf ms per "
-				   "micro-batch, inversion %lf ms, preconditioning %lf ms", &fwd,
-				&bwd, &fa, &fb, &inv, &pre) == 6)
+				   "micro-batch, inversion %lf ms, preconditioning %lf ms", &t[0],
+				&t[1], &t[2], &t[3], &t[4], &t[5]) == 6)
 			seen = 1;
 	}
 	fclose(f);
-	printf("delayed Muon, measured at start-up: F %g ms, B %g ms, Newton-Schulz %g ms a "
-	       "stage, K %d\n", fwd, bwd, inv, K);
 	CHECK(seen, "the session prints a table measured at start-up (%s)", path);
-	CHECK(fwd > 0 && bwd > 0 && inv > 0, "F %g, B %g and the Newton-Schulz %g ms measured",
-	      fwd, bwd, inv);
-	CHECK(fa == 0 && fb == 0 && pre == 0, "no factor or per-step item (%g, %g, %g ms)", fa,
-	      fb, pre);
+	return seen;
+}
+
+/* The delayed Muon under PipeFisher without pipeline.pipefisher_costs (c as given): the session
+ * measures the pass's table at start-up as K-FAC's, its Newton-Schulz items (kfac_inv_s: every
+ * phase of every Muon matrix of the stage, clp_muon_ns_phase) timed on the device instead of
+ * counted from flops, no factors or per-step item; K = 1. */
+static void muon_delay_measured(clp_train_config *c)
+{
+	double t[6];
+	int K, named;
+
+	measured_table(c, "muon-delay-costs.out", NULL, t, &K, &named);
+	printf("delayed Muon, measured at start-up: F %g ms, B %g ms, Newton-Schulz %g ms a "
+	       "stage, K %d\n", t[0], t[1], t[4], K);
+	CHECK(t[0] > 0 && t[1] > 0 && t[4] > 0, "F %g, B %g and the Newton-Schulz %g ms measured",
+	      t[0], t[1], t[4]);
+	CHECK(t[2] == 0 && t[3] == 0 && t[5] == 0, "no factor or per-step item (%g, %g, %g ms)",
+	      t[2], t[3], t[5]);
 	CHECK(K == 1, "K = %d", K);
 }
 
@@ -127,38 +143,16 @@ static void muon_delay_measured(clp_train_config *c)
  * names them (who). */
 static void sides_measured(clp_train_config *c, const char *who)
 {
-	char path[600], line[1024];
-	FILE *f;
-	clp_session *s = NULL;
-	double inv = -1, pre = -1, fa = -1, fb = -1, fwd = -1, bwd = -1;
-	int seen = 0, named = 0;
+	double t[6];
+	int K, named;
 
-	snprintf(path, sizeof(path), "%s/sides-costs.out", tu_dir());
-	f = fopen(path, "w+");
-	CHECK(f != NULL, "%s", path);
-	if (!f)
-		return;
-	CHECK_OK(clp_session_open(&s, c, CLP_SESSION_TRAIN, NULL, f));
-	clp_session_close(s);
-	rewind(f);
-	while (fgets(line, sizeof(line), f)) {
-		const char *p = strstr(line, "pipefisher: costs measured at start-up");
-		const char *q = p ? strstr(p, "stage 0: F ") : NULL;
-
-		named |= p && strstr(p, who);
-		if (q && sscanf(q, "stage 0: F %lf ms, B %lf ms, factors A %lf ms + B %lf ms per "
-				   "micro-batch, inversion %lf ms, preconditioning %lf ms", &fwd,
-				&bwd, &fa, &fb, &inv, &pre) == 6)
-			seen = 1;
-	}
-	fclose(f);
+	measured_table(c, "sides-costs.out", who, t, &K, &named);
 	printf("%s: measured at start-up: F %g ms, B %g ms, refreshes %g ms, step %g ms a stage\n",
-	       c->optim.name, fwd, bwd, inv, pre);
-	CHECK(seen && named, "the session prints a table measured at start-up naming %s (%s)", who,
-	      path);
-	CHECK(fwd > 0 && bwd > 0 && inv > 0 && pre > 0, "F %g, B %g, refreshes %g and step %g ms "
-	      "measured", fwd, bwd, inv, pre);
-	CHECK(fa == 0 && fb == 0, "no factor items (%g, %g ms)", fa, fb);
+	       c->optim.name, t[0], t[1], t[4], t[5]);
+	CHECK(named, "the table measured at start-up names %s", who);
+	CHECK(t[0] > 0 && t[1] > 0 && t[4] > 0 && t[5] > 0, "F %g, B %g, refreshes %g and step %g "
+	      "ms measured", t[0], t[1], t[4], t[5]);
+	CHECK(t[2] == 0 && t[3] == 0, "no factor items (%g, %g ms)", t[2], t[3]);
 }
 
 /* pipeline.pipefisher on one device: the pass runs on costs measured at start-up and sets
